@@ -1,0 +1,44 @@
+"""``site``: a generic crawler for any start URLs pushed to ``site:start_urls``.
+
+Follows links within the host of the start URL it descends from (the host
+travels in ``meta["root_host"]``, so any node can carry on from any page),
+obeys robots.txt, and stores one item per HTML page fetched.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+from scrapy.http import HtmlResponse
+from scrapy.linkextractors import LinkExtractor
+
+from crawler.items import PageItem
+from extensions.spiders import DistributedSpider
+
+
+class SiteSpider(DistributedSpider):
+    name = "site"
+    link_extractor = LinkExtractor()
+
+    def make_request_from_data(self, data: bytes):
+        request = super().make_request_from_data(data)
+        request.meta.setdefault("root_host", urlsplit(request.url).hostname)
+        return request
+
+    def parse(self, response):
+        if not isinstance(response, HtmlResponse):
+            return
+        referer = response.request.headers.get("Referer") if response.request else None
+        yield PageItem(
+            url=response.url,
+            status=response.status,
+            title=(response.css("title::text").get() or "").strip() or None,
+            fetched_at=datetime.now(UTC).isoformat(),
+            depth=response.meta.get("depth", 0),
+            referer=referer.decode("latin-1") if referer else None,
+        )
+        root_host = response.meta.get("root_host") or urlsplit(response.url).hostname
+        for link in self.link_extractor.extract_links(response):
+            if urlsplit(link.url).hostname == root_host:
+                yield response.follow(link, meta={"root_host": root_host})

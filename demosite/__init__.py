@@ -1,0 +1,1 @@
+"""The bundled demo shop: a deterministic site of a few thousand pages."""

@@ -1,0 +1,163 @@
+"""Serve the demo shop on 127.0.0.1.
+
+    python -m demosite.server --port 8000
+
+``--port 0`` takes a free port; the first line printed is ``listening on URL``.
+``GET /__hits`` returns how often each path was requested (the access log as
+JSON), which the tests use to prove every page was fetched exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import html
+import signal
+import sys
+from collections import Counter
+
+from aiohttp import web
+
+from demosite import catalog
+
+ROBOTS = "User-agent: *\nDisallow: /private/\n"
+
+
+def page(title: str, body: str) -> web.Response:
+    text = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title></head><body>"
+        f"<nav><a href='/'>Home</a> <a href='/about'>About</a></nav>{body}</body></html>"
+    )
+    return web.Response(text=text, content_type="text/html")
+
+
+async def home(request: web.Request) -> web.Response:
+    links = "".join(
+        f"<li><a class='category' href='/category/{c}'>{c.title()}</a></li>"
+        for c in catalog.CATEGORIES
+    )
+    return page(
+        "Demo Shop",
+        f"<h1>Demo Shop</h1><ul>{links}</ul>"
+        "<a href='/private/admin'>Staff only</a> "
+        "<a href='http://external.invalid/'>Elsewhere</a>",
+    )
+
+
+async def about(request: web.Request) -> web.Response:
+    return page("About the Demo Shop", "<h1>About</h1><p>A shop that never changes.</p>")
+
+
+async def category(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in catalog.CATEGORIES:
+        raise web.HTTPNotFound()
+    try:
+        number = int(request.query.get("page", "1"))
+    except ValueError:
+        raise web.HTTPNotFound() from None
+    pages = catalog.pages_in(name)
+    if not 1 <= number <= pages:
+        raise web.HTTPNotFound()
+    first = (number - 1) * catalog.PER_PAGE
+    ids = catalog.product_ids(name)[first : first + catalog.PER_PAGE]
+    names = {i: html.escape(catalog.product(i).name) for i in ids}
+    items = "".join(
+        f"<li class='product'><a href='/product/{i}'>{name}</a></li>" for i, name in names.items()
+    )
+
+    def href(n: int) -> str:
+        return f"/category/{name}" if n == 1 else f"/category/{name}?page={n}"
+
+    nav = " ".join(f"<a class='page' href='{href(n)}'>{n}</a>" for n in range(1, pages + 1))
+    if number < pages:
+        nav += f" <a rel='next' class='next' href='{href(number + 1)}'>Next</a>"
+    return page(
+        f"{name.title()} - page {number}",
+        f"<h1>{name.title()}</h1><ul class='products'>{items}</ul><div class='pager'>{nav}</div>",
+    )
+
+
+async def product(request: web.Request) -> web.Response:
+    try:
+        item = catalog.product(int(request.match_info["id"]))
+    except ValueError:
+        item = None
+    if item is None:
+        raise web.HTTPNotFound()
+    related = "".join(f"<li><a href='/product/{r}'>Product {r}</a></li>" for r in item.related)
+    stock = "in stock" if item.in_stock else "out of stock"
+    return page(
+        item.name,
+        f"<div class='product' data-id='{item.id}'>"
+        f"<h1 class='name'>{html.escape(item.name)}</h1>"
+        f"<span class='sku'>{item.sku}</span>"
+        f"<span class='price' data-currency='EUR'>{item.price_cents / 100:.2f}</span>"
+        f"<span class='rating'>{item.rating}</span>"
+        f"<span class='stock'>{stock}</span>"
+        f"<a class='category' href='/category/{item.category}'>{item.category}</a>"
+        f"</div><h2>Related</h2><ul class='related'>{related}</ul>",
+    )
+
+
+async def robots(request: web.Request) -> web.Response:
+    return web.Response(text=ROBOTS, content_type="text/plain")
+
+
+async def private(request: web.Request) -> web.Response:
+    return page("Private", "<p>Crawlers that obey robots.txt never see this.</p>")
+
+
+async def hits(request: web.Request) -> web.Response:
+    return web.json_response(dict(request.app["hits"]))
+
+
+@web.middleware
+async def count_hits(request: web.Request, handler):
+    if request.path != "/__hits":
+        request.app["hits"][request.path_qs] += 1
+    return await handler(request)
+
+
+def make_app() -> web.Application:
+    app = web.Application(middlewares=[count_hits])
+    app["hits"] = Counter()
+    app.router.add_get("/", home)
+    app.router.add_get("/about", about)
+    app.router.add_get("/category/{name}", category)
+    app.router.add_get("/product/{id}", product)
+    app.router.add_get("/robots.txt", robots)
+    app.router.add_get("/private/{rest:.*}", private)
+    app.router.add_get("/__hits", hits)
+    return app
+
+
+async def serve(host: str, port: int) -> None:
+    runner = web.AppRunner(make_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked
+    print(f"listening on http://{host}:{bound}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(serve(args.host, args.port))
+    except OSError as exc:
+        sys.exit(f"demo site: cannot listen on {args.host}:{args.port}: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""``scrapy crawl``, checking Redis first: an unreachable Redis is one clear
+line and exit status 1, not a traceback from deep inside the engine."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.spiderloader import get_spider_loader
+
+from extensions import connection
+from extensions.exceptions import RedisUnavailable
+
+if TYPE_CHECKING:
+    import argparse
+
+    from scrapy.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def _uses_redis(settings: Settings) -> bool:
+    addons = settings.getdict("ADDONS")
+    return any("extensions.addon" in str(path) for path in addons) or str(
+        settings.get("SCHEDULER", "")
+    ).startswith("extensions.")
+
+
+class Command(ScrapyCrawlCommand):
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        if len(args) == 1 and _uses_redis(self.settings):
+            settings = self.settings.copy()
+            try:
+                spidercls = get_spider_loader(settings).load(args[0])
+            except KeyError:
+                return super().run(args, opts)  # Scrapy's own command reports it
+            spidercls.update_settings(settings)
+            try:
+                connection.from_settings(settings).close()
+            except RedisUnavailable as exc:
+                logger.critical("%s", exc)
+                self.exitcode = 1
+                return
+        super().run(args, opts)

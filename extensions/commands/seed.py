@@ -1,0 +1,87 @@
+"""``scrapy seed NAME URL... [-f FILE]``: validate start URLs and push them to Redis."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from extensions.commands import redis_for_command, spider_keys
+from extensions.exceptions import InvalidStartURL
+from extensions.start_urls import parse_entry
+
+if TYPE_CHECKING:
+    import argparse
+
+PUSH_BATCH = 1000
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "NAME [URL ...] [-f FILE]"
+
+    def short_desc(self) -> str:
+        return "Validate start URLs and push them to the spider's Redis start list"
+
+    def long_desc(self) -> str:
+        return (
+            "Push start URLs for spider NAME to NAME:start_urls, where every node of "
+            "the crawl picks them up. Each URL (or scrapy-redis JSON entry) is checked "
+            "first: invalid ones are reported and skipped, the valid ones still go in, "
+            "and the exit status is 1 if any was refused. -f reads one entry per line "
+            "('-' for standard input); blank lines and lines starting with # are skipped."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "-f", "--file", dest="files", action="append", default=[], metavar="FILE",
+            help="read entries from FILE, one per line ('-' = standard input)",
+        )  # fmt: skip
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if not args:
+            raise UsageError("name the spider: scrapy seed NAME URL ... [-f FILE]")
+        name, entries = args[0], list(args[1:])
+        for path in opts.files:
+            entries.extend(_read_entries(path))
+        if not entries:
+            raise UsageError("no URLs given: pass them as arguments or with -f FILE")
+        assert self.settings is not None
+        keys = spider_keys(self.settings, name)
+
+        valid: list[str] = []
+        refused = 0
+        for entry in entries:
+            try:
+                parse_entry(entry)
+            except InvalidStartURL as exc:
+                refused += 1
+                print(f"refused {entry!r:.200}: {exc}", file=sys.stderr)
+            else:
+                valid.append(entry.strip())
+
+        if valid:
+            server = redis_for_command(self.settings)
+            for start in range(0, len(valid), PUSH_BATCH):
+                server.lpush(keys.start_urls, *valid[start : start + PUSH_BATCH])
+        print(f"pushed {len(valid)} start URLs to {keys.start_urls}", end="")
+        print(f", refused {refused}" if refused else "")
+        if refused:
+            self.exitcode = 1
+
+
+def _read_entries(path: str) -> list[str]:
+    try:
+        stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    with stream:
+        lines = [line.strip() for line in stream]
+    return [line for line in lines if line and not line.startswith("#")]

@@ -1,0 +1,43 @@
+"""Every setting this package adds, with its one default.
+
+Names shared with scrapy-redis keep scrapy-redis's spelling and meaning, so a
+scrapy-redis project keeps working when it switches over.
+"""
+
+from __future__ import annotations
+
+# --- connection -------------------------------------------------------------
+REDIS_URL = "redis://127.0.0.1:6379/0"  # redis:// or rediss://, may carry a password and a db
+REDIS_SOCKET_TIMEOUT = 10.0  # seconds per command before it fails
+REDIS_CONNECT_TIMEOUT = 5.0  # seconds to establish a connection
+
+# --- start URLs (scrapy-redis names) ----------------------------------------
+REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list the users LPUSH raw URLs or JSON to
+REDIS_START_URLS_BATCH_SIZE = 100  # entries read from the start URL list per round trip
+# seconds the whole cluster's frontier must stay empty before a node closes; 0 = never
+MAX_IDLE_TIME_BEFORE_CLOSE = 0
+
+# --- the frontier -----------------------------------------------------------
+SCHEDULER_PERSIST = True  # keep the crawl state in Redis when a node closes
+SCHEDULER_FLUSH_ON_START = False  # wipe this spider's crawl state when a node opens
+FRONTIER_FETCH_BATCH = 16  # requests leased per round trip into the local buffer
+FRONTIER_ENQUEUE_BATCH = 200  # discovered requests buffered before one pipelined write
+FRONTIER_LEASE_TIMEOUT = 600.0  # seconds a lease lasts even while its node still beats
+FRONTIER_RELEASE_INTERVAL = 0.2  # seconds between batched lease releases
+FRONTIER_IDLE_POLL_MIN = 0.05  # seconds an idle node first waits before asking Redis again
+FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
+
+# --- nodes ------------------------------------------------------------------
+NODE_ID = ""  # this node's name in Redis; empty = host-pid-random
+NODE_HEARTBEAT_INTERVAL = 2.0  # seconds between heartbeats
+NODE_TIMEOUT = (
+    15.0  # seconds without a heartbeat before a node counts as dead and its leases return
+)
+
+# --- item store -------------------------------------------------------------
+MONGO_URI = ""  # empty = write JSON Lines instead
+MONGO_DATABASE = "crawler"  # database the items go to
+ITEMS_DIR = "data"  # folder for the JSON Lines store: one NAME.jsonl file per spider
+ITEM_STORE_BATCH_SIZE = 500  # items per write
+ITEM_STORE_FLUSH_INTERVAL = 1.0  # seconds an item waits at most before its batch is written
+ITEM_STORE_MAX_PENDING = 5000  # items buffered or being written before the crawl is made to wait

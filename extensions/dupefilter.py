@@ -1,0 +1,73 @@
+"""Redis dupefilter keyed on Scrapy's own request fingerprinter.
+
+Fingerprints are stored as 16 raw bytes rather than 40-character hex strings.
+The distributed scheduler checks and records them in the same Lua script that
+enqueues the request; ``request_seen`` serves standalone use with Scrapy's
+default scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy_redis.dupefilter import RFPDupeFilter
+
+from extensions import connection
+from extensions.keys import DUPEFILTER
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.utils.request import RequestFingerprinterProtocol
+
+logger = logging.getLogger(__name__)
+
+FINGERPRINT_BYTES = 16
+
+
+class RedisDupeFilter(RFPDupeFilter):
+    logger = logger
+
+    def __init__(
+        self,
+        server: redis.Redis,
+        key: str,
+        fingerprinter: RequestFingerprinterProtocol,
+        debug: bool = False,
+        stats=None,
+    ):
+        super().__init__(server, key=key, debug=debug)
+        self.fingerprinter = fingerprinter
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RedisDupeFilter:
+        assert crawler.spidercls is not None
+        return cls(
+            connection.from_settings(crawler.settings),
+            key=DUPEFILTER % {"name": crawler.spidercls.name},
+            fingerprinter=crawler.request_fingerprinter,
+            debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
+            stats=crawler.stats,
+        )
+
+    def request_fingerprint(self, request: Request) -> bytes:  # type: ignore[override]
+        return self.fingerprinter.fingerprint(request)[:FINGERPRINT_BYTES]
+
+    def request_seen(self, request: Request) -> bool:
+        return self.server.sadd(self.key, self.request_fingerprint(request)) == 0
+
+    def log(self, request: Request, spider: Spider) -> None:
+        if self.debug:
+            self.logger.debug("Filtered duplicate request: %(request)s", {"request": request})
+        elif self.logdupes:
+            self.logger.debug(
+                "Filtered duplicate request %(request)s - no more duplicates will be "
+                "shown (see DUPEFILTER_DEBUG to show all duplicates)",
+                {"request": request},
+            )
+            self.logdupes = False
+        if self.stats is not None:
+            self.stats.inc_value("dupefilter/filtered")

@@ -1,0 +1,15 @@
+"""The project's own errors."""
+
+from __future__ import annotations
+
+
+class SerializationError(ValueError):
+    """A request holds something that cannot be stored as JSON in Redis."""
+
+
+class RedisUnavailable(RuntimeError):
+    """Redis could not be reached; the message names the (masked) URL."""
+
+
+class InvalidStartURL(ValueError):
+    """A start URL entry is not something the crawler can fetch."""

@@ -1,0 +1,124 @@
+"""The shared Redis frontier: queue, dupefilter, leases and node registry.
+
+A request taken from the queue is leased to its node, not deleted: it stays in
+``NAME:leases:NODE`` until the node releases it after the response was handled.
+If the node dies, its heartbeat goes stale and any other node returns its
+leases to the queue. Every multi-key change is one Lua script (``scripts/``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from extensions.keys import SpiderKeys
+
+if TYPE_CHECKING:
+    import redis
+    from redis.client import Pipeline
+
+logger = logging.getLogger(__name__)
+
+
+def _load_script(name: str) -> str:
+    return resources.files("extensions.scripts").joinpath(f"{name}.lua").read_text()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class FrontierSizes:
+    start_urls: int
+    queued: int
+    in_flight: int
+    seen: int
+    dlq: int
+
+    @property
+    def pending(self) -> int:
+        """Work the cluster still has to do (start URLs, queue, in flight)."""
+        return self.start_urls + self.queued + self.in_flight
+
+
+class Frontier:
+    """Redis operations on one spider's frontier, for one node."""
+
+    def __init__(self, server: redis.Redis, keys: SpiderKeys, node_id: str):
+        self.server = server
+        self.keys = keys
+        self.node_id = node_id
+        self.leases_key = keys.leases(node_id)
+        self._enqueue = server.register_script(_load_script("enqueue"))
+        self._lease = server.register_script(_load_script("lease"))
+        self._reclaim = server.register_script(_load_script("reclaim"))
+        self._sizes = server.register_script(_load_script("frontier"))
+
+    def enqueue(
+        self, entries: list[tuple[str, float, bytes]], pipe: Pipeline | None = None
+    ) -> int | None:
+        """Add (fingerprint, score, data) entries; returns how many were new.
+
+        With ``pipe``, the call is queued on it and the result comes from its
+        ``execute()``.
+        """
+        if not entries:
+            return 0
+        args: list[str | float | bytes] = []
+        for fingerprint, score, data in entries:
+            args.extend((fingerprint, score, data))
+        result = self._enqueue(
+            keys=[self.keys.dupefilter, self.keys.requests], args=args, client=pipe
+        )
+        return None if pipe is not None else int(result)
+
+    def lease(self, count: int, lease_timeout: float) -> list[bytes]:
+        """Lease up to ``count`` requests to this node, best priority first."""
+        now = now_ms()
+        return self._lease(
+            keys=[self.keys.requests, self.leases_key, self.keys.nodes],
+            args=[count, now + int(lease_timeout * 1000), self.node_id, now],
+        )
+
+    def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
+        """Drop finished requests from this node's leases."""
+        if items:
+            (pipe or self.server).zrem(self.leases_key, *items)
+
+    def reclaim(self, node_timeout: float, *, closing_node: str = "") -> dict[str, int]:
+        """Return leases of dead nodes, expired leases, and those of ``closing_node``.
+
+        Returns {node id: number of requests returned to the queue}.
+        """
+        now = now_ms()
+        flat = self._reclaim(
+            keys=[self.keys.nodes, self.keys.requests],
+            args=[now, now - int(node_timeout * 1000), self.keys.leases_prefix(), closing_node],
+        )
+        return {
+            node.decode() if isinstance(node, bytes) else node: int(count)
+            for node, count in zip(flat[::2], flat[1::2], strict=True)
+        }
+
+    def heartbeat(self, pipe: Pipeline | None = None) -> None:
+        (pipe or self.server).zadd(self.keys.nodes, {self.node_id: now_ms()})
+
+    def sizes(self) -> FrontierSizes:
+        keys = self.keys
+        values = self._sizes(
+            keys=[keys.start_urls, keys.requests, keys.nodes, keys.dupefilter, keys.dlq],
+            args=[keys.leases_prefix()],
+        )
+        return FrontierSizes(*(int(v) for v in values))
+
+    def clear(self) -> None:
+        """Forget the crawl: queue, seen fingerprints, every node's leases and
+        progress. Start URLs waiting to be read and the dead letters stay."""
+        nodes = [n.decode() for n in self.server.zrange(self.keys.nodes, 0, -1)]
+        doomed = [self.keys.requests, self.keys.dupefilter, self.keys.nodes]
+        doomed += [self.keys.leases(n) for n in nodes] + [self.keys.node(n) for n in nodes]
+        self.server.delete(*doomed)

@@ -1,0 +1,68 @@
+"""Every Redis key this package writes, in one place.
+
+All keys of one spider share the prefix ``NAME:``. Types and meanings:
+
+=============================  ======  ==================================================
+key                            type    holds
+=============================  ======  ==================================================
+``NAME:start_urls``            list    start URLs pushed by users: a raw URL or scrapy-redis
+                                       JSON (``{"url": ..., "meta": ..., "priority": ...}``);
+                                       LPUSH adds, nodes take the oldest first
+``NAME:requests``              zset    the shared request queue: JSON request -> -priority
+``NAME:dupefilter``            set     fingerprints of every request ever scheduled
+``NAME:leases:NODE``           zset    requests handed to NODE and not yet finished:
+                                       JSON request -> lease deadline (ms since epoch)
+``NAME:nodes``                 zset    node id -> last heartbeat (ms since epoch)
+``NAME:node:NODE``             hash    that node's progress: pages, items, started, host, pid
+``NAME:dlq``                   list    JSON records of what failed for good (bad start URL
+                                       entries among them), with the reason
+=============================  ======  ==================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+START_URLS = "%(name)s:start_urls"
+REQUESTS = "%(name)s:requests"
+DUPEFILTER = "%(name)s:dupefilter"
+LEASES = "%(name)s:leases:%(node)s"
+NODES = "%(name)s:nodes"
+NODE = "%(name)s:node:%(node)s"
+DLQ = "%(name)s:dlq"
+
+
+@dataclass(frozen=True)
+class SpiderKeys:
+    """The keys of one spider, with node-specific keys built on demand."""
+
+    name: str
+    start_urls: str
+    requests: str
+    dupefilter: str
+    nodes: str
+    dlq: str
+
+    @classmethod
+    def for_spider(cls, name: str, start_urls_template: str = START_URLS) -> SpiderKeys:
+        subs = {"name": name, "spider": name}
+        return cls(
+            name=name,
+            start_urls=start_urls_template % subs,
+            requests=REQUESTS % subs,
+            dupefilter=DUPEFILTER % subs,
+            nodes=NODES % subs,
+            dlq=DLQ % subs,
+        )
+
+    def leases(self, node: str) -> str:
+        return LEASES % {"name": self.name, "node": node}
+
+    def node(self, node: str) -> str:
+        return NODE % {"name": self.name, "node": node}
+
+    def leases_prefix(self) -> str:
+        return self.leases("")
+
+    def all_static(self) -> list[str]:
+        return [self.start_urls, self.requests, self.dupefilter, self.nodes, self.dlq]

@@ -1,0 +1,159 @@
+"""The item pipeline that writes items in batches, off the reactor thread.
+
+``process_item`` returns only once the item's batch is durable. That is what
+lets the scheduler release a request's lease when the engine is done with it:
+by then every item the request produced is in the store.
+
+Batches are written when they reach ``ITEM_STORE_BATCH_SIZE`` items or their
+oldest item is ``ITEM_STORE_FLUSH_INTERVAL`` seconds old, one batch at a time in
+a worker thread. While ``ITEM_STORE_MAX_PENDING`` items wait, new items wait
+for room, which slows the crawl down instead of growing memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import defer, reactor, task, threads
+from twisted.python.failure import Failure
+
+from extensions import defaults
+from extensions.nodes import node_id_for
+from extensions.stores import ItemStore, JsonLinesStore, MongoStore
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class ItemStorePipeline:
+    def __init__(
+        self,
+        crawler: Crawler,
+        store: ItemStore,
+        *,
+        batch_size: int = defaults.ITEM_STORE_BATCH_SIZE,
+        flush_interval: float = defaults.ITEM_STORE_FLUSH_INTERVAL,
+        max_pending: int = defaults.ITEM_STORE_MAX_PENDING,
+    ):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.store = store
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
+        self.max_pending = max_pending
+        self.node_id = node_id_for(crawler)
+        self._batch: list[tuple[dict[str, Any], defer.Deferred[None]]] = []
+        self._batch_started = 0.0
+        self._writing: defer.Deferred[None] | None = None
+        self._pending = 0
+        self._room: list[defer.Deferred[None]] = []
+        self._timer: task.LoopingCall | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ItemStorePipeline:
+        s = crawler.settings
+        assert crawler.spidercls is not None
+        name = crawler.spidercls.name
+        uri = s.get("MONGO_URI") or defaults.MONGO_URI
+        store: ItemStore
+        if uri:
+            store = MongoStore(
+                uri,
+                s.get("MONGO_DATABASE") or defaults.MONGO_DATABASE,
+                getattr(crawler.spidercls, "mongo_collection", None) or name,
+                getattr(crawler.spidercls, "item_key_field", None) or "url",
+            )
+        else:
+            store = JsonLinesStore(
+                s.get("ITEMS_DIR", defaults.ITEMS_DIR), name, node_id_for(crawler)
+            )
+        return cls(
+            crawler,
+            store,
+            batch_size=s.getint("ITEM_STORE_BATCH_SIZE", defaults.ITEM_STORE_BATCH_SIZE),
+            flush_interval=s.getfloat(
+                "ITEM_STORE_FLUSH_INTERVAL", defaults.ITEM_STORE_FLUSH_INTERVAL
+            ),
+            max_pending=s.getint("ITEM_STORE_MAX_PENDING", defaults.ITEM_STORE_MAX_PENDING),
+        )
+
+    async def open_spider(self) -> None:
+        await maybe_deferred_to_future(threads.deferToThread(self.store.open))
+        logger.info("items go to %s", self.store.describe())
+        self._timer = task.LoopingCall(self._flush_if_old)
+        self._timer.start(max(self.flush_interval / 4, 0.05), now=False)
+
+    async def close_spider(self) -> None:
+        if self._timer is not None and self._timer.running:
+            self._timer.stop()
+        self._flush()
+        while self._writing is not None:
+            await maybe_deferred_to_future(self._writing)
+            self._flush()
+        await maybe_deferred_to_future(threads.deferToThread(self.store.close))
+        logger.info(
+            "item store closed: %d items written to %s",
+            self.stats.get_value("item_store/written", 0),
+            self.store.describe(),
+        )
+
+    async def process_item(self, item: Any) -> Any:
+        while self._pending >= self.max_pending:
+            self.stats.inc_value("item_store/backpressure_waits")
+            room: defer.Deferred[None] = defer.Deferred()
+            self._room.append(room)
+            await maybe_deferred_to_future(room)
+        durable: defer.Deferred[None] = defer.Deferred()
+        if not self._batch:
+            self._batch_started = time.monotonic()
+        self._batch.append((self._document(item), durable))
+        self._pending += 1
+        if len(self._batch) >= self.batch_size:
+            self._flush()
+        await maybe_deferred_to_future(durable)
+        return item
+
+    def _document(self, item: Any) -> dict[str, Any]:
+        doc = ItemAdapter(item).asdict()
+        doc.setdefault("_spider", self.crawler.spider.name if self.crawler.spider else "")
+        doc.setdefault("_node", self.node_id)
+        return doc
+
+    def _flush_if_old(self) -> None:
+        if self._batch and time.monotonic() - self._batch_started >= self.flush_interval:
+            self._flush()
+
+    def _flush(self) -> None:
+        # One write at a time keeps the store's order and bounds the threads used.
+        if not self._batch or self._writing is not None:
+            return
+        batch, self._batch = self._batch[: self.batch_size], self._batch[self.batch_size :]
+        if self._batch:
+            self._batch_started = time.monotonic()
+        self._writing = threads.deferToThread(self.store.write, [doc for doc, _ in batch])
+        self._writing.addBoth(self._written, batch)
+
+    def _written(self, result: Any, batch: list[tuple[dict[str, Any], defer.Deferred[None]]]):
+        self._writing = None
+        if isinstance(result, Failure):
+            # Kept and retried: an item is never dropped because a write failed.
+            logger.error("writing %d items failed: %s; retrying in 1s", len(batch), result.value)
+            self.stats.inc_value("item_store/write_errors")
+            self._batch = batch + self._batch
+            reactor.callLater(1.0, self._flush)
+            return None
+        self.stats.inc_value("item_store/written", len(batch))
+        self._pending -= len(batch)
+        for _, durable in batch:
+            durable.callback(None)
+        while self._room and self._pending < self.max_pending:
+            self._room.pop(0).callback(None)
+        if len(self._batch) >= self.batch_size:
+            self._flush()
+        return None

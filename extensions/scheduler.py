@@ -1,0 +1,348 @@
+"""A Scrapy scheduler whose queue is shared by every node through Redis.
+
+What it adds to scrapy-redis's scheduler:
+
+* requests are leased, not popped: a node that dies loses nothing, its leases
+  return to the queue once its heartbeat goes stale;
+* a lease is released only after the engine is completely done with the
+  request (callback run, child requests written to Redis, items through the
+  pipelines), in batches, in the same transaction that writes its children;
+* requests are JSON (``extensions.serializer``), never pickle;
+* round trips are batched: leases in groups into a local buffer, discovered
+  requests checked against the dupefilter and enqueued in one Lua call;
+* an idle node asks Redis again after 50 ms, backing off to 1 s, instead of
+  every 5 s; and it closes only when the whole cluster's frontier has stayed
+  empty for ``MAX_IDLE_TIME_BEFORE_CLOSE`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+import redis
+from scrapy import signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import DontCloseSpider
+from twisted.internet import reactor, task
+
+from extensions import connection, defaults, engine
+from extensions.deadletter import DeadLetters
+from extensions.dupefilter import FINGERPRINT_BYTES
+from extensions.exceptions import SerializationError
+from extensions.frontier import Frontier
+from extensions.keys import SpiderKeys
+from extensions.nodes import NodeRecord, node_id_for
+from extensions.serializer import dumps_request, loads_request
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class DistributedScheduler(BaseScheduler):
+    def __init__(
+        self,
+        server: redis.Redis,
+        crawler: Crawler,
+        *,
+        node_id: str,
+        start_urls_key: str = defaults.REDIS_START_URLS_KEY,
+        persist: bool = defaults.SCHEDULER_PERSIST,
+        flush_on_start: bool = defaults.SCHEDULER_FLUSH_ON_START,
+        max_idle_time: float = defaults.MAX_IDLE_TIME_BEFORE_CLOSE,
+        fetch_batch: int = defaults.FRONTIER_FETCH_BATCH,
+        enqueue_batch: int = defaults.FRONTIER_ENQUEUE_BATCH,
+        lease_timeout: float = defaults.FRONTIER_LEASE_TIMEOUT,
+        release_interval: float = defaults.FRONTIER_RELEASE_INTERVAL,
+        idle_poll_min: float = defaults.FRONTIER_IDLE_POLL_MIN,
+        idle_poll_max: float = defaults.FRONTIER_IDLE_POLL_MAX,
+        heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL,
+        node_timeout: float = defaults.NODE_TIMEOUT,
+    ):
+        self.server = server
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.node_id = node_id
+        self.start_urls_key = start_urls_key
+        self.persist = persist
+        self.flush_on_start = flush_on_start
+        self.max_idle_time = max_idle_time
+        self.fetch_batch = fetch_batch
+        self.enqueue_batch = enqueue_batch
+        self.lease_timeout = lease_timeout
+        self.release_interval = release_interval
+        self.idle_poll_min = idle_poll_min
+        self.idle_poll_max = idle_poll_max
+        self.heartbeat_interval = heartbeat_interval
+        self.node_timeout = node_timeout
+
+        self._buffer: deque[tuple[Request, bytes]] = deque()
+        self._leased: dict[Request, bytes] = {}
+        self._to_enqueue: list[tuple[str | bytes, float, bytes]] = []
+        self._to_release: list[bytes] = []
+        self._poll_delay = idle_poll_min
+        self._next_poll = 0.0
+        self._wake_call = None
+        self._idle_since: float | None = None
+        self._redis_down_since: float | None = None
+        self._loops: list[task.LoopingCall] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
+        s = crawler.settings
+        server = connection.from_settings(s)
+        max_idle = s.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE", defaults.MAX_IDLE_TIME_BEFORE_CLOSE)
+        if max_idle < 0:
+            raise ValueError("MAX_IDLE_TIME_BEFORE_CLOSE must be 0 (never close) or positive")
+        return cls(
+            server,
+            crawler,
+            node_id=node_id_for(crawler),
+            start_urls_key=s.get("REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY),
+            persist=s.getbool("SCHEDULER_PERSIST", defaults.SCHEDULER_PERSIST),
+            flush_on_start=s.getbool("SCHEDULER_FLUSH_ON_START", defaults.SCHEDULER_FLUSH_ON_START),
+            max_idle_time=max_idle,
+            fetch_batch=s.getint("FRONTIER_FETCH_BATCH", defaults.FRONTIER_FETCH_BATCH),
+            enqueue_batch=s.getint("FRONTIER_ENQUEUE_BATCH", defaults.FRONTIER_ENQUEUE_BATCH),
+            lease_timeout=s.getfloat("FRONTIER_LEASE_TIMEOUT", defaults.FRONTIER_LEASE_TIMEOUT),
+            release_interval=s.getfloat(
+                "FRONTIER_RELEASE_INTERVAL", defaults.FRONTIER_RELEASE_INTERVAL
+            ),
+            idle_poll_min=s.getfloat("FRONTIER_IDLE_POLL_MIN", defaults.FRONTIER_IDLE_POLL_MIN),
+            idle_poll_max=s.getfloat("FRONTIER_IDLE_POLL_MAX", defaults.FRONTIER_IDLE_POLL_MAX),
+            heartbeat_interval=s.getfloat(
+                "NODE_HEARTBEAT_INTERVAL", defaults.NODE_HEARTBEAT_INTERVAL
+            ),
+            node_timeout=s.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT),
+        )
+
+    # --- lifecycle ------------------------------------------------------------
+
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        self.keys = SpiderKeys.for_spider(spider.name, self.start_urls_key)
+        self.frontier = Frontier(self.server, self.keys, self.node_id)
+        self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
+        self.node = NodeRecord(self.server, self.keys, self.node_id)
+        if self.flush_on_start:
+            self.frontier.clear()
+            logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
+        self.node.write(self.stats)
+        reclaimed = self._reclaim()
+        sizes = self.frontier.sizes()
+        if sizes.seen:
+            from_nodes = ", ".join(f"{n} from node {node}" for node, n in reclaimed.items())
+            logger.info(
+                "resuming %s: %d seen, %d queued, %d in flight, %d dead-lettered%s",
+                spider.name,
+                sizes.seen,
+                sizes.queued,
+                sizes.in_flight,
+                sizes.dlq,
+                f"; leases reclaimed: {from_nodes}" if from_nodes else "",
+            )
+        logger.info("node %s joined the crawl of %s", self.node_id, spider.name)
+        self.crawler.signals.connect(self._on_spider_idle, signal=signals.spider_idle)
+        for interval, func in (
+            (self.release_interval, self.flush),
+            (self.heartbeat_interval, self._heartbeat),
+        ):
+            loop = task.LoopingCall(func)
+            loop.start(interval, now=False)
+            self._loops.append(loop)
+
+    def close(self, reason: str) -> None:
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
+        self.flush()
+        try:
+            # Whatever this node still holds (its local buffer, requests cut
+            # short by a forced stop) goes back to the queue at once.
+            returned = self.frontier.reclaim(self.node_timeout, closing_node=self.node_id)
+            if returned.get(self.node_id):
+                logger.info("returned %d unfinished requests to the queue", returned[self.node_id])
+            self.node.write(self.stats, state="closed")
+            if not self.persist:
+                self.frontier.clear()
+        except redis.RedisError as exc:
+            logger.error(
+                "could not hand back this node's leases (%s); they return to the queue "
+                "once its heartbeat is %ss old",
+                exc,
+                self.node_timeout,
+            )
+
+    # --- the engine's interface -------------------------------------------------
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer or self._to_enqueue)
+
+    def enqueue_request(self, request: Request) -> bool:
+        try:
+            data = dumps_request(request, self.spider)
+        except SerializationError as exc:
+            logger.error("cannot queue %s: %s", request, exc)
+            self.stats.inc_value("frontier/unserializable")
+            self._dead_letter(kind="unserializable", url=request.url, error=str(exc))
+            return False
+        fingerprint: str | bytes = ""
+        if not request.dont_filter:
+            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)[
+                :FINGERPRINT_BYTES
+            ]
+        self._to_enqueue.append((fingerprint, -request.priority, data))
+        self.stats.inc_value("frontier/enqueued")
+        if len(self._to_enqueue) >= self.enqueue_batch:
+            self.flush()
+        return True
+
+    def next_request(self) -> Request | None:
+        if not self._buffer:
+            self._refill()
+            if not self._buffer:
+                return None
+        request, data = self._buffer.popleft()
+        self._leased[request] = data
+        self.stats.inc_value("frontier/dequeued")
+        return request
+
+    # --- batching ---------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write discovered requests, then release finished leases, atomically."""
+        self._collect_finished()
+        if not (self._to_enqueue or self._to_release):
+            return
+        to_enqueue, to_release = self._to_enqueue, self._to_release
+        pipe = self.server.pipeline(transaction=True)
+        self.frontier.enqueue(to_enqueue, pipe)
+        self.frontier.release(to_release, pipe)
+        try:
+            results = pipe.execute()
+        except redis.RedisError as exc:
+            self._redis_failed(exc)
+            return
+        self._redis_ok()
+        self._to_enqueue, self._to_release = [], []
+        if to_enqueue:
+            added = int(results[0])
+            self.stats.inc_value("frontier/added", added)
+            self.stats.inc_value("dupefilter/filtered", len(to_enqueue) - added)
+        if to_release:
+            self.stats.inc_value("frontier/released", len(to_release))
+
+    def _collect_finished(self) -> None:
+        in_progress = engine.requests_in_progress(self.crawler)
+        if in_progress is None or not self._leased:
+            return
+        finished = [request for request in self._leased if request not in in_progress]
+        for request in finished:
+            self._to_release.append(self._leased.pop(request))
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        if now < self._next_poll:
+            return
+        self.flush()
+        try:
+            items = self.frontier.lease(self.fetch_batch, self.lease_timeout)
+        except redis.RedisError as exc:
+            self._redis_failed(exc)
+            items = []
+        else:
+            self._redis_ok()
+        for data in items:
+            try:
+                request = loads_request(data, self.spider)
+            except SerializationError as exc:
+                logger.error("dropping unreadable request from the queue: %s", exc)
+                self.stats.inc_value("frontier/unreadable")
+                self._dead_letter(
+                    kind="unreadable", url="", error=str(exc), raw=data.decode("utf-8", "replace")
+                )
+                self._to_release.append(data)
+                continue
+            self._buffer.append((request, data))
+        if items:
+            self.stats.inc_value("frontier/leased", len(items))
+            self._poll_delay = self.idle_poll_min
+            self._next_poll = 0.0
+        else:
+            # Nothing there: look again later, backing off, and wake the engine
+            # then so it does not wait for its own 5 s heartbeat.
+            self._next_poll = now + self._poll_delay
+            self._schedule_wake(self._poll_delay)
+            self._poll_delay = min(self._poll_delay * 2, self.idle_poll_max)
+
+    def _schedule_wake(self, delay: float) -> None:
+        if self._wake_call is not None and self._wake_call.active():
+            return
+        self._wake_call = reactor.callLater(delay, engine.wake, self.crawler)
+
+    # --- heartbeat, reclaim, idle ----------------------------------------------
+
+    def _heartbeat(self) -> None:
+        try:
+            self.node.write(self.stats)
+            self._reclaim()
+        except redis.RedisError as exc:
+            self._redis_failed(exc)
+        else:
+            self._redis_ok()
+
+    def _reclaim(self) -> dict[str, int]:
+        returned = self.frontier.reclaim(self.node_timeout)
+        for node, count in returned.items():
+            logger.warning("returned %d requests leased by node %s to the queue", count, node)
+            self.stats.inc_value("frontier/reclaimed", count)
+        if returned:
+            self._next_poll = 0.0
+            engine.wake(self.crawler)
+        return returned
+
+    def _on_spider_idle(self, spider: Spider) -> None:
+        self.flush()
+        try:
+            sizes = self.frontier.sizes()
+        except redis.RedisError as exc:
+            self._redis_failed(exc)
+            raise DontCloseSpider from None
+        now = time.monotonic()
+        if sizes.pending or self._to_enqueue or self._to_release:
+            self._idle_since = None
+            raise DontCloseSpider
+        if self._idle_since is None:
+            self._idle_since = now
+            logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
+        if self.max_idle_time <= 0 or now - self._idle_since < self.max_idle_time:
+            self._schedule_wake(self.idle_poll_max)
+            raise DontCloseSpider
+
+    def _dead_letter(self, **record: str) -> None:
+        try:
+            self.dead_letters.add(**record)
+        except redis.RedisError as exc:
+            logger.error("could not write to the dead-letter queue: %s (record: %s)", exc, record)
+
+    def _redis_failed(self, exc: Exception) -> None:
+        if self._redis_down_since is None:
+            self._redis_down_since = time.monotonic()
+            logger.error(
+                "lost Redis at %s: %s; will keep retrying",
+                connection.describe(self.server),
+                exc,
+            )
+        self.stats.inc_value("frontier/redis_errors")
+
+    def _redis_ok(self) -> None:
+        if self._redis_down_since is not None:
+            logger.warning("Redis is back after %.1fs", time.monotonic() - self._redis_down_since)
+            self._redis_down_since = None

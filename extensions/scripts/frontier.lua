@@ -1,0 +1,19 @@
+-- Sizes of the cluster-wide frontier, in one round trip.
+-- KEYS[1]  start URL list
+-- KEYS[2]  request queue (zset)
+-- KEYS[3]  node registry (zset)
+-- KEYS[4]  dupefilter set
+-- KEYS[5]  dead-letter list
+-- ARGV[1]  lease key prefix; a node's leases live at prefix .. node id
+-- Returns  {start_urls, queued, in_flight, seen, dlq}
+local in_flight = 0
+for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  in_flight = in_flight + redis.call('ZCARD', ARGV[1] .. node)
+end
+return {
+  redis.call('LLEN', KEYS[1]),
+  redis.call('ZCARD', KEYS[2]),
+  in_flight,
+  redis.call('SCARD', KEYS[4]),
+  redis.call('LLEN', KEYS[5]),
+}

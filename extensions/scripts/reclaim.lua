@@ -1,0 +1,42 @@
+-- Return leases to the queue: all leases of nodes whose heartbeat is older than
+-- ARGV[2], all leases of the node named in ARGV[4] (a node that is closing),
+-- and any lease whose deadline has passed.
+-- KEYS[1]  node registry (zset, score = last heartbeat in ms)
+-- KEYS[2]  request queue (zset, score = -priority)
+-- ARGV[1]  now (ms since epoch)
+-- ARGV[2]  heartbeats older than this (ms since epoch) mean the node is dead
+-- ARGV[3]  lease key prefix; a node's leases live at prefix .. node id
+-- ARGV[4]  a node whose leases all go back now, or ''
+-- Returns  flat list: node id, number of requests returned, ... (nodes with 0 left out)
+local function priority_score(item)
+  local ok, request = pcall(cjson.decode, item)
+  if ok and type(request) == 'table' and tonumber(request['priority']) then
+    return -tonumber(request['priority'])
+  end
+  return 0
+end
+
+local returned = {}
+local nodes = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #nodes, 2 do
+  local node = nodes[i]
+  local lease_key = ARGV[3] .. node
+  local items
+  if node == ARGV[4] or tonumber(nodes[i + 1]) < tonumber(ARGV[2]) then
+    items = redis.call('ZRANGE', lease_key, 0, -1)
+    redis.call('DEL', lease_key)
+  else
+    items = redis.call('ZRANGEBYSCORE', lease_key, '-inf', ARGV[1])
+    if #items > 0 then
+      redis.call('ZREMRANGEBYSCORE', lease_key, '-inf', ARGV[1])
+    end
+  end
+  for _, item in ipairs(items) do
+    redis.call('ZADD', KEYS[2], priority_score(item), item)
+  end
+  if #items > 0 then
+    table.insert(returned, node)
+    table.insert(returned, #items)
+  end
+end
+return returned

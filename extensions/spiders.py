@@ -1,0 +1,143 @@
+"""Spiders that take their start URLs from Redis, as scrapy-redis's do.
+
+Make an existing spider distributed by changing its base class::
+
+    class MySpider(DistributedSpider):        # was: scrapy.Spider
+        name = "my"
+
+Start URLs come from ``NAME:start_urls`` (``redis-cli LPUSH my:start_urls URL``
+or ``scrapy seed my URL``), oldest first, plus the spider's own ``start_urls`` /
+``start_requests()`` if it has them. Every start request goes through the shared
+dupefilter, so N nodes fetch a start URL once, and a URL pushed twice is
+fetched once (push JSON with ``"dont_filter": true`` to force a refetch).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import Request, Spider, signals
+from scrapy.exceptions import DontCloseSpider
+from scrapy.spiders import CrawlSpider
+
+from extensions import connection, defaults
+from extensions.deadletter import DeadLetters
+from extensions.exceptions import InvalidStartURL
+from extensions.keys import SpiderKeys
+from extensions.nodes import node_id_for
+from extensions.start_urls import parse_entry
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class DistributedMixin:
+    """Reads start URLs from Redis; mix in before a Scrapy spider class."""
+
+    #: Overrides ``REDIS_START_URLS_KEY`` for this spider (scrapy-redis's name).
+    redis_key: str | None = None
+    #: Overrides ``REDIS_START_URLS_BATCH_SIZE`` for this spider.
+    redis_batch_size: int | None = None
+
+    name: str
+    crawler: Crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any):
+        spider = super().from_crawler(crawler, *args, **kwargs)  # type: ignore[misc]
+        spider.setup_redis(crawler)
+        return spider
+
+    def setup_redis(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        template = self.redis_key or settings.get(
+            "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
+        )
+        self.redis_keys = SpiderKeys.for_spider(self.name, template)
+        self.redis_key = self.redis_keys.start_urls
+        self.redis_batch_size = int(
+            self.redis_batch_size
+            or settings.getint("REDIS_START_URLS_BATCH_SIZE", defaults.REDIS_START_URLS_BATCH_SIZE)
+        )
+        if self.redis_batch_size < 1:
+            raise ValueError("REDIS_START_URLS_BATCH_SIZE must be at least 1")
+        self.server = connection.from_settings(settings)
+        self.dead_letters = DeadLetters(self.server, self.redis_keys.dlq, node_id_for(crawler))
+        crawler.signals.connect(self._read_start_urls_when_idle, signal=signals.spider_idle)
+        logger.info("reading start URLs from Redis list %s", self.redis_key)
+
+    async def start(self) -> AsyncIterator[Any]:
+        for request in self._own_start_requests():
+            yield request
+        while True:
+            batch = list(self.next_requests())
+            if not batch:
+                return
+            for request in batch:
+                yield request
+
+    def _own_start_requests(self) -> Iterable[Any]:
+        own = (
+            self.start_requests()
+            if hasattr(self, "start_requests")
+            else (Request(url) for url in getattr(self, "start_urls", ()))
+        )
+        for output in own or ():
+            if isinstance(output, Request) and output.dont_filter:
+                output = output.replace(dont_filter=False)
+            yield output
+
+    def next_requests(self) -> Iterator[Request]:
+        """Requests for the next batch of start URL entries; bad entries are
+        logged, counted and dead-lettered, never raised."""
+        try:
+            entries = self.server.rpop(self.redis_key, self.redis_batch_size) or []
+        except redis.RedisError as exc:
+            logger.warning("cannot read start URLs from %s: %s", self.redis_key, exc)
+            return
+        stats = self.crawler.stats
+        for raw in entries:
+            try:
+                requests = self.make_request_from_data(raw)
+            except InvalidStartURL as exc:
+                text = raw.decode("utf-8", "replace")
+                logger.warning("invalid start URL entry %r: %s", text[:200], exc)
+                stats.inc_value("start_urls/invalid")
+                try:
+                    self.dead_letters.add(kind="start_url", url=text[:2000], error=str(exc))
+                except redis.RedisError as dlq_exc:
+                    logger.error("could not dead-letter %r: %s", text[:200], dlq_exc)
+                continue
+            if isinstance(requests, Request):
+                requests = [requests]
+            for request in requests:
+                stats.inc_value("start_urls/read")
+                yield request
+
+    def make_request_from_data(self, data: bytes) -> Request | Iterable[Request]:
+        """Build the request for one start URL entry (scrapy-redis's hook).
+
+        Raise InvalidStartURL for an entry that must be dead-lettered.
+        """
+        return parse_entry(data).to_request()
+
+    def _read_start_urls_when_idle(self) -> None:
+        found = False
+        for request in self.next_requests():
+            self.crawler.engine.crawl(request)
+            found = True
+        if found:
+            raise DontCloseSpider
+
+
+class DistributedSpider(DistributedMixin, Spider):
+    """A ``scrapy.Spider`` fed from Redis."""
+
+
+class DistributedCrawlSpider(DistributedMixin, CrawlSpider):
+    """A ``CrawlSpider`` (rules) fed from Redis."""

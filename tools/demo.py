@@ -1,0 +1,147 @@
+"""``make demo``: an embedded Redis, the demo shop and two crawler nodes.
+
+Starts everything on 127.0.0.1, seeds the start URL with ``scrapy seed``, waits
+until both nodes have closed by themselves, prints what happened, and stops
+everything it started, also on Ctrl-C. Set ``REDIS_URL`` to use your own Redis
+instead of the embedded one, ``MONGO_URI`` to store items in MongoDB,
+``DEMO_SPIDER=site`` for the generic spider, ``DEMO_NODES=N`` for more nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from extensions.keys import SpiderKeys
+from tools import services
+
+WORK = services.ROOT / "data" / "demo"
+TIMEOUT = 600  # seconds before the demo gives up waiting for the crawl
+
+
+def main() -> int:
+    spider = os.environ.get("DEMO_SPIDER", "shop")
+    node_count = int(os.environ.get("DEMO_NODES", "2"))
+    started: list[services.Service] = []
+    nodes: list[subprocess.Popen] = []
+    try:
+        if os.environ.get("REDIS_URL"):
+            redis_url = os.environ["REDIS_URL"]
+        else:
+            embedded = services.start_redis(WORK / "redis")
+            started.append(embedded)
+            redis_url = embedded.url
+        site = services.start_demo_site(log=WORK / "site.log")
+        started.append(site)
+        print(f"Redis      {redis_url}\nDemo site  {site.url}")
+
+        keys = SpiderKeys.for_spider(spider)
+        server = redis.Redis.from_url(redis_url)
+        _forget_previous_demo(server, keys)
+
+        run_id = time.strftime("%H%M%S")
+        items_dir = WORK / "items"
+        settings = {"MAX_IDLE_TIME_BEFORE_CLOSE": 3, "ITEMS_DIR": items_dir, "LOG_LEVEL": "INFO"}
+        node_ids = [f"node-{n}-{run_id}" for n in range(1, node_count + 1)]
+        began = time.monotonic()
+        for node_id in node_ids:
+            log = WORK / f"{node_id}.log"
+            nodes.append(
+                services.start_node(
+                    spider, redis_url, log=log, settings={**settings, "NODE_ID": node_id}
+                )
+            )
+            print(f"Node       {node_id} (log: {log.relative_to(services.ROOT)})")
+
+        seed = subprocess.run(
+            [sys.executable, "-m", "scrapy", "seed", spider, site.url + "/",
+             "-s", f"REDIS_URL={redis_url}"],
+            cwd=services.ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        print(f"Seed       {seed.stdout.strip() or seed.stderr.strip()}")
+
+        _wait_for_nodes(nodes, server, keys, node_ids, began)
+        duration = time.monotonic() - began
+        _summary(server, keys, node_ids, duration, items_dir / spider)
+        failed = [n for n in nodes if n.returncode != 0]
+        return 1 if failed else 0
+    except KeyboardInterrupt:
+        print("\nInterrupted: stopping the nodes (they hand back their work) ...")
+        return 130
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.send_signal(signal.SIGINT)  # a graceful Scrapy shutdown
+        for node in nodes:
+            services.stop(node, timeout=30)
+        for service in reversed(started):
+            service.stop()
+
+
+def _forget_previous_demo(server: redis.Redis, keys: SpiderKeys) -> None:
+    """A demo against a reused Redis starts from scratch."""
+    nodes = [n.decode() for n in server.zrange(keys.nodes, 0, -1)]
+    doomed = [keys.requests, keys.dupefilter, keys.nodes, keys.dlq, keys.start_urls]
+    doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
+    server.delete(*doomed)
+
+
+def _wait_for_nodes(nodes, server, keys, node_ids, began) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while any(n.poll() is None for n in nodes):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the crawl did not finish within {TIMEOUT}s; see the node logs")
+        pages = sum(_node_value(server, keys, n, "pages") for n in node_ids)
+        queued = server.zcard(keys.requests)
+        print(
+            f"\r  {time.monotonic() - began:5.1f}s  pages {pages:6d}  queued {queued:6d}  "
+            f"seen {server.scard(keys.dupefilter):6d}",
+            end="",
+            flush=True,
+        )
+        time.sleep(1)
+    print()
+
+
+def _node_value(server: redis.Redis, keys: SpiderKeys, node_id: str, field: str) -> int:
+    value = server.hget(keys.node(node_id), field)
+    return int(value or 0)
+
+
+def _summary(server, keys, node_ids, duration, items_path: Path) -> None:
+    print("\nWhat happened")
+    total_pages = total_items = 0
+    for node_id in node_ids:
+        pages = _node_value(server, keys, node_id, "pages")
+        items = _node_value(server, keys, node_id, "items")
+        total_pages += pages
+        total_items += items
+        print(f"  {node_id:22s} pages {pages:6d}   items {items:6d}")
+    print(f"  {'all nodes':22s} pages {total_pages:6d}   items {total_items:6d}")
+    print(f"  duration {duration:.1f}s, {total_pages / duration:.0f} pages/s overall")
+    dead = server.llen(keys.dlq)
+    print(
+        f"  dead-lettered: {dead}" + (f" (see `redis-cli LRANGE {keys.dlq} 0 -1`)" if dead else "")
+    )
+    if os.environ.get("MONGO_URI"):
+        print(f"  items are in MongoDB, collection {keys.name}")
+        return
+    urls: list[str] = []
+    for path in sorted(items_path.glob("*.jsonl")):
+        with path.open(encoding="utf-8") as lines:
+            urls.extend(json.loads(line)["url"] for line in lines)
+    print(
+        f"  items are in {items_path.relative_to(services.ROOT)}/*.jsonl: "
+        f"{len(urls)} lines, {len(set(urls))} distinct URLs"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

