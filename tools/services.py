@@ -129,12 +129,15 @@ def start_node(
     *,
     log: Path,
     settings: dict[str, object] | None = None,
+    spider_args: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """One crawler node: ``scrapy crawl SPIDER`` in its own process."""
     args = [sys.executable, "-m", "scrapy", "crawl", spider, "-s", f"REDIS_URL={redis_url}"]
     for name, value in (settings or {}).items():
         args += ["-s", f"{name}={value}"]
+    for name, value in (spider_args or {}).items():
+        args += ["-a", f"{name}={value}"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as stderr:
         return subprocess.Popen(

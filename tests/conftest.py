@@ -1,0 +1,125 @@
+"""Real servers on loopback ports, started per session or per test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import redis
+
+from tools import services
+
+ROOT = services.ROOT
+
+
+@pytest.fixture(scope="session")
+def redis_service(tmp_path_factory):
+    service = services.start_redis(tmp_path_factory.mktemp("redis"))
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def redis_url(redis_service) -> str:
+    """A Redis emptied for this test."""
+    client = redis.Redis.from_url(redis_service.url)
+    client.flushall()
+    client.close()
+    return redis_service.url
+
+
+@pytest.fixture
+def redis_client(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def demo_site():
+    """A fresh demo shop, so its hit counts belong to this test alone."""
+    service = services.start_demo_site()
+    yield service
+    service.stop()
+
+
+def site_hits(site: services.Service) -> dict[str, int]:
+    with urllib.request.urlopen(site.url + "/__hits", timeout=10) as response:
+        return json.load(response)
+
+
+def scrapy(*args: str, timeout: float = 120, stdin: str | None = None):
+    """Run a ``scrapy`` command of the project; returns the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+    )
+
+
+class Nodes:
+    """Crawler nodes started by a test and stopped when it ends."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+
+    def start(
+        self, spider: str, redis_url: str, spider_args: dict | None = None, **settings
+    ) -> subprocess.Popen:
+        log = self.tmp_path / f"node-{len(self.procs) + 1}.log"
+        settings.setdefault("ITEMS_DIR", self.tmp_path / "items")
+        settings.setdefault("LOG_LEVEL", "INFO")
+        proc = services.start_node(
+            spider, redis_url, log=log, settings=settings, spider_args=spider_args
+        )
+        self.procs.append(proc)
+        self.logs.append(log)
+        return proc
+
+    def wait(self, timeout: float = 180) -> list[int]:
+        deadline = time.monotonic() + timeout
+        for proc in self.procs:
+            remaining = max(deadline - time.monotonic(), 0.1)
+            try:
+                proc.wait(remaining)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"node did not close by itself within {timeout}s:\n{self.tail()}")
+        return [proc.returncode for proc in self.procs]
+
+    def log(self, index: int) -> str:
+        return self.logs[index].read_text(errors="replace")
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(
+            f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+            for log in self.logs
+        )
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            services.stop(proc, timeout=15)
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    started = Nodes(tmp_path)
+    yield started
+    started.stop_all()
+
+
+def read_items(directory: Path) -> list[dict]:
+    items = []
+    for path in sorted(directory.rglob("*.jsonl")):
+        with path.open(encoding="utf-8") as lines:
+            items.extend(json.loads(line) for line in lines)
+    return items

@@ -1,0 +1,21 @@
+"""Spiders used only by the tests (``-s SPIDER_MODULES=tests.spiders``)."""
+
+from scrapy import Request
+
+from extensions.spiders import DistributedSpider
+
+
+class OwnStartSpider(DistributedSpider):
+    """An existing spider with its own start_requests(), made distributed by its base class."""
+
+    name = "ownstart"
+
+    def __init__(self, start: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.start_url = start
+
+    def start_requests(self):
+        yield Request(self.start_url, dont_filter=True)
+
+    def parse(self, response):
+        yield {"url": response.url, "title": response.css("title::text").get()}

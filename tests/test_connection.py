@@ -1,0 +1,50 @@
+import pytest
+import redis
+
+from extensions import connection
+from extensions.exceptions import RedisUnavailable
+from tools import services
+
+
+def test_mask_url_hides_only_the_password():
+    assert connection.mask_url("redis://:s3cret@host:6380/2") == "redis://:***@host:6380/2"
+    assert connection.mask_url("rediss://user:pw@host/0") == "rediss://user:***@host/0"
+    assert connection.mask_url("redis://host:6379/0") == "redis://host:6379/0"
+
+
+def test_unreachable_redis_is_one_clear_error_without_the_password():
+    port = services.free_port()
+    with pytest.raises(RedisUnavailable) as error:
+        connection.connect(f"redis://:topsecret@127.0.0.1:{port}/0", connect_timeout=2)
+    message = str(error.value)
+    assert f"127.0.0.1:{port}" in message
+    assert "topsecret" not in message
+    assert "***" in message
+
+
+def test_invalid_url_is_refused():
+    with pytest.raises(RedisUnavailable, match="invalid REDIS_URL"):
+        connection.connect("http://127.0.0.1:6379/0")
+
+
+def test_tls_url_builds_a_tls_client():
+    client = connection.connect("rediss://127.0.0.1:6390/0", ping=False)
+    assert client.connection_pool.connection_class is redis.SSLConnection
+
+
+@pytest.fixture
+def password_redis(tmp_path):
+    service = services.start_redis(tmp_path / "pw", password="pa:ss")
+    yield service
+    service.stop()
+
+
+def test_password_and_database_number(password_redis):
+    port = password_redis.url.rsplit(":", 1)[1].split("/")[0]
+    client = connection.connect(f"redis://:pa%3Ass@127.0.0.1:{port}/3")
+    client.set("probe", "1")
+    assert client.connection_pool.connection_kwargs["db"] == 3
+    assert connection.describe(client) == f"127.0.0.1:{port}/3"
+    with pytest.raises(RedisUnavailable, match="refused the credentials") as error:
+        connection.connect(f"redis://:wrong@127.0.0.1:{port}/0")
+    assert "wrong" not in str(error.value)

@@ -1,0 +1,104 @@
+"""The Redis frontier at the unit level, against a real Redis."""
+
+import json
+
+import pytest
+
+from extensions.frontier import Frontier, now_ms
+from extensions.keys import SpiderKeys
+
+
+def entry(url: str, priority: int = 0, fingerprint: bytes | str | None = None):
+    data = {"url": url}
+    if priority:
+        data["priority"] = priority
+    fp = url.encode()[-16:] if fingerprint is None else fingerprint
+    return (fp, -priority, json.dumps(data).encode())
+
+
+@pytest.fixture
+def keys():
+    return SpiderKeys.for_spider("t")
+
+
+def test_enqueue_skips_seen_fingerprints(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    assert frontier.enqueue([entry("http://a/1"), entry("http://a/2"), entry("http://a/1")]) == 2
+    assert frontier.enqueue([entry("http://a/2"), entry("http://a/3")]) == 1
+    sizes = frontier.sizes()
+    assert (sizes.queued, sizes.seen) == (3, 3)
+
+
+def test_dont_filter_skips_the_seen_check(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry("http://a/1")])
+    assert frontier.enqueue([entry("http://a/1?again", fingerprint="")]) == 1
+    assert frontier.sizes().seen == 1
+
+
+def test_lease_moves_best_priority_first_and_keeps_it_leased(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry("http://a/low"), entry("http://a/high", priority=5)])
+    leased = frontier.lease(1, lease_timeout=60)
+    assert json.loads(leased[0])["url"] == "http://a/high"
+    sizes = frontier.sizes()
+    assert (sizes.queued, sizes.in_flight) == (1, 1)
+    assert redis_client.zscore(keys.nodes, "n1") is not None
+
+    frontier.release(leased)
+    assert frontier.sizes().in_flight == 0
+
+
+def test_dead_nodes_leases_return_to_the_queue_with_their_priority(redis_client, keys):
+    dead = Frontier(redis_client, keys, "dead")
+    alive = Frontier(redis_client, keys, "alive")
+    dead.enqueue([entry("http://a/1", priority=3), entry("http://a/2")])
+    dead.lease(2, lease_timeout=600)
+    alive.heartbeat()
+    assert alive.reclaim(node_timeout=30) == {}  # "dead" beat just now
+    redis_client.zadd(keys.nodes, {"dead": now_ms() - 60_000})
+
+    assert alive.reclaim(node_timeout=30) == {"dead": 2}
+    sizes = alive.sizes()
+    assert (sizes.queued, sizes.in_flight) == (2, 0)
+    first = alive.lease(1, lease_timeout=60)
+    assert json.loads(first[0])["url"] == "http://a/1"  # priority 3 kept
+
+
+def test_expired_leases_of_a_live_node_return(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry("http://a/1")])
+    frontier.lease(1, lease_timeout=-1)  # already past its deadline
+    assert frontier.reclaim(node_timeout=30) == {"n1": 1}
+    assert frontier.sizes().queued == 1
+
+
+def test_closing_node_hands_back_everything(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry(f"http://a/{i}") for i in range(5)])
+    frontier.lease(3, lease_timeout=600)
+    assert frontier.reclaim(node_timeout=30, closing_node="n1") == {"n1": 3}
+    assert frontier.sizes().queued == 5
+
+
+def test_state_survives_a_new_frontier_object(redis_client, keys):
+    """A restarted node (a new Frontier on the same Redis) sees the same crawl."""
+    first = Frontier(redis_client, keys, "n1")
+    first.enqueue([entry(f"http://a/{i}") for i in range(4)])
+    first.lease(1, lease_timeout=600)
+    again = Frontier(redis_client, keys, "n2")
+    sizes = again.sizes()
+    assert (sizes.queued, sizes.in_flight, sizes.seen) == (3, 1, 4)
+    assert again.enqueue([entry("http://a/0")]) == 0
+
+
+def test_clear_keeps_start_urls_and_dead_letters(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry("http://a/1")])
+    frontier.lease(1, lease_timeout=600)
+    redis_client.lpush(keys.start_urls, "http://a/")
+    redis_client.lpush(keys.dlq, "{}")
+    frontier.clear()
+    sizes = frontier.sizes()
+    assert (sizes.queued, sizes.in_flight, sizes.seen) == (0, 0, 0)
+    assert (sizes.start_urls, sizes.dlq) == (1, 1)

@@ -1,0 +1,31 @@
+"""The Redis key names users and scrapy-redis tooling rely on."""
+
+from extensions import keys
+
+
+def test_scrapy_redis_compatible_names():
+    k = keys.SpiderKeys.for_spider("shop")
+    assert k.start_urls == "shop:start_urls"
+    assert k.requests == "shop:requests"
+    assert k.dupefilter == "shop:dupefilter"
+    assert k.dlq == "shop:dlq"
+
+
+def test_node_keys_share_the_spider_prefix():
+    k = keys.SpiderKeys.for_spider("shop")
+    assert k.nodes == "shop:nodes"
+    assert k.leases("n1") == "shop:leases:n1"
+    assert k.node("n1") == "shop:node:n1"
+    assert all(key.startswith("shop:") for key in k.all_static())
+
+
+def test_custom_start_urls_key_template():
+    k = keys.SpiderKeys.for_spider("shop", "queues:%(name)s:seeds")
+    assert k.start_urls == "queues:shop:seeds"
+
+
+def test_every_key_is_documented():
+    for template in (keys.START_URLS, keys.REQUESTS, keys.DUPEFILTER, keys.LEASES,
+                     keys.NODES, keys.NODE, keys.DLQ):  # fmt: skip
+        shown = template.replace("%(name)s", "NAME").replace("%(node)s", "NODE")
+        assert f"``{shown}``" in keys.__doc__

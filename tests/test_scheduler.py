@@ -1,0 +1,120 @@
+"""The distributed scheduler, end to end: real nodes, real Redis, the demo shop."""
+
+import json
+import signal
+import time
+
+import pytest
+
+from demosite import catalog
+from extensions.frontier import now_ms
+from tests.conftest import read_items, scrapy, site_hits
+
+SHOP_PAGES = catalog.expected_pages() - {"/about"}
+
+
+def seed(redis_url: str, spider: str, *urls: str) -> None:
+    result = scrapy("seed", spider, *urls, "-s", f"REDIS_URL={redis_url}")
+    assert result.returncode == 0, result.stderr
+
+
+def wait_for(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{what}: not within {timeout}s")
+
+
+def page_hits(site) -> dict[str, int]:
+    return {path: n for path, n in site_hits(site).items() if path != "/robots.txt"}
+
+
+def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
+    redis_url, redis_client, demo_site, nodes, tmp_path
+):
+    seed(redis_url, "shop", demo_site.url + "/")
+    nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID="n1")
+    nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID="n2")
+
+    assert nodes.wait(240) == [0, 0], nodes.tail()
+
+    hits = page_hits(demo_site)
+    assert set(hits) == SHOP_PAGES
+    assert {path for path, n in hits.items() if n != 1} == set()
+
+    items = read_items(tmp_path / "items")
+    assert len(items) == catalog.total_products()
+    assert len({item["url"] for item in items}) == len(items)
+    by_node = {node: sum(1 for i in items if i["_node"] == node) for node in ("n1", "n2")}
+    assert all(count > 0 for count in by_node.values()), by_node
+
+    for node in ("n1", "n2"):
+        record = redis_client.hgetall(f"shop:node:{node}")
+        assert record[b"state"] == b"closed"
+        assert int(record[b"pages"]) > 0
+    assert redis_client.zcard("shop:leases:n1") + redis_client.zcard("shop:leases:n2") == 0
+    for index in range(2):
+        log = nodes.log(index)
+        assert "Traceback" not in log
+        assert "Deprecat" not in log, "our stack must not trigger deprecation warnings"
+
+
+def test_a_node_waits_while_another_node_still_holds_work(
+    redis_url, redis_client, demo_site, nodes
+):
+    # Another (live) node holds a lease: its work may still produce new requests.
+    redis_client.zadd("shop:nodes", {"other": now_ms()})
+    redis_client.zadd("shop:leases:other", {json.dumps({"url": demo_site.url + "/"}): 1e15})
+    node = nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=1, NODE_TIMEOUT=60)
+    wait_for(lambda: "joined the crawl" in nodes.log(0), 60, "node start")
+
+    for _ in range(40):  # 4 s, several times MAX_IDLE_TIME_BEFORE_CLOSE
+        redis_client.zadd("shop:nodes", {"other": now_ms()})
+        time.sleep(0.1)
+        assert node.poll() is None, "closed while another node still had work:\n" + nodes.tail()
+
+    # The other node finishes: its lease goes, the request it discovered arrives.
+    with redis_client.pipeline() as pipe:
+        pipe.delete("shop:leases:other")
+        pipe.zadd("shop:requests", {json.dumps({"url": demo_site.url + "/about"}): 0})
+        pipe.execute()
+    assert nodes.wait(60) == [0]
+    assert page_hits(demo_site) == {"/about": 1}
+
+
+def test_leases_of_a_dead_node_are_crawled_by_another(redis_url, redis_client, demo_site, nodes):
+    long_ago = now_ms() - 600_000
+    redis_client.zadd("shop:nodes", {"ghost": long_ago})
+    redis_client.zadd("shop:leases:ghost", {json.dumps({"url": demo_site.url + "/about"}): 1e15})
+
+    nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=1, NODE_TIMEOUT=5)
+
+    assert nodes.wait(60) == [0]
+    assert page_hits(demo_site) == {"/about": 1}
+    assert "returned 1 requests leased by node ghost to the queue" in nodes.log(0)
+
+
+def test_graceful_stop_hands_work_back_and_a_new_node_resumes(
+    redis_url, redis_client, demo_site, nodes, tmp_path
+):
+    seed(redis_url, "shop", demo_site.url + "/")
+    first = nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID="first")
+    wait_for(lambda: sum(page_hits(demo_site).values()) > 300, 60, "first pages")
+    first.send_signal(signal.SIGINT)
+    first.wait(60)
+    assert first.returncode == 0, nodes.tail()
+    assert redis_client.zcard("shop:leases:first") == 0  # nothing left leased
+    queued = redis_client.zcard("shop:requests")
+    assert queued > 0, "stopped too late to test resuming"
+
+    nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID="second")
+    assert nodes.wait(240)[1] == 0
+    assert "resuming shop:" in nodes.log(1)
+
+    hits = page_hits(demo_site)
+    assert set(hits) == SHOP_PAGES
+    assert {path for path, n in hits.items() if n != 1} == set()
+    items = read_items(tmp_path / "items")
+    assert len({item["url"] for item in items}) == len(items) == catalog.total_products()
