@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test lint redis site clean
 
 venv: $(STAMP)
 
@@ -20,6 +20,13 @@ demo: venv
 test: venv
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+# Long-running pieces for a crawl by hand (see the README).
+redis: venv
+	$(PY) -m tools.redis_server
+
+site: venv
+	$(PY) -m demosite.server --port 8000
 
 lint: venv
 	$(PY) -m ruff check .

@@ -30,14 +30,12 @@ FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
 # --- nodes ------------------------------------------------------------------
 NODE_ID = ""  # this node's name in Redis; empty = host-pid-random
 NODE_HEARTBEAT_INTERVAL = 2.0  # seconds between heartbeats
-NODE_TIMEOUT = (
-    15.0  # seconds without a heartbeat before a node counts as dead and its leases return
-)
+NODE_TIMEOUT = 15.0  # seconds without a heartbeat before a node is dead and its leases return
 
 # --- item store -------------------------------------------------------------
 MONGO_URI = ""  # empty = write JSON Lines instead
 MONGO_DATABASE = "crawler"  # database the items go to
-ITEMS_DIR = "data"  # folder for the JSON Lines store: one NAME.jsonl file per spider
+ITEMS_DIR = "data"  # folder of the JSON Lines store: ITEMS_DIR/NAME/NODE.jsonl
 ITEM_STORE_BATCH_SIZE = 500  # items per write
 ITEM_STORE_FLUSH_INTERVAL = 1.0  # seconds an item waits at most before its batch is written
 ITEM_STORE_MAX_PENDING = 5000  # items buffered or being written before the crawl is made to wait

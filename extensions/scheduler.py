@@ -170,7 +170,9 @@ class DistributedScheduler(BaseScheduler):
             if returned.get(self.node_id):
                 logger.info("returned %d unfinished requests to the queue", returned[self.node_id])
             self.node.write(self.stats, state="closed")
-            if not self.persist:
+            if not self.persist and reason == "finished":
+                # Only a finished crawl is wiped: a node stopped mid-crawl must
+                # not take the others' work with it.
                 self.frontier.clear()
         except redis.RedisError as exc:
             logger.error(

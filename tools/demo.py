@@ -95,19 +95,21 @@ def _forget_previous_demo(server: redis.Redis, keys: SpiderKeys) -> None:
 
 def _wait_for_nodes(nodes, server, keys, node_ids, began) -> None:
     deadline = time.monotonic() + TIMEOUT
+    tty = sys.stdout.isatty()
     while any(n.poll() is None for n in nodes):
         if time.monotonic() > deadline:
             raise SystemExit(f"the crawl did not finish within {TIMEOUT}s; see the node logs")
         pages = sum(_node_value(server, keys, n, "pages") for n in node_ids)
         queued = server.zcard(keys.requests)
-        print(
-            f"\r  {time.monotonic() - began:5.1f}s  pages {pages:6d}  queued {queued:6d}  "
-            f"seen {server.scard(keys.dupefilter):6d}",
-            end="",
-            flush=True,
+        line = (
+            f"  {time.monotonic() - began:5.1f}s  pages {pages:6d}  queued {queued:6d}  "
+            f"seen {server.scard(keys.dupefilter):6d}"
         )
+        # One line rewritten in place on a terminal, a line per second in a log.
+        print(f"\r{line}" if tty else line, end="" if tty else "\n", flush=True)
         time.sleep(1)
-    print()
+    if tty:
+        print()
 
 
 def _node_value(server: redis.Redis, keys: SpiderKeys, node_id: str, field: str) -> int:
@@ -125,7 +127,10 @@ def _summary(server, keys, node_ids, duration, items_path: Path) -> None:
         total_items += items
         print(f"  {node_id:22s} pages {pages:6d}   items {items:6d}")
     print(f"  {'all nodes':22s} pages {total_pages:6d}   items {total_items:6d}")
-    print(f"  duration {duration:.1f}s, {total_pages / duration:.0f} pages/s overall")
+    print(
+        f"  duration {duration:.1f}s, {total_pages / duration:.0f} pages/s overall "
+        "(start-up and the 3 s idle wait before closing included)"
+    )
     dead = server.llen(keys.dlq)
     print(
         f"  dead-lettered: {dead}" + (f" (see `redis-cli LRANGE {keys.dlq} 0 -1`)" if dead else "")
@@ -134,11 +139,13 @@ def _summary(server, keys, node_ids, duration, items_path: Path) -> None:
         print(f"  items are in MongoDB, collection {keys.name}")
         return
     urls: list[str] = []
-    for path in sorted(items_path.glob("*.jsonl")):
+    for path in (items_path / f"{node_id}.jsonl" for node_id in node_ids):
+        if not path.exists():
+            continue
         with path.open(encoding="utf-8") as lines:
             urls.extend(json.loads(line)["url"] for line in lines)
     print(
-        f"  items are in {items_path.relative_to(services.ROOT)}/*.jsonl: "
+        f"  items are in {items_path.relative_to(services.ROOT)}/NODE.jsonl: "
         f"{len(urls)} lines, {len(set(urls))} distinct URLs"
     )
 

@@ -1,0 +1,40 @@
+"""``scrapy status``, run as a user runs it."""
+
+import json
+
+from extensions.frontier import now_ms
+from tests.conftest import scrapy
+
+
+def test_status_shows_frontier_and_nodes(redis_url, redis_client):
+    redis_client.lpush("shop:start_urls", "http://127.0.0.1:1/")
+    redis_client.zadd("shop:requests", {'{"url":"http://127.0.0.1:1/a"}': 0})
+    redis_client.sadd("shop:dupefilter", "fp1", "fp2")
+    redis_client.zadd("shop:nodes", {"live": now_ms(), "gone": now_ms() - 3_600_000})
+    redis_client.hset("shop:node:live", mapping={"pages": 10, "items": 7, "state": "running"})
+    redis_client.zadd("shop:leases:gone", {'{"url":"http://127.0.0.1:1/b"}': 1e15})
+
+    result = scrapy("status", "shop", "--json", "-s", f"REDIS_URL={redis_url}")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert {k: status[k] for k in ("start_urls", "queued", "in_flight", "seen", "dlq")} == {
+        "start_urls": 1, "queued": 1, "in_flight": 1, "seen": 2, "dlq": 0,
+    }  # fmt: skip
+    nodes = {node["node"]: node for node in status["nodes"]}
+    assert nodes["live"]["alive"] is True
+    assert (nodes["live"]["pages"], nodes["live"]["items"]) == (10, 7)
+    assert nodes["gone"]["state"] == "dead"
+    assert nodes["gone"]["in_flight"] == 1
+
+    text = scrapy("status", "shop", "-s", f"REDIS_URL={redis_url}")
+    assert text.returncode == 0
+    assert (
+        "shop: 2 seen, 1 queued, 1 in flight, 1 start URLs waiting, 0 dead-lettered" in text.stdout
+    )
+    assert "gone" in text.stdout and "dead" in text.stdout
+
+
+def test_status_of_an_unknown_spider_is_a_usage_error(redis_url):
+    result = scrapy("status", "nosuch", "-s", f"REDIS_URL={redis_url}")
+    assert result.returncode == 2
+    assert "no spider named 'nosuch'" in result.stderr
