@@ -19,3 +19,16 @@ class OwnStartSpider(DistributedSpider):
 
     def parse(self, response):
         yield {"url": response.url, "title": response.css("title::text").get()}
+
+
+class BadMetaSpider(DistributedSpider):
+    """Yields one request that cannot be stored as JSON, and one that can."""
+
+    name = "badmeta"
+
+    def parse(self, response):
+        yield response.follow("/about", meta={"handle": object()}, callback=self.parse_page)
+        yield response.follow("/category/books", callback=self.parse_page)
+
+    def parse_page(self, response):
+        yield {"url": response.url}

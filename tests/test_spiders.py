@@ -72,3 +72,18 @@ def test_a_spiders_own_start_requests_run_once_across_nodes(redis_url, demo_site
         )  # fmt: skip
     assert nodes.wait(60) == [0, 0], nodes.tail()
     assert page_hits(demo_site) == {"/about": 1}
+
+
+def test_a_request_that_cannot_be_stored_is_dead_lettered_not_fatal(
+    redis_url, redis_client, demo_site, nodes
+):
+    seed(redis_url, "badmeta", demo_site.url + "/")
+    nodes.start("badmeta", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=1, SPIDER_MODULES="tests.spiders")
+    assert nodes.wait(60) == [0], nodes.tail()
+
+    assert page_hits(demo_site) == {"/": 1, "/category/books": 1}
+    (letter,) = [json.loads(raw) for raw in redis_client.lrange("badmeta:dlq", 0, -1)]
+    assert letter["kind"] == "unserializable"
+    assert letter["url"] == demo_site.url + "/about"
+    assert "request.meta['handle']" in letter["error"]
+    assert "cannot queue" in nodes.log(0)
