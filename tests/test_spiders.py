@@ -77,7 +77,7 @@ def test_a_spiders_own_start_requests_run_once_across_nodes(redis_url, demo_site
 def test_a_request_that_cannot_be_stored_is_dead_lettered_not_fatal(
     redis_url, redis_client, demo_site, nodes
 ):
-    seed(redis_url, "badmeta", demo_site.url + "/")
+    redis_client.lpush("badmeta:start_urls", demo_site.url + "/")
     nodes.start("badmeta", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=1, SPIDER_MODULES="tests.spiders")
     assert nodes.wait(60) == [0], nodes.tail()
 
