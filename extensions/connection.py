@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from extensions import defaults
 from extensions.exceptions import RedisUnavailable
@@ -61,6 +64,10 @@ def connect(
             socket_timeout=socket_timeout,
             socket_connect_timeout=connect_timeout,
             health_check_interval=30,
+            # One immediate retry replaces a pooled connection that died with a
+            # Redis restart; redis-py's default retries sleep, which would
+            # stall the reactor thread. Longer outages are the callers' to ride out.
+            retry=Retry(NoBackoff(), 1),
         )
     except ValueError as exc:  # unknown scheme, bad port, ...
         raise RedisUnavailable(f"invalid REDIS_URL {mask_url(url)}: {exc}") from None
@@ -81,3 +88,44 @@ def describe(client: redis.Redis) -> str:
     kwargs = client.connection_pool.connection_kwargs
     where = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
     return f"{where}/{kwargs.get('db', 0)}"
+
+
+class RedisHealth:
+    """Says once that Redis went away and once that it came back, per node.
+
+    Every component of a crawler shares one (``health_for``), so an outage is
+    one log line however many parts notice it.
+    """
+
+    def __init__(self, where: str, stats=None):
+        self.where = where
+        self.stats = stats
+        self.down_since: float | None = None
+
+    def failed(self, exc: Exception) -> None:
+        if self.stats is not None:
+            self.stats.inc_value("redis/errors")
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            logger.error("lost Redis at %s (%s); retrying until it is back", self.where, exc)
+            if self.stats is not None:
+                self.stats.inc_value("redis/outages")
+
+    def ok(self) -> None:
+        if self.down_since is not None:
+            logger.warning(
+                "Redis at %s is back after %.1fs", self.where, time.monotonic() - self.down_since
+            )
+            self.down_since = None
+
+    @property
+    def is_down(self) -> bool:
+        return self.down_since is not None
+
+
+def health_for(crawler) -> RedisHealth:
+    health = getattr(crawler, "_redis_health", None)
+    if health is None:
+        health = RedisHealth(mask_url(redis_url(crawler.settings)), crawler.stats)
+        crawler._redis_health = health
+    return health

@@ -27,6 +27,11 @@ FRONTIER_RELEASE_INTERVAL = 0.2  # seconds between batched lease releases
 FRONTIER_IDLE_POLL_MIN = 0.05  # seconds an idle node first waits before asking Redis again
 FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
 
+# --- retries (whether to retry: Scrapy's RETRY_TIMES, RETRY_HTTP_CODES, RETRY_EXCEPTIONS) ---
+RETRY_BACKOFF_BASE = 1.0  # seconds: retry n waits uniform(0, min(max, base * 2**(n-1)))
+RETRY_BACKOFF_MAX = 60.0  # seconds: the cap of that exponential
+RETRY_AFTER_MAX = 300.0  # seconds: the longest Retry-After (on 429/503) that is honored
+
 # --- nodes ------------------------------------------------------------------
 NODE_ID = ""  # this node's name in Redis; empty = host-pid-random
 NODE_HEARTBEAT_INTERVAL = 2.0  # seconds between heartbeats

@@ -24,7 +24,10 @@ logger = logging.getLogger(__name__)
 
 
 def _load_script(name: str) -> str:
-    return resources.files("extensions.scripts").joinpath(f"{name}.lua").read_text()
+    scripts = resources.files("extensions.scripts")
+    # Lua scripts cannot import one another: the shared helpers are prepended.
+    prelude = scripts.joinpath("_priority.lua").read_text()
+    return prelude + scripts.joinpath(f"{name}.lua").read_text()
 
 
 def now_ms() -> int:
@@ -38,11 +41,12 @@ class FrontierSizes:
     in_flight: int
     seen: int
     dlq: int
+    delayed: int
 
     @property
     def pending(self) -> int:
-        """Work the cluster still has to do (start URLs, queue, in flight)."""
-        return self.start_urls + self.queued + self.in_flight
+        """Work the cluster still has to do (start URLs, queue, in flight, retries)."""
+        return self.start_urls + self.queued + self.in_flight + self.delayed
 
 
 class Frontier:
@@ -76,11 +80,18 @@ class Frontier:
         )
         return None if pipe is not None else int(result)
 
+    def delay(self, entries: list[tuple[float, bytes]], pipe: Pipeline | None = None) -> None:
+        """Park (due time in seconds since epoch, data) entries until they are due."""
+        if entries:
+            mapping = {data: int(due * 1000) for due, data in entries}
+            (pipe or self.server).zadd(self.keys.delayed, mapping)
+
     def lease(self, count: int, lease_timeout: float) -> list[bytes]:
-        """Lease up to ``count`` requests to this node, best priority first."""
+        """Lease up to ``count`` requests to this node, best priority first,
+        after moving retries that are due into the queue."""
         now = now_ms()
         return self._lease(
-            keys=[self.keys.requests, self.leases_key, self.keys.nodes],
+            keys=[self.keys.requests, self.leases_key, self.keys.nodes, self.keys.delayed],
             args=[count, now + int(lease_timeout * 1000), self.node_id, now],
         )
 
@@ -110,15 +121,21 @@ class Frontier:
     def sizes(self) -> FrontierSizes:
         keys = self.keys
         values = self._sizes(
-            keys=[keys.start_urls, keys.requests, keys.nodes, keys.dupefilter, keys.dlq],
+            keys=[
+                keys.start_urls, keys.requests, keys.nodes, keys.dupefilter, keys.dlq,
+                keys.delayed,
+            ],
             args=[keys.leases_prefix()],
-        )
+        )  # fmt: skip
         return FrontierSizes(*(int(v) for v in values))
 
     def clear(self) -> None:
         """Forget the crawl: queue, seen fingerprints, every node's leases and
         progress. Start URLs waiting to be read and the dead letters stay."""
         nodes = [n.decode() for n in self.server.zrange(self.keys.nodes, 0, -1)]
-        doomed = [self.keys.requests, self.keys.dupefilter, self.keys.nodes]
+        doomed = [
+            self.keys.requests, self.keys.dupefilter, self.keys.delayed, self.keys.nodes,
+            self.keys.checkpoint,
+        ]  # fmt: skip
         doomed += [self.keys.leases(n) for n in nodes] + [self.keys.node(n) for n in nodes]
         self.server.delete(*doomed)

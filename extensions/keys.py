@@ -12,8 +12,13 @@ key                            type    holds
 ``NAME:dupefilter``            set     fingerprints of every request ever scheduled
 ``NAME:leases:NODE``           zset    requests handed to NODE and not yet finished:
                                        JSON request -> lease deadline (ms since epoch)
+``NAME:delayed``               zset    retries waiting for their backoff to pass:
+                                       JSON request -> due time (ms since epoch)
 ``NAME:nodes``                 zset    node id -> last heartbeat (ms since epoch)
 ``NAME:node:NODE``             hash    that node's progress: pages, items, started, host, pid
+``NAME:checkpoint``            hash    the crawl's progress: pages, items, started, updated,
+                                       and the last seen queued / in_flight / delayed /
+                                       dlq / seen
 ``NAME:dlq``                   list    JSON records of what failed for good (bad start URL
                                        entries among them), with the reason
 =============================  ======  ==================================================
@@ -27,8 +32,10 @@ START_URLS = "%(name)s:start_urls"
 REQUESTS = "%(name)s:requests"
 DUPEFILTER = "%(name)s:dupefilter"
 LEASES = "%(name)s:leases:%(node)s"
+DELAYED = "%(name)s:delayed"
 NODES = "%(name)s:nodes"
 NODE = "%(name)s:node:%(node)s"
+CHECKPOINT = "%(name)s:checkpoint"
 DLQ = "%(name)s:dlq"
 
 
@@ -40,7 +47,9 @@ class SpiderKeys:
     start_urls: str
     requests: str
     dupefilter: str
+    delayed: str
     nodes: str
+    checkpoint: str
     dlq: str
 
     @classmethod
@@ -51,7 +60,9 @@ class SpiderKeys:
             start_urls=start_urls_template % subs,
             requests=REQUESTS % subs,
             dupefilter=DUPEFILTER % subs,
+            delayed=DELAYED % subs,
             nodes=NODES % subs,
+            checkpoint=CHECKPOINT % subs,
             dlq=DLQ % subs,
         )
 
@@ -65,4 +76,7 @@ class SpiderKeys:
         return self.leases("")
 
     def all_static(self) -> list[str]:
-        return [self.start_urls, self.requests, self.dupefilter, self.nodes, self.dlq]
+        return [
+            self.start_urls, self.requests, self.dupefilter, self.delayed,
+            self.nodes, self.checkpoint, self.dlq,
+        ]  # fmt: skip

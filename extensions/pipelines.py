@@ -22,7 +22,7 @@ from twisted.internet import defer, reactor, task, threads
 from twisted.python.failure import Failure
 
 from extensions import defaults
-from extensions.nodes import node_id_for
+from extensions.checkpoint import node_id_for
 from extensions.stores import ItemStore, JsonLinesStore, MongoStore
 
 if TYPE_CHECKING:

@@ -29,12 +29,13 @@ from scrapy.exceptions import DontCloseSpider
 from twisted.internet import reactor, task
 
 from extensions import connection, defaults, engine
+from extensions.checkpoint import Checkpoint, node_id_for
 from extensions.deadletter import DeadLetters
 from extensions.dupefilter import FINGERPRINT_BYTES
 from extensions.exceptions import SerializationError
 from extensions.frontier import Frontier
 from extensions.keys import SpiderKeys
-from extensions.nodes import NodeRecord, node_id_for
+from extensions.retry import DELAY_UNTIL
 from extensions.serializer import dumps_request, loads_request
 
 if TYPE_CHECKING:
@@ -84,12 +85,13 @@ class DistributedScheduler(BaseScheduler):
         self._buffer: deque[tuple[Request, bytes]] = deque()
         self._leased: dict[Request, bytes] = {}
         self._to_enqueue: list[tuple[str | bytes, float, bytes]] = []
+        self._to_delay: list[tuple[float, bytes]] = []
         self._to_release: list[bytes] = []
         self._poll_delay = idle_poll_min
         self._next_poll = 0.0
         self._wake_call = None
         self._idle_since: float | None = None
-        self._redis_down_since: float | None = None
+        self.health = connection.health_for(crawler)
         self._loops: list[task.LoopingCall] = []
 
     @classmethod
@@ -128,23 +130,30 @@ class DistributedScheduler(BaseScheduler):
         self.keys = SpiderKeys.for_spider(spider.name, self.start_urls_key)
         self.frontier = Frontier(self.server, self.keys, self.node_id)
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
-        self.node = NodeRecord(self.server, self.keys, self.node_id)
+        self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
         if self.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
-        self.node.write(self.stats)
-        reclaimed = self._reclaim()
+        self.checkpoint.write(self.stats)
+        reclaimed: dict[str, int] = {}
+        for node in self.checkpoint.dead_local_nodes():
+            reclaimed.update(self._reclaim(closing_node=node))
+        reclaimed.update(self._reclaim())
         sizes = self.frontier.sizes()
         if sizes.seen:
+            progress = self.checkpoint.crawl_progress()
             from_nodes = ", ".join(f"{n} from node {node}" for node, n in reclaimed.items())
             logger.info(
-                "resuming %s: %d seen, %d queued, %d in flight, %d dead-lettered%s",
+                "resuming %s: %d done, %d items, %d queued, %d in flight, %d delayed, "
+                "%d dead-lettered%s",
                 spider.name,
-                sizes.seen,
+                progress.get("pages", 0),
+                progress.get("items", 0),
                 sizes.queued,
                 sizes.in_flight,
+                sizes.delayed,
                 sizes.dlq,
-                f"; leases reclaimed: {from_nodes}" if from_nodes else "",
+                f"; {from_nodes} leases reclaimed" if from_nodes else "",
             )
         logger.info("node %s joined the crawl of %s", self.node_id, spider.name)
         self.crawler.signals.connect(self._on_spider_idle, signal=signals.spider_idle)
@@ -169,7 +178,7 @@ class DistributedScheduler(BaseScheduler):
             returned = self.frontier.reclaim(self.node_timeout, closing_node=self.node_id)
             if returned.get(self.node_id):
                 logger.info("returned %d unfinished requests to the queue", returned[self.node_id])
-            self.node.write(self.stats, state="closed")
+            self.checkpoint.write(self.stats, state="closed")
             if not self.persist and reason == "finished":
                 # Only a finished crawl is wiped: a node stopped mid-crawl must
                 # not take the others' work with it.
@@ -185,9 +194,10 @@ class DistributedScheduler(BaseScheduler):
     # --- the engine's interface -------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer or self._to_enqueue)
+        return bool(self._buffer or self._to_enqueue or self._to_delay)
 
     def enqueue_request(self, request: Request) -> bool:
+        due = request.meta.pop(DELAY_UNTIL, None)
         try:
             data = dumps_request(request, self.spider)
         except SerializationError as exc:
@@ -195,6 +205,10 @@ class DistributedScheduler(BaseScheduler):
             self.stats.inc_value("frontier/unserializable")
             self._dead_letter(kind="unserializable", url=request.url, error=str(exc))
             return False
+        if due is not None:
+            self._to_delay.append((due, data))
+            self.stats.inc_value("frontier/delayed")
+            return True
         fingerprint: str | bytes = ""
         if not request.dont_filter:
             fingerprint = self.crawler.request_fingerprinter.fingerprint(request)[
@@ -219,21 +233,23 @@ class DistributedScheduler(BaseScheduler):
     # --- batching ---------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write discovered requests, then release finished leases, atomically."""
+        """Write discovered requests and retries, then release finished leases,
+        in one transaction: a lease never goes before what its request produced."""
         self._collect_finished()
-        if not (self._to_enqueue or self._to_release):
+        if not (self._to_enqueue or self._to_delay or self._to_release):
             return
-        to_enqueue, to_release = self._to_enqueue, self._to_release
+        to_enqueue, to_delay, to_release = self._to_enqueue, self._to_delay, self._to_release
         pipe = self.server.pipeline(transaction=True)
         self.frontier.enqueue(to_enqueue, pipe)
+        self.frontier.delay(to_delay, pipe)
         self.frontier.release(to_release, pipe)
         try:
             results = pipe.execute()
         except redis.RedisError as exc:
-            self._redis_failed(exc)
+            self.health.failed(exc)
             return
-        self._redis_ok()
-        self._to_enqueue, self._to_release = [], []
+        self.health.ok()
+        self._to_enqueue, self._to_delay, self._to_release = [], [], []
         if to_enqueue:
             added = int(results[0])
             self.stats.inc_value("frontier/added", added)
@@ -257,10 +273,10 @@ class DistributedScheduler(BaseScheduler):
         try:
             items = self.frontier.lease(self.fetch_batch, self.lease_timeout)
         except redis.RedisError as exc:
-            self._redis_failed(exc)
+            self.health.failed(exc)
             items = []
         else:
-            self._redis_ok()
+            self.health.ok()
         for data in items:
             try:
                 request = loads_request(data, self.spider)
@@ -293,15 +309,15 @@ class DistributedScheduler(BaseScheduler):
 
     def _heartbeat(self) -> None:
         try:
-            self.node.write(self.stats)
+            self.checkpoint.write(self.stats, self.frontier.sizes())
             self._reclaim()
         except redis.RedisError as exc:
-            self._redis_failed(exc)
+            self.health.failed(exc)
         else:
-            self._redis_ok()
+            self.health.ok()
 
-    def _reclaim(self) -> dict[str, int]:
-        returned = self.frontier.reclaim(self.node_timeout)
+    def _reclaim(self, closing_node: str = "") -> dict[str, int]:
+        returned = self.frontier.reclaim(self.node_timeout, closing_node=closing_node)
         for node, count in returned.items():
             logger.warning("returned %d requests leased by node %s to the queue", count, node)
             self.stats.inc_value("frontier/reclaimed", count)
@@ -315,10 +331,10 @@ class DistributedScheduler(BaseScheduler):
         try:
             sizes = self.frontier.sizes()
         except redis.RedisError as exc:
-            self._redis_failed(exc)
+            self.health.failed(exc)
             raise DontCloseSpider from None
         now = time.monotonic()
-        if sizes.pending or self._to_enqueue or self._to_release:
+        if sizes.pending or self._to_enqueue or self._to_delay or self._to_release:
             self._idle_since = None
             raise DontCloseSpider
         if self._idle_since is None:
@@ -333,18 +349,3 @@ class DistributedScheduler(BaseScheduler):
             self.dead_letters.add(**record)
         except redis.RedisError as exc:
             logger.error("could not write to the dead-letter queue: %s (record: %s)", exc, record)
-
-    def _redis_failed(self, exc: Exception) -> None:
-        if self._redis_down_since is None:
-            self._redis_down_since = time.monotonic()
-            logger.error(
-                "lost Redis at %s: %s; will keep retrying",
-                connection.describe(self.server),
-                exc,
-            )
-        self.stats.inc_value("frontier/redis_errors")
-
-    def _redis_ok(self) -> None:
-        if self._redis_down_since is not None:
-            logger.warning("Redis is back after %.1fs", time.monotonic() - self._redis_down_since)
-            self._redis_down_since = None

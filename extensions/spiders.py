@@ -24,10 +24,10 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.spiders import CrawlSpider
 
 from extensions import connection, defaults
+from extensions.checkpoint import node_id_for
 from extensions.deadletter import DeadLetters
 from extensions.exceptions import InvalidStartURL
 from extensions.keys import SpiderKeys
-from extensions.nodes import node_id_for
 from extensions.start_urls import parse_entry
 
 if TYPE_CHECKING:
@@ -95,11 +95,13 @@ class DistributedMixin:
     def next_requests(self) -> Iterator[Request]:
         """Requests for the next batch of start URL entries; bad entries are
         logged, counted and dead-lettered, never raised."""
+        health = connection.health_for(self.crawler)
         try:
             entries = self.server.rpop(self.redis_key, self.redis_batch_size) or []
         except redis.RedisError as exc:
-            logger.warning("cannot read start URLs from %s: %s", self.redis_key, exc)
+            health.failed(exc)
             return
+        health.ok()
         stats = self.crawler.stats
         for raw in entries:
             try:

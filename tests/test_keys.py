@@ -9,6 +9,8 @@ def test_scrapy_redis_compatible_names():
     assert k.requests == "shop:requests"
     assert k.dupefilter == "shop:dupefilter"
     assert k.dlq == "shop:dlq"
+    assert k.delayed == "shop:delayed"
+    assert k.checkpoint == "shop:checkpoint"
 
 
 def test_node_keys_share_the_spider_prefix():
@@ -26,6 +28,6 @@ def test_custom_start_urls_key_template():
 
 def test_every_key_is_documented():
     for template in (keys.START_URLS, keys.REQUESTS, keys.DUPEFILTER, keys.LEASES,
-                     keys.NODES, keys.NODE, keys.DLQ):  # fmt: skip
+                     keys.DELAYED, keys.NODES, keys.NODE, keys.CHECKPOINT, keys.DLQ):  # fmt: skip
         shown = template.replace("%(name)s", "NAME").replace("%(node)s", "NODE")
         assert f"``{shown}``" in keys.__doc__

@@ -4,8 +4,9 @@
 -- KEYS[3]  node registry (zset)
 -- KEYS[4]  dupefilter set
 -- KEYS[5]  dead-letter list
+-- KEYS[6]  delayed retries (zset)
 -- ARGV[1]  lease key prefix; a node's leases live at prefix .. node id
--- Returns  {start_urls, queued, in_flight, seen, dlq}
+-- Returns  {start_urls, queued, in_flight, seen, dlq, delayed}
 local in_flight = 0
 for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   in_flight = in_flight + redis.call('ZCARD', ARGV[1] .. node)
@@ -16,4 +17,5 @@ return {
   in_flight,
   redis.call('SCARD', KEYS[4]),
   redis.call('LLEN', KEYS[5]),
+  redis.call('ZCARD', KEYS[6]),
 }

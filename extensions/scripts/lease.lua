@@ -1,13 +1,20 @@
--- Move the highest-priority requests from the queue to this node's leases.
+-- Move due retries into the queue, then lease the highest-priority requests.
 -- KEYS[1]  request queue (zset, score = -priority)
 -- KEYS[2]  this node's leases (zset, score = lease deadline in ms)
 -- KEYS[3]  node registry (zset, score = last heartbeat in ms)
+-- KEYS[4]  delayed retries (zset, score = due time in ms)
 -- ARGV[1]  how many requests at most
 -- ARGV[2]  lease deadline (ms since epoch)
 -- ARGV[3]  this node's id
 -- ARGV[4]  now (ms since epoch): leasing counts as a heartbeat, so a lease is
 --          never held by a node the others cannot see
 -- Returns  the leased request JSON strings, best first.
+-- (priority_score comes from _priority.lua, prepended when loading)
+local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[4], 'LIMIT', 0, 500)
+for _, item in ipairs(due) do
+  redis.call('ZREM', KEYS[4], item)
+  redis.call('ZADD', KEYS[1], priority_score(item), item)
+end
 local items = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 if #items == 0 then
   return items

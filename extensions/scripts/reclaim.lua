@@ -8,14 +8,7 @@
 -- ARGV[3]  lease key prefix; a node's leases live at prefix .. node id
 -- ARGV[4]  a node whose leases all go back now, or ''
 -- Returns  flat list: node id, number of requests returned, ... (nodes with 0 left out)
-local function priority_score(item)
-  local ok, request = pcall(cjson.decode, item)
-  if ok and type(request) == 'table' and tonumber(request['priority']) then
-    return -tonumber(request['priority'])
-  end
-  return 0
-end
-
+-- (priority_score comes from _priority.lua, prepended when loading)
 local returned = {}
 local nodes = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #nodes, 2 do

@@ -1,0 +1,119 @@
+"""Who is crawling and how far the crawl is: heartbeats, per-node progress and
+the crawl's checkpoint in Redis.
+
+Each heartbeat writes, in one transaction, this node's score in ``NAME:nodes``,
+its record ``NAME:node:ID`` and its share of the crawl-wide counters in
+``NAME:checkpoint`` (added as deltas, so any number of nodes can write).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from extensions.frontier import now_ms
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+    from extensions.frontier import FrontierSizes
+    from extensions.keys import SpiderKeys
+
+HOST = socket.gethostname()
+
+
+def make_node_id(configured: str = "") -> str:
+    """``NODE_ID`` if set, else host-pid-random (a restarted node is a new node)."""
+    if configured:
+        return configured
+    return f"{HOST}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def node_id_for(crawler: Crawler) -> str:
+    """The node id of this crawler, the same for every component that asks."""
+    node_id = getattr(crawler, "_distributed_node_id", None)
+    if node_id is None:
+        node_id = make_node_id(crawler.settings.get("NODE_ID", ""))
+        crawler._distributed_node_id = node_id  # type: ignore[attr-defined]
+    return node_id
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+class Checkpoint:
+    """Writes this node's heartbeat and progress, and the crawl's checkpoint."""
+
+    def __init__(self, server: redis.Redis, keys: SpiderKeys, node_id: str):
+        self.server = server
+        self.keys = keys
+        self.node_id = node_id
+        self.key = keys.node(node_id)
+        self.started = time.time()
+        self._reported = {"pages": 0, "items": 0}
+
+    def write(
+        self,
+        stats: StatsCollector | None,
+        sizes: FrontierSizes | None = None,
+        state: str = "running",
+    ) -> None:
+        values = stats.get_stats() if stats is not None else {}
+        progress = {
+            "pages": int(values.get("response_received_count", 0)),
+            "items": int(values.get("item_scraped_count", 0)),
+        }
+        now = time.time()
+        pipe = self.server.pipeline(transaction=True)
+        pipe.zadd(self.keys.nodes, {self.node_id: now_ms()})
+        pipe.hset(
+            self.key,
+            mapping={
+                "host": HOST, "pid": os.getpid(), "state": state,
+                "started": self.started, "last_beat": now, **progress,
+            },
+        )  # fmt: skip
+        pipe.hsetnx(self.keys.checkpoint, "started", now)
+        crawl = {"updated": now}
+        if sizes is not None:
+            crawl.update(
+                queued=sizes.queued, in_flight=sizes.in_flight, delayed=sizes.delayed,
+                dlq=sizes.dlq, seen=sizes.seen, start_urls=sizes.start_urls,
+            )  # fmt: skip
+        pipe.hset(self.keys.checkpoint, mapping=crawl)
+        for name, value in progress.items():
+            if value > self._reported[name]:
+                pipe.hincrby(self.keys.checkpoint, name, value - self._reported[name])
+        pipe.execute()
+        self._reported = progress
+
+    def crawl_progress(self) -> dict[str, float]:
+        raw = self.server.hgetall(self.keys.checkpoint)
+        return {k.decode(): float(v) for k, v in raw.items()}
+
+    def dead_local_nodes(self) -> list[str]:
+        """Nodes of this host whose process is gone: their leases need not wait
+        for the heartbeat timeout (a node restarted after kill -9 or a reboot)."""
+        dead = []
+        for raw_id in self.server.zrange(self.keys.nodes, 0, -1):
+            node_id = raw_id.decode()
+            if node_id == self.node_id:
+                continue
+            host, pid, state = self.server.hmget(self.keys.node(node_id), "host", "pid", "state")
+            if host is None or host.decode() != HOST or state == b"closed":
+                continue
+            if pid is not None and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+                dead.append(node_id)
+        return dead

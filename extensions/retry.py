@@ -1,0 +1,178 @@
+"""Retries that wait in Redis, with exponential backoff and full jitter.
+
+Scrapy's ``RetryMiddleware`` decides *whether* to retry (``RETRY_TIMES``,
+``RETRY_HTTP_CODES``, ``RETRY_EXCEPTIONS``, ``dont_retry``, ``max_retry_times``);
+this subclass decides *when*: attempt n waits ``uniform(0, min(cap, base * 2**(n-1)))``
+seconds, and at least the server's ``Retry-After`` on 429 and 503 (up to
+``RETRY_AFTER_MAX``). The wait is not spent in the reactor: the retry is
+written to ``NAME:delayed`` and any node takes it once it is due, so it holds no
+download slot and survives restarts. A request out of retries goes to the
+dead-letter queue with what a person needs to judge and replay it.
+
+Per request, ``meta`` can override ``retry_backoff_base`` and ``retry_backoff_max``
+(and, as in Scrapy, ``max_retry_times`` and ``dont_retry``).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import time
+from typing import TYPE_CHECKING
+
+import redis
+from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.utils.response import response_status_message
+
+from extensions import connection, defaults
+from extensions.checkpoint import node_id_for
+from extensions.deadletter import DeadLetters
+from extensions.exceptions import SerializationError
+from extensions.keys import SpiderKeys
+from extensions.serializer import dumps_request
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+#: meta key the scheduler reads: park the request until this time (s since epoch)
+DELAY_UNTIL = "delay_until"
+FIRST_FAILURE = "retry_first_failure"
+RETRY_AFTER_STATUSES = (429, 503)
+
+
+def parse_retry_after(value: bytes | str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta seconds or HTTP date)."""
+    if not value:
+        return None
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    text = text.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - (now if now is not None else time.time()), 0.0)
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random = random) -> float:
+    """Full jitter: uniform between 0 and the capped exponential for this attempt."""
+    return rng.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
+
+
+class BackoffRetryMiddleware(RetryMiddleware):
+    def __init__(
+        self,
+        settings: BaseSettings,
+        dead_letters: DeadLetters | None = None,
+    ):
+        super().__init__(settings)
+        self.backoff_base = settings.getfloat("RETRY_BACKOFF_BASE", defaults.RETRY_BACKOFF_BASE)
+        self.backoff_max = settings.getfloat("RETRY_BACKOFF_MAX", defaults.RETRY_BACKOFF_MAX)
+        self.retry_after_max = settings.getfloat("RETRY_AFTER_MAX", defaults.RETRY_AFTER_MAX)
+        if self.backoff_base < 0 or self.backoff_max < 0 or self.retry_after_max < 0:
+            raise ValueError(
+                "RETRY_BACKOFF_BASE, RETRY_BACKOFF_MAX and RETRY_AFTER_MAX must be >= 0"
+            )
+        self.dead_letters = dead_letters
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BackoffRetryMiddleware:
+        assert crawler.spidercls is not None
+        keys = SpiderKeys.for_spider(crawler.spidercls.name)
+        server = connection.from_settings(crawler.settings, ping=False)
+        middleware = cls(crawler.settings, DeadLetters(server, keys.dlq, node_id_for(crawler)))
+        middleware.crawler = crawler
+        return middleware
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Request | Response:
+        if request.meta.get("dont_retry", False) or response.status not in self.retry_http_codes:
+            return response
+        retry_after = None
+        if response.status in RETRY_AFTER_STATUSES:
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        retry = self._retry_later(
+            request,
+            reason=response_status_message(response.status),
+            error=f"HTTP {response.status}",
+            retry_after=retry_after,
+            status=response.status,
+        )
+        return retry or response
+
+    def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> Request | None:
+        if not isinstance(exception, self.exceptions_to_retry) or request.meta.get(
+            "dont_retry", False
+        ):
+            return None
+        return self._retry_later(
+            request,
+            reason=exception,
+            error=f"{type(exception).__name__}: {exception}",
+        )
+
+    def _retry_later(
+        self,
+        request: Request,
+        *,
+        reason: str | Exception,
+        error: str,
+        retry_after: float | None = None,
+        status: int | None = None,
+    ) -> Request | None:
+        now = time.time()
+        first_failure = request.meta.get(FIRST_FAILURE, now)
+        retry = self._retry(request, reason)
+        if retry is None:
+            self._dead_letter(request, error, status, first_failure, now)
+            return None
+        attempt = retry.meta["retry_times"]
+        delay = backoff_delay(
+            attempt,
+            request.meta.get("retry_backoff_base", self.backoff_base),
+            request.meta.get("retry_backoff_max", self.backoff_max),
+        )
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.retry_after_max))
+            self.crawler.stats.inc_value("retry/retry_after_honored")
+        retry.meta[FIRST_FAILURE] = first_failure
+        retry.meta[DELAY_UNTIL] = now + delay
+        self.crawler.stats.inc_value("retry/delayed")
+        logger.debug("retry %d of %s in %.2fs (%s)", attempt, request.url, delay, error)
+        return retry
+
+    def _dead_letter(
+        self, request: Request, error: str, status: int | None, first: float, last: float
+    ) -> None:
+        self.crawler.stats.inc_value("retry/dead_lettered")
+        if self.dead_letters is None:
+            return
+        spider = self.crawler.spider
+        try:
+            stored = dumps_request(request, spider).decode()
+        except SerializationError:
+            stored = None  # still listed, just not replayable
+        record = {
+            "method": request.method,
+            "fingerprint": self.crawler.request_fingerprinter.fingerprint(request).hex(),
+            "status": status,
+            "retry_times": request.meta.get("retry_times", 0),
+            "first_failure": first,
+            "last_failure": last,
+            "request": stored,
+        }
+        try:
+            self.dead_letters.add(kind="retries_exhausted", url=request.url, error=error, **record)
+        except redis.RedisError as exc:
+            connection.health_for(self.crawler).failed(exc)
+            logger.error("could not dead-letter %s (%s): %s", request.url, error, exc)
