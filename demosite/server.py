@@ -4,7 +4,14 @@
 
 ``--port 0`` takes a free port; the first line printed is ``listening on URL``.
 ``GET /__hits`` returns how often each path was requested (the access log as
-JSON), which the tests use to prove every page was fetched exactly once.
+JSON), which the tests use to prove every page was fetched exactly once;
+``GET /__times`` when (seconds since epoch) each path was requested.
+
+``/flaky/`` (not linked from the shop) lists pages that fail on purpose:
+``/flaky/503-twice/N`` (503, 503, then the page), ``/flaky/429/N`` (429 with
+``Retry-After: 2`` once, then the page), ``/flaky/500/N`` (always 500) and
+``/flaky/timeout-once/N`` (the first answer takes 10 s, then the page).
+``--latency S`` delays every answer by S seconds, to slow a crawl down.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ import asyncio
 import html
 import signal
 import sys
-from collections import Counter
+import time
+from collections import Counter, defaultdict
 
 from aiohttp import web
 
@@ -109,32 +117,74 @@ async def private(request: web.Request) -> web.Response:
     return page("Private", "<p>Crawlers that obey robots.txt never see this.</p>")
 
 
+FLAKY_KINDS = ("503-twice", "429", "500", "timeout-once")
+FLAKY_PER_KIND = 3
+RETRY_AFTER = 2  # seconds asked for by /flaky/429/N
+SLOW_ANSWER = 10  # seconds the first answer of /flaky/timeout-once/N takes
+
+
+async def flaky_index(request: web.Request) -> web.Response:
+    links = "".join(
+        f"<li><a href='/flaky/{kind}/{n}'>{kind} {n}</a></li>"
+        for kind in FLAKY_KINDS
+        for n in range(1, FLAKY_PER_KIND + 1)
+    )
+    return page("Flaky pages", f"<h1>Flaky pages</h1><ul>{links}</ul>")
+
+
+async def flaky(request: web.Request) -> web.Response:
+    kind = request.match_info["kind"]
+    if kind not in FLAKY_KINDS:
+        raise web.HTTPNotFound()
+    seen = request.app["hits"][request.path_qs]  # this request included
+    if kind == "500" or (kind == "503-twice" and seen <= 2):
+        status = 500 if kind == "500" else 503
+        return web.Response(status=status, text=f"failing on purpose ({kind})")
+    if kind == "429" and seen == 1:
+        return web.Response(status=429, headers={"Retry-After": str(RETRY_AFTER)})
+    if kind == "timeout-once" and seen == 1:
+        await asyncio.sleep(SLOW_ANSWER)
+    return page(f"Flaky {kind} {request.match_info['n']}", f"<p>{kind} recovered</p>")
+
+
 async def hits(request: web.Request) -> web.Response:
     return web.json_response(dict(request.app["hits"]))
 
 
+async def times(request: web.Request) -> web.Response:
+    return web.json_response(request.app["times"])
+
+
 @web.middleware
 async def count_hits(request: web.Request, handler):
-    if request.path != "/__hits":
+    if not request.path.startswith("/__"):
         request.app["hits"][request.path_qs] += 1
+        request.app["times"][request.path_qs].append(time.time())
+        if request.app["latency"]:
+            await asyncio.sleep(request.app["latency"])
     return await handler(request)
 
 
-def make_app() -> web.Application:
+def make_app(latency: float = 0.0) -> web.Application:
     app = web.Application(middlewares=[count_hits])
     app["hits"] = Counter()
+    app["times"] = defaultdict(list)
+    app["latency"] = latency
     app.router.add_get("/", home)
     app.router.add_get("/about", about)
     app.router.add_get("/category/{name}", category)
     app.router.add_get("/product/{id}", product)
     app.router.add_get("/robots.txt", robots)
     app.router.add_get("/private/{rest:.*}", private)
+    app.router.add_get("/flaky/", flaky_index)
+    app.router.add_get("/flaky/{kind}/{n}", flaky)
     app.router.add_get("/__hits", hits)
+    app.router.add_get("/__times", times)
     return app
 
 
-async def serve(host: str, port: int) -> None:
-    runner = web.AppRunner(make_app(), access_log=None)
+async def serve(host: str, port: int, latency: float = 0.0) -> None:
+    runner = web.AppRunner(make_app(latency), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -152,9 +202,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each answer")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.host, args.port))
+        asyncio.run(serve(args.host, args.port, args.latency))
     except OSError as exc:
         sys.exit(f"demo site: cannot listen on {args.host}:{args.port}: {exc}")
 

@@ -13,12 +13,16 @@ def test_status_shows_frontier_and_nodes(redis_url, redis_client):
     redis_client.zadd("shop:nodes", {"live": now_ms(), "gone": now_ms() - 3_600_000})
     redis_client.hset("shop:node:live", mapping={"pages": 10, "items": 7, "state": "running"})
     redis_client.zadd("shop:leases:gone", {'{"url":"http://127.0.0.1:1/b"}': 1e15})
+    redis_client.zadd("shop:delayed", {'{"url":"http://127.0.0.1:1/c"}': 1e15})
+    redis_client.hset("shop:checkpoint", mapping={"pages": 40, "items": 30, "started": 1.5})
 
     result = scrapy("status", "shop", "--json", "-s", f"REDIS_URL={redis_url}")
     assert result.returncode == 0, result.stderr
     status = json.loads(result.stdout)
-    assert {k: status[k] for k in ("start_urls", "queued", "in_flight", "seen", "dlq")} == {
-        "start_urls": 1, "queued": 1, "in_flight": 1, "seen": 2, "dlq": 0,
+    wanted = ("pages", "items", "start_urls", "queued", "in_flight", "delayed", "seen", "dlq")
+    assert {k: status[k] for k in wanted} == {
+        "pages": 40, "items": 30, "start_urls": 1, "queued": 1, "in_flight": 1, "delayed": 1,
+        "seen": 2, "dlq": 0,
     }  # fmt: skip
     nodes = {node["node"]: node for node in status["nodes"]}
     assert nodes["live"]["alive"] is True
@@ -29,8 +33,9 @@ def test_status_shows_frontier_and_nodes(redis_url, redis_client):
     text = scrapy("status", "shop", "-s", f"REDIS_URL={redis_url}")
     assert text.returncode == 0
     assert (
-        "shop: 2 seen, 1 queued, 1 in flight, 1 start URLs waiting, 0 dead-lettered" in text.stdout
-    )
+        "shop: 40 pages done, 30 items stored; 2 seen, 1 queued, 1 in flight, 1 delayed, "
+        "1 start URLs waiting, 0 dead-lettered"
+    ) in text.stdout
     assert "gone" in text.stdout and "dead" in text.stdout
 
 

@@ -96,12 +96,20 @@ def start_redis(
     return Service(proc, url, "redis")
 
 
-def start_demo_site(port: int = 0, *, log: Path | None = None) -> Service:
+def start_demo_site(port: int = 0, *, log: Path | None = None, latency: float = 0.0) -> Service:
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
     with open(log or os.devnull, "ab") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "demosite.server", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "demosite.server",
+                "--port",
+                str(port),
+                "--latency",
+                str(latency),
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=stderr,

@@ -3,6 +3,9 @@
 Follows links within the host of the start URL it descends from (the host
 travels in ``meta["root_host"]``, so any node can carry on from any page),
 obeys robots.txt, and stores one item per HTML page fetched.
+
+``-a allow=REGEX`` follows only links whose URL matches one of the
+comma-separated regular expressions.
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ from extensions.spiders import DistributedSpider
 
 class SiteSpider(DistributedSpider):
     name = "site"
-    link_extractor = LinkExtractor()
+
+    def __init__(self, *args, allow: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        patterns = [p for p in allow.split(",") if p]
+        self.link_extractor = LinkExtractor(allow=patterns)
 
     def make_request_from_data(self, data: bytes):
         request = super().make_request_from_data(data)

@@ -45,11 +45,17 @@ def crawl_status(server: redis.Redis, keys: SpiderKeys, node_timeout: float) -> 
                 "pid": int(record.get("pid", 0) or 0),
             }
         )
+    checkpoint = {k.decode(): float(v) for k, v in server.hgetall(keys.checkpoint).items()}
     return {
         "spider": keys.name,
+        "pages": int(checkpoint.get("pages", 0)),
+        "items": int(checkpoint.get("items", 0)),
+        "started": checkpoint.get("started"),
+        "updated": checkpoint.get("updated"),
         "start_urls": sizes.start_urls,
         "queued": sizes.queued,
         "in_flight": sizes.in_flight,
+        "delayed": sizes.delayed,
         "seen": sizes.seen,
         "dlq": sizes.dlq,
         "nodes": nodes,
@@ -84,8 +90,9 @@ class Command(ScrapyCommand):
             print(json.dumps(status))
             return
         print(
-            f"{status['spider']}: {status['seen']} seen, {status['queued']} queued, "
-            f"{status['in_flight']} in flight, {status['start_urls']} start URLs waiting, "
+            f"{status['spider']}: {status['pages']} pages done, {status['items']} items stored; "
+            f"{status['seen']} seen, {status['queued']} queued, {status['in_flight']} in flight, "
+            f"{status['delayed']} delayed, {status['start_urls']} start URLs waiting, "
             f"{status['dlq']} dead-lettered"
         )
         if not status["nodes"]:

@@ -1,0 +1,70 @@
+"""``scrapy dlq NAME list|replay|purge``: inspect and act on the dead letters."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from extensions.commands import redis_for_command, spider_keys
+from extensions.deadletter import DeadLetters
+
+if TYPE_CHECKING:
+    import argparse
+
+ACTIONS = ("list", "replay", "purge")
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "NAME list [--json] [--limit N] | NAME replay [--limit N] | NAME purge"
+
+    def short_desc(self) -> str:
+        return "List, replay or purge the requests that failed for good"
+
+    def long_desc(self) -> str:
+        return (
+            "list: newest first, one line each (with --json, one JSON object per line). "
+            "replay: the oldest records that hold a request go back into the queue with "
+            "fresh retries, and leave the dead-letter list. purge: delete them all."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--json", action="store_true", help="list as JSON Lines")
+        parser.add_argument("--limit", type=int, metavar="N", help="at most N records")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 2 or args[1] not in ACTIONS:
+            raise UsageError(f"expected: scrapy dlq NAME {{{'|'.join(ACTIONS)}}}")
+        if opts.limit is not None and opts.limit < 1:
+            raise UsageError("--limit must be a positive number")
+        assert self.settings is not None
+        keys = spider_keys(self.settings, args[0])
+        letters = DeadLetters(redis_for_command(self.settings), keys.dlq, node_id="")
+        action = args[1]
+        if action == "list":
+            for record in letters.records(opts.limit):
+                print(json.dumps(record) if opts.json else _line(record))
+        elif action == "replay":
+            replayed, left = letters.replay(keys.requests, opts.limit)
+            print(f"replayed {replayed} requests into {keys.requests}")
+            if left:
+                print(f"{left} records hold no request (bad start URLs, unreadable "
+                      "entries) and stay; fix and seed them again, or purge")  # fmt: skip
+        else:
+            print(f"purged {letters.purge()} records from {keys.dlq}")
+
+
+def _line(record: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("time", 0)))
+    retries = f" after {record['retry_times']} retries" if record.get("retry_times") else ""
+    kind = record.get("kind", "?")
+    return f"{when}  {kind:17s} {record.get('url', '')}  {record.get('error')}{retries}"
