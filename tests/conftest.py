@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,29 @@ def redis_url(redis_service) -> str:
 def redis_client(redis_url):
     client = redis.Redis.from_url(redis_url)
     yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def mongo_uri(tmp_path_factory):
+    """``TEST_MONGO_URI`` if set (a real MongoDB), else a local nx-27017."""
+    if os.environ.get("TEST_MONGO_URI"):
+        yield os.environ["TEST_MONGO_URI"]
+        return
+    service = services.start_mongo_wire(tmp_path_factory.mktemp("mongo"))
+    yield service.url
+    service.stop()
+
+
+@pytest.fixture
+def mongo_db(mongo_uri):
+    """A database of its own for this test: (uri, name, pymongo Database)."""
+    import pymongo
+
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    client = pymongo.MongoClient(mongo_uri, serverSelectionTimeoutMS=10_000)
+    yield mongo_uri, name, client[name]
+    client.drop_database(name)
     client.close()
 
 

@@ -157,3 +157,25 @@ def start_node(
             # Ctrl-C at a terminal reaches the caller only, which stops nodes in order.
             start_new_session=True,
         )
+
+
+def start_mongo_wire(workdir: Path, port: int | None = None) -> Service:
+    """``nx-27017``: a MongoDB wire-protocol server over SQLite, for tests and demos."""
+    port = port or free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    binary = shutil.which("nx-27017") or str(Path(sys.executable).parent / "nx-27017")
+    proc = subprocess.Popen(
+        [binary, "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(workdir),
+         "--log-file", str(workdir / "nx.log"), "--pid-file", str(workdir / "nx.pid")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    url = f"mongodb://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+
+    wait_until(answers, 20, f"nx-27017 on port {port}", proc)
+    return Service(proc, url, "mongo-wire")
