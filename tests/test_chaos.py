@@ -134,3 +134,25 @@ def test_redis_restart_mid_crawl_with_aof_loses_nothing(tmp_path, slow_site, nod
         assert set(hits) >= HOPELESS
     finally:
         server.stop()
+
+
+def test_kill_9_then_the_same_command_resumes_at_once(redis_url, redis_client, slow_site, nodes):
+    """On one machine a restarted node takes back a dead node's leases without
+    waiting out NODE_TIMEOUT (here far longer than the test)."""
+    redis_client.lpush("site:start_urls", slow_site.url + "/category/books")
+    settings = {**SETTINGS, "NODE_TIMEOUT": 600, "FRONTIER_LEASE_TIMEOUT": 600}
+    first = nodes.start("site", redis_url, spider_args={"allow": ALLOW}, NODE_ID="one", **settings)
+    wait_for(lambda: redis_client.zcard("site:leases:one") > 0, 60, "leases")
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    held = redis_client.zcard("site:leases:one")
+    assert held > 0
+
+    nodes.start("site", redis_url, spider_args={"allow": ALLOW}, NODE_ID="two", **settings)
+    assert nodes.wait(120)[1] == 0, nodes.tail()
+    assert f"{held} from node one leases reclaimed" in nodes.log(1)
+    stored = {
+        item["url"].removeprefix(slow_site.url) for item in read_items(nodes.tmp_path / "items")
+    }
+    books = {p for p in good_pages() if not p.startswith("/flaky/")}
+    assert stored == books
