@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint redis site clean
+.PHONY: venv demo test bench lint redis site clean
 
 venv: $(STAMP)
 
@@ -20,6 +20,9 @@ demo: venv
 test: venv
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+bench: venv
+	$(PY) -m tools.bench
 
 # Long-running pieces for a crawl by hand (see the README).
 redis: venv
