@@ -40,6 +40,9 @@ NODE_TIMEOUT = 15.0  # seconds without a heartbeat before a node is dead and its
 # --- item store -------------------------------------------------------------
 MONGO_URI = ""  # empty = write JSON Lines instead
 MONGO_DATABASE = "crawler"  # database the items go to
+MONGO_WRITE_MODE = "upsert"  # "upsert" (update on every write) or "insert" (first write wins)
+MONGO_RETRY_TIME = 30.0  # seconds a batch is retried before it is spilled to the journal
+MONGO_JOURNAL_DIR = "data/journal"  # spilled batches (NAME/*.bson) and rejected.jsonl
 ITEMS_DIR = "data"  # folder of the JSON Lines store: ITEMS_DIR/NAME/NODE.jsonl
 ITEM_STORE_BATCH_SIZE = 500  # items per write
 ITEM_STORE_FLUSH_INTERVAL = 1.0  # seconds an item waits at most before its batch is written

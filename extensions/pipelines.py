@@ -8,27 +8,37 @@ Batches are written when they reach ``ITEM_STORE_BATCH_SIZE`` items or their
 oldest item is ``ITEM_STORE_FLUSH_INTERVAL`` seconds old, one batch at a time in
 a worker thread. While ``ITEM_STORE_MAX_PENDING`` items wait, new items wait
 for room, which slows the crawl down instead of growing memory.
+
+Items go to MongoDB when ``MONGO_URI`` is set (collection NAME, or the
+spider's or item class's ``mongo_collection``; unique key ``url``, or the
+spider's ``item_key_field``), else to JSON Lines files. Every document carries
+``_spider``, ``_node`` and ``_fetched_at``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
+from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import defer, reactor, task, threads
 from twisted.python.failure import Failure
 
 from extensions import defaults
 from extensions.checkpoint import node_id_for
-from extensions.stores import ItemStore, JsonLinesStore, MongoStore
+from extensions.stores import ItemStore, JsonLinesStore, MongoStore, WriteReport
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+COUNTERS = ("written", "retried", "spilled", "replayed", "rejected", "duplicates")
 
 
 class ItemStorePipeline:
@@ -41,6 +51,11 @@ class ItemStorePipeline:
         flush_interval: float = defaults.ITEM_STORE_FLUSH_INTERVAL,
         max_pending: int = defaults.ITEM_STORE_MAX_PENDING,
     ):
+        if batch_size < 1 or max_pending < batch_size or flush_interval <= 0:
+            raise ValueError(
+                "need ITEM_STORE_BATCH_SIZE >= 1, ITEM_STORE_MAX_PENDING >= "
+                "ITEM_STORE_BATCH_SIZE and ITEM_STORE_FLUSH_INTERVAL > 0"
+            )
         self.crawler = crawler
         self.stats = crawler.stats
         self.store = store
@@ -50,7 +65,7 @@ class ItemStorePipeline:
         self.node_id = node_id_for(crawler)
         self._batch: list[tuple[dict[str, Any], defer.Deferred[None]]] = []
         self._batch_started = 0.0
-        self._writing: defer.Deferred[None] | None = None
+        self._writing: defer.Deferred[Any] | None = None
         self._pending = 0
         self._room: list[defer.Deferred[None]] = []
         self._timer: task.LoopingCall | None = None
@@ -67,7 +82,11 @@ class ItemStorePipeline:
                 uri,
                 s.get("MONGO_DATABASE") or defaults.MONGO_DATABASE,
                 getattr(crawler.spidercls, "mongo_collection", None) or name,
-                getattr(crawler.spidercls, "item_key_field", None) or "url",
+                key_field=getattr(crawler.spidercls, "item_key_field", None) or "url",
+                node_id=node_id_for(crawler),
+                journal_dir=Path(s.get("MONGO_JOURNAL_DIR", defaults.MONGO_JOURNAL_DIR)) / name,
+                mode=s.get("MONGO_WRITE_MODE", defaults.MONGO_WRITE_MODE),
+                retry_time=s.getfloat("MONGO_RETRY_TIME", defaults.MONGO_RETRY_TIME),
             )
         else:
             store = JsonLinesStore(
@@ -84,7 +103,8 @@ class ItemStorePipeline:
         )
 
     async def open_spider(self) -> None:
-        await maybe_deferred_to_future(threads.deferToThread(self.store.open))
+        report = await maybe_deferred_to_future(threads.deferToThread(self.store.open))
+        self._count(report)
         logger.info("items go to %s", self.store.describe())
         self._timer = task.LoopingCall(self._flush_if_old)
         self._timer.start(max(self.flush_interval / 4, 0.05), now=False)
@@ -96,12 +116,13 @@ class ItemStorePipeline:
         while self._writing is not None:
             await maybe_deferred_to_future(self._writing)
             self._flush()
-        await maybe_deferred_to_future(threads.deferToThread(self.store.close))
-        logger.info(
-            "item store closed: %d items written to %s",
-            self.stats.get_value("item_store/written", 0),
-            self.store.describe(),
+        report = await maybe_deferred_to_future(threads.deferToThread(self.store.close))
+        self._count(report)
+        prefix = self.store.stats_prefix
+        counts = ", ".join(
+            f"{self.stats.get_value(f'{prefix}/{name}', 0)} {name}" for name in COUNTERS
         )
+        logger.info("item store %s closed: %s", self.store.describe(), counts)
 
     async def process_item(self, item: Any) -> Any:
         while self._pending >= self.max_pending:
@@ -116,13 +137,18 @@ class ItemStorePipeline:
         self._pending += 1
         if len(self._batch) >= self.batch_size:
             self._flush()
-        await maybe_deferred_to_future(durable)
+        await maybe_deferred_to_future(durable)  # raises DropItem for a rejected item
         return item
 
     def _document(self, item: Any) -> dict[str, Any]:
         doc = ItemAdapter(item).asdict()
-        doc.setdefault("_spider", self.crawler.spider.name if self.crawler.spider else "")
+        spider = self.crawler.spider
+        doc.setdefault("_spider", spider.name if spider else "")
         doc.setdefault("_node", self.node_id)
+        doc.setdefault("_fetched_at", dt.datetime.now(dt.UTC))
+        collection = getattr(item, "mongo_collection", None)
+        if collection:
+            doc["_collection"] = collection
         return doc
 
     def _flush_if_old(self) -> None:
@@ -139,21 +165,40 @@ class ItemStorePipeline:
         self._writing = threads.deferToThread(self.store.write, [doc for doc, _ in batch])
         self._writing.addBoth(self._written, batch)
 
-    def _written(self, result: Any, batch: list[tuple[dict[str, Any], defer.Deferred[None]]]):
+    def _written(
+        self, result: WriteReport | Failure, batch: list[tuple[dict[str, Any], defer.Deferred]]
+    ) -> None:
         self._writing = None
         if isinstance(result, Failure):
             # Kept and retried: an item is never dropped because a write failed.
-            logger.error("writing %d items failed: %s; retrying in 1s", len(batch), result.value)
+            logger.error(
+                "writing %d items failed: %s; retrying in 1s",
+                len(batch),
+                result.getErrorMessage(),
+            )
             self.stats.inc_value("item_store/write_errors")
             self._batch = batch + self._batch
             reactor.callLater(1.0, self._flush)
-            return None
-        self.stats.inc_value("item_store/written", len(batch))
+            return
+        self._count(result)
+        rejected = dict(result.rejections)
         self._pending -= len(batch)
-        for _, durable in batch:
-            durable.callback(None)
+        for doc, durable in batch:
+            reason = rejected.get(id(doc))
+            if reason is None:
+                durable.callback(None)
+            else:
+                durable.errback(DropItem(f"the item store cannot take this item: {reason}"))
         while self._room and self._pending < self.max_pending:
             self._room.pop(0).callback(None)
         if len(self._batch) >= self.batch_size:
             self._flush()
-        return None
+
+    def _count(self, report: WriteReport | None) -> None:
+        if report is None:
+            return
+        prefix = self.store.stats_prefix
+        for name in COUNTERS:
+            value = getattr(report, name)
+            if value:
+                self.stats.inc_value(f"{prefix}/{name}", value)

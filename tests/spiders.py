@@ -32,3 +32,13 @@ class BadMetaSpider(DistributedSpider):
 
     def parse_page(self, response):
         yield {"url": response.url}
+
+
+class NoKeySpider(DistributedSpider):
+    """Yields one item the store must reject (no url) next to a good one."""
+
+    name = "nokey"
+
+    def parse(self, response):
+        yield {"title": "an item without its key"}
+        yield {"url": response.url, "title": response.css("title::text").get()}

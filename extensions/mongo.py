@@ -1,0 +1,428 @@
+"""The MongoDB item store: bulk upserts, retries, a spill journal, rejected items.
+
+Runs in the pipeline's worker thread, never on the reactor. For each batch:
+
+1. documents MongoDB can never take (no key field, not encodable as BSON, over
+   16 MB) are set aside in ``rejected.jsonl`` with the reason and never block
+   the rest of the batch;
+2. the rest go in one unordered ``bulk_write`` per collection, as upserts keyed
+   on a unique field (``$set`` the item and ``_updated_at``, ``$setOnInsert``
+   ``_first_seen``), so a page stored twice stays one document;
+3. transient failures (connection lost, primary stepped down, timeouts, server
+   selection) are retried with backoff for up to ``MONGO_RETRY_TIME`` seconds;
+4. past that the batch is spilled to a local journal on disk (BSON files, the
+   ``mongodump`` format) and counts as stored; the journal is replayed as soon
+   as MongoDB answers again, or at the next start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import bson
+import pymongo
+from pymongo import InsertOne, UpdateOne
+from pymongo.errors import (
+    BulkWriteError,
+    ConnectionFailure,
+    DocumentTooLarge,
+    ExecutionTimeout,
+    InvalidDocument,
+    OperationFailure,
+    PyMongoError,
+    WaitQueueTimeoutError,
+    WTimeoutError,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+DUPLICATE_KEY = 11000
+# Server error codes that mean "try again": not primary, shutting down,
+# stepping down, network trouble, time limits.
+TRANSIENT_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
+WRITE_MODES = ("upsert", "insert")
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, (ConnectionFailure, ExecutionTimeout, WTimeoutError, WaitQueueTimeoutError)):
+        return True
+    if isinstance(exc, PyMongoError) and exc.has_error_label("RetryableWriteError"):
+        return True
+    return isinstance(exc, OperationFailure) and exc.code in TRANSIENT_CODES
+
+
+@dataclass
+class WriteReport:
+    """What one ``write`` did; the pipeline adds it to the crawl's stats."""
+
+    written: int = 0
+    retried: int = 0
+    spilled: int = 0
+    replayed: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    #: (id of the rejected document object, why), so the pipeline can tell its item
+    rejections: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, other: WriteReport) -> None:
+        for name in ("written", "retried", "spilled", "replayed", "rejected", "duplicates"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.rejections += other.rejections
+
+
+class Journal:
+    """Batches MongoDB could not take yet, as BSON files in one folder.
+
+    A file is written to a temporary name, fsync'ed and renamed, so a file that
+    exists is complete. Replaying claims a file by renaming it first, so two
+    nodes of one machine never replay the same file.
+    """
+
+    def __init__(self, directory: Path, node_id: str):
+        self.directory = directory
+        self.node_id = node_id
+
+    def spill(self, documents: list[dict[str, Any]]) -> Path:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time():.6f}-{self.node_id}-{uuid.uuid4().hex[:8]}.bson"
+        tmp = self.directory / f".{name}.tmp"
+        with open(tmp, "wb") as out:
+            for doc in documents:
+                out.write(bson.encode(doc))
+            out.flush()
+            os.fsync(out.fileno())
+        final = self.directory / name
+        tmp.rename(final)
+        return final
+
+    def pending(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(self.directory.glob("*.bson"))
+
+    def claim(self, path: Path) -> Path | None:
+        claimed = path.with_name(f".{path.name}.replaying-{self.node_id}")
+        try:
+            path.rename(claimed)
+        except FileNotFoundError:  # another node of this machine took it
+            return None
+        return claimed
+
+    @staticmethod
+    def read(path: Path) -> list[dict[str, Any]]:
+        with open(path, "rb") as stream:
+            return list(bson.decode_file_iter(stream))
+
+    def release(self, claimed: Path, done: bool) -> None:
+        if done:
+            claimed.unlink()
+        else:  # back for a later replay
+            original = claimed.name.split(".replaying-")[0].lstrip(".")
+            claimed.rename(claimed.with_name(original))
+
+    def reclaim_abandoned(self) -> None:
+        """Files a dead process was replaying go back to the pending ones."""
+        if not self.directory.is_dir():
+            return
+        for claimed in self.directory.glob(".*.replaying-*"):
+            self.release(claimed, done=False)
+
+
+class MongoStore:
+    def __init__(
+        self,
+        uri: str,
+        database: str,
+        collection: str,
+        *,
+        key_field: str = "url",
+        node_id: str = "",
+        journal_dir: Path | str = "data/journal",
+        mode: str = "upsert",
+        retry_time: float = 30.0,
+        server_selection_timeout: float = 5.0,
+    ):
+        if mode not in WRITE_MODES:
+            raise ValueError(f"MONGO_WRITE_MODE must be one of {WRITE_MODES}, not {mode!r}")
+        self.uri = uri
+        self.database_name = database
+        self.collection_name = collection
+        self.key_field = key_field
+        self.mode = mode
+        self.retry_time = retry_time
+        self.server_selection_timeout = server_selection_timeout
+        self.journal = Journal(Path(journal_dir), node_id)
+        self.rejected_path = Path(journal_dir) / "rejected.jsonl"
+        self.client: pymongo.MongoClient | None = None
+        self._indexed: set[str] = set()
+        self._outage_since: float | None = None
+
+    # --- lifecycle (worker thread) ---------------------------------------------
+
+    def open(self) -> WriteReport:
+        options: dict[str, Any] = {"appname": "distributed-crawler"}
+        if "serverselectiontimeoutms" not in self.uri.lower():  # the URI's own value wins
+            options["serverSelectionTimeoutMS"] = int(self.server_selection_timeout * 1000)
+        self.client = pymongo.MongoClient(self.uri, **options)
+        self.journal.reclaim_abandoned()
+        try:
+            self._ensure_indexes(self.collection_name)
+        except PyMongoError as exc:
+            if not is_transient(exc):
+                raise
+            logger.warning("MongoDB is not answering yet (%s); items will wait in the journal", exc)
+            self._outage_since = time.monotonic()
+            return WriteReport()
+        return self.replay_journal()
+
+    def close(self) -> WriteReport:
+        report = self.replay_journal() if self._outage_since is None else WriteReport()
+        left = len(self.journal.pending())
+        if left:
+            logger.warning(
+                "%d spilled batches wait in %s; the next start replays them",
+                left,
+                self.journal.directory,
+            )
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        return report
+
+    stats_prefix = "mongo"
+
+    def describe(self) -> str:
+        return (
+            f"MongoDB {self.database_name}.{self.collection_name} "
+            f"({self.mode} on {self.key_field!r})"
+        )
+
+    # --- writing (worker thread) -----------------------------------------------
+
+    def write(self, documents: list[dict[str, Any]]) -> WriteReport:
+        report = WriteReport()
+        now = dt.datetime.now(dt.UTC)
+        valid = []
+        for doc in documents:
+            reason = self._unacceptable(doc)
+            if reason:
+                self._reject(doc, reason, report)
+            else:
+                doc.setdefault("_fetched_at", now)
+                valid.append(doc)
+        if not valid:
+            return report
+        if self._outage_since is not None and not self._answers():
+            self._spill(valid, report)
+            return report
+        try:
+            self._write_with_retries(valid, report, now)
+        except PyMongoError as exc:
+            if not is_transient(exc):
+                raise
+            if self._outage_since is None:
+                self._outage_since = time.monotonic()
+                logger.error(
+                    "MongoDB unreachable for %.0fs (%s); spilling batches to %s until it is back",
+                    self.retry_time,
+                    exc,
+                    self.journal.directory,
+                )
+            self._spill(valid, report)
+            return report
+        if self._outage_since is not None:
+            logger.warning(
+                "MongoDB is back after %.1fs; replaying the journal",
+                time.monotonic() - self._outage_since,
+            )
+            self._outage_since = None
+        if self.journal.pending():
+            report.add(self.replay_journal())
+        return report
+
+    def replay_journal(self) -> WriteReport:
+        report = WriteReport()
+        for path in self.journal.pending():
+            claimed = self.journal.claim(path)
+            if claimed is None:
+                continue
+            docs = self.journal.read(claimed)
+            try:
+                batch = WriteReport()
+                self._write_with_retries(docs, batch, dt.datetime.now(dt.UTC), attempts_for=5.0)
+            except PyMongoError as exc:
+                self.journal.release(claimed, done=False)
+                logger.warning("replaying %s failed (%s); will try again", path.name, exc)
+                break
+            self.journal.release(claimed, done=True)
+            report.replayed += batch.written + batch.duplicates
+            report.rejected += batch.rejected
+            report.rejections += batch.rejections
+            report.retried += batch.retried
+        if report.replayed:
+            logger.info("replayed %d items from the journal into MongoDB", report.replayed)
+        return report
+
+    def _answers(self) -> bool:
+        assert self.client is not None
+        try:
+            self.client.admin.command("ping")
+        except PyMongoError:
+            return False
+        return True
+
+    def _unacceptable(self, doc: dict[str, Any]) -> str | None:
+        if doc.get(self.key_field) in (None, ""):
+            return f"missing its key field {self.key_field!r}"
+        return None
+
+    def _size_problem(self, doc: dict[str, Any]) -> str | None:
+        try:
+            size = len(bson.encode(doc))
+        except (InvalidDocument, TypeError, ValueError, OverflowError) as exc:
+            return f"not encodable as BSON: {exc}"
+        if size > MAX_DOCUMENT_BYTES:
+            return f"{size} bytes, over MongoDB's 16 MB document limit"
+        return None
+
+    def _write_with_retries(
+        self,
+        docs: list[dict[str, Any]],
+        report: WriteReport,
+        now: dt.datetime,
+        attempts_for: float | None = None,
+    ) -> None:
+        deadline = time.monotonic() + (self.retry_time if attempts_for is None else attempts_for)
+        delay = 0.25
+        pending = docs
+        while True:
+            try:
+                pending = self._write_once(pending, report, now)
+            except (InvalidDocument, DocumentTooLarge):
+                # The batch could not even be encoded: find the culprits, keep the rest.
+                kept = []
+                for doc in pending:
+                    problem = self._size_problem(doc)
+                    if problem:
+                        self._reject(doc, problem, report)
+                    else:
+                        kept.append(doc)
+                pending = kept
+                continue
+            except PyMongoError as exc:
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                    raise
+                report.retried += len(pending)
+                logger.debug("transient MongoDB error (%s); retrying in %.2fs", exc, delay)
+                time.sleep(delay)  # a worker thread: the reactor is not waiting on this
+                delay = min(delay * 2, 5.0)
+                continue
+            if not pending:
+                return
+
+    def _write_once(
+        self, docs: list[dict[str, Any]], report: WriteReport, now: dt.datetime
+    ) -> list[dict[str, Any]]:
+        """One bulk write per collection; returns the documents to try again."""
+        assert self.client is not None
+        retry: list[dict[str, Any]] = []
+        for name, group in self._by_collection(docs).items():
+            self._ensure_indexes(name)
+            collection = self.client[self.database_name][name]
+            operations = [self._operation(doc, now) for doc in group]
+            try:
+                result = collection.bulk_write(operations, ordered=False)
+            except BulkWriteError as exc:
+                details = exc.details
+                failed = {}
+                for error in details.get("writeErrors", []):
+                    failed[error["index"]] = error
+                for index, error in failed.items():
+                    doc = group[index]
+                    if error.get("code") == DUPLICATE_KEY:
+                        if self.mode == "insert":
+                            report.duplicates += 1  # already stored: the unique index did its job
+                        else:
+                            retry.append(doc)  # two nodes upserted the same key at once
+                    elif error.get("code") in TRANSIENT_CODES:
+                        retry.append(doc)
+                    else:
+                        self._reject(doc, f"refused by MongoDB: {error.get('errmsg')}", report)
+                report.written += len(group) - len(failed)
+                continue
+            report.written += result.upserted_count + result.matched_count + result.inserted_count
+        return retry
+
+    def _operation(self, doc: dict[str, Any], now: dt.datetime):
+        fields = {k: v for k, v in doc.items() if k not in ("_id", "_collection")}
+        if self.mode == "insert":
+            return InsertOne({**fields, "_first_seen": now, "_updated_at": now})
+        fields["_updated_at"] = now
+        return UpdateOne(
+            {self.key_field: doc[self.key_field]},
+            {"$set": fields, "$setOnInsert": {"_first_seen": now}},
+            upsert=True,
+        )
+
+    def _by_collection(self, docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for doc in docs:
+            name = doc.get("_collection") or self.collection_name
+            groups.setdefault(name, []).append(doc)
+        return groups
+
+    def _ensure_indexes(self, name: str) -> None:
+        if name in self._indexed:
+            return
+        assert self.client is not None
+        collection = self.client[self.database_name][name]
+        try:
+            collection.create_index([(self.key_field, pymongo.ASCENDING)], unique=True)
+            collection.create_index([("_fetched_at", pymongo.ASCENDING)])
+        except OperationFailure as exc:
+            if is_transient(exc):
+                raise
+            # Writing goes on: upserts keyed on the field still avoid most duplicates.
+            hint = (
+                " (existing documents share a value; remove the duplicates or choose "
+                "another key with the spider's item_key_field)"
+                if exc.code == DUPLICATE_KEY or "unique" in str(exc).lower()
+                else ""
+            )
+            logger.error(
+                "cannot create the unique index on %s.%s.%s: %s%s",
+                self.database_name,
+                name,
+                self.key_field,
+                exc.details.get("errmsg", exc) if exc.details else exc,
+                hint,
+            )
+        self._indexed.add(name)
+
+    def _spill(self, docs: list[dict[str, Any]], report: WriteReport) -> None:
+        self.journal.spill(docs)
+        report.spilled += len(docs)
+
+    def _reject(self, doc: dict[str, Any], reason: str, report: WriteReport) -> None:
+        key = doc.get(self.key_field)
+        self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"reason": reason, "key": repr(key)[:500], "time": time.time()}
+        try:
+            record["item"] = json.loads(json.dumps(doc, default=repr))
+        except (TypeError, ValueError, RecursionError):
+            record["item"] = repr(doc)[:100_000]
+        with open(self.rejected_path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        report.rejected += 1
+        report.rejections.append((id(doc), f"{reason}; kept in {self.rejected_path}"))

@@ -1,0 +1,172 @@
+"""The MongoDB item store against a MongoDB-wire server (nx-27017, or TEST_MONGO_URI)."""
+
+import json
+import logging
+
+import pytest
+
+from extensions.mongo import MongoStore
+from tools import services
+
+
+def docs(n: int, start: int = 0, **extra):
+    return [{"url": f"http://shop/p/{i}", "n": i, **extra} for i in range(start, start + n)]
+
+
+@pytest.fixture
+def make_store(mongo_db, tmp_path):
+    uri, database, _ = mongo_db
+    opened = []
+
+    def make(**kwargs):
+        kwargs.setdefault("journal_dir", tmp_path / "journal")
+        kwargs.setdefault("retry_time", 1.0)
+        store = MongoStore(kwargs.pop("uri", uri), database, "items", **kwargs)
+        store.open()
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def test_bulk_upsert_is_idempotent_and_keeps_first_seen(make_store, mongo_db):
+    _, _, db = mongo_db
+    store = make_store(node_id="n1")
+    report = store.write(docs(300, price=1))
+    assert report.written == 300
+    first = db.items.find_one({"url": "http://shop/p/7"})
+
+    report = store.write(docs(300, price=2))
+    assert report.written == 300
+    assert db.items.count_documents({}) == 300
+    again = db.items.find_one({"url": "http://shop/p/7"})
+    assert again["price"] == 2
+    assert again["_first_seen"] == first["_first_seen"]
+    # (nx-27017 hands a $set datetime back as a string, so compare as text)
+    assert str(again["_updated_at"]) != str(first["_updated_at"])
+    assert "_fetched_at" in again
+
+
+def test_two_nodes_writing_the_same_pages_leave_one_document_each(make_store, mongo_db):
+    _, _, db = mongo_db
+    one, two = make_store(node_id="n1"), make_store(node_id="n2")
+    one.write(docs(50, _node="n1"))
+    two.write(docs(50, start=25, _node="n2"))
+    assert db.items.count_documents({}) == 75
+    assert len(db.items.distinct("url")) == 75
+
+
+def test_indexes_on_the_key_and_the_fetch_time(make_store, mongo_db):
+    _, _, db = mongo_db
+    make_store()
+    indexes = db.items.index_information().values()
+    keys = {tuple(k for k, _ in index["key"]): index.get("unique", False) for index in indexes}
+    assert keys[("url",)] is True
+    assert ("_fetched_at",) in keys
+
+
+def test_items_mongodb_cannot_take_are_kept_aside_and_the_batch_goes_in(
+    make_store, mongo_db, tmp_path
+):
+    _, _, db = mongo_db
+    store = make_store()
+    bad = [
+        {"title": "no url"},
+        {"url": "http://shop/set", "tags": {"a", "b"}},
+        {"url": "http://shop/huge", "body": "x" * (17 * 1024 * 1024)},
+    ]
+    batch = docs(3) + bad
+    report = store.write(batch)
+    assert report.written == 3
+    assert report.rejected == 3
+    assert {ident for ident, _ in report.rejections} == {id(doc) for doc in bad}
+    assert db.items.count_documents({}) == 3
+    kept = [json.loads(line) for line in (tmp_path / "journal" / "rejected.jsonl").open()]
+    reasons = " | ".join(record["reason"] for record in kept)
+    assert "missing its key field 'url'" in reasons
+    assert "not encodable as BSON" in reasons
+    assert "16 MB" in reasons
+    assert {record["item"].get("url") for record in kept} >= {"http://shop/set", None}
+
+
+def test_insert_mode_relies_on_the_unique_index(make_store, mongo_db):
+    _, _, db = mongo_db
+    store = make_store(mode="insert")
+    assert store.write(docs(20)).written == 20
+    report = store.write(docs(30))
+    assert (report.written, report.duplicates) == (10, 20)
+    assert db.items.count_documents({}) == 30
+
+
+def test_index_failure_is_one_clear_message(mongo_db, make_store, caplog):
+    _, _, db = mongo_db
+    db.items.insert_many([{"url": "http://shop/dup"}, {"url": "http://shop/dup"}])
+    with caplog.at_level(logging.ERROR, logger="extensions.mongo"):
+        store = make_store()
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert f"cannot create the unique index on {db.name}.items.url" in message
+    assert "duplicates" in message
+    assert store.write(docs(2)).written == 2  # writing goes on
+
+
+@pytest.fixture
+def own_mongo(tmp_path):
+    """A MongoDB-wire server this test may stop and restart."""
+    port = services.free_port()
+    service = services.start_mongo_wire(tmp_path / "own-mongo", port)
+    state = {"service": service, "port": port}
+    yield state
+    state["service"].stop()
+
+
+def restart(own_mongo, tmp_path):
+    own_mongo["service"] = services.start_mongo_wire(tmp_path / "own-mongo", own_mongo["port"])
+
+
+def test_outage_spills_to_the_journal_and_replays_when_back(own_mongo, tmp_path):
+    import pymongo
+
+    uri = own_mongo["service"].url
+    store = MongoStore(uri, "crawl", "items", journal_dir=tmp_path / "journal", retry_time=1.0,
+                       server_selection_timeout=0.5)  # fmt: skip
+    store.open()
+    assert store.write(docs(10)).written == 10
+
+    own_mongo["service"].stop()
+    report = store.write(docs(10, start=10))
+    assert (report.written, report.spilled) == (0, 10)
+    assert store.write(docs(5, start=20)).spilled == 5  # straight to the journal now
+    assert len(store.journal.pending()) == 2
+
+    restart(own_mongo, tmp_path)
+    report = store.write(docs(5, start=25))
+    assert report.written == 5
+    assert report.replayed == 15
+    assert store.journal.pending() == []
+    store.close()
+    client = pymongo.MongoClient(uri)
+    assert client.crawl.items.count_documents({}) == 30
+    client.close()
+
+
+def test_journal_left_at_close_is_replayed_at_the_next_start(own_mongo, tmp_path):
+    import pymongo
+
+    uri = own_mongo["service"].url
+    kwargs = {"journal_dir": tmp_path / "journal", "retry_time": 0.5,
+              "server_selection_timeout": 0.5}  # fmt: skip
+    store = MongoStore(uri, "crawl", "items", **kwargs)
+    store.open()
+    own_mongo["service"].stop()
+    assert store.write(docs(7)).spilled == 7
+    store.close()
+
+    restart(own_mongo, tmp_path)
+    again = MongoStore(uri, "crawl", "items", **kwargs)
+    assert again.open().replayed == 7
+    again.close()
+    client = pymongo.MongoClient(uri)
+    assert client.crawl.items.count_documents({}) == 7
+    client.close()

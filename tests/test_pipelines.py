@@ -1,0 +1,106 @@
+"""The item store pipeline in real crawls: MongoDB-wire server or JSON Lines."""
+
+import re
+import time
+
+from tests.conftest import read_items, site_hits
+from tests.test_chaos import ALLOW, SETTINGS, good_pages
+from tests.test_mongo import restart
+from tests.test_scheduler import wait_for
+from tools import services
+
+
+def stat(log: str, name: str) -> int:
+    found = re.search(rf"'{re.escape(name)}': (\d+)", log)
+    return int(found.group(1)) if found else 0
+
+
+def test_two_nodes_store_each_page_once_in_mongodb(
+    redis_url, redis_client, mongo_db, demo_site, nodes
+):
+    uri, database, db = mongo_db
+    redis_client.lpush(
+        "site:start_urls", demo_site.url + "/category/books", demo_site.url + "/flaky/"
+    )
+    settings = {**SETTINGS, "MONGO_URI": uri, "MONGO_DATABASE": database}
+    for n in (1, 2):
+        nodes.start("site", redis_url, spider_args={"allow": ALLOW}, NODE_ID=f"n{n}", **settings)
+    assert nodes.wait(120) == [0, 0], nodes.tail()
+
+    stored = list(db["site"].find({}))
+    assert {d["url"].removeprefix(demo_site.url) for d in stored} == good_pages()
+    assert len(stored) == len(good_pages())
+    assert {d["_spider"] for d in stored} == {"site"}
+    assert {d["_node"] for d in stored} == {"n1", "n2"}
+    assert all(d.get("_fetched_at") and d.get("_first_seen") for d in stored)
+    logs = nodes.log(0) + nodes.log(1)
+    assert stat(nodes.log(0), "mongo/written") + stat(nodes.log(1), "mongo/written") == len(stored)
+    assert "item store MongoDB" in logs and "closed:" in logs
+
+
+def test_mongodb_stopped_mid_crawl_loses_no_item(redis_url, redis_client, tmp_path, nodes):
+    port = services.free_port()
+    own = {"service": services.start_mongo_wire(tmp_path / "own-mongo", port), "port": port}
+    site = services.start_demo_site(latency=0.1)
+    try:
+        redis_client.lpush("site:start_urls", site.url + "/category/books")
+        settings = {
+            **SETTINGS,
+            "MONGO_URI": own["service"].url + "/?serverSelectionTimeoutMS=300",
+            "MONGO_DATABASE": "crawl",
+            "MONGO_RETRY_TIME": 1,
+            "MONGO_JOURNAL_DIR": tmp_path / "journal",
+        }
+        nodes.start("site", redis_url, spider_args={"allow": ALLOW}, **settings)
+        wait_for(lambda: sum(site_hits(site).values()) >= 40, 60, "crawl start")
+        own["service"].stop()
+        time.sleep(3)
+        restart(own, tmp_path)
+        assert nodes.wait(120) == [0], nodes.tail()
+
+        import pymongo
+
+        client = pymongo.MongoClient(own["service"].url)
+        stored = {d["url"].removeprefix(site.url) for d in client.crawl.site.find({}, {"url": 1})}
+        client.close()
+        assert stored == {p for p in good_pages() if not p.startswith("/flaky/")}
+        log = nodes.log(0)
+        assert stat(log, "mongo/spilled") > 0
+        assert stat(log, "mongo/replayed") == stat(log, "mongo/spilled")
+        assert log.count("spilling batches to") == 1
+        assert list((tmp_path / "journal" / "site").glob("*.bson")) == []
+    finally:
+        own["service"].stop()
+        site.stop()
+
+
+def test_backpressure_slows_the_crawl_instead_of_buffering(
+    redis_url, redis_client, demo_site, nodes, tmp_path
+):
+    redis_client.lpush("site:start_urls", demo_site.url + "/category/books")
+    nodes.start(
+        "site", redis_url, spider_args={"allow": ALLOW}, MAX_IDLE_TIME_BEFORE_CLOSE=1,
+        ITEM_STORE_BATCH_SIZE=4, ITEM_STORE_MAX_PENDING=4,
+    )  # fmt: skip
+    assert nodes.wait(120) == [0], nodes.tail()
+    assert stat(nodes.log(0), "item_store/backpressure_waits") > 0
+    stored = [i["url"].removeprefix(demo_site.url) for i in read_items(tmp_path / "items")]
+    assert sorted(stored) == sorted(p for p in good_pages() if not p.startswith("/flaky/"))
+
+
+def test_an_item_the_store_cannot_take_is_dropped_with_a_reason(
+    redis_url, redis_client, mongo_db, demo_site, nodes, tmp_path
+):
+    uri, database, db = mongo_db
+    redis_client.lpush("nokey:start_urls", demo_site.url + "/about")
+    nodes.start(
+        "nokey", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=1, SPIDER_MODULES="tests.spiders",
+        MONGO_URI=uri, MONGO_DATABASE=database, MONGO_JOURNAL_DIR=tmp_path / "journal",
+    )  # fmt: skip
+    assert nodes.wait(60) == [0], nodes.tail()
+    assert [d["url"] for d in db["nokey"].find({})] == [demo_site.url + "/about"]
+    log = nodes.log(0)
+    assert "the item store cannot take this item: missing its key field 'url'" in log
+    assert stat(log, "mongo/rejected") == 1
+    assert stat(log, "item_dropped_count") == 1
+    assert (tmp_path / "journal" / "nokey" / "rejected.jsonl").exists()
