@@ -16,15 +16,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pymongo
 import redis
 
+from extensions.mongo import MongoStore
 from tools import services
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+MONGO_ITEMS = 2000  # documents per store measurement (nx-27017 slows as a collection grows)
+THREE_CATEGORIES = {"allow": "/category/(books|garden|kitchen),/product/"}
 CONCURRENCY = 32
 NO_ADDON = '{"extensions.addon.DistributedAddon": null}'
 STORE = '{"extensions.pipelines.ItemStorePipeline": 900}'
@@ -78,19 +84,29 @@ def redis_calls(client: redis.Redis) -> int:
     return sum(v["calls"] for k, v in stats.items() if not k.endswith(("info", "config")))
 
 
-def crawl_once(redis_url: str, settings: dict[str, str], nodes: int, workdir: Path) -> Sample:
+def crawl_once(
+    redis_url: str,
+    settings: dict[str, str],
+    nodes: int,
+    workdir: Path,
+    *,
+    spider: str = "shop",
+    spider_args: dict[str, str] | None = None,
+) -> Sample:
     client = redis.Redis.from_url(redis_url)
     client.flushall()
     client.config_resetstat()
     site = services.start_demo_site()
     try:
+        client.lpush(f"{spider}:start_urls", site.url + "/")
         args = ["-s", f"REDIS_URL={redis_url}", "-s", f"CONCURRENT_REQUESTS={CONCURRENCY}",
                 "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={CONCURRENCY}",
                 "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=1", "-s", f"ITEMS_DIR={workdir}",
-                "-s", "LOG_LEVEL=WARNING", "-s", "SPIDER_MODULES=tools.bench_spiders",
-                "-a", f"start={site.url}/"]  # fmt: skip
+                "-s", "LOG_LEVEL=WARNING"]  # fmt: skip
         for name, value in settings.items():
             args += ["-s", f"{name}={value}"]
+        for name, value in (spider_args or {}).items():
+            args += ["-a", f"{name}={value}"]
         logs = [workdir / f"node-{n}.log" for n in range(nodes)]
         procs = []
         for log in logs:
@@ -98,7 +114,7 @@ def crawl_once(redis_url: str, settings: dict[str, str], nodes: int, workdir: Pa
             with log.open("wb") as stderr:
                 procs.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "scrapy", "crawl", "bench_shop", *args],
+                        [sys.executable, "-m", "scrapy", "crawl", spider, *args],
                         cwd=services.ROOT,
                         stdout=subprocess.DEVNULL,
                         stderr=stderr,
@@ -121,13 +137,73 @@ def crawl_once(redis_url: str, settings: dict[str, str], nodes: int, workdir: Pa
         client.close()
 
 
+def store_rates(uri: str, workdir: Path) -> dict[str, float]:
+    """Items/s writing MONGO_ITEMS documents into an empty collection with a unique index."""
+    docs = [
+        {"url": f"http://bench/{i}", "title": "x" * 100, "price": i} for i in range(MONGO_ITEMS)
+    ]
+    client = pymongo.MongoClient(uri)
+    rates = {}
+    for name in STORE_VARIANTS:
+        database = f"bench_{uuid.uuid4().hex[:8]}"
+        began = time.perf_counter()
+        if name == "per-item insert_one":
+            collection = client[database]["items"]
+            collection.create_index("url", unique=True)
+            began = time.perf_counter()
+            for doc in docs:
+                collection.insert_one(dict(doc))
+        else:
+            mode = "insert" if "insert_many" in name else "upsert"
+            store = MongoStore(uri, database, "items", mode=mode, journal_dir=workdir / "journal")
+            store.open()
+            began = time.perf_counter()
+            for start in range(0, len(docs), 500):
+                store.write([dict(doc) for doc in docs[start : start + 500]])
+            store.close()
+        rates[name] = MONGO_ITEMS / (time.perf_counter() - began)
+        client.drop_database(database)
+    client.close()
+    return rates
+
+
+STORE_VARIANTS = (
+    "per-item insert_one",
+    "this pipeline's store, upsert (default)",
+    "this pipeline's store, insert_many",
+)
+
+
+def crawl_variants(uri: str) -> dict[str, dict[str, str]]:
+    return {
+        "items to JSON Lines": {},
+        "items to MongoDB, this pipeline": {"MONGO_URI": uri},
+        "items to MongoDB, per-item insert_one pipeline": {
+            "MONGO_URI": uri,
+            "ITEM_PIPELINES": json.dumps(
+                {
+                    "extensions.pipelines.ItemStorePipeline": None,
+                    "tools.bench_pipelines.InsertOnePipeline": 900,
+                }
+            ),
+        },
+    }
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
         server = services.start_redis(work / "redis")
+        mongo = None
+        uri = os.environ.get("TEST_MONGO_URI")
+        if not uri:
+            mongo = services.start_mongo_wire(work / "mongo")
+            uri = mongo.url
         try:
             results = {name: Figures() for name in VARIANTS}
             scale = {n: Figures() for n in (1, 2)}
+            stores: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
+            crawls = {name: Figures() for name in crawl_variants(uri)}
             for run in range(RUNS):
                 for name, settings in VARIANTS.items():
                     results[name].samples.append(
@@ -135,10 +211,44 @@ def main() -> None:
                     )
                 for n in scale:
                     scale[n].samples.append(crawl_once(server.url, {}, n, work / f"scale-{run}"))
+                for name, rate in store_rates(uri, work).items():
+                    stores[name].append(rate)
+                for name, settings in crawl_variants(uri).items():
+                    database = f"bench_{uuid.uuid4().hex[:8]}"
+                    crawls[name].samples.append(
+                        crawl_once(
+                            server.url,
+                            {**settings, "MONGO_DATABASE": database},
+                            1,
+                            work / f"store-{run}",
+                            spider="site",
+                            spider_args=THREE_CATEGORIES,
+                        )
+                    )
+                    with pymongo.MongoClient(uri) as client:
+                        client.drop_database(database)
                 print(f"run {run + 1}/{RUNS} done", file=sys.stderr)
         finally:
             server.stop()
+            if mongo is not None:
+                mongo.stop()
     report(results, scale)
+    report_store(stores, crawls, "a real MongoDB (TEST_MONGO_URI)" if mongo is None else
+                 "nx-27017, the MongoDB-wire server over SQLite: not MongoDB's speed")  # fmt: skip
+
+
+def report_store(stores: dict[str, list[float]], crawls: dict[str, Figures], server: str) -> None:
+    print(f"\n6. Item store, {MONGO_ITEMS} items into an empty collection, on {server}; "
+          f"median of {RUNS}")  # fmt: skip
+    base = statistics.median(stores["per-item insert_one"])
+    for name, rates in stores.items():
+        rate = statistics.median(rates)
+        print(f"   {name:52s} {rate:8.0f} items/s {rate / base:6.2f}x")
+    pages = int(next(iter(crawls.values())).median("pages"))
+    print(f"   the crawl ({pages} pages, site spider) with each:")
+    jsonl = crawls["items to JSON Lines"].rate
+    for name, figures in crawls.items():
+        print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / jsonl:6.2f}x")
 
 
 def report(results: dict[str, Figures], scale: dict[int, Figures]) -> None:
