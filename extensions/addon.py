@@ -12,7 +12,15 @@ if TYPE_CHECKING:
 
 PIPELINE = "extensions.pipelines.ItemStorePipeline"
 SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
-RETRY = "extensions.retry.BackoffRetryMiddleware"
+# downloader middlewares, at scrapy-rotating-proxies' documented places; each
+# switches itself off when not configured (no proxies, no rate, rotation off)
+DOWNLOADER_MIDDLEWARES = {
+    "extensions.retry.BackoffRetryMiddleware": 550,
+    "extensions.politeness.ClusterPolitenessMiddleware": 590,
+    "extensions.proxies.RotatingProxyMiddleware": 610,
+    "extensions.useragents.RotatingUserAgentMiddleware": 615,
+    "extensions.proxies.BanDetectionMiddleware": 620,
+}
 
 
 class DistributedAddon:
@@ -23,6 +31,8 @@ class DistributedAddon:
         if PIPELINE not in settings["ITEM_PIPELINES"]:
             settings["ITEM_PIPELINES"][PIPELINE] = 900
         middlewares = settings["DOWNLOADER_MIDDLEWARES"]
-        if RETRY not in middlewares:
-            middlewares[SCRAPY_RETRY] = None
-            middlewares[RETRY] = 550  # where Scrapy's own retry middleware sits
+        if "extensions.retry.BackoffRetryMiddleware" not in middlewares:
+            middlewares[SCRAPY_RETRY] = None  # ours replaces it, at its place
+        for path, order in DOWNLOADER_MIDDLEWARES.items():
+            if path not in middlewares:
+                middlewares[path] = order

@@ -32,6 +32,23 @@ RETRY_BACKOFF_BASE = 1.0  # seconds: retry n waits uniform(0, min(max, base * 2*
 RETRY_BACKOFF_MAX = 60.0  # seconds: the cap of that exponential
 RETRY_AFTER_MAX = 300.0  # seconds: the longest Retry-After (on 429/503) that is honored
 
+# --- politeness across the cluster ---
+CLUSTER_HOST_RATE = 0.0  # requests per second per host from all nodes together; 0 = no limit
+# CLUSTER_HOST_RATES = {"example.com": 2.0}: per-host overrides (a dict setting, default empty)
+
+# --- proxies (scrapy-rotating-proxies' ROTATING_PROXY_* settings apply too) ---
+PROXY_BAN_STATUSES = [403, 407, 429]  # statuses that mean the proxy is banned
+PROXY_BAN_MARKERS: list[str] = []  # text in a 200 page that means a ban page, e.g. "captcha"
+
+# --- user agents ---
+USER_AGENT_ROTATION = True  # a fake-useragent identity per request unless one was chosen
+USER_AGENT_BROWSERS = ["Chrome", "Firefox", "Safari", "Edge"]  # fake-useragent browser names
+USER_AGENT_PLATFORMS = ["desktop"]  # desktop, mobile, tablet
+USER_AGENT_OS: list[str] = []  # e.g. ["Windows", "Mac OS X", "Linux"]; empty = any
+USER_AGENT_POOL_SIZE = 200  # identities drawn at start-up (weighted by how common they are)
+USER_AGENT_STICKY_PER_PROXY = False  # one identity per proxy exit, the same on every node
+USER_AGENT_LANGUAGE = "en-US,en;q=0.9"  # Accept-Language sent with the rotated identities
+
 # --- nodes ------------------------------------------------------------------
 NODE_ID = ""  # this node's name in Redis; empty = host-pid-random
 NODE_HEARTBEAT_INTERVAL = 2.0  # seconds between heartbeats

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _load_script(name: str) -> str:
+def load_script(name: str) -> str:
     scripts = resources.files("extensions.scripts")
     # Lua scripts cannot import one another: the shared helpers are prepended.
     prelude = scripts.joinpath("_priority.lua").read_text()
@@ -57,10 +57,10 @@ class Frontier:
         self.keys = keys
         self.node_id = node_id
         self.leases_key = keys.leases(node_id)
-        self._enqueue = server.register_script(_load_script("enqueue"))
-        self._lease = server.register_script(_load_script("lease"))
-        self._reclaim = server.register_script(_load_script("reclaim"))
-        self._sizes = server.register_script(_load_script("frontier"))
+        self._enqueue = server.register_script(load_script("enqueue"))
+        self._lease = server.register_script(load_script("lease"))
+        self._reclaim = server.register_script(load_script("reclaim"))
+        self._sizes = server.register_script(load_script("frontier"))
 
     def enqueue(
         self, entries: list[tuple[str, float, bytes]], pipe: Pipeline | None = None
@@ -86,14 +86,19 @@ class Frontier:
             mapping = {data: int(due * 1000) for due, data in entries}
             (pipe or self.server).zadd(self.keys.delayed, mapping)
 
-    def lease(self, count: int, lease_timeout: float) -> list[bytes]:
+    def lease(self, count: int, lease_timeout: float) -> tuple[list[bytes], float | None]:
         """Lease up to ``count`` requests to this node, best priority first,
-        after moving retries that are due into the queue."""
+        after moving retries that are due into the queue.
+
+        Returns (leased request data, when the next delayed request is due in
+        seconds since epoch, if nothing was leased and one waits).
+        """
         now = now_ms()
-        return self._lease(
+        items, next_due = self._lease(
             keys=[self.keys.requests, self.leases_key, self.keys.nodes, self.keys.delayed],
             args=[count, now + int(lease_timeout * 1000), self.node_id, now],
         )
+        return items, (float(next_due) / 1000 if next_due else None)
 
     def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
         """Drop finished requests from this node's leases."""

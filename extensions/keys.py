@@ -19,6 +19,10 @@ key                            type    holds
 ``NAME:checkpoint``            hash    the crawl's progress: pages, items, started, updated,
                                        and the last seen queued / in_flight / delayed /
                                        dlq / seen
+``NAME:rate:HOST``             string  next free send time for HOST under CLUSTER_HOST_RATE
+                                       (ms since epoch; expires when idle)
+``NAME:proxies``               hash    proxies found dead: host:port -> "rest until
+                                       (s since epoch):failed attempts"
 ``NAME:dlq``                   list    JSON records of what failed for good (bad start URL
                                        entries among them), with the reason
 =============================  ======  ==================================================
@@ -36,6 +40,8 @@ DELAYED = "%(name)s:delayed"
 NODES = "%(name)s:nodes"
 NODE = "%(name)s:node:%(node)s"
 CHECKPOINT = "%(name)s:checkpoint"
+RATE = "%(name)s:rate:%(host)s"
+PROXIES = "%(name)s:proxies"
 DLQ = "%(name)s:dlq"
 
 

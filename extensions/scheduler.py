@@ -270,8 +270,9 @@ class DistributedScheduler(BaseScheduler):
         if now < self._next_poll:
             return
         self.flush()
+        next_due = None
         try:
-            items = self.frontier.lease(self.fetch_batch, self.lease_timeout)
+            items, next_due = self.frontier.lease(self.fetch_batch, self.lease_timeout)
         except redis.RedisError as exc:
             self.health.failed(exc)
             items = []
@@ -294,14 +295,20 @@ class DistributedScheduler(BaseScheduler):
             self._poll_delay = self.idle_poll_min
             self._next_poll = 0.0
         else:
-            # Nothing there: look again later, backing off, and wake the engine
-            # then so it does not wait for its own 5 s heartbeat.
-            self._next_poll = now + self._poll_delay
-            self._schedule_wake(self._poll_delay)
+            # Nothing there: look again later, backing off (but no later than the
+            # next parked request is due), and wake the engine then so it does
+            # not wait for its own 5 s heartbeat.
+            delay = self._poll_delay
+            if next_due is not None:
+                delay = min(delay, max(next_due - time.time(), 0.005))
+            self._next_poll = now + delay
+            self._schedule_wake(delay)
             self._poll_delay = min(self._poll_delay * 2, self.idle_poll_max)
 
     def _schedule_wake(self, delay: float) -> None:
         if self._wake_call is not None and self._wake_call.active():
+            if self._wake_call.getTime() > reactor.seconds() + delay:
+                self._wake_call.reset(delay)  # something is due sooner than planned
             return
         self._wake_call = reactor.callLater(delay, engine.wake, self.crawler)
 

@@ -13,6 +13,7 @@ import base64
 import json
 import sys
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from scrapy import Request
 from scrapy.utils.request import request_from_dict
@@ -37,6 +38,24 @@ _DEFAULTS: dict[str, Any] = {
     "flags": [],
     "cb_kwargs": {},
 }
+
+
+# Never written to Redis: proxy credentials (Scrapy moves them into this header).
+SECRET_HEADERS = {b"proxy-authorization"}
+# Per-attempt proxy choices of the rotating proxy middleware: chosen afresh each try.
+ROTATION_META = ("proxy", "_rotating_proxy", "download_slot", "_auth_proxy", "_ban")
+
+
+def _without_secrets(meta: dict[str, Any]) -> dict[str, Any]:
+    if meta.get("_rotating_proxy"):
+        return {k: v for k, v in meta.items() if k not in ROTATION_META}
+    proxy = meta.get("proxy")
+    if isinstance(proxy, str) and "@" in proxy:
+        # A request's own proxy keeps its address; its credentials stay out of Redis.
+        parts = urlsplit(proxy)
+        host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+        return {**meta, "proxy": urlunsplit((parts.scheme, host, parts.path, "", ""))}
+    return meta
 
 
 def _check_json(value: Any, where: str) -> None:
@@ -72,10 +91,17 @@ def request_to_dict(request: Request, spider: Spider | None = None) -> dict[str,
         if field in _DEFAULTS and value == _DEFAULTS[field]:
             continue
         if field == "headers":
-            out["headers"] = {
+            headers = {
                 key.decode("latin-1"): [v.decode("latin-1") for v in values]
                 for key, values in value.items()
+                if key.lower() not in SECRET_HEADERS
             }
+            if headers:
+                out["headers"] = headers
+        elif field == "meta":
+            meta = _without_secrets(value)
+            if meta:
+                out["meta"] = meta
         elif field == "body":
             try:
                 out["body"] = value.decode("utf-8")

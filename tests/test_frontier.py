@@ -39,7 +39,7 @@ def test_dont_filter_skips_the_seen_check(redis_client, keys):
 def test_lease_moves_best_priority_first_and_keeps_it_leased(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1")
     frontier.enqueue([entry("http://a/low"), entry("http://a/high", priority=5)])
-    leased = frontier.lease(1, lease_timeout=60)
+    leased, _ = frontier.lease(1, lease_timeout=60)
     assert json.loads(leased[0])["url"] == "http://a/high"
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight) == (1, 1)
@@ -61,7 +61,7 @@ def test_dead_nodes_leases_return_to_the_queue_with_their_priority(redis_client,
     assert alive.reclaim(node_timeout=30) == {"dead": 2}
     sizes = alive.sizes()
     assert (sizes.queued, sizes.in_flight) == (2, 0)
-    first = alive.lease(1, lease_timeout=60)
+    first, _ = alive.lease(1, lease_timeout=60)
     assert json.loads(first[0])["url"] == "http://a/1"  # priority 3 kept
 
 
@@ -102,3 +102,13 @@ def test_clear_keeps_start_urls_and_dead_letters(redis_client, keys):
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight, sizes.seen) == (0, 0, 0)
     assert (sizes.start_urls, sizes.dlq) == (1, 1)
+
+
+def test_an_idle_lease_says_when_the_next_retry_is_due(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    assert frontier.lease(4, lease_timeout=60) == ([], None)
+    frontier.delay([(2_000_000_000.5, b'{"url":"http://a/later"}')])
+    assert frontier.lease(4, lease_timeout=60) == ([], 2_000_000_000.5)
+    frontier.delay([(1.0, b'{"url":"http://a/due"}')])
+    items, _ = frontier.lease(4, lease_timeout=60)
+    assert items == [b'{"url":"http://a/due"}']

@@ -27,7 +27,14 @@ def test_custom_start_urls_key_template():
 
 
 def test_every_key_is_documented():
-    for template in (keys.START_URLS, keys.REQUESTS, keys.DUPEFILTER, keys.LEASES,
-                     keys.DELAYED, keys.NODES, keys.NODE, keys.CHECKPOINT, keys.DLQ):  # fmt: skip
-        shown = template.replace("%(name)s", "NAME").replace("%(node)s", "NODE")
+    templates = [
+        keys.START_URLS, keys.REQUESTS, keys.DUPEFILTER, keys.LEASES, keys.DELAYED,
+        keys.NODES, keys.NODE, keys.CHECKPOINT, keys.RATE, keys.PROXIES, keys.DLQ,
+    ]  # fmt: skip
+    for template in templates:
+        shown = (
+            template.replace("%(name)s", "NAME")
+            .replace("%(node)s", "NODE")
+            .replace("%(host)s", "HOST")
+        )
         assert f"``{shown}``" in keys.__doc__

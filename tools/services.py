@@ -97,26 +97,29 @@ def start_redis(
 
 
 def start_demo_site(port: int = 0, *, log: Path | None = None, latency: float = 0.0) -> Service:
+    args = ["demosite.server", "--port", str(port), "--latency", str(latency)]
+    return _start_announcing(args, "demo site", log)
+
+
+def start_forward_proxy(*, auth: str = "", log: Path | None = None) -> Service:
+    args = ["tools.forward_proxy", "--port", "0"] + (["--auth", auth] if auth else [])
+    return _start_announcing(args, "forward proxy", log)
+
+
+def _start_announcing(module_args: list[str], what: str, log: Path | None) -> Service:
+    """Start ``python -m MODULE ...`` that prints ``listening on URL`` first."""
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
     with open(log or os.devnull, "ab") as stderr:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "demosite.server",
-                "--port",
-                str(port),
-                "--latency",
-                str(latency),
-            ],
+            [sys.executable, "-m", *module_args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
             start_new_session=True,
         )
-    # The first line names the bound port; os.set_blocking lets the wait stay bounded.
+    # os.set_blocking keeps the wait for that line bounded.
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), False)
     line = ""
@@ -126,9 +129,8 @@ def start_demo_site(port: int = 0, *, log: Path | None = None, latency: float = 
         line += proc.stdout.readline() or ""
         return line.endswith("\n")
 
-    wait_until(got_line, 20, "demo site", proc)
-    url = line.strip().removeprefix("listening on ")
-    return Service(proc, url, "demo site")
+    wait_until(got_line, 20, what, proc)
+    return Service(proc, line.strip().removeprefix("listening on "), what)
 
 
 def start_node(
