@@ -92,6 +92,7 @@ def crawl_once(
     *,
     spider: str = "shop",
     spider_args: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Sample:
     client = redis.Redis.from_url(redis_url)
     client.flushall()
@@ -118,6 +119,7 @@ def crawl_once(
                         cwd=services.ROOT,
                         stdout=subprocess.DEVNULL,
                         stderr=stderr,
+                        env={**os.environ, **(env or {})},
                     )
                 )
         cpu = 0.0
@@ -190,51 +192,100 @@ def crawl_variants(uri: str) -> dict[str, dict[str, str]]:
     }
 
 
+def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
+    """(settings, environment) of each variant of section 3."""
+    plain = {"ADDONS": NO_ADDON, "ITEM_PIPELINES": STORE}
+    return {
+        "plain Scrapy, direct": (plain, {}),
+        "plain Scrapy, through the proxy": (plain, {"http_proxy": proxy}),
+        "this project, full stack through the proxy": (
+            # rotation through the one proxy, a user agent per request, and the
+            # cluster rate check on every request (at a limit never reached)
+            {"ROTATING_PROXY_LIST": proxy, "CLUSTER_HOST_RATE": "100000"},
+            {},
+        ),
+    }
+
+
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,6").split(",")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
         server = services.start_redis(work / "redis")
+        proxy = services.start_forward_proxy()
         mongo = None
         uri = os.environ.get("TEST_MONGO_URI")
-        if not uri:
+        if not uri and "6" in SECTIONS:
             mongo = services.start_mongo_wire(work / "mongo")
             uri = mongo.url
         try:
             results = {name: Figures() for name in VARIANTS}
             scale = {n: Figures() for n in (1, 2)}
+            stack = {name: Figures() for name in stack_variants(proxy.url)}
             stores: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
-            crawls = {name: Figures() for name in crawl_variants(uri)}
+            crawls = {name: Figures() for name in crawl_variants(uri or "")}
             for run in range(RUNS):
-                for name, settings in VARIANTS.items():
-                    results[name].samples.append(
-                        crawl_once(server.url, settings, 1, work / f"items-{run}")
-                    )
-                for n in scale:
-                    scale[n].samples.append(crawl_once(server.url, {}, n, work / f"scale-{run}"))
-                for name, rate in store_rates(uri, work).items():
-                    stores[name].append(rate)
-                for name, settings in crawl_variants(uri).items():
-                    database = f"bench_{uuid.uuid4().hex[:8]}"
-                    crawls[name].samples.append(
-                        crawl_once(
-                            server.url,
-                            {**settings, "MONGO_DATABASE": database},
-                            1,
-                            work / f"store-{run}",
-                            spider="site",
-                            spider_args=THREE_CATEGORIES,
+                if "1" in SECTIONS:
+                    for name, settings in VARIANTS.items():
+                        results[name].samples.append(
+                            crawl_once(server.url, settings, 1, work / f"items-{run}")
                         )
-                    )
-                    with pymongo.MongoClient(uri) as client:
-                        client.drop_database(database)
+                if "2" in SECTIONS:
+                    for n in scale:
+                        scale[n].samples.append(
+                            crawl_once(server.url, {}, n, work / f"scale-{run}")
+                        )
+                if "3" in SECTIONS:
+                    for name, (settings, env) in stack_variants(proxy.url).items():
+                        stack[name].samples.append(
+                            crawl_once(server.url, settings, 1, work / f"stack-{run}", env=env)
+                        )
+                if "6" in SECTIONS:
+                    for name, rate in store_rates(uri, work).items():
+                        stores[name].append(rate)
+                    for name, settings in crawl_variants(uri).items():
+                        database = f"bench_{uuid.uuid4().hex[:8]}"
+                        crawls[name].samples.append(
+                            crawl_once(
+                                server.url,
+                                {**settings, "MONGO_DATABASE": database},
+                                1,
+                                work / f"store-{run}",
+                                spider="site",
+                                spider_args=THREE_CATEGORIES,
+                            )
+                        )
+                        with pymongo.MongoClient(uri) as client:
+                            client.drop_database(database)
                 print(f"run {run + 1}/{RUNS} done", file=sys.stderr)
         finally:
             server.stop()
+            proxy.stop()
             if mongo is not None:
                 mongo.stop()
-    report(results, scale)
-    report_store(stores, crawls, "a real MongoDB (TEST_MONGO_URI)" if mongo is None else
-                 "nx-27017, the MongoDB-wire server over SQLite: not MongoDB's speed")  # fmt: skip
+    if "1" in SECTIONS:
+        report(results)
+    if "2" in SECTIONS:
+        report_scale(scale)
+    if "3" in SECTIONS:
+        report_stack(stack)
+    if "6" in SECTIONS:
+        server_name = (
+            "a real MongoDB (TEST_MONGO_URI)"
+            if mongo is None
+            else "nx-27017, the MongoDB-wire server over SQLite: not MongoDB's speed"
+        )
+        report_store(stores, crawls, server_name)
+
+
+def report_stack(stack: dict[str, Figures]) -> None:
+    print(f"\n3. Middleware stack overhead, one node, same shop crawl, median of {RUNS}")
+    base = stack["plain Scrapy, through the proxy"].rate
+    for name, figures in stack.items():
+        print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / base:6.2f}x "
+              f"{figures.cpu_ms_per_page:8.2f} CPU ms/page")  # fmt: skip
 
 
 def report_store(stores: dict[str, list[float]], crawls: dict[str, Figures], server: str) -> None:
@@ -251,7 +302,7 @@ def report_store(stores: dict[str, list[float]], crawls: dict[str, Figures], ser
         print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / jsonl:6.2f}x")
 
 
-def report(results: dict[str, Figures], scale: dict[int, Figures]) -> None:
+def report(results: dict[str, Figures]) -> None:
     pages = int(next(iter(results.values())).median("pages"))
     print(f"\n1. One node, {pages} pages of the demo shop, CONCURRENT_REQUESTS={CONCURRENCY}, "
           f"median of {RUNS} alternating runs, {os.cpu_count()} cores")  # fmt: skip
@@ -266,6 +317,9 @@ def report(results: dict[str, Figures], scale: dict[int, Figures]) -> None:
     stock = results["stock scrapy-redis scheduler"].rate
     print(f"   this project vs stock scrapy-redis: {ours / stock:.2f}x; "
           f"vs plain Scrapy: {ours / plain:.2f}x")  # fmt: skip
+
+
+def report_scale(scale: dict[int, Figures]) -> None:
     print(f"\n2. Nodes on one Redis (this project), same site, median of {RUNS}")
     one = scale[1].rate
     for n, figures in scale.items():
