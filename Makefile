@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test bench lint redis site clean
+.PHONY: venv demo test bench lint redis site scrapyd system-tools clean
 
 venv: $(STAMP)
 
@@ -17,9 +17,16 @@ $(STAMP): requirements.txt requirements-dev.txt
 demo: venv
 	$(PY) -m tools.demo
 
-test: venv
+test: venv system-tools
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+# docker-compose checks deploy/docker-compose.yml in the tests (no engine needed);
+# installed from Debian's packages when missing and we may (root, apt-get).
+system-tools:
+	@command -v docker-compose >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null) \
+	  || echo "docker-compose not installed: its test will be skipped"; }
 
 bench: venv
 	$(PY) -m tools.bench
@@ -30,6 +37,10 @@ redis: venv
 
 site: venv
 	$(PY) -m demosite.server --port 8000
+
+PORT ?= 6800
+scrapyd: venv
+	$(PY) -m tools.scrapyd_node --port $(PORT)
 
 lint: venv
 	$(PY) -m ruff check .

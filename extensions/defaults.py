@@ -49,6 +49,10 @@ USER_AGENT_POOL_SIZE = 200  # identities drawn at start-up (weighted by how comm
 USER_AGENT_STICKY_PER_PROXY = False  # one identity per proxy exit, the same on every node
 USER_AGENT_LANGUAGE = "en-US,en;q=0.9"  # Accept-Language sent with the rotated identities
 
+# --- scrapyd ---
+SCRAPYD_PROJECT = "crawler"  # the project name the egg is deployed under (scrapy.cfg)
+# SCRAPYD_NODES: list of scrapyd URLs (or the SCRAPYD_NODES environment variable)
+
 # --- nodes ------------------------------------------------------------------
 NODE_ID = ""  # this node's name in Redis; empty = host-pid-random
 NODE_HEARTBEAT_INTERVAL = 2.0  # seconds between heartbeats

@@ -181,3 +181,42 @@ def start_mongo_wire(workdir: Path, port: int | None = None) -> Service:
 
     wait_until(answers, 20, f"nx-27017 on port {port}", proc)
     return Service(proc, url, "mongo-wire")
+
+
+SCRAPYD_CONF = """[scrapyd]
+bind_address = 127.0.0.1
+http_port = {port}
+username = {username}
+password = {password}
+eggs_dir = eggs
+logs_dir = logs
+dbs_dir = dbs
+items_dir =
+poll_interval = 0.5
+max_proc = 4
+"""
+
+
+def start_scrapyd(
+    workdir: Path, *, username: str, password: str, env: dict[str, str] | None = None
+) -> Service:
+    """A scrapyd node with basic auth, its state in ``workdir``."""
+    port = free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "scrapyd.conf").write_text(
+        SCRAPYD_CONF.format(port=port, username=username, password=password)
+    )
+    binary = shutil.which("scrapyd") or str(Path(sys.executable).parent / "scrapyd")
+    with open(workdir / "scrapyd.log", "ab") as log:
+        proc = subprocess.Popen(
+            [binary], cwd=workdir, stdout=log, stderr=log,
+            env={**os.environ, **(env or {})}, start_new_session=True,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+
+    wait_until(answers, 30, f"scrapyd on port {port}", proc)
+    return Service(proc, url, "scrapyd")

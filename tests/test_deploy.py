@@ -1,0 +1,73 @@
+"""The deploy/ files: docker-compose.yml checked by docker-compose, the Dockerfile
+by hadolint, the entrypoint run for real. No container engine runs here."""
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+DEPLOY = ROOT / "deploy"
+SECRETS = {"REDIS_PASSWORD": "r-pw", "MONGO_PASSWORD": "m-pw", "SCRAPYD_PASSWORD": "s-pw"}
+
+
+def compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.skip("docker-compose is not installed (make system-tools installs it as root)")
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    return subprocess.run(
+        [binary, "-f", str(DEPLOY / "docker-compose.yml"), *args],
+        capture_output=True, text=True, timeout=60, env={**clean, **env},
+    )  # fmt: skip
+
+
+def test_compose_file_is_valid_and_wires_the_cluster():
+    result = compose("config", env=SECRETS)
+    assert result.returncode == 0, result.stderr
+    config = yaml.safe_load(result.stdout)
+    services = config["services"]
+    assert {"redis", "mongo", "scrapyd-1", "scrapyd-2"} <= set(services)
+    redis_command = services["redis"]["command"]
+    assert "--appendonly" in redis_command and "r-pw" in redis_command
+    assert services["mongo"]["environment"]["MONGO_INITDB_ROOT_PASSWORD"] == "m-pw"
+    for node in ("scrapyd-1", "scrapyd-2"):
+        environment = services[node]["environment"]
+        assert environment["REDIS_URL"] == "redis://:r-pw@redis:6379/0"
+        assert environment["MONGO_URI"].startswith("mongodb://crawler:m-pw@mongo:27017/")
+        assert environment["SCRAPYD_PASSWORD"] == "s-pw"
+
+
+def test_compose_refuses_to_start_without_secrets():
+    result = compose("config", env={})
+    assert result.returncode != 0
+    assert "set REDIS_PASSWORD" in result.stderr or "set MONGO_PASSWORD" in result.stderr
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    result = subprocess.run([hadolint, str(DEPLOY / "Dockerfile")], capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_entrypoint_writes_the_login_for_scrapyd_only(tmp_path):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path),
+           "SCRAPYD_USERNAME": "ops", "SCRAPYD_PASSWORD": "pw"}  # fmt: skip
+    result = subprocess.run([str(DEPLOY / "entrypoint.sh"), "true"], env=env,
+                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    written = tmp_path / ".scrapyd.conf"
+    assert written.read_text() == "[scrapyd]\nusername = ops\npassword = pw\n"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    del env["SCRAPYD_PASSWORD"]
+    refused = subprocess.run([str(DEPLOY / "entrypoint.sh"), "true"], env=env,
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert refused.returncode != 0
+    assert "set SCRAPYD_PASSWORD" in refused.stderr
