@@ -20,6 +20,7 @@ MONGO_URI = os.environ.get("MONGO_URI", "")
 MONGO_DATABASE = os.environ.get("MONGO_DATABASE", "crawler")
 ITEMS_DIR = os.environ.get("ITEMS_DIR", "data")
 MAX_IDLE_TIME_BEFORE_CLOSE = int(os.environ.get("MAX_IDLE_TIME_BEFORE_CLOSE", "0"))
+METRICS_PORT = os.environ.get("METRICS_PORT", "")
 
 USER_AGENT = "crawler (distributed Scrapy; +https://docs.scrapy.org)"
 ROBOTSTXT_OBEY = True

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 PIPELINE = "extensions.pipelines.ItemStorePipeline"
+METRICS = "extensions.metrics.PrometheusMetrics"
 SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 # downloader middlewares, at scrapy-rotating-proxies' documented places; each
 # switches itself off when not configured (no proxies, no rate, rotation off)
@@ -36,3 +37,5 @@ class DistributedAddon:
         for path, order in DOWNLOADER_MIDDLEWARES.items():
             if path not in middlewares:
                 middlewares[path] = order
+        if METRICS not in settings["EXTENSIONS"]:
+            settings["EXTENSIONS"][METRICS] = 500  # off unless METRICS_PORT is set

@@ -63,6 +63,7 @@ class Checkpoint:
         self.key = keys.node(node_id)
         self.started = time.time()
         self._reported = {"pages": 0, "items": 0}
+        self._last_progress = self.started
 
     def write(
         self,
@@ -76,13 +77,16 @@ class Checkpoint:
             "items": int(values.get("item_scraped_count", 0)),
         }
         now = time.time()
+        if progress["pages"] > self._reported["pages"]:
+            self._last_progress = now
         pipe = self.server.pipeline(transaction=True)
         pipe.zadd(self.keys.nodes, {self.node_id: now_ms()})
         pipe.hset(
             self.key,
             mapping={
                 "host": HOST, "pid": os.getpid(), "state": state,
-                "started": self.started, "last_beat": now, **progress,
+                "started": self.started, "last_beat": now,
+                "last_progress": self._last_progress, **progress,
             },
         )  # fmt: skip
         pipe.hsetnx(self.keys.checkpoint, "started", now)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 # meta keys of a failed request that a replay resets, so it gets fresh retries
-FRESH_RETRY_DROPS = ("retry_times", "retry_first_failure", "delay_until")
+FRESH_RETRY_DROPS = ("retry_times", "retry_first_failure", "delay_until", "_dead_lettered")
 
 
 class DeadLetters:

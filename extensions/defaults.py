@@ -57,6 +57,11 @@ SCRAPYD_PROJECT = "crawler"  # the project name the egg is deployed under (scrap
 NODE_ID = ""  # this node's name in Redis; empty = host-pid-random
 NODE_HEARTBEAT_INTERVAL = 2.0  # seconds between heartbeats
 NODE_TIMEOUT = 15.0  # seconds without a heartbeat before a node is dead and its leases return
+NODE_STALL_TIME = 120.0  # seconds a live node may go without a page while work waits: stalled
+
+# --- metrics ---
+METRICS_PORT = ""  # Prometheus metrics port, or a range such as 9410-9419; empty or 0 = off
+METRICS_ADDRESS = "0.0.0.0"  # interface the metrics listen on (Prometheus scrapes from afar)
 
 # --- item store -------------------------------------------------------------
 MONGO_URI = ""  # empty = write JSON Lines instead

@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 #: meta key the scheduler reads: park the request until this time (s since epoch)
 DELAY_UNTIL = "delay_until"
 FIRST_FAILURE = "retry_first_failure"
+#: meta key set on a request that went to the dead-letter queue (not "done")
+DEAD_LETTERED = "_dead_lettered"
 RETRY_AFTER_STATUSES = (429, 503)
 
 
@@ -171,6 +173,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             "last_failure": last,
             "request": stored,
         }
+        request.meta[DEAD_LETTERED] = True  # the scheduler counts it as failed, not done
         try:
             self.dead_letters.add(kind="retries_exhausted", url=request.url, error=error, **record)
         except redis.RedisError as exc:

@@ -33,9 +33,9 @@ from extensions.checkpoint import Checkpoint, node_id_for
 from extensions.deadletter import DeadLetters
 from extensions.dupefilter import FINGERPRINT_BYTES
 from extensions.exceptions import SerializationError
-from extensions.frontier import Frontier
+from extensions.frontier import Frontier, FrontierSizes
 from extensions.keys import SpiderKeys
-from extensions.retry import DELAY_UNTIL
+from extensions.retry import DEAD_LETTERED, DELAY_UNTIL
 from extensions.serializer import dumps_request, loads_request
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ class DistributedScheduler(BaseScheduler):
         idle_poll_max: float = defaults.FRONTIER_IDLE_POLL_MAX,
         heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL,
         node_timeout: float = defaults.NODE_TIMEOUT,
+        log_interval: float = 60.0,
     ):
         self.server = server
         self.crawler = crawler
@@ -87,10 +88,16 @@ class DistributedScheduler(BaseScheduler):
         self._to_enqueue: list[tuple[str | bytes, float, bytes]] = []
         self._to_delay: list[tuple[float, bytes]] = []
         self._to_release: list[bytes] = []
+        # Requests finished since the last flush, less those that went to the
+        # dead-letter queue; parked copies (retries, waits) are subtracted when
+        # written, as the same request is then still to be done.
+        self._done = 0
         self._poll_delay = idle_poll_min
         self._next_poll = 0.0
         self._wake_call = None
         self._idle_since: float | None = None
+        self._last_cluster_log = time.monotonic()
+        self.log_interval = log_interval
         self.health = connection.health_for(crawler)
         self._loops: list[task.LoopingCall] = []
 
@@ -121,6 +128,7 @@ class DistributedScheduler(BaseScheduler):
                 "NODE_HEARTBEAT_INTERVAL", defaults.NODE_HEARTBEAT_INTERVAL
             ),
             node_timeout=s.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT),
+            log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
         )
 
     # --- lifecycle ------------------------------------------------------------
@@ -239,10 +247,13 @@ class DistributedScheduler(BaseScheduler):
         if not (self._to_enqueue or self._to_delay or self._to_release):
             return
         to_enqueue, to_delay, to_release = self._to_enqueue, self._to_delay, self._to_release
+        done = self._done - len(to_delay)
         pipe = self.server.pipeline(transaction=True)
         self.frontier.enqueue(to_enqueue, pipe)
         self.frontier.delay(to_delay, pipe)
         self.frontier.release(to_release, pipe)
+        if done:
+            pipe.hincrby(self.keys.checkpoint, "done", done)
         try:
             results = pipe.execute()
         except redis.RedisError as exc:
@@ -250,6 +261,7 @@ class DistributedScheduler(BaseScheduler):
             return
         self.health.ok()
         self._to_enqueue, self._to_delay, self._to_release = [], [], []
+        self._done = 0
         if to_enqueue:
             added = int(results[0])
             self.stats.inc_value("frontier/added", added)
@@ -264,6 +276,8 @@ class DistributedScheduler(BaseScheduler):
         finished = [request for request in self._leased if request not in in_progress]
         for request in finished:
             self._to_release.append(self._leased.pop(request))
+            if not request.meta.get(DEAD_LETTERED):
+                self._done += 1
 
     def _refill(self) -> None:
         now = time.monotonic()
@@ -316,12 +330,30 @@ class DistributedScheduler(BaseScheduler):
 
     def _heartbeat(self) -> None:
         try:
-            self.checkpoint.write(self.stats, self.frontier.sizes())
+            sizes = self.frontier.sizes()
+            self.checkpoint.write(self.stats, sizes)
             self._reclaim()
+            if time.monotonic() - self._last_cluster_log >= self.log_interval:
+                self._log_cluster(sizes)
         except redis.RedisError as exc:
             self.health.failed(exc)
         else:
             self.health.ok()
+
+    def _log_cluster(self, sizes: FrontierSizes) -> None:
+        """Scrapy's LogStats line speaks for this node; this one for the cluster."""
+        self._last_cluster_log = time.monotonic()
+        done = int(self.checkpoint.crawl_progress().get("done", 0))
+        alive = self.server.zcount(
+            self.keys.nodes, int((time.time() - self.node_timeout) * 1000), "+inf"
+        )
+        share = f" ({100 * done / sizes.seen:.0f}%)" if sizes.seen else ""
+        logger.info(
+            "cluster: %d done of %d discovered%s, %d queued, %d in flight, %d delayed, "
+            "%d dead-lettered; %d nodes alive",
+            done, sizes.seen, share, sizes.queued, sizes.in_flight, sizes.delayed, sizes.dlq,
+            alive,
+        )  # fmt: skip
 
     def _reclaim(self, closing_node: str = "") -> dict[str, int]:
         returned = self.frontier.reclaim(self.node_timeout, closing_node=closing_node)

@@ -1,6 +1,7 @@
 """The distributed scheduler, end to end: real nodes, real Redis, the demo shop."""
 
 import json
+import re
 import signal
 import time
 
@@ -35,8 +36,9 @@ def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
     redis_url, redis_client, demo_site, nodes, tmp_path
 ):
     seed(redis_url, "shop", demo_site.url + "/")
-    nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID="n1")
-    nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID="n2")
+    for node in ("n1", "n2"):
+        nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID=node,
+                    LOGSTATS_INTERVAL=1)  # fmt: skip
 
     assert nodes.wait(240) == [0, 0], nodes.tail()
 
@@ -58,6 +60,7 @@ def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
     for index in range(2):
         log = nodes.log(index)
         assert "Traceback" not in log
+        assert re.search(r"cluster: \d+ done of \d+ discovered .*; 2 nodes alive", log)
         assert "Deprecat" not in log, "our stack must not trigger deprecation warnings"
 
 

@@ -1,8 +1,14 @@
-"""``scrapy status NAME [--json]``: the crawl's frontier and every node."""
+"""``scrapy status NAME [--json] [--watch]``: the crawl's frontier and every node.
+
+``--watch`` redraws a live view every few seconds (plain text, fine over SSH):
+progress, speed now and on average, ETA, the frontier, the top error reasons
+and one line per node. ``--json`` prints one snapshot for scripts.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -11,55 +17,61 @@ from scrapy.exceptions import UsageError
 
 from extensions import defaults
 from extensions.commands import redis_for_command, spider_keys
-from extensions.frontier import Frontier
+from extensions.status import crawl_status, top_errors
 
 if TYPE_CHECKING:
     import argparse
 
-    import redis
 
-    from extensions.keys import SpiderKeys
-
-
-def crawl_status(server: redis.Redis, keys: SpiderKeys, node_timeout: float) -> dict[str, Any]:
-    sizes = Frontier(server, keys, node_id="").sizes()
-    now = time.time()
-    nodes = []
-    for raw_id, beat_ms in server.zrange(keys.nodes, 0, -1, withscores=True):
-        node_id = raw_id.decode()
-        record = {k.decode(): v.decode() for k, v in server.hgetall(keys.node(node_id)).items()}
-        last_beat = beat_ms / 1000
-        state = record.get("state", "running")
-        alive = state != "closed" and now - last_beat <= node_timeout
-        nodes.append(
-            {
-                "node": node_id,
-                "state": state if state == "closed" else ("alive" if alive else "dead"),
-                "alive": alive,
-                "last_heartbeat": last_beat,
-                "seconds_since_heartbeat": round(now - last_beat, 1),
-                "pages": int(record.get("pages", 0)),
-                "items": int(record.get("items", 0)),
-                "in_flight": server.zcard(keys.leases(node_id)),
-                "host": record.get("host", ""),
-                "pid": int(record.get("pid", 0) or 0),
-            }
+def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> str:
+    """The --watch screen for one snapshot (``previous`` gives the speeds now)."""
+    lines = []
+    done, discovered = status["done"], max(status["discovered"], status["done"], 1)
+    width = 40
+    filled = int(width * min(done / discovered, 1))
+    lines.append(
+        f"{status['spider']}  [{'#' * filled}{'.' * (width - filled)}] "
+        f"{done}/{status['discovered']} done ({100 * done / discovered:.1f}%)"
+    )
+    elapsed = (status["updated"] or status["time"]) - (status["started"] or status["time"])
+    average = status["pages"] / elapsed if elapsed > 0 else 0.0
+    items_average = status["items"] / elapsed if elapsed > 0 else 0.0
+    now_rate = items_now = 0.0
+    eta = "-"
+    if previous:
+        dt = status["time"] - previous["time"]
+        if dt > 0:
+            now_rate = (status["pages"] - previous["pages"]) / dt
+            items_now = (status["items"] - previous["items"]) / dt
+            done_rate = (status["done"] - previous["done"]) / dt
+            left = status["queued"] + status["in_flight"] + status["delayed"]
+            before = previous["queued"] + previous["in_flight"] + previous["delayed"]
+            if done_rate > 0 and left <= before:
+                eta = time.strftime("%H:%M:%S", time.gmtime(left / done_rate))
+    lines.append(
+        f"pages/s {now_rate:7.1f} now {average:7.1f} avg   items/s {items_now:7.1f} now "
+        f"{items_average:7.1f} avg   ETA {eta}"
+    )
+    lines.append(
+        f"queued {status['queued']}   in flight {status['in_flight']}   delayed "
+        f"{status['delayed']}   dead-lettered {status['dlq']}   start URLs {status['start_urls']}"
+    )
+    if errors:
+        lines.append("top errors: " + "; ".join(f"{reason} ({n})" for reason, n in errors))
+    lines.append(
+        f"{'node':32s} {'state':8s} {'heartbeat':>9s} {'pages/s':>8s} {'pages':>7s} {'items':>7s}"
+    )
+    old_nodes = {n["node"]: n for n in (previous or {}).get("nodes", [])}
+    for node in status["nodes"]:
+        rate = 0.0
+        before = old_nodes.get(node["node"])
+        if before and previous and status["time"] > previous["time"]:
+            rate = (node["pages"] - before["pages"]) / (status["time"] - previous["time"])
+        lines.append(
+            f"{node['node']:32s} {node['state']:8s} {node['seconds_since_heartbeat']:>8.1f}s "
+            f"{rate:8.1f} {node['pages']:7d} {node['items']:7d}"
         )
-    checkpoint = {k.decode(): float(v) for k, v in server.hgetall(keys.checkpoint).items()}
-    return {
-        "spider": keys.name,
-        "pages": int(checkpoint.get("pages", 0)),
-        "items": int(checkpoint.get("items", 0)),
-        "started": checkpoint.get("started"),
-        "updated": checkpoint.get("updated"),
-        "start_urls": sizes.start_urls,
-        "queued": sizes.queued,
-        "in_flight": sizes.in_flight,
-        "delayed": sizes.delayed,
-        "seen": sizes.seen,
-        "dlq": sizes.dlq,
-        "nodes": nodes,
-    }
+    return "\n".join(lines)
 
 
 class Command(ScrapyCommand):
@@ -68,40 +80,51 @@ class Command(ScrapyCommand):
     default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "NAME [--json]"
+        return "NAME [--json] [--watch [--interval S] [--count N]]"
 
     def short_desc(self) -> str:
-        return "Show a distributed crawl's frontier and nodes"
+        return "Show a distributed crawl's progress, frontier and nodes"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument("--watch", action="store_true", help="a live view, until Ctrl-C")
+        parser.add_argument("--interval", type=float, default=3.0, metavar="S",
+                            help="seconds between refreshes (default 3)")  # fmt: skip
+        parser.add_argument("--count", type=int, default=0, metavar="N",
+                            help="with --watch, stop after N refreshes")  # fmt: skip
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
-            raise UsageError("name one spider: scrapy status NAME [--json]")
+            raise UsageError("name one spider: scrapy status NAME [--json] [--watch]")
+        if opts.interval <= 0 or opts.count < 0:
+            raise UsageError("--interval must be positive and --count not negative")
         assert self.settings is not None
         keys = spider_keys(self.settings, args[0])
         server = redis_for_command(self.settings)
-        status = crawl_status(
-            server, keys, self.settings.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT)
-        )
+        node_timeout = self.settings.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT)
+        stall_time = self.settings.getfloat("NODE_STALL_TIME", defaults.NODE_STALL_TIME)
+
+        def snapshot() -> dict[str, Any]:
+            return crawl_status(server, keys, node_timeout, stall_time)
+
         if opts.json:
-            print(json.dumps(status))
+            print(json.dumps(snapshot()))
             return
-        print(
-            f"{status['spider']}: {status['pages']} pages done, {status['items']} items stored; "
-            f"{status['seen']} seen, {status['queued']} queued, {status['in_flight']} in flight, "
-            f"{status['delayed']} delayed, {status['start_urls']} start URLs waiting, "
-            f"{status['dlq']} dead-lettered"
-        )
-        if not status["nodes"]:
-            print("no nodes have joined this crawl")
+        if not opts.watch:
+            print(render(snapshot(), None, top_errors(server, keys)))
             return
-        print(f"{'node':32s} {'state':7s} {'heartbeat':>10s} {'pages':>7s} {'items':>7s} leased")
-        for node in status["nodes"]:
-            print(
-                f"{node['node']:32s} {node['state']:7s} "
-                f"{node['seconds_since_heartbeat']:>8.1f}s {node['pages']:7d} "
-                f"{node['items']:7d} {node['in_flight']:6d}"
-            )
+        tty = sys.stdout.isatty()
+        previous = None
+        shown = 0
+        try:
+            while not opts.count or shown < opts.count:
+                status = snapshot()
+                screen = render(status, previous, top_errors(server, keys))
+                # A terminal gets the screen redrawn in place; a pipe gets one block per refresh.
+                print(("\033[H\033[J" if tty else "\n") + screen, flush=True)
+                previous, shown = status, shown + 1
+                if not opts.count or shown < opts.count:
+                    time.sleep(opts.interval)
+        except KeyboardInterrupt:
+            print()

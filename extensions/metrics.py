@@ -1,0 +1,193 @@
+"""Prometheus metrics of a node, on ``METRICS_PORT`` (``9410``, or a range such
+as ``9410-9419`` so several nodes of one machine each take the first free port).
+
+Counters and the download latency histogram are kept as the crawl runs; the
+frontier gauges (queued, in flight, delayed, dead-lettered, seen, done) and the
+per-node health come from Redis when Prometheus scrapes, so every node reports
+the whole cluster. Served by prometheus-client in its own thread. A port that
+is taken is a warning, not a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import redis
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from extensions import connection, defaults
+from extensions.checkpoint import node_id_for
+from extensions.keys import SpiderKeys
+from extensions.status import crawl_status
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+#: stats counters exported as Prometheus counters: metric name -> stats key
+STATS_COUNTERS = {
+    "crawler_retries_total": "retry/count",
+    "crawler_dead_lettered_total": "retry/dead_lettered",
+    "crawler_proxy_bans_total": "proxies/banned",
+    "crawler_items_dropped_total": "item_dropped_count",
+    "crawler_redis_errors_total": "redis/errors",
+}
+
+
+def parse_ports(value: str) -> list[int]:
+    """``"9410"`` -> [9410]; ``"9410-9419"`` -> [9410 ... 9419]; ``""``/``"0"`` -> []."""
+    value = str(value or "").strip()
+    if value in ("", "0"):
+        return []
+    low, _, high = value.partition("-")
+    try:
+        first, last = int(low), int(high or low)
+    except ValueError:
+        raise ValueError(
+            f"METRICS_PORT must be a port or a range like 9410-9419, not {value!r}"
+        ) from None
+    if not 0 < first <= last < 65536:
+        raise ValueError(f"METRICS_PORT {value!r} is not a valid port range")
+    return list(range(first, last + 1))
+
+
+class ClusterCollector:
+    """Read at scrape time: this node's stats counters and the cluster's frontier."""
+
+    def __init__(self, crawler: Crawler, server: redis.Redis, keys: SpiderKeys, node_id: str):
+        self.crawler = crawler
+        self.server = server
+        self.keys = keys
+        self.node_id = node_id
+        s = crawler.settings
+        self.node_timeout = s.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT)
+        self.stall_time = s.getfloat("NODE_STALL_TIME", defaults.NODE_STALL_TIME)
+
+    def collect(self):
+        labels = [self.keys.name, self.node_id]
+        stats = self.crawler.stats.get_stats() if self.crawler.stats else {}
+        for name, key in STATS_COUNTERS.items():
+            family = CounterMetricFamily(name, f"{key} on this node", labels=["spider", "node"])
+            family.add_metric(labels, float(stats.get(key, 0)))
+            yield family
+        try:
+            status = crawl_status(self.server, self.keys, self.node_timeout, self.stall_time)
+        except redis.RedisError as exc:
+            logger.debug("metrics: Redis unavailable (%s)", exc)
+            return
+        frontier = GaugeMetricFamily(
+            "crawler_frontier", "the cluster's frontier by part", labels=["spider", "part"]
+        )
+        for part in ("queued", "in_flight", "delayed", "dlq", "seen", "start_urls"):
+            frontier.add_metric([self.keys.name, part], status[part])
+        yield frontier
+        done = GaugeMetricFamily("crawler_done", "requests done, whole cluster", labels=["spider"])
+        done.add_metric([self.keys.name], status["done"])
+        yield done
+        up = GaugeMetricFamily(
+            "crawler_node_up", "1 if the node heart-beats", labels=["spider", "node"]
+        )
+        stalled = GaugeMetricFamily(
+            "crawler_node_stalled",
+            "1 if alive but making no progress while work waits",
+            labels=["spider", "node"],
+        )
+        heartbeat_age = GaugeMetricFamily(
+            "crawler_node_heartbeat_age_seconds",
+            "seconds since the node's heartbeat",
+            labels=["spider", "node"],
+        )
+        for node in status["nodes"]:
+            node_labels = [self.keys.name, node["node"]]
+            up.add_metric(node_labels, 1 if node["alive"] else 0)
+            stalled.add_metric(node_labels, 1 if node["stalled"] else 0)
+            heartbeat_age.add_metric(node_labels, node["seconds_since_heartbeat"])
+        yield up
+        yield stalled
+        yield heartbeat_age
+
+
+class PrometheusMetrics:
+    def __init__(self, crawler: Crawler, ports: list[int]):
+        assert crawler.spidercls is not None
+        self.crawler = crawler
+        self.ports = ports
+        self.node_id = node_id_for(crawler)
+        self.keys = SpiderKeys.for_spider(crawler.spidercls.name)
+        self.registry = CollectorRegistry()
+        labels = ["spider", "node"]
+        self.requests = Counter(
+            "crawler_requests", "requests sent to the downloader", labels, registry=self.registry
+        )
+        self.responses = Counter(
+            "crawler_responses",
+            "responses by HTTP status",
+            [*labels, "status"],
+            registry=self.registry,
+        )
+        self.items = Counter(
+            "crawler_items_written", "items stored", labels, registry=self.registry
+        )
+        self.latency = Histogram(
+            "crawler_download_latency_seconds",
+            "download latency",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        server = connection.from_settings(crawler.settings, ping=False)
+        self.registry.register(ClusterCollector(crawler, server, self.keys, self.node_id))
+        self.port: int | None = None
+        self.address = crawler.settings.get("METRICS_ADDRESS", defaults.METRICS_ADDRESS)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PrometheusMetrics:
+        ports = parse_ports(crawler.settings.get("METRICS_PORT", defaults.METRICS_PORT))
+        if not ports:
+            raise NotConfigured  # METRICS_PORT unset or 0: off
+        extension = cls(crawler, ports)
+        crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(
+            extension.request_reached, signal=signals.request_reached_downloader
+        )
+        crawler.signals.connect(extension.response_received, signal=signals.response_received)
+        crawler.signals.connect(extension.item_scraped, signal=signals.item_scraped)
+        return extension
+
+    @property
+    def _labels(self) -> tuple[str, str]:
+        return self.keys.name, self.node_id
+
+    def spider_opened(self, spider: Spider) -> None:
+        for port in self.ports:
+            try:
+                start_http_server(port, addr=self.address, registry=self.registry)
+            except OSError:
+                continue  # taken, most likely by another node of this machine
+            self.port = port
+            logger.info("Prometheus metrics on port %d", port)
+            return
+        logger.warning(
+            "METRICS_PORT %s: no free port, metrics are off for this node",
+            self.crawler.settings.get("METRICS_PORT"),
+        )
+
+    def request_reached(self, request: Request, spider: Spider) -> None:
+        self.requests.labels(*self._labels).inc()
+
+    def response_received(self, response: Response, request: Request, spider: Spider) -> None:
+        self.responses.labels(*self._labels, str(response.status)).inc()
+        latency = request.meta.get("download_latency")
+        if latency is not None:
+            self.latency.labels(*self._labels).observe(latency)
+
+    def item_scraped(self, item, response, spider: Spider) -> None:
+        self.items.labels(*self._labels).inc()

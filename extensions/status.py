@@ -1,0 +1,86 @@
+"""A snapshot of a distributed crawl, read from Redis: what ``scrapy status``
+shows and the metrics export."""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from extensions import defaults
+from extensions.frontier import Frontier
+
+if TYPE_CHECKING:
+    import redis
+
+    from extensions.keys import SpiderKeys
+
+
+def crawl_status(
+    server: redis.Redis,
+    keys: SpiderKeys,
+    node_timeout: float = defaults.NODE_TIMEOUT,
+    stall_time: float = defaults.NODE_STALL_TIME,
+) -> dict[str, Any]:
+    """One snapshot of the crawl: what ``--json`` prints and the metrics export."""
+    sizes = Frontier(server, keys, node_id="").sizes()
+    checkpoint = {k.decode(): float(v) for k, v in server.hgetall(keys.checkpoint).items()}
+    now = time.time()
+    work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
+    nodes = []
+    for raw_id, beat_ms in server.zrange(keys.nodes, 0, -1, withscores=True):
+        node_id = raw_id.decode()
+        record = {k.decode(): v.decode() for k, v in server.hgetall(keys.node(node_id)).items()}
+        last_beat = beat_ms / 1000
+        state = record.get("state", "running")
+        alive = state != "closed" and now - last_beat <= node_timeout
+        idle_for = now - float(record.get("last_progress") or record.get("started") or now)
+        stalled = alive and work_waiting and idle_for > stall_time
+        if state == "closed":
+            shown = "closed"
+        elif not alive:
+            shown = "dead"
+        else:
+            shown = "stalled" if stalled else "alive"
+        nodes.append(
+            {
+                "node": node_id,
+                "state": shown,
+                "alive": alive,
+                "stalled": stalled,
+                "last_heartbeat": last_beat,
+                "seconds_since_heartbeat": round(now - last_beat, 1),
+                "seconds_since_progress": round(idle_for, 1),
+                "pages": int(record.get("pages", 0)),
+                "items": int(record.get("items", 0)),
+                "in_flight": server.zcard(keys.leases(node_id)),
+                "host": record.get("host", ""),
+                "pid": int(record.get("pid", 0) or 0),
+            }
+        )
+    return {
+        "spider": keys.name,
+        "time": now,
+        "done": int(checkpoint.get("done", 0)),
+        "discovered": sizes.seen,
+        "pages": int(checkpoint.get("pages", 0)),
+        "items": int(checkpoint.get("items", 0)),
+        "started": checkpoint.get("started"),
+        "updated": checkpoint.get("updated"),
+        "start_urls": sizes.start_urls,
+        "queued": sizes.queued,
+        "in_flight": sizes.in_flight,
+        "delayed": sizes.delayed,
+        "seen": sizes.seen,
+        "dlq": sizes.dlq,
+        "nodes": nodes,
+    }
+
+
+def top_errors(server: redis.Redis, keys: SpiderKeys, sample: int = 500) -> list[tuple[str, int]]:
+    """The most common reasons among the newest dead letters."""
+    reasons = collections.Counter(
+        json.loads(raw).get("error", "?") for raw in server.lrange(keys.dlq, 0, sample - 1)
+    )
+    return reasons.most_common(5)
