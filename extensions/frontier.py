@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import redis
     from redis.client import Pipeline
 
+    from extensions.bloom import BloomParams
+
 logger = logging.getLogger(__name__)
 
 
@@ -52,15 +54,20 @@ class FrontierSizes:
 class Frontier:
     """Redis operations on one spider's frontier, for one node."""
 
-    def __init__(self, server: redis.Redis, keys: SpiderKeys, node_id: str):
+    def __init__(
+        self, server: redis.Redis, keys: SpiderKeys, node_id: str, bloom: BloomParams | None = None
+    ):
         self.server = server
         self.keys = keys
         self.node_id = node_id
+        self.bloom = bloom
         self.leases_key = keys.leases(node_id)
         self._enqueue = server.register_script(load_script("enqueue"))
+        self._enqueue_bloom = server.register_script(load_script("enqueue_bloom"))
         self._lease = server.register_script(load_script("lease"))
         self._reclaim = server.register_script(load_script("reclaim"))
         self._sizes = server.register_script(load_script("frontier"))
+        self._bloom_ready = False
 
     def enqueue(
         self, entries: list[tuple[str, float, bytes]], pipe: Pipeline | None = None
@@ -72,12 +79,27 @@ class Frontier:
         """
         if not entries:
             return 0
-        args: list[str | float | bytes] = []
-        for fingerprint, score, data in entries:
-            args.extend((fingerprint, score, data))
-        result = self._enqueue(
-            keys=[self.keys.dupefilter, self.keys.requests], args=args, client=pipe
-        )
+        args: list[str | float | bytes | int] = []
+        if self.bloom is None:
+            for fingerprint, score, data in entries:
+                args.extend((fingerprint, score, data))
+            result = self._enqueue(
+                keys=[self.keys.dupefilter, self.keys.requests], args=args, client=pipe
+            )
+        else:
+            self._create_bloom_shards()
+            args.extend((self.keys.bloom_prefix, self.bloom.hashes))
+            for fingerprint, score, data in entries:
+                if fingerprint:
+                    shard, offsets = self.bloom.positions(fingerprint)
+                    args.append(shard)
+                    args.extend(offsets)
+                else:  # dont_filter: no check, same stride
+                    args.extend([""] * (self.bloom.hashes + 1))
+                args.extend((score, data))
+            result = self._enqueue_bloom(
+                keys=[self.keys.requests, self.keys.bloom_count], args=args, client=pipe
+            )
         return None if pipe is not None else int(result)
 
     def delay(self, entries: list[tuple[float, bytes]], pipe: Pipeline | None = None) -> None:
@@ -85,6 +107,18 @@ class Frontier:
         if entries:
             mapping = {data: int(due * 1000) for due, data in entries}
             (pipe or self.server).zadd(self.keys.delayed, mapping)
+
+    def _create_bloom_shards(self) -> None:
+        """Create each shard at its full size once: grown bit by bit, Redis would
+        over-allocate a string by up to 1 MB (or double a small one)."""
+        if self._bloom_ready or self.bloom is None:
+            return
+        size = -(-self.bloom.shard_bits // 8)
+        for shard in range(self.bloom.shards):
+            key = f"{self.keys.bloom_prefix}{shard}"
+            if not self.server.exists(key):
+                self.server.set(key, bytes(size), nx=True)
+        self._bloom_ready = True
 
     def lease(self, count: int, lease_timeout: float) -> tuple[list[bytes], float | None]:
         """Lease up to ``count`` requests to this node, best priority first,
@@ -128,7 +162,7 @@ class Frontier:
         values = self._sizes(
             keys=[
                 keys.start_urls, keys.requests, keys.nodes, keys.dupefilter, keys.dlq,
-                keys.delayed,
+                keys.delayed, keys.bloom_count,
             ],
             args=[keys.leases_prefix()],
         )  # fmt: skip
@@ -143,4 +177,5 @@ class Frontier:
             self.keys.checkpoint,
         ]  # fmt: skip
         doomed += [self.keys.leases(n) for n in nodes] + [self.keys.node(n) for n in nodes]
+        doomed += list(self.server.scan_iter(match=self.keys.bloom_prefix + "*", count=1000))
         self.server.delete(*doomed)

@@ -9,7 +9,10 @@ key                            type    holds
                                        JSON (``{"url": ..., "meta": ..., "priority": ...}``);
                                        LPUSH adds, nodes take the oldest first
 ``NAME:requests``              zset    the shared request queue: JSON request -> -priority
-``NAME:dupefilter``            set     fingerprints of every request ever scheduled
+``NAME:dupefilter``            set     fingerprints of every request ever scheduled (16 bytes)
+``NAME:bloom:N``               string  with DUPEFILTER_MODE = "bloom": shard N of the filter's
+                                       bitmap, instead of NAME:dupefilter
+``NAME:bloom:count``           string  with DUPEFILTER_MODE = "bloom": fingerprints added
 ``NAME:leases:NODE``           zset    requests handed to NODE and not yet finished:
                                        JSON request -> lease deadline (ms since epoch)
 ``NAME:delayed``               zset    retries waiting for their backoff to pass:
@@ -35,6 +38,8 @@ from dataclasses import dataclass
 START_URLS = "%(name)s:start_urls"
 REQUESTS = "%(name)s:requests"
 DUPEFILTER = "%(name)s:dupefilter"
+BLOOM = "%(name)s:bloom:"  # + shard number
+BLOOM_COUNT = "%(name)s:bloom:count"
 LEASES = "%(name)s:leases:%(node)s"
 DELAYED = "%(name)s:delayed"
 NODES = "%(name)s:nodes"
@@ -53,6 +58,8 @@ class SpiderKeys:
     start_urls: str
     requests: str
     dupefilter: str
+    bloom_prefix: str
+    bloom_count: str
     delayed: str
     nodes: str
     checkpoint: str
@@ -66,6 +73,8 @@ class SpiderKeys:
             start_urls=start_urls_template % subs,
             requests=REQUESTS % subs,
             dupefilter=DUPEFILTER % subs,
+            bloom_prefix=BLOOM % subs,
+            bloom_count=BLOOM_COUNT % subs,
             delayed=DELAYED % subs,
             nodes=NODES % subs,
             checkpoint=CHECKPOINT % subs,

@@ -29,6 +29,7 @@ from scrapy.exceptions import DontCloseSpider
 from twisted.internet import reactor, task
 
 from extensions import connection, defaults, engine
+from extensions.bloom import BloomParams
 from extensions.checkpoint import Checkpoint, node_id_for
 from extensions.deadletter import DeadLetters
 from extensions.dupefilter import FINGERPRINT_BYTES
@@ -43,6 +44,18 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+
+def bloom_from_settings(settings) -> BloomParams | None:
+    mode = settings.get("DUPEFILTER_MODE", defaults.DUPEFILTER_MODE)
+    if mode == "exact":
+        return None
+    if mode != "bloom":
+        raise ValueError(f"DUPEFILTER_MODE must be 'exact' or 'bloom', not {mode!r}")
+    return BloomParams.for_capacity(
+        settings.getint("DUPEFILTER_BLOOM_CAPACITY", defaults.DUPEFILTER_BLOOM_CAPACITY),
+        settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE", defaults.DUPEFILTER_BLOOM_ERROR_RATE),
+    )
 
 
 class DistributedScheduler(BaseScheduler):
@@ -65,8 +78,10 @@ class DistributedScheduler(BaseScheduler):
         heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL,
         node_timeout: float = defaults.NODE_TIMEOUT,
         log_interval: float = 60.0,
+        bloom: BloomParams | None = None,
     ):
         self.server = server
+        self.bloom = bloom
         self.crawler = crawler
         self.stats = crawler.stats
         self.node_id = node_id
@@ -129,6 +144,7 @@ class DistributedScheduler(BaseScheduler):
             ),
             node_timeout=s.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT),
             log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
+            bloom=bloom_from_settings(s),
         )
 
     # --- lifecycle ------------------------------------------------------------
@@ -136,7 +152,7 @@ class DistributedScheduler(BaseScheduler):
     def open(self, spider: Spider) -> None:
         self.spider = spider
         self.keys = SpiderKeys.for_spider(spider.name, self.start_urls_key)
-        self.frontier = Frontier(self.server, self.keys, self.node_id)
+        self.frontier = Frontier(self.server, self.keys, self.node_id, self.bloom)
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
         if self.flush_on_start:

@@ -29,7 +29,7 @@ def test_custom_start_urls_key_template():
 def test_every_key_is_documented():
     templates = [
         keys.START_URLS, keys.REQUESTS, keys.DUPEFILTER, keys.LEASES, keys.DELAYED,
-        keys.NODES, keys.NODE, keys.CHECKPOINT, keys.RATE, keys.PROXIES, keys.DLQ,
+        keys.BLOOM_COUNT, keys.NODES, keys.NODE, keys.CHECKPOINT, keys.RATE, keys.PROXIES, keys.DLQ,
     ]  # fmt: skip
     for template in templates:
         shown = (

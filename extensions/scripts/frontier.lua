@@ -5,6 +5,7 @@
 -- KEYS[4]  dupefilter set
 -- KEYS[5]  dead-letter list
 -- KEYS[6]  delayed retries (zset)
+-- KEYS[7]  count of fingerprints in the Bloom filter (string; absent in exact mode)
 -- ARGV[1]  lease key prefix; a node's leases live at prefix .. node id
 -- Returns  {start_urls, queued, in_flight, seen, dlq, delayed}
 local in_flight = 0
@@ -15,7 +16,7 @@ return {
   redis.call('LLEN', KEYS[1]),
   redis.call('ZCARD', KEYS[2]),
   in_flight,
-  redis.call('SCARD', KEYS[4]),
+  redis.call('SCARD', KEYS[4]) + tonumber(redis.call('GET', KEYS[7]) or '0'),
   redis.call('LLEN', KEYS[5]),
   redis.call('ZCARD', KEYS[6]),
 }

@@ -1,0 +1,60 @@
+"""The Bloom-filter dupefilter: sizing, false-positive rate, and a real crawl."""
+
+import hashlib
+
+import pytest
+
+from extensions.bloom import MAX_SHARD_BITS, BloomParams
+from extensions.frontier import Frontier
+from extensions.keys import SpiderKeys
+from tests.conftest import read_items
+from tests.test_chaos import ALLOW, good_pages
+
+
+def test_sizing_follows_the_error_rate():
+    params = BloomParams.for_capacity(1_000_000, 0.001)
+    assert params.hashes == 10
+    assert 1.7 < params.bytes_per_entry < 1.9  # the 2 bytes per URL target
+    big = BloomParams.for_capacity(10_000_000_000, 0.001)
+    assert big.shards > 1 and big.shard_bits <= MAX_SHARD_BITS
+    with pytest.raises(ValueError):
+        BloomParams.for_capacity(100, 1.5)
+
+
+def fingerprints(start: int, count: int) -> list[bytes]:
+    return [hashlib.sha1(f"url-{i}".encode()).digest()[:16] for i in range(start, start + count)]
+
+
+def test_false_positive_rate_within_bound_at_one_million(redis_client):
+    params = BloomParams.for_capacity(1_000_000, 0.001)
+    frontier = Frontier(redis_client, SpiderKeys.for_spider("bf"), "n1", params)
+    inserted = 0
+    for start in range(0, 1_000_000, 20_000):
+        batch = [(fp, 0, b"x") for fp in fingerprints(start, 20_000)]
+        inserted += frontier.enqueue(batch)  # a few collide already while it fills
+        redis_client.delete("bf:requests")  # only the filter is under test
+    probes = 100_000
+    added = 0
+    for start in range(2_000_000, 2_000_000 + probes, 20_000):
+        added += frontier.enqueue([(fp, 0, b"y%d" % i) for i, fp in
+                                   enumerate(fingerprints(start, 20_000))])  # fmt: skip
+    false_positive_rate = (probes - added) / probes
+    assert false_positive_rate <= 0.001 * 1.5, false_positive_rate
+    assert 1_000_000 - inserted <= 1_000_000 * 0.001
+    assert frontier.sizes().seen == inserted + added
+    shards = [f"bf:bloom:{n}" for n in range(params.shards)]
+    assert sum(redis_client.strlen(key) for key in shards) / 1_000_000 <= 2.0
+    # What Redis allocates adds the allocator's rounding to a size class.
+    assert sum(redis_client.memory_usage(key) for key in shards) / 1_000_000 <= 2.4
+    assert frontier.enqueue([(fp, 0, b"z") for fp in fingerprints(0, 1000)]) == 0  # all seen
+
+
+def test_a_crawl_with_the_bloom_dupefilter(redis_url, redis_client, demo_site, nodes, tmp_path):
+    redis_client.lpush("site:start_urls", demo_site.url + "/category/books")
+    nodes.start("site", redis_url, spider_args={"allow": ALLOW}, MAX_IDLE_TIME_BEFORE_CLOSE=1,
+                DUPEFILTER_MODE="bloom", DUPEFILTER_BLOOM_CAPACITY=100_000)  # fmt: skip
+    assert nodes.wait(60) == [0], nodes.tail()
+    stored = [i["url"].removeprefix(demo_site.url) for i in read_items(tmp_path / "items")]
+    assert sorted(stored) == sorted(p for p in good_pages() if not p.startswith("/flaky/"))
+    assert not redis_client.exists("site:dupefilter")
+    assert int(redis_client.get("site:bloom:count")) == len(stored)
