@@ -207,7 +207,96 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,6").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7").split(",")
+SEEN_URLS = 1_000_000
+QUEUED_REQUESTS = 100_000
+
+
+def used_memory(client: redis.Redis) -> int:
+    return int(client.info("memory")["used_memory"])
+
+
+def seen_memory(client: redis.Redis) -> dict[str, float]:
+    """Bytes of Redis memory per seen URL, for SEEN_URLS fingerprints."""
+    import hashlib
+
+    from extensions.bloom import BloomParams
+    from extensions.frontier import Frontier
+    from extensions.keys import SpiderKeys
+
+    def digests():
+        for i in range(SEEN_URLS):
+            yield hashlib.sha1(b"http://shop/product/%d" % i).digest()
+
+    results = {}
+    for name in SEEN_VARIANTS:
+        client.flushall()
+        before = used_memory(client)
+        if name.startswith("stock"):
+            # scrapy-redis: 40-character hex fingerprints in one set
+            add = lambda pipe, fp: pipe.sadd("s:dupefilter", fp.hex())  # noqa: E731
+        elif "exact" in name:
+            add = lambda pipe, fp: pipe.sadd("s:dupefilter", fp[:16])  # noqa: E731
+        else:
+            frontier = Frontier(client, SpiderKeys.for_spider("s"), "bench",
+                                BloomParams.for_capacity(SEEN_URLS, 0.001))  # fmt: skip
+            batch = []
+            for fp in digests():
+                batch.append((fp[:16], 0, b"x"))
+                if len(batch) == 20_000:
+                    frontier.enqueue(batch)
+                    client.delete("s:requests")
+                    batch = []
+            results[name] = (used_memory(client) - before) / SEEN_URLS
+            continue
+        pipe = client.pipeline(transaction=False)
+        for n, fp in enumerate(digests(), 1):
+            add(pipe, fp)
+            if n % 10_000 == 0:
+                pipe.execute()
+        pipe.execute()
+        results[name] = (used_memory(client) - before) / SEEN_URLS
+    client.flushall()
+    return results
+
+
+SEEN_VARIANTS = (
+    "stock scrapy-redis (hex strings in one set)",
+    "this project, exact (16-byte fingerprints in one set)",
+    "this project, Bloom filter at 0.1% false positives",
+)
+
+
+def queued_memory(client: redis.Redis) -> dict[str, float]:
+    """Bytes of Redis memory per queued request: stock pickle vs this project's JSON."""
+    from scrapy import Request
+    from scrapy_redis import picklecompat
+
+    from crawler.spiders.shop import ShopSpider
+    from extensions.serializer import dumps_request
+
+    spider = ShopSpider()
+    results = {}
+    for name in ("stock scrapy-redis (pickle)", "this project (JSON)"):
+        client.flushall()
+        before = used_memory(client)
+        pipe = client.pipeline(transaction=False)
+        for i in range(QUEUED_REQUESTS):
+            request = Request(
+                f"http://127.0.0.1:8000/product/{i}", callback=spider.parse_product,
+                meta={"depth": 3}, headers={"Referer": "http://127.0.0.1:8000/category/books?page=2"},
+            )  # fmt: skip
+            if name.startswith("stock"):
+                data = picklecompat.dumps(request.to_dict(spider=spider))
+            else:
+                data = dumps_request(request, spider)
+            pipe.zadd("s:requests", {data: 0})
+            if i % 10_000 == 0:
+                pipe.execute()
+        pipe.execute()
+        results[name] = (used_memory(client) - before) / QUEUED_REQUESTS
+    client.flushall()
+    return results
 
 
 def main() -> None:
@@ -224,6 +313,8 @@ def main() -> None:
             results = {name: Figures() for name in VARIANTS}
             scale = {n: Figures() for n in (1, 2)}
             stack = {name: Figures() for name in stack_variants(proxy.url)}
+            seen: dict[str, float] = {}
+            queued: dict[str, float] = {}
             stores: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
             crawls = {name: Figures() for name in crawl_variants(uri or "")}
             for run in range(RUNS):
@@ -237,11 +328,15 @@ def main() -> None:
                         scale[n].samples.append(
                             crawl_once(server.url, {}, n, work / f"scale-{run}")
                         )
-                if "3" in SECTIONS:
+                if "7" in SECTIONS:
                     for name, (settings, env) in stack_variants(proxy.url).items():
                         stack[name].samples.append(
                             crawl_once(server.url, settings, 1, work / f"stack-{run}", env=env)
                         )
+                if run == 0 and "4" in SECTIONS:  # memory is not noisy: measured once
+                    with redis.Redis.from_url(server.url) as client:
+                        seen = seen_memory(client)
+                        queued = queued_memory(client)
                 if "6" in SECTIONS:
                     for name, rate in store_rates(uri, work).items():
                         stores[name].append(rate)
@@ -269,7 +364,11 @@ def main() -> None:
         report(results)
     if "2" in SECTIONS:
         report_scale(scale)
-    if "3" in SECTIONS:
+    if "4" in SECTIONS:
+        report_memory(seen, queued)
+    if "1" in SECTIONS:
+        report_commands(results)
+    if "7" in SECTIONS:
         report_stack(stack)
     if "6" in SECTIONS:
         server_name = (
@@ -280,8 +379,26 @@ def main() -> None:
         report_store(stores, crawls, server_name)
 
 
+def report_memory(seen: dict[str, float], queued: dict[str, float]) -> None:
+    print(f"\n3. Redis memory per seen URL, {SEEN_URLS:,} URLs (used_memory delta)")
+    for name, per_url in seen.items():
+        print(f"   {name:52s} {per_url:8.1f} B/URL   100M URLs: {per_url * 1e8 / 2**30:6.1f} GiB")
+    print(f"\n4. Redis memory per queued request, {QUEUED_REQUESTS:,} product requests")
+    for name, per_request in queued.items():
+        print(f"   {name:52s} {per_request:8.1f} B/request")
+
+
+def report_commands(results: dict[str, Figures]) -> None:
+    print("\n5. Redis commands per crawled page (INFO commandstats, Lua's inner calls included)")
+    for name in (
+        "stock scrapy-redis scheduler",
+        "this project (leases, delayed retries, checkpoints)",
+    ):
+        print(f"   {name:52s} {results[name].calls_per_page:8.2f}")
+
+
 def report_stack(stack: dict[str, Figures]) -> None:
-    print(f"\n3. Middleware stack overhead, one node, same shop crawl, median of {RUNS}")
+    print(f"\n7. Middleware stack overhead, one node, same shop crawl, median of {RUNS}")
     base = stack["plain Scrapy, through the proxy"].rate
     for name, figures in stack.items():
         print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / base:6.2f}x "
