@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+# Bytes of Scrapy's request fingerprint the exact dupefilter keeps: 2 name the
+# bucket, 12 are stored; 112 bits leave no collision to fear.
+FINGERPRINT_BYTES = 14
+
+
 def load_script(name: str) -> str:
     scripts = resources.files("extensions.scripts")
     # Lua scripts cannot import one another: the shared helpers are prepended.
@@ -74,6 +79,8 @@ class Frontier:
     ) -> int | None:
         """Add (fingerprint, score, data) entries; returns how many were new.
 
+        A fingerprint is Scrapy's (at least 16 bytes), or empty for dont_filter.
+
         With ``pipe``, the call is queued on it and the result comes from its
         ``execute()``.
         """
@@ -82,7 +89,7 @@ class Frontier:
         args: list[str | float | bytes | int] = []
         if self.bloom is None:
             for fingerprint, score, data in entries:
-                args.extend((fingerprint, score, data))
+                args.extend((fingerprint[:FINGERPRINT_BYTES], score, data))
             result = self._enqueue(
                 keys=[self.keys.dupefilter, self.keys.requests], args=args, client=pipe
             )

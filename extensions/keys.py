@@ -9,7 +9,8 @@ key                            type    holds
                                        JSON (``{"url": ..., "meta": ..., "priority": ...}``);
                                        LPUSH adds, nodes take the oldest first
 ``NAME:requests``              zset    the shared request queue: JSON request -> -priority
-``NAME:dupefilter``            set     fingerprints of every request ever scheduled (16 bytes)
+``NAME:dupefilter``            hash    fingerprints of every request ever scheduled: 2-byte
+                                       bucket -> 12-byte tails side by side; 'n' = count
 ``NAME:bloom:N``               string  with DUPEFILTER_MODE = "bloom": shard N of the filter's
                                        bitmap, instead of NAME:dupefilter
 ``NAME:bloom:count``           string  with DUPEFILTER_MODE = "bloom": fingerprints added

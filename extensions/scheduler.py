@@ -32,7 +32,6 @@ from extensions import connection, defaults, engine
 from extensions.bloom import BloomParams
 from extensions.checkpoint import Checkpoint, node_id_for
 from extensions.deadletter import DeadLetters
-from extensions.dupefilter import FINGERPRINT_BYTES
 from extensions.exceptions import SerializationError
 from extensions.frontier import Frontier, FrontierSizes
 from extensions.keys import SpiderKeys
@@ -235,9 +234,7 @@ class DistributedScheduler(BaseScheduler):
             return True
         fingerprint: str | bytes = ""
         if not request.dont_filter:
-            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)[
-                :FINGERPRINT_BYTES
-            ]
+            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
         self._to_enqueue.append((fingerprint, -request.priority, data))
         self.stats.inc_value("frontier/enqueued")
         if len(self._to_enqueue) >= self.enqueue_batch:

@@ -1,5 +1,6 @@
 """The Redis frontier at the unit level, against a real Redis."""
 
+import hashlib
 import json
 
 import pytest
@@ -12,7 +13,7 @@ def entry(url: str, priority: int = 0, fingerprint: bytes | str | None = None):
     data = {"url": url}
     if priority:
         data["priority"] = priority
-    fp = url.encode()[-16:] if fingerprint is None else fingerprint
+    fp = hashlib.sha1(url.encode()).digest() if fingerprint is None else fingerprint
     return (fp, -priority, json.dumps(data).encode())
 
 
@@ -112,3 +113,15 @@ def test_an_idle_lease_says_when_the_next_retry_is_due(redis_client, keys):
     frontier.delay([(1.0, b'{"url":"http://a/due"}')])
     items, _ = frontier.lease(4, lease_timeout=60)
     assert items == [b'{"url":"http://a/due"}']
+
+
+def test_exact_dupefilter_never_confuses_fingerprints_sharing_a_bucket(redis_client, keys):
+    """Fingerprints in one bucket, and a tail that spans two stored ones, stay distinct."""
+    frontier = Frontier(redis_client, keys, "n1")
+    first, second = b"AB" + b"x" * 6 + b"y" * 6, b"AB" + b"y" * 6 + b"z" * 6
+    spanning = b"AB" + b"y" * 12  # the end of one stored tail and the start of the next
+    padding = b"\0" * 6  # Scrapy's fingerprints are longer than what is kept
+    assert frontier.enqueue([(fp + padding, 0, fp) for fp in (first, second)]) == 2
+    assert frontier.enqueue([(spanning + padding, 0, spanning)]) == 1
+    assert frontier.enqueue([(fp + padding, 0, b"again") for fp in (first, second, spanning)]) == 0
+    assert frontier.sizes().seen == 3

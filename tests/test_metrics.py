@@ -123,7 +123,7 @@ def test_status_watch_draws_progress_nodes_and_errors(redis_url, redis_client):
     now = time.time()
     redis_client.hset("shop:checkpoint", mapping={"done": 30, "pages": 32, "items": 25,
                                                   "started": now - 10, "updated": now})  # fmt: skip
-    redis_client.sadd("shop:dupefilter", *[f"fp{i}" for i in range(40)])
+    redis_client.hset("shop:dupefilter", "n", 40)  # the dupefilter's count of fingerprints
     redis_client.zadd("shop:requests", {f'{{"url":"http://x/{i}"}}': 0 for i in range(9)})
     redis_client.lpush("shop:dlq", json.dumps({"url": "http://x/z", "error": "HTTP 500"}))
     redis_client.zadd("shop:nodes", {"w1": int(now * 1000)})

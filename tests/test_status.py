@@ -9,7 +9,7 @@ from tests.conftest import scrapy
 def test_status_shows_frontier_and_nodes(redis_url, redis_client):
     redis_client.lpush("shop:start_urls", "http://127.0.0.1:1/")
     redis_client.zadd("shop:requests", {'{"url":"http://127.0.0.1:1/a"}': 0})
-    redis_client.sadd("shop:dupefilter", "fp1", "fp2")
+    redis_client.hset("shop:dupefilter", "n", 2)  # the dupefilter's count of fingerprints
     redis_client.zadd("shop:nodes", {"live": now_ms(), "gone": now_ms() - 3_600_000})
     redis_client.hset("shop:node:live", mapping={"pages": 10, "items": 7, "state": "running"})
     redis_client.zadd("shop:leases:gone", {'{"url":"http://127.0.0.1:1/b"}': 1e15})

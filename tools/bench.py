@@ -235,14 +235,13 @@ def seen_memory(client: redis.Redis) -> dict[str, float]:
         if name.startswith("stock"):
             # scrapy-redis: 40-character hex fingerprints in one set
             add = lambda pipe, fp: pipe.sadd("s:dupefilter", fp.hex())  # noqa: E731
-        elif "exact" in name:
-            add = lambda pipe, fp: pipe.sadd("s:dupefilter", fp[:16])  # noqa: E731
         else:
-            frontier = Frontier(client, SpiderKeys.for_spider("s"), "bench",
-                                BloomParams.for_capacity(SEEN_URLS, 0.001))  # fmt: skip
+            # through the scheduler's own Lua script, exactly as a crawl writes them
+            bloom = BloomParams.for_capacity(SEEN_URLS, 0.001) if "Bloom" in name else None
+            frontier = Frontier(client, SpiderKeys.for_spider("s"), "bench", bloom)
             batch = []
             for fp in digests():
-                batch.append((fp[:16], 0, b"x"))
+                batch.append((fp, 0, b"x"))
                 if len(batch) == 20_000:
                     frontier.enqueue(batch)
                     client.delete("s:requests")
@@ -262,7 +261,7 @@ def seen_memory(client: redis.Redis) -> dict[str, float]:
 
 SEEN_VARIANTS = (
     "stock scrapy-redis (hex strings in one set)",
-    "this project, exact (16-byte fingerprints in one set)",
+    "this project, exact (hashed buckets of 12-byte tails)",
     "this project, Bloom filter at 0.1% false positives",
 )
 

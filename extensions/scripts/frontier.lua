@@ -2,7 +2,7 @@
 -- KEYS[1]  start URL list
 -- KEYS[2]  request queue (zset)
 -- KEYS[3]  node registry (zset)
--- KEYS[4]  dupefilter set
+-- KEYS[4]  dupefilter hash (field 'n' counts its fingerprints)
 -- KEYS[5]  dead-letter list
 -- KEYS[6]  delayed retries (zset)
 -- KEYS[7]  count of fingerprints in the Bloom filter (string; absent in exact mode)
@@ -16,7 +16,7 @@ return {
   redis.call('LLEN', KEYS[1]),
   redis.call('ZCARD', KEYS[2]),
   in_flight,
-  redis.call('SCARD', KEYS[4]) + tonumber(redis.call('GET', KEYS[7]) or '0'),
+  tonumber(redis.call('HGET', KEYS[4], 'n') or '0') + tonumber(redis.call('GET', KEYS[7]) or '0'),
   redis.call('LLEN', KEYS[5]),
   redis.call('ZCARD', KEYS[6]),
 }
