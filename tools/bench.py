@@ -234,7 +234,12 @@ def seen_memory(client: redis.Redis) -> dict[str, float]:
         before = used_memory(client)
         if name.startswith("stock"):
             # scrapy-redis: 40-character hex fingerprints in one set
-            add = lambda pipe, fp: pipe.sadd("s:dupefilter", fp.hex())  # noqa: E731
+            pipe = client.pipeline(transaction=False)
+            for n, fp in enumerate(digests(), 1):
+                pipe.sadd("s:dupefilter", fp.hex())
+                if n % 10_000 == 0:
+                    pipe.execute()
+            pipe.execute()
         else:
             # through the scheduler's own Lua script, exactly as a crawl writes them
             bloom = BloomParams.for_capacity(SEEN_URLS, 0.001) if "Bloom" in name else None
@@ -246,14 +251,6 @@ def seen_memory(client: redis.Redis) -> dict[str, float]:
                     frontier.enqueue(batch)
                     client.delete("s:requests")
                     batch = []
-            results[name] = (used_memory(client) - before) / SEEN_URLS
-            continue
-        pipe = client.pipeline(transaction=False)
-        for n, fp in enumerate(digests(), 1):
-            add(pipe, fp)
-            if n % 10_000 == 0:
-                pipe.execute()
-        pipe.execute()
         results[name] = (used_memory(client) - before) / SEEN_URLS
     client.flushall()
     return results

@@ -53,6 +53,14 @@ def wait_until(check, timeout: float, what: str, proc: subprocess.Popen | None =
     raise RuntimeError(f"{what}: not ready after {timeout}s")
 
 
+def wait_for_port(port: int, timeout: float, what: str, proc: subprocess.Popen) -> None:
+    def answers() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+
+    wait_until(answers, timeout, f"{what} on port {port}", proc)
+
+
 class Service:
     def __init__(self, proc: subprocess.Popen, url: str, name: str):
         self.proc = proc
@@ -173,14 +181,8 @@ def start_mongo_wire(workdir: Path, port: int | None = None) -> Service:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip
-    url = f"mongodb://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-
-    wait_until(answers, 20, f"nx-27017 on port {port}", proc)
-    return Service(proc, url, "mongo-wire")
+    wait_for_port(port, 20, "nx-27017", proc)
+    return Service(proc, f"mongodb://127.0.0.1:{port}", "mongo-wire")
 
 
 SCRAPYD_CONF = """[scrapyd]
@@ -212,11 +214,5 @@ def start_scrapyd(
             [binary], cwd=workdir, stdout=log, stderr=log,
             env={**os.environ, **(env or {})}, start_new_session=True,
         )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-
-    wait_until(answers, 30, f"scrapyd on port {port}", proc)
-    return Service(proc, url, "scrapyd")
+    wait_for_port(port, 30, "scrapyd", proc)
+    return Service(proc, f"http://127.0.0.1:{port}", "scrapyd")
