@@ -364,8 +364,6 @@ def main() -> None:
         report_memory(seen, queued)
     if "1" in SECTIONS:
         report_commands(results)
-    if "7" in SECTIONS:
-        report_stack(stack)
     if "6" in SECTIONS:
         server_name = (
             "a real MongoDB (TEST_MONGO_URI)"
@@ -373,6 +371,8 @@ def main() -> None:
             else "nx-27017, the MongoDB-wire server over SQLite: not MongoDB's speed"
         )
         report_store(stores, crawls, server_name)
+    if "7" in SECTIONS:
+        report_stack(stack)
 
 
 def report_memory(seen: dict[str, float], queued: dict[str, float]) -> None:
