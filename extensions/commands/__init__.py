@@ -3,38 +3,5 @@
 Enable with ``COMMANDS_MODULE = "extensions.commands"`` in a project's settings.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from scrapy.exceptions import UsageError
-from scrapy.spiderloader import get_spider_loader
-
-from extensions import connection, defaults
-from extensions.exceptions import RedisUnavailable
-from extensions.keys import SpiderKeys
-
-if TYPE_CHECKING:
-    import redis
-    from scrapy.settings import Settings
-
-
-def spider_keys(settings: Settings, name: str) -> SpiderKeys:
-    """The keys of spider ``name``; UsageError if the project has no such spider."""
-    loader = get_spider_loader(settings)
-    try:
-        spidercls = loader.load(name)
-    except KeyError:
-        known = ", ".join(sorted(loader.list())) or "none"
-        raise UsageError(f"no spider named {name!r} in this project (spiders: {known})") from None
-    template = getattr(spidercls, "redis_key", None) or settings.get(
-        "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
-    )
-    return SpiderKeys.for_spider(name, template)
-
-
-def redis_for_command(settings: Settings) -> redis.Redis:
-    try:
-        return connection.from_settings(settings)
-    except RedisUnavailable as exc:
-        raise SystemExit(f"error: {exc}") from None
+# Shared pieces live in extensions/cli.py: Scrapy loads every ScrapyCommand
+# subclass defined in this package as a command.

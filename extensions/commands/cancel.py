@@ -4,12 +4,11 @@ scrapyd node (a running node stops gracefully and hands its work back)."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from extensions.commands import spider_keys
+from extensions.cli import ProjectCommand, spider_keys
 from extensions.commands.schedule import add_node_options, nodes_and_project
 from extensions.scrapyd import ScrapydError
 
@@ -17,11 +16,7 @@ if TYPE_CHECKING:
     import argparse
 
 
-class Command(ScrapyCommand):
-    requires_project = True
-    requires_crawler_process = False
-    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
-
+class Command(ProjectCommand):
     def syntax(self) -> str:
         return "NAME [--nodes URL,URL]"
 

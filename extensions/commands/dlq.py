@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from extensions.commands import redis_for_command, spider_keys
+from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.deadletter import DeadLetters
 
 if TYPE_CHECKING:
@@ -18,11 +17,7 @@ if TYPE_CHECKING:
 ACTIONS = ("list", "replay", "purge")
 
 
-class Command(ScrapyCommand):
-    requires_project = True
-    requires_crawler_process = False
-    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
-
+class Command(ProjectCommand):
     def syntax(self) -> str:
         return "NAME list [--json] [--limit N] | NAME replay [--limit N] | NAME purge"
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from extensions import defaults
-from extensions.commands import spider_keys
+from extensions.cli import ProjectCommand, spider_keys
 from extensions.scrapyd import ScrapydError, make_nodes, node_urls
 
 if TYPE_CHECKING:
@@ -33,11 +32,7 @@ def nodes_and_project(opts: argparse.Namespace, settings) -> tuple[list, str]:
     return nodes, project
 
 
-class Command(ScrapyCommand):
-    requires_project = True
-    requires_crawler_process = False
-    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
-
+class Command(ProjectCommand):
     def syntax(self) -> str:
         return "NAME [--nodes URL,URL] [--setting NAME=VALUE ...] [-a NAME=VALUE ...]"
 

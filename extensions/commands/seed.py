@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from extensions.commands import redis_for_command, spider_keys
+from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import InvalidStartURL
 from extensions.start_urls import parse_entry
 
@@ -18,11 +17,7 @@ if TYPE_CHECKING:
 PUSH_BATCH = 1000
 
 
-class Command(ScrapyCommand):
-    requires_project = True
-    requires_crawler_process = False
-    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
-
+class Command(ProjectCommand):
     def syntax(self) -> str:
         return "NAME [URL ...] [-f FILE]"
 

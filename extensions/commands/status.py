@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from extensions import defaults
-from extensions.commands import redis_for_command, spider_keys
+from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.status import crawl_status, top_errors
 
 if TYPE_CHECKING:
@@ -74,11 +73,7 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
     return "\n".join(lines)
 
 
-class Command(ScrapyCommand):
-    requires_project = True
-    requires_crawler_process = False
-    default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
-
+class Command(ProjectCommand):
     def syntax(self) -> str:
         return "NAME [--json] [--watch [--interval S] [--count N]]"
 
