@@ -207,7 +207,15 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8").split(",")
+OBSERVABILITY = {
+    "metrics and heartbeats on (METRICS_PORT, 2 s heartbeats)": {
+        "METRICS_PORT": "0",  # replaced by a free port per run
+        "METRICS_ADDRESS": "127.0.0.1",
+        "NODE_HEARTBEAT_INTERVAL": "2",
+    },
+    "metrics off, heartbeats every 60 s": {"NODE_HEARTBEAT_INTERVAL": "60", "NODE_TIMEOUT": "600"},
+}
 SEEN_URLS = 1_000_000
 QUEUED_REQUESTS = 100_000
 
@@ -309,6 +317,7 @@ def main() -> None:
             results = {name: Figures() for name in VARIANTS}
             scale = {n: Figures() for n in (1, 2)}
             stack = {name: Figures() for name in stack_variants(proxy.url)}
+            observability = {name: Figures() for name in OBSERVABILITY}
             seen: dict[str, float] = {}
             queued: dict[str, float] = {}
             stores: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
@@ -328,6 +337,13 @@ def main() -> None:
                     for name, (settings, env) in stack_variants(proxy.url).items():
                         stack[name].samples.append(
                             crawl_once(server.url, settings, 1, work / f"stack-{run}", env=env)
+                        )
+                if "8" in SECTIONS:
+                    for name, settings in OBSERVABILITY.items():
+                        if "METRICS_PORT" in settings:
+                            settings = {**settings, "METRICS_PORT": str(services.free_port())}
+                        observability[name].samples.append(
+                            crawl_once(server.url, settings, 1, work / f"obs-{run}")
                         )
                 if run == 0 and "4" in SECTIONS:  # memory is not noisy: measured once
                     with redis.Redis.from_url(server.url) as client:
@@ -373,6 +389,11 @@ def main() -> None:
         report_store(stores, crawls, server_name)
     if "7" in SECTIONS:
         report_stack(stack)
+    if "8" in SECTIONS:
+        print(f"\n8. Observability cost, one node, same shop crawl, median of {RUNS}")
+        base = observability["metrics off, heartbeats every 60 s"].rate
+        for name, figures in observability.items():
+            print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / base:6.2f}x")
 
 
 def report_memory(seen: dict[str, float], queued: dict[str, float]) -> None:
