@@ -145,6 +145,10 @@ class PrometheusMetrics:
         )
         server = connection.from_settings(crawler.settings, ping=False)
         self.registry.register(ClusterCollector(crawler, server, self.keys, self.node_id))
+        self._requests = self.requests.labels(*self._labels)
+        self._items = self.items.labels(*self._labels)
+        self._latency = self.latency.labels(*self._labels)
+        self._by_status: dict[int, Counter] = {}
         self.port: int | None = None
         self.address = crawler.settings.get("METRICS_ADDRESS", defaults.METRICS_ADDRESS)
 
@@ -180,14 +184,21 @@ class PrometheusMetrics:
             self.crawler.settings.get("METRICS_PORT"),
         )
 
+    # Labelled children are looked up once: these run for every request.
+
     def request_reached(self, request: Request, spider: Spider) -> None:
-        self.requests.labels(*self._labels).inc()
+        self._requests.inc()
 
     def response_received(self, response: Response, request: Request, spider: Spider) -> None:
-        self.responses.labels(*self._labels, str(response.status)).inc()
+        child = self._by_status.get(response.status)
+        if child is None:
+            child = self._by_status[response.status] = self.responses.labels(
+                *self._labels, str(response.status)
+            )
+        child.inc()
         latency = request.meta.get("download_latency")
         if latency is not None:
-            self.latency.labels(*self._labels).observe(latency)
+            self._latency.observe(latency)
 
     def item_scraped(self, item, response, spider: Spider) -> None:
-        self.items.labels(*self._labels).inc()
+        self._items.inc()
