@@ -90,9 +90,3 @@ class SpiderKeys:
 
     def leases_prefix(self) -> str:
         return self.leases("")
-
-    def all_static(self) -> list[str]:
-        return [
-            self.start_urls, self.requests, self.dupefilter, self.delayed,
-            self.nodes, self.checkpoint, self.dlq,
-        ]  # fmt: skip

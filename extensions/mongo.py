@@ -211,14 +211,9 @@ class MongoStore:
     def write(self, documents: list[dict[str, Any]]) -> WriteReport:
         report = WriteReport()
         now = dt.datetime.now(dt.UTC)
-        valid = []
-        for doc in documents:
-            reason = self._unacceptable(doc)
-            if reason:
-                self._reject(doc, reason, report)
-            else:
-                doc.setdefault("_fetched_at", now)
-                valid.append(doc)
+        valid = self._set_aside(documents, self._unacceptable, report)
+        for doc in valid:
+            doc.setdefault("_fetched_at", now)
         if not valid:
             return report
         if self._outage_since is not None and not self._answers():
@@ -280,6 +275,17 @@ class MongoStore:
             return False
         return True
 
+    def _set_aside(self, docs: list[dict[str, Any]], problem_of, report: WriteReport):
+        """The documents without a problem; the others are rejected, with it."""
+        kept = []
+        for doc in docs:
+            problem = problem_of(doc)
+            if problem:
+                self._reject(doc, problem, report)
+            else:
+                kept.append(doc)
+        return kept
+
     def _unacceptable(self, doc: dict[str, Any]) -> str | None:
         if doc.get(self.key_field) in (None, ""):
             return f"missing its key field {self.key_field!r}"
@@ -309,14 +315,7 @@ class MongoStore:
                 pending = self._write_once(pending, report, now)
             except (InvalidDocument, DocumentTooLarge):
                 # The batch could not even be encoded: find the culprits, keep the rest.
-                kept = []
-                for doc in pending:
-                    problem = self._size_problem(doc)
-                    if problem:
-                        self._reject(doc, problem, report)
-                    else:
-                        kept.append(doc)
-                pending = kept
+                pending = self._set_aside(pending, self._size_problem, report)
                 continue
             except PyMongoError as exc:
                 if not is_transient(exc) or time.monotonic() + delay > deadline:
