@@ -60,6 +60,7 @@ SCRAPYD_PROJECT = "crawler"  # the project name the egg is deployed under (scrap
 NODE_ID = ""  # this node's name in Redis; empty = host-pid-random
 NODE_HEARTBEAT_INTERVAL = 2.0  # seconds between heartbeats
 NODE_TIMEOUT = 15.0  # seconds without a heartbeat before a node is dead and its leases return
+NODE_FORGET_AFTER = 86400.0  # seconds after its last heartbeat a node leaves NAME:nodes and status
 NODE_STALL_TIME = 120.0  # seconds a live node may go without a page while work waits: stalled
 
 # --- metrics ---

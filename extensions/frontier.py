@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from extensions import defaults
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -146,15 +147,29 @@ class Frontier:
         if items:
             (pipe or self.server).zrem(self.leases_key, *items)
 
-    def reclaim(self, node_timeout: float, *, closing_node: str = "") -> dict[str, int]:
-        """Return leases of dead nodes, expired leases, and those of ``closing_node``.
+    def reclaim(
+        self,
+        node_timeout: float,
+        *,
+        closing_node: str = "",
+        forget_after: float = defaults.NODE_FORGET_AFTER,
+    ) -> dict[str, int]:
+        """Return leases of dead nodes, expired leases, and those of ``closing_node``;
+        forget nodes silent for ``forget_after`` seconds.
 
         Returns {node id: number of requests returned to the queue}.
         """
         now = now_ms()
         flat = self._reclaim(
             keys=[self.keys.nodes, self.keys.requests],
-            args=[now, now - int(node_timeout * 1000), self.keys.leases_prefix(), closing_node],
+            args=[
+                now,
+                now - int(node_timeout * 1000),
+                self.keys.leases_prefix(),
+                closing_node,
+                now - int(forget_after * 1000),
+                self.keys.node(""),
+            ],
         )
         return {
             node.decode() if isinstance(node, bytes) else node: int(count)

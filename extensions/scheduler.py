@@ -77,10 +77,12 @@ class DistributedScheduler(BaseScheduler):
         heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL,
         node_timeout: float = defaults.NODE_TIMEOUT,
         log_interval: float = 60.0,
+        node_forget_after: float = defaults.NODE_FORGET_AFTER,
         bloom: BloomParams | None = None,
     ):
         self.server = server
         self.bloom = bloom
+        self.node_forget_after = node_forget_after
         self.crawler = crawler
         self.stats = crawler.stats
         self.node_id = node_id
@@ -143,6 +145,7 @@ class DistributedScheduler(BaseScheduler):
             ),
             node_timeout=s.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT),
             log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
+            node_forget_after=s.getfloat("NODE_FORGET_AFTER", defaults.NODE_FORGET_AFTER),
             bloom=bloom_from_settings(s),
         )
 
@@ -198,7 +201,9 @@ class DistributedScheduler(BaseScheduler):
         try:
             # Whatever this node still holds (its local buffer, requests cut
             # short by a forced stop) goes back to the queue at once.
-            returned = self.frontier.reclaim(self.node_timeout, closing_node=self.node_id)
+            returned = self.frontier.reclaim(
+                self.node_timeout, closing_node=self.node_id, forget_after=self.node_forget_after
+            )
             if returned.get(self.node_id):
                 logger.info("returned %d unfinished requests to the queue", returned[self.node_id])
             self.checkpoint.write(self.stats, state="closed")
@@ -369,7 +374,9 @@ class DistributedScheduler(BaseScheduler):
         )  # fmt: skip
 
     def _reclaim(self, closing_node: str = "") -> dict[str, int]:
-        returned = self.frontier.reclaim(self.node_timeout, closing_node=closing_node)
+        returned = self.frontier.reclaim(
+            self.node_timeout, closing_node=closing_node, forget_after=self.node_forget_after
+        )
         for node, count in returned.items():
             logger.warning("returned %d requests leased by node %s to the queue", count, node)
             self.stats.inc_value("frontier/reclaimed", count)

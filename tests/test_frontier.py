@@ -125,3 +125,15 @@ def test_exact_dupefilter_never_confuses_fingerprints_sharing_a_bucket(redis_cli
     assert frontier.enqueue([(spanning + padding, 0, spanning)]) == 1
     assert frontier.enqueue([(fp + padding, 0, b"again") for fp in (first, second, spanning)]) == 0
     assert frontier.sizes().seen == 3
+
+
+def test_nodes_silent_for_long_are_forgotten_once_their_leases_are_back(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "alive")
+    frontier.heartbeat()
+    redis_client.zadd(keys.nodes, {"recent": now_ms() - 60_000, "ancient": now_ms() - 3_600_000})
+    redis_client.hset(keys.node("ancient"), "pages", 1)
+    redis_client.zadd(keys.leases("ancient"), {b'{"url":"http://a/x"}': 1e15})
+    assert frontier.reclaim(node_timeout=30, forget_after=600) == {"ancient": 1}
+    assert {n.decode() for n in redis_client.zrange(keys.nodes, 0, -1)} == {"alive", "recent"}
+    assert not redis_client.exists(keys.node("ancient"))
+    assert frontier.sizes().queued == 1

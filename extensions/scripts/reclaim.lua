@@ -7,6 +7,9 @@
 -- ARGV[2]  heartbeats older than this (ms since epoch) mean the node is dead
 -- ARGV[3]  lease key prefix; a node's leases live at prefix .. node id
 -- ARGV[4]  a node whose leases all go back now, or ''
+-- ARGV[5]  heartbeats older than this (ms since epoch): forget the node, so the
+--          registry, walked by every size check, does not grow with restarts
+-- ARGV[6]  node record key prefix; a node's record lives at prefix .. node id
 -- Returns  flat list: node id, number of requests returned, ... (nodes with 0 left out)
 -- (priority_score comes from _priority.lua, prepended when loading)
 local returned = {}
@@ -18,6 +21,10 @@ for i = 1, #nodes, 2 do
   if node == ARGV[4] or tonumber(nodes[i + 1]) < tonumber(ARGV[2]) then
     items = redis.call('ZRANGE', lease_key, 0, -1)
     redis.call('DEL', lease_key)
+    if tonumber(nodes[i + 1]) < tonumber(ARGV[5]) then
+      redis.call('ZREM', KEYS[1], node)
+      redis.call('DEL', ARGV[6] .. node)
+    end
   else
     items = redis.call('ZRANGEBYSCORE', lease_key, '-inf', ARGV[1])
     if #items > 0 then
