@@ -5,7 +5,8 @@ logic and concurrency; variants are run alternately and each figure is the
 median of ``BENCH_RUNS`` runs (default 3). Speed is measured on the site's side:
 pages served divided by the time from the first to the last request, so
 start-up and close-down are left out. CPU is the node process's own user+sys
-time per page; Redis commands per page come from ``INFO commandstats``.
+time per page; Redis commands per page come from ``INFO commandstats``, round trips from
+redis-py on the node's side (``tools/count_round_trips.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     },
     "this project (leases, delayed retries, checkpoints)": {},
 }
+OURS = "this project (leases, delayed retries, checkpoints)"
 
 
 @dataclass
@@ -53,6 +55,8 @@ class Sample:
     seconds: float
     cpu: float
     redis_calls: int
+    round_trips: int = 0
+    reactor_round_trips: int = 0
 
     @property
     def rate(self) -> float:
@@ -77,6 +81,14 @@ class Figures:
     @property
     def calls_per_page(self) -> float:
         return statistics.median(s.redis_calls / s.pages for s in self.samples)
+
+    @property
+    def round_trips_per_page(self) -> float:
+        return statistics.median(s.round_trips / s.pages for s in self.samples)
+
+    @property
+    def reactor_round_trips_per_page(self) -> float:
+        return statistics.median(s.reactor_round_trips / s.pages for s in self.samples)
 
 
 def redis_calls(client: redis.Redis) -> int:
@@ -109,17 +121,19 @@ def crawl_once(
         for name, value in (spider_args or {}).items():
             args += ["-a", f"{name}={value}"]
         logs = [workdir / f"node-{n}.log" for n in range(nodes)]
+        trips = [workdir / f"node-{n}.trips.json" for n in range(nodes)]
         procs = []
-        for log in logs:
+        for log, trips_file in zip(logs, trips, strict=True):
             log.parent.mkdir(parents=True, exist_ok=True)
+            trips_file.unlink(missing_ok=True)
             with log.open("wb") as stderr:
                 procs.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "scrapy", "crawl", spider, *args],
+                        [sys.executable, "-m", "tools.count_round_trips", "crawl", spider, *args],
                         cwd=services.ROOT,
                         stdout=subprocess.DEVNULL,
                         stderr=stderr,
-                        env={**os.environ, **(env or {})},
+                        env={**os.environ, **(env or {}), "ROUND_TRIPS_FILE": str(trips_file)},
                     )
                 )
         cpu = 0.0
@@ -133,7 +147,15 @@ def crawl_once(
         with urllib.request.urlopen(site.url + "/__times", timeout=10) as response:
             times = json.load(response)
         stamps = sorted(t for path, ts in times.items() if path != "/robots.txt" for t in ts)
-        return Sample(len(stamps), stamps[-1] - stamps[0], cpu, redis_calls(client))
+        counted = [json.loads(path.read_text()) for path in trips]
+        return Sample(
+            len(stamps),
+            stamps[-1] - stamps[0],
+            cpu,
+            redis_calls(client),
+            round_trips=sum(c["reactor"] + c["other"] for c in counted),
+            reactor_round_trips=sum(c["reactor"] for c in counted),
+        )
     finally:
         site.stop()
         client.close()
@@ -406,12 +428,18 @@ def report_memory(seen: dict[str, float], queued: dict[str, float]) -> None:
 
 
 def report_commands(results: dict[str, Figures]) -> None:
-    print("\n5. Redis commands per crawled page (INFO commandstats, Lua's inner calls included)")
-    for name in (
-        "stock scrapy-redis scheduler",
-        "this project (leases, delayed retries, checkpoints)",
-    ):
-        print(f"   {name:52s} {results[name].calls_per_page:8.2f}")
+    print("\n5. Redis traffic per crawled page, one node, section 1's runs: commands from "
+          "INFO commandstats (Lua's inner calls included); round trips counted in redis-py, "
+          "all threads and the reactor thread alone")  # fmt: skip
+    print(f"   {'variant':52s} {'commands':>8s} {'round trips':>12s} {'on reactor':>11s}")
+    stock = results["stock scrapy-redis scheduler"]
+    ours = results["this project (leases, delayed retries, checkpoints)"]
+    for name, figures in (("stock scrapy-redis scheduler", stock), (OURS, ours)):
+        print(f"   {name:52s} {figures.calls_per_page:8.2f} {figures.round_trips_per_page:12.3f} "
+              f"{figures.reactor_round_trips_per_page:11.3f}")  # fmt: skip
+    if ours.round_trips_per_page:
+        print(f"   round trips, stock / this project: "
+              f"{stock.round_trips_per_page / ours.round_trips_per_page:.1f}x")  # fmt: skip
 
 
 def report_stack(stack: dict[str, Figures]) -> None:
