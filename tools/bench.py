@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -161,6 +162,57 @@ def crawl_once(
         client.close()
 
 
+def wake_latencies(redis_url: str, variant: str, workdir: Path, seed: int) -> list[float]:
+    """Seconds from LPUSH of a start URL to its fetch, on a node idle for 6-11 s."""
+    spider, settings = WAKE_VARIANTS[variant]
+    pauses = random.Random(seed)
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()
+    site = services.start_demo_site()
+    log = workdir / f"wake-{spider}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    args = ["-s", f"REDIS_URL={redis_url}", "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=0",
+            "-s", "SPIDER_MODULES=crawler.spiders,tools.bench_spiders",
+            "-s", f"ITEMS_DIR={workdir}"]  # fmt: skip
+    for name, value in settings.items():
+        args += ["-s", f"{name}={value}"]
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "scrapy", "crawl", spider, *args],
+            cwd=services.ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
+    latencies = []
+    try:
+        _wait(lambda: "Spider opened" in log.read_text(), 60, f"{spider} start", log)
+        for n in range(1, WAKE_PUSHES + 1):
+            time.sleep(6 + pauses.uniform(0, 5))  # long enough for any back-off to be at its top
+            path = f"/product/{n}"
+            pushed = time.time()
+            client.lpush(f"{spider}:start_urls", site.url + path)
+            fetched: list[float] = []
+
+            def fetched_yet(path=path, fetched=fetched) -> bool:
+                with urllib.request.urlopen(site.url + "/__times", timeout=10) as response:
+                    fetched.extend(json.load(response).get(path, []))
+                return bool(fetched)
+
+            _wait(fetched_yet, 30, f"{spider} fetching {path}", log)
+            latencies.append(fetched[0] - pushed)
+    finally:
+        services.stop(proc, 30)
+        site.stop()
+        client.close()
+    return latencies
+
+
+def _wait(check, timeout: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: {what} not within {timeout} s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.02)
+
+
 def store_rates(uri: str, workdir: Path) -> dict[str, float]:
     """Items/s writing MONGO_ITEMS documents into an empty collection with a unique index."""
     docs = [
@@ -229,7 +281,7 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9").split(",")
 OBSERVABILITY = {
     "metrics and heartbeats on (METRICS_PORT, 2 s heartbeats)": {
         "METRICS_PORT": "0",  # replaced by a free port per run
@@ -237,6 +289,18 @@ OBSERVABILITY = {
         "NODE_HEARTBEAT_INTERVAL": "2",
     },
     "metrics off, heartbeats every 60 s": {"NODE_HEARTBEAT_INTERVAL": "60", "NODE_TIMEOUT": "600"},
+}
+WAKE_PUSHES = 3  # start URLs pushed to an idle node per run
+WAKE_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    "stock scrapy-redis (RedisSpider, its scheduler)": (
+        "stock_idle",
+        {
+            "ADDONS": NO_ADDON,
+            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+        },
+    ),
+    OURS: ("shop", {}),
 }
 SEEN_URLS = 1_000_000
 QUEUED_REQUESTS = 100_000
@@ -344,6 +408,7 @@ def main() -> None:
             queued: dict[str, float] = {}
             stores: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
             crawls = {name: Figures() for name in crawl_variants(uri or "")}
+            wakes: dict[str, list[float]] = {name: [] for name in WAKE_VARIANTS}
             for run in range(RUNS):
                 if "1" in SECTIONS:
                     for name, settings in VARIANTS.items():
@@ -388,6 +453,9 @@ def main() -> None:
                         )
                         with pymongo.MongoClient(uri) as client:
                             client.drop_database(database)
+                if "9" in SECTIONS:
+                    for name in WAKE_VARIANTS:
+                        wakes[name] += wake_latencies(server.url, name, work / f"wake-{run}", run)
                 print(f"run {run + 1}/{RUNS} done", file=sys.stderr)
         finally:
             server.stop()
@@ -416,6 +484,16 @@ def main() -> None:
         base = observability["metrics off, heartbeats every 60 s"].rate
         for name, figures in observability.items():
             print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / base:6.2f}x")
+    if "9" in SECTIONS:
+        report_wake(wakes)
+
+
+def report_wake(wakes: dict[str, list[float]]) -> None:
+    print(f"\n9. Seconds from pushing a start URL to its fetch, on a node idle for 6-11 s; "
+          f"{WAKE_PUSHES * RUNS} pushes each")  # fmt: skip
+    print(f"   {'variant':52s} {'median':>8s} {'max':>8s}")
+    for name, latencies in wakes.items():
+        print(f"   {name:52s} {statistics.median(latencies):8.2f} {max(latencies):8.2f}")
 
 
 def report_memory(seen: dict[str, float], queued: dict[str, float]) -> None:
