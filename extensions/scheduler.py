@@ -400,6 +400,7 @@ class DistributedScheduler(BaseScheduler):
             self._idle_since = now
             logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
         if self.max_idle_time <= 0 or now - self._idle_since < self.max_idle_time:
+            logger.debug("no work anywhere; looking again in %.2f s", self.idle_poll_max)
             self._schedule_wake(self.idle_poll_max)
             raise DontCloseSpider
 

@@ -121,3 +121,33 @@ def test_graceful_stop_hands_work_back_and_a_new_node_resumes(
     assert {path for path, n in hits.items() if n != 1} == set()
     items = read_items(tmp_path / "items")
     assert len({item["url"] for item in items}) == len(items) == catalog.total_products()
+
+
+IDLE_LOOK = "no work anywhere; looking again in "
+
+
+def test_an_idle_node_takes_a_new_start_url_at_its_next_look(
+    redis_url, redis_client, demo_site, nodes
+):
+    # A node with nothing to do keeps looking for work, at its slowest pace
+    # (FRONTIER_IDLE_POLL_MAX), and never closes (MAX_IDLE_TIME_BEFORE_CLOSE=0).
+    node = nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=0, LOG_LEVEL="DEBUG",
+                       FRONTIER_IDLE_POLL_MAX=0.5)  # fmt: skip
+    wait_for(lambda: nodes.log(0).count(IDLE_LOOK) >= 3, 60, "three idle looks")
+    assert f"{IDLE_LOOK}0.50 s" in nodes.log(0)
+
+    looks_before_push = nodes.log(0).count(IDLE_LOOK)
+    redis_client.lpush("shop:start_urls", demo_site.url + "/about")  # as a user would
+    wait_for(lambda: page_hits(demo_site).get("/about") == 1, 30, "the pushed URL fetched")
+
+    log = nodes.log(0)
+    crawled = log.index(f"Crawled (200) <GET {demo_site.url}/about>")
+    # The look under way during the push may have missed it; the next one did not.
+    assert log[:crawled].count(IDLE_LOOK) - looks_before_push <= 1
+
+    # Still idle and looking: the node carries on without a restart.
+    wait_for(lambda: nodes.log(0).count(IDLE_LOOK) >= log.count(IDLE_LOOK) + 2, 30, "idle again")
+    assert node.poll() is None
+    node.send_signal(signal.SIGINT)
+    assert nodes.wait(60) == [0]
+    assert page_hits(demo_site) == {"/about": 1}

@@ -186,7 +186,7 @@ def wake_latencies(redis_url: str, variant: str, workdir: Path, seed: int) -> li
         _wait(lambda: "Spider opened" in log.read_text(), 60, f"{spider} start", log)
         for n in range(1, WAKE_PUSHES + 1):
             time.sleep(6 + pauses.uniform(0, 5))  # long enough for any back-off to be at its top
-            path = f"/product/{n}"
+            path = f"/about?push={n}"  # a page with no links to follow
             pushed = time.time()
             client.lpush(f"{spider}:start_urls", site.url + path)
             fetched: list[float] = []
