@@ -284,6 +284,10 @@ class DistributedScheduler(BaseScheduler):
             added = int(results[0])
             self.stats.inc_value("frontier/added", added)
             self.stats.inc_value("dupefilter/filtered", len(to_enqueue) - added)
+            if added:
+                # New work is in the queue: an idle node's back-off must not delay it.
+                self._poll_delay = self.idle_poll_min
+                self._next_poll = 0.0
         if to_release:
             self.stats.inc_value("frontier/released", len(to_release))
 
