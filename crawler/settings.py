@@ -16,6 +16,7 @@ COMMANDS_MODULE = "extensions.commands"
 ADDONS = {"extensions.addon.DistributedAddon": 0}
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_CLUSTER = os.environ.get("REDIS_CLUSTER", "False")  # True: REDIS_URL is a cluster node
 MONGO_URI = os.environ.get("MONGO_URI", "")
 MONGO_DATABASE = os.environ.get("MONGO_DATABASE", "crawler")
 ITEMS_DIR = os.environ.get("ITEMS_DIR", "data")

@@ -9,7 +9,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
-from extensions import connection, defaults
+from extensions import connection
 from extensions.exceptions import RedisUnavailable
 from extensions.keys import SpiderKeys
 
@@ -26,10 +26,10 @@ def spider_keys(settings: Settings, name: str) -> SpiderKeys:
     except KeyError:
         known = ", ".join(sorted(loader.list())) or "none"
         raise UsageError(f"no spider named {name!r} in this project (spiders: {known})") from None
-    template = getattr(spidercls, "redis_key", None) or settings.get(
-        "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
-    )
-    return SpiderKeys.for_spider(name, template)
+    try:
+        return SpiderKeys.from_settings(name, settings, getattr(spidercls, "redis_key", None))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def redis_for_command(settings: Settings) -> redis.Redis:

@@ -9,6 +9,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from extensions import defaults
@@ -48,6 +50,7 @@ def from_settings(settings: BaseSettings, *, ping: bool = True) -> redis.Redis:
         socket_timeout=settings.getfloat("REDIS_SOCKET_TIMEOUT", defaults.REDIS_SOCKET_TIMEOUT),
         connect_timeout=settings.getfloat("REDIS_CONNECT_TIMEOUT", defaults.REDIS_CONNECT_TIMEOUT),
         ping=ping,
+        cluster=settings.getbool("REDIS_CLUSTER", defaults.REDIS_CLUSTER),
     )
 
 
@@ -57,18 +60,22 @@ def connect(
     socket_timeout: float = defaults.REDIS_SOCKET_TIMEOUT,
     connect_timeout: float = defaults.REDIS_CONNECT_TIMEOUT,
     ping: bool = True,
+    cluster: bool = False,
 ) -> redis.Redis:
+    """A client for ``url``: a plain one, or with ``cluster`` one for the Redis
+    Cluster that ``url`` is a node of (it finds the other nodes itself)."""
+    options = {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": connect_timeout,
+        # One immediate retry replaces a pooled connection that died with a
+        # Redis restart; redis-py's default retries sleep, which would
+        # stall the reactor thread. Longer outages are the callers' to ride out.
+        "retry": Retry(NoBackoff(), 1),
+    }
     try:
-        client = redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=connect_timeout,
-            health_check_interval=30,
-            # One immediate retry replaces a pooled connection that died with a
-            # Redis restart; redis-py's default retries sleep, which would
-            # stall the reactor thread. Longer outages are the callers' to ride out.
-            retry=Retry(NoBackoff(), 1),
-        )
+        if cluster:
+            return _connect_cluster(url, options)
+        client = redis.Redis.from_url(url, health_check_interval=30, **options)
     except ValueError as exc:  # unknown scheme, bad port, ...
         raise RedisUnavailable(f"invalid REDIS_URL {mask_url(url)}: {exc}") from None
     if ping:
@@ -80,14 +87,43 @@ def connect(
             ) from None
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {exc}") from None
+        except redis.ResponseError as exc:
+            raise RedisUnavailable(f"Redis at {mask_url(url)} refused to answer: {exc}") from None
+        _refuse_cluster_node(client, url)
     return client
 
 
-def describe(client: redis.Redis) -> str:
-    """host:port/db of a client, for logs (never the password)."""
-    kwargs = client.connection_pool.connection_kwargs
-    where = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-    return f"{where}/{kwargs.get('db', 0)}"
+def _connect_cluster(url: str, options: dict) -> redis.Redis:
+    # RedisCluster asks the node for the slot map as it is built, so reaching
+    # the cluster is checked here whether or not the caller wants a ping.
+    try:
+        return RedisCluster.from_url(url, **options)  # type: ignore[return-value]
+    except redis.AuthenticationError as exc:
+        raise RedisUnavailable(f"Redis at {mask_url(url)} refused the credentials: {exc}") from None
+    except RedisClusterException as exc:
+        if "not enabled" in str(exc).lower():
+            raise RedisUnavailable(
+                f"REDIS_CLUSTER is on but Redis at {mask_url(url)} is not a cluster node; "
+                "turn REDIS_CLUSTER off to use it as a single Redis"
+            ) from None
+        message = f"cannot reach the Redis Cluster at {mask_url(url)}: {exc}"
+        raise RedisUnavailable(message) from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {exc}") from None
+
+
+def _refuse_cluster_node(client: redis.Redis, url: str) -> None:
+    """A cluster node used as a single Redis would fail on the first script that
+    touches two keys (CROSSSLOT); say what to do at once instead."""
+    try:
+        enabled = client.info("cluster").get("cluster_enabled")
+    except redis.RedisError:
+        return  # INFO may be renamed or forbidden; the ping already passed
+    if enabled:
+        raise RedisUnavailable(
+            f"Redis at {mask_url(url)} is a Redis Cluster node: set REDIS_CLUSTER=True "
+            "(keys then carry a {NAME} hash tag)"
+        )
 
 
 class RedisHealth:

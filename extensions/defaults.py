@@ -10,6 +10,7 @@ from __future__ import annotations
 REDIS_URL = "redis://127.0.0.1:6379/0"  # redis:// or rediss://, may carry a password and a db
 REDIS_SOCKET_TIMEOUT = 10.0  # seconds per command before it fails
 REDIS_CONNECT_TIMEOUT = 5.0  # seconds to establish a connection
+REDIS_CLUSTER = False  # REDIS_URL names a node of a Redis Cluster; keys become {NAME}:...
 
 # --- start URLs (scrapy-redis names) ----------------------------------------
 REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list the users LPUSH raw URLs or JSON to

@@ -17,7 +17,7 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 
 from extensions import connection
 from extensions.frontier import FINGERPRINT_BYTES, load_script
-from extensions.keys import DUPEFILTER
+from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
     import redis
@@ -49,7 +49,7 @@ class RedisDupeFilter(RFPDupeFilter):
         assert crawler.spidercls is not None
         return cls(
             connection.from_settings(crawler.settings),
-            key=DUPEFILTER % {"name": crawler.spidercls.name},
+            key=SpiderKeys.for_crawler(crawler).dupefilter,
             fingerprinter=crawler.request_fingerprinter,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
             stats=crawler.stats,

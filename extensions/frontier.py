@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from redis.cluster import ClusterPipeline
+
 from extensions import defaults
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
     import redis
     from redis.client import Pipeline
+    from redis.commands.core import Script
 
     from extensions.bloom import BloomParams
 
@@ -36,6 +39,17 @@ def load_script(name: str) -> str:
     # Lua scripts cannot import one another: the shared helpers are prepended.
     prelude = scripts.joinpath("_priority.lua").read_text()
     return prelude + scripts.joinpath(f"{name}.lua").read_text()
+
+
+def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = None):
+    """Call ``script``, or queue it on ``pipe`` (its result then comes from
+    ``pipe.execute()``)."""
+    if isinstance(pipe, ClusterPipeline):
+        # redis-py refuses EVALSHA (and its eval()) in a cluster pipeline. EVAL
+        # carries the script itself, so a node that lost its script cache (a
+        # restart) cannot fail one command in the middle of a MULTI block.
+        return pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
+    return script(keys=keys, args=args, client=pipe)
 
 
 def now_ms() -> int:
@@ -91,8 +105,8 @@ class Frontier:
         if self.bloom is None:
             for fingerprint, score, data in entries:
                 args.extend((fingerprint[:FINGERPRINT_BYTES], score, data))
-            result = self._enqueue(
-                keys=[self.keys.dupefilter, self.keys.requests], args=args, client=pipe
+            result = run_script(
+                self._enqueue, [self.keys.dupefilter, self.keys.requests], args, pipe
             )
         else:
             self._create_bloom_shards()
@@ -105,8 +119,8 @@ class Frontier:
                 else:  # dont_filter: no check, same stride
                     args.extend([""] * (self.bloom.hashes + 1))
                 args.extend((score, data))
-            result = self._enqueue_bloom(
-                keys=[self.keys.requests, self.keys.bloom_count], args=args, client=pipe
+            result = run_script(
+                self._enqueue_bloom, [self.keys.requests, self.keys.bloom_count], args, pipe
             )
         return None if pipe is not None else int(result)
 

@@ -1,6 +1,9 @@
 """Every Redis key this package writes, in one place.
 
-All keys of one spider share the prefix ``NAME:``. Types and meanings:
+All keys of one spider share the prefix ``NAME:``; with ``REDIS_CLUSTER`` on, the
+prefix is ``{NAME}:`` instead, a hash tag that puts every key of the spider in one
+Redis Cluster hash slot (the Lua scripts and transactions touch several at once).
+Types and meanings:
 
 =============================  ======  ==================================================
 key                            type    holds
@@ -35,6 +38,13 @@ key                            type    holds
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from extensions import defaults
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
 
 START_URLS = "%(name)s:start_urls"
 REQUESTS = "%(name)s:requests"
@@ -53,9 +63,11 @@ DLQ = "%(name)s:dlq"
 
 @dataclass(frozen=True)
 class SpiderKeys:
-    """The keys of one spider, with node-specific keys built on demand."""
+    """The keys of one spider, with node- and host-specific keys built on demand."""
 
     name: str
+    #: what stands for NAME in the keys: the spider name, or ``{name}`` with a hash tag
+    prefix: str
     start_urls: str
     requests: str
     dupefilter: str
@@ -65,13 +77,24 @@ class SpiderKeys:
     nodes: str
     checkpoint: str
     dlq: str
+    proxies: str
 
     @classmethod
-    def for_spider(cls, name: str, start_urls_template: str = START_URLS) -> SpiderKeys:
-        subs = {"name": name, "spider": name}
+    def for_spider(
+        cls, name: str, start_urls_template: str = START_URLS, *, hash_tag: bool = False
+    ) -> SpiderKeys:
+        prefix = f"{{{name}}}" if hash_tag else name
+        subs = {"name": prefix, "spider": prefix}
+        start_urls = start_urls_template % subs
+        if hash_tag and prefix not in start_urls:
+            raise ValueError(
+                f"with REDIS_CLUSTER, the start URL key must contain %(name)s so that it "
+                f"shares the spider's hash slot; {start_urls_template!r} does not"
+            )
         return cls(
             name=name,
-            start_urls=start_urls_template % subs,
+            prefix=prefix,
+            start_urls=start_urls,
             requests=REQUESTS % subs,
             dupefilter=DUPEFILTER % subs,
             bloom_prefix=BLOOM % subs,
@@ -80,13 +103,37 @@ class SpiderKeys:
             nodes=NODES % subs,
             checkpoint=CHECKPOINT % subs,
             dlq=DLQ % subs,
+            proxies=PROXIES % subs,
         )
 
+    @classmethod
+    def from_settings(
+        cls, name: str, settings: BaseSettings, start_urls_template: str | None = None
+    ) -> SpiderKeys:
+        """The keys of spider ``name`` under ``REDIS_START_URLS_KEY`` (unless the
+        spider names its own template) and ``REDIS_CLUSTER``."""
+        template = start_urls_template or settings.get(
+            "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
+        )
+        hash_tag = settings.getbool("REDIS_CLUSTER", defaults.REDIS_CLUSTER)
+        return cls.for_spider(name, template, hash_tag=hash_tag)
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> SpiderKeys:
+        """The keys of the crawler's spider (its ``redis_key`` template, if any)."""
+        spidercls = crawler.spidercls
+        assert spidercls is not None
+        template = getattr(spidercls, "redis_key", None)
+        return cls.from_settings(spidercls.name, crawler.settings, template)
+
     def leases(self, node: str) -> str:
-        return LEASES % {"name": self.name, "node": node}
+        return LEASES % {"name": self.prefix, "node": node}
 
     def node(self, node: str) -> str:
-        return NODE % {"name": self.name, "node": node}
+        return NODE % {"name": self.prefix, "node": node}
+
+    def rate(self, host: str) -> str:
+        return RATE % {"name": self.prefix, "host": host}
 
     def leases_prefix(self) -> str:
         return self.leases("")

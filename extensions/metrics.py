@@ -121,7 +121,7 @@ class PrometheusMetrics:
         self.crawler = crawler
         self.ports = ports
         self.node_id = node_id_for(crawler)
-        self.keys = SpiderKeys.for_spider(crawler.spidercls.name)
+        self.keys = SpiderKeys.for_crawler(crawler)
         self.registry = CollectorRegistry()
         labels = ["spider", "node"]
         self.requests = Counter(

@@ -22,7 +22,7 @@ from scrapy.exceptions import NotConfigured
 
 from extensions import connection, defaults
 from extensions.frontier import load_script
-from extensions.keys import RATE
+from extensions.keys import SpiderKeys
 from extensions.retry import DELAY_UNTIL
 
 if TYPE_CHECKING:
@@ -41,14 +41,14 @@ class ClusterPolitenessMiddleware:
         self,
         crawler: Crawler,
         server: redis.Redis,
-        spider_name: str,
+        keys: SpiderKeys,
         default_rate: float,
         host_rates: dict[str, float],
     ):
         self.crawler = crawler
         self.stats = crawler.stats
         self.server = server
-        self.spider_name = spider_name
+        self.keys = keys
         self.default_rate = default_rate
         self.host_rates = {host.lower(): float(rate) for host, rate in host_rates.items()}
         self._reserve = server.register_script(load_script("rate"))
@@ -65,7 +65,7 @@ class ClusterPolitenessMiddleware:
             raise NotConfigured  # off: nothing to do, nothing to say
         assert crawler.spidercls is not None
         server = connection.from_settings(s, ping=False)
-        return cls(crawler, server, crawler.spidercls.name, rate, host_rates)
+        return cls(crawler, server, SpiderKeys.for_crawler(crawler), rate, host_rates)
 
     def rate_for(self, host: str) -> float:
         return self.host_rates.get(host, self.default_rate)
@@ -87,7 +87,7 @@ class ClusterPolitenessMiddleware:
             # Picked up too late: its moment passed, and sending it now next to
             # the requests holding the following slots would be a burst.
             self.stats.inc_value("politeness/late")
-        key = RATE % {"name": self.spider_name, "host": host}
+        key = self.keys.rate(host)
         try:
             slot = int(self._reserve(keys=[key], args=[now, interval]))
         except redis.RedisError as exc:

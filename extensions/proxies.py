@@ -38,7 +38,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
 from extensions import connection, defaults
-from extensions.keys import PROXIES
+from extensions.keys import SpiderKeys
 from extensions.retry import DELAY_UNTIL
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
             backoff_cap=s.getfloat("ROTATING_PROXY_BACKOFF_CAP", 3600),
             crawler=crawler,
             server=connection.from_settings(s, ping=False),
-            key=PROXIES % {"name": crawler.spidercls.name},
+            key=SpiderKeys.for_crawler(crawler).proxies,
         )
         middleware.crawler = crawler
         crawler.signals.connect(middleware.engine_started, signal=signals.engine_started)

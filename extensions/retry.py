@@ -87,7 +87,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BackoffRetryMiddleware:
         assert crawler.spidercls is not None
-        keys = SpiderKeys.for_spider(crawler.spidercls.name)
+        keys = SpiderKeys.for_crawler(crawler)
         server = connection.from_settings(crawler.settings, ping=False)
         middleware = cls(crawler.settings, DeadLetters(server, keys.dlq, node_id_for(crawler)))
         middleware.crawler = crawler

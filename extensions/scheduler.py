@@ -64,7 +64,6 @@ class DistributedScheduler(BaseScheduler):
         crawler: Crawler,
         *,
         node_id: str,
-        start_urls_key: str = defaults.REDIS_START_URLS_KEY,
         persist: bool = defaults.SCHEDULER_PERSIST,
         flush_on_start: bool = defaults.SCHEDULER_FLUSH_ON_START,
         max_idle_time: float = defaults.MAX_IDLE_TIME_BEFORE_CLOSE,
@@ -86,7 +85,6 @@ class DistributedScheduler(BaseScheduler):
         self.crawler = crawler
         self.stats = crawler.stats
         self.node_id = node_id
-        self.start_urls_key = start_urls_key
         self.persist = persist
         self.flush_on_start = flush_on_start
         self.max_idle_time = max_idle_time
@@ -128,7 +126,6 @@ class DistributedScheduler(BaseScheduler):
             server,
             crawler,
             node_id=node_id_for(crawler),
-            start_urls_key=s.get("REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY),
             persist=s.getbool("SCHEDULER_PERSIST", defaults.SCHEDULER_PERSIST),
             flush_on_start=s.getbool("SCHEDULER_FLUSH_ON_START", defaults.SCHEDULER_FLUSH_ON_START),
             max_idle_time=max_idle,
@@ -153,7 +150,7 @@ class DistributedScheduler(BaseScheduler):
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
-        self.keys = SpiderKeys.for_spider(spider.name, self.start_urls_key)
+        self.keys = SpiderKeys.for_crawler(self.crawler)
         self.frontier = Frontier(self.server, self.keys, self.node_id, self.bloom)
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)

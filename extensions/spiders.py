@@ -55,10 +55,7 @@ class DistributedMixin:
 
     def setup_redis(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        template = self.redis_key or settings.get(
-            "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
-        )
-        self.redis_keys = SpiderKeys.for_spider(self.name, template)
+        self.redis_keys = SpiderKeys.from_settings(self.name, settings, self.redis_key)
         self.redis_key = self.redis_keys.start_urls
         self.redis_batch_size = int(
             self.redis_batch_size

@@ -1,5 +1,8 @@
 """The Redis key names users and scrapy-redis tooling rely on."""
 
+import pytest
+from scrapy.settings import Settings
+
 from extensions import keys
 
 
@@ -19,8 +22,25 @@ def test_node_keys_share_the_spider_prefix():
     assert k.leases("n1") == "shop:leases:n1"
     assert k.node("n1") == "shop:node:n1"
     spider_keys = [k.start_urls, k.requests, k.dupefilter, k.bloom_prefix, k.bloom_count,
-                   k.delayed, k.nodes, k.checkpoint, k.dlq]  # fmt: skip
+                   k.delayed, k.nodes, k.checkpoint, k.dlq, k.proxies, k.rate("a.com")]  # fmt: skip
     assert all(key.startswith("shop:") for key in spider_keys)
+
+
+def test_redis_cluster_puts_a_hash_tag_on_every_key():
+    settings = Settings({"REDIS_CLUSTER": "True"})
+    k = keys.SpiderKeys.from_settings("shop", settings)
+    assert k.name == "shop"
+    assert (k.start_urls, k.requests, k.leases("n1")) == (
+        "{shop}:start_urls", "{shop}:requests", "{shop}:leases:n1",
+    )  # fmt: skip
+    tagged = [k.start_urls, k.requests, k.dupefilter, k.bloom_prefix, k.bloom_count, k.delayed,
+              k.nodes, k.checkpoint, k.dlq, k.proxies, k.rate("a.com"), k.node("n1")]  # fmt: skip
+    assert all(key.startswith("{shop}:") for key in tagged)
+    assert keys.SpiderKeys.from_settings("shop", settings, "q:%(name)s").start_urls == "q:{shop}"
+    with pytest.raises(ValueError, match="must contain %\\(name\\)s"):
+        keys.SpiderKeys.from_settings("shop", settings, "seeds")
+    # without REDIS_CLUSTER, the names are scrapy-redis's
+    assert keys.SpiderKeys.from_settings("shop", Settings()).requests == "shop:requests"
 
 
 def test_custom_start_urls_key_template():

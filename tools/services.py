@@ -83,7 +83,12 @@ def stop(proc: subprocess.Popen, timeout: float = 10, sig: int = signal.SIGTERM)
 
 
 def start_redis(
-    workdir: Path, port: int | None = None, *, appendonly: bool = False, password: str = ""
+    workdir: Path,
+    port: int | None = None,
+    *,
+    appendonly: bool = False,
+    password: str = "",
+    extra_args: tuple[str, ...] = (),
 ) -> Service:
     port = port or free_port()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -91,7 +96,7 @@ def start_redis(
         redis_server_binary(),
         "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir),
         "--save", "", "--appendonly", "yes" if appendonly else "no",
-        "--daemonize", "no", "--logfile", str(workdir / "redis.log"),
+        "--daemonize", "no", "--logfile", str(workdir / "redis.log"), *extra_args,
     ]  # fmt: skip
     if password:
         args += ["--requirepass", password]
@@ -102,6 +107,74 @@ def start_redis(
     wait_until(client.ping, 15, f"redis-server on port {port}", proc)
     client.close()
     return Service(proc, url, "redis")
+
+
+class RedisCluster:
+    """A Redis Cluster of primaries on loopback; ``url`` is the first node's."""
+
+    def __init__(self, nodes: list[Service]):
+        self.nodes = nodes
+        self.url = nodes[0].url
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def start_redis_cluster(workdir: Path, primaries: int = 3) -> RedisCluster:
+    """Primaries that share the 16,384 hash slots evenly, no replicas."""
+    nodes: list[Service] = []
+    try:
+        for n in range(primaries):
+            port = _port_with_free_bus()
+            nodes.append(
+                start_redis(
+                    workdir / f"node-{n}",
+                    port,
+                    extra_args=("--cluster-enabled", "yes", "--cluster-node-timeout", "5000"),
+                )
+            )
+        clients = [redis.Redis.from_url(node.url, socket_timeout=5) for node in nodes]
+        first = clients[0]
+        for client in clients[1:]:
+            port = client.connection_pool.connection_kwargs["port"]
+            first.execute_command("CLUSTER", "MEET", "127.0.0.1", port)
+        share = 16384 // primaries
+        for n, client in enumerate(clients):
+            last = 16383 if n == primaries - 1 else (n + 1) * share - 1
+            client.execute_command("CLUSTER", "ADDSLOTS", *range(n * share, last + 1))
+
+        def agreed() -> bool:
+            for client in clients:
+                if b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
+                    return False
+                if len(client.execute_command("CLUSTER", "SLOTS")) != primaries:
+                    return False
+            return True
+
+        wait_until(agreed, 30, "Redis Cluster agreeing on its slots")
+        for client in clients:
+            client.close()
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return RedisCluster(nodes)
+
+
+def _port_with_free_bus() -> int:
+    """A free port whose cluster bus port (port + 10000) is free too."""
+    for _ in range(100):
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
 
 
 def start_demo_site(port: int = 0, *, log: Path | None = None, latency: float = 0.0) -> Service:

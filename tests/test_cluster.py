@@ -1,0 +1,128 @@
+"""Crawls on a Redis Cluster of three primaries (``REDIS_CLUSTER=True``)."""
+
+import json
+
+import pytest
+from redis.cluster import RedisCluster
+
+from demosite import catalog
+from tests.conftest import read_items, scrapy
+from tests.test_retry import FLAKY_SETTINGS
+from tests.test_scheduler import SHOP_PAGES, page_hits
+from tools import services
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory):
+    cluster = services.start_redis_cluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_client(redis_cluster):
+    client = RedisCluster.from_url(redis_cluster.url)
+    client.flushall()  # every primary
+    yield client
+    client.close()
+
+
+def all_keys(client: RedisCluster) -> list[str]:
+    return sorted(
+        key.decode() for key in client.scan_iter(match="*", target_nodes=RedisCluster.PRIMARIES)
+    )
+
+
+def test_two_nodes_crawl_the_shop_with_every_key_of_the_spider_in_one_slot(
+    redis_cluster, cluster_client, demo_site, nodes, tmp_path
+):
+    cluster = ("-s", f"REDIS_URL={redis_cluster.url}", "-s", "REDIS_CLUSTER=True")
+    seeded = scrapy("seed", "shop", demo_site.url + "/", *cluster)
+    assert seeded.returncode == 0, seeded.stderr
+    assert "{shop}:start_urls" in seeded.stdout
+    for node in ("n1", "n2"):
+        nodes.start("shop", redis_cluster.url, REDIS_CLUSTER=True, NODE_ID=node,
+                    MAX_IDLE_TIME_BEFORE_CLOSE=2)  # fmt: skip
+    assert nodes.wait(240) == [0, 0], nodes.tail()
+
+    hits = page_hits(demo_site)
+    assert set(hits) == SHOP_PAGES
+    assert {path for path, n in hits.items() if n != 1} == set()
+    items = read_items(tmp_path / "items")
+    assert len({item["url"] for item in items}) == len(items) == catalog.total_products()
+    assert {item["_node"] for item in items} == {"n1", "n2"}
+
+    keys = all_keys(cluster_client)
+    assert "{shop}:dupefilter" in keys and "{shop}:checkpoint" in keys
+    assert all(key.startswith("{shop}:") for key in keys), keys
+    assert len({cluster_client.keyslot(key) for key in keys}) == 1
+
+    status = scrapy("status", "shop", "--json", *cluster)
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["done"] == report["seen"] == len(SHOP_PAGES)
+    assert report["queued"] == report["in_flight"] == 0
+
+
+def test_retries_dead_letters_bloom_and_politeness_on_a_cluster(
+    redis_cluster, cluster_client, demo_site, nodes
+):
+    cluster_client.lpush("{site}:start_urls", demo_site.url + "/flaky/")
+    nodes.start("site", redis_cluster.url, REDIS_CLUSTER=True, DUPEFILTER_MODE="bloom",
+                CLUSTER_HOST_RATE=1000, **FLAKY_SETTINGS)  # fmt: skip
+    assert nodes.wait(120) == [0], nodes.tail()
+
+    hits = page_hits(demo_site)
+    for n in (1, 2, 3):
+        assert hits[f"/flaky/503-twice/{n}"] == 3
+        assert hits[f"/flaky/500/{n}"] == 3
+    keys = all_keys(cluster_client)
+    assert any(key.startswith("{site}:bloom:") for key in keys)
+    assert any(key.startswith("{site}:rate:") for key in keys)
+    assert len({cluster_client.keyslot(key) for key in keys}) == 1
+
+    listed = scrapy("dlq", "site", "list", "--json", "-s", f"REDIS_URL={redis_cluster.url}",
+                    "-s", "REDIS_CLUSTER=True")  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    urls = sorted(json.loads(line)["url"] for line in listed.stdout.splitlines())
+    assert urls == [f"{demo_site.url}/flaky/500/{n}" for n in (1, 2, 3)]
+
+
+def test_a_cluster_node_without_redis_cluster_is_refused_with_what_to_do(
+    redis_cluster, redis_url, demo_site
+):
+    result = scrapy("crawl", "shop", "-s", f"REDIS_URL={redis_cluster.url}")
+    assert result.returncode == 1
+    assert "is a Redis Cluster node: set REDIS_CLUSTER=True" in result.stderr
+    assert "Traceback" not in result.stderr
+
+    # and the other way round: a single Redis with REDIS_CLUSTER on
+    result = scrapy("crawl", "shop", "-s", f"REDIS_URL={redis_url}", "-s", "REDIS_CLUSTER=True")
+    assert result.returncode == 1
+    assert "is not a cluster node" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_start_url_key_outside_the_spiders_slot_is_refused(redis_cluster):
+    result = scrapy("seed", "shop", "http://example.com/", "-s", f"REDIS_URL={redis_cluster.url}",
+                    "-s", "REDIS_CLUSTER=True", "-s", "REDIS_START_URLS_KEY=seeds")  # fmt: skip
+    assert result.returncode != 0
+    assert "must contain %(name)s" in result.stderr
+
+
+def test_cluster_pipelines_queue_scripts_as_eval(redis_cluster, cluster_client):
+    """A transaction holding a script works on a cluster (redis-py refuses EVALSHA
+    there) and still succeeds after the node forgot its scripts."""
+    from extensions import connection
+    from extensions.frontier import Frontier
+    from extensions.keys import SpiderKeys
+
+    client = connection.connect(redis_cluster.url, cluster=True)
+    frontier = Frontier(client, SpiderKeys.for_spider("t", hash_tag=True), "n1")
+    cluster_client.script_flush()
+    pipe = client.pipeline(transaction=True)
+    frontier.enqueue([(b"f" * 20, 0, b'{"url":"http://a/"}')], pipe)
+    frontier.heartbeat(pipe)
+    assert pipe.execute()[0] == 1
+    assert cluster_client.zcard("{t}:requests") == 1
+    assert cluster_client.zscore("{t}:nodes", "n1")
