@@ -21,9 +21,12 @@ MAX_IDLE_TIME_BEFORE_CLOSE = 0
 # --- the frontier -----------------------------------------------------------
 SCHEDULER_PERSIST = True  # keep the crawl state in Redis when a node closes
 SCHEDULER_FLUSH_ON_START = False  # wipe this spider's crawl state when a node opens
-DUPEFILTER_MODE = "exact"  # "exact" (16-byte fingerprints in a set) or "bloom" (~1.8 B/URL)
+DUPEFILTER_MODE = "exact"  # "exact" (14-byte fingerprints, ~17 B/URL) or "bloom" (~1.9 B/URL)
 DUPEFILTER_BLOOM_CAPACITY = 10_000_000  # URLs the Bloom filter is sized for (memory: ~1.8 B each)
 DUPEFILTER_BLOOM_ERROR_RATE = 0.001  # Bloom false-positive rate: new URLs taken as seen
+# fingerprints a node remembers having sent, so links it meets again (most of them)
+# are dropped without a trip to Redis; 0 = off. Memory: up to ~160 B each, two generations
+DUPEFILTER_LOCAL_CACHE = 100_000
 FRONTIER_FETCH_BATCH = 16  # requests leased per round trip into the local buffer
 FRONTIER_ENQUEUE_BATCH = 200  # discovered requests buffered before one pipelined write
 FRONTIER_LEASE_TIMEOUT = 600.0  # seconds a lease lasts even while its node still beats

@@ -33,7 +33,7 @@ from extensions.bloom import BloomParams
 from extensions.checkpoint import Checkpoint, node_id_for
 from extensions.deadletter import DeadLetters
 from extensions.exceptions import SerializationError
-from extensions.frontier import Frontier, FrontierSizes
+from extensions.frontier import Frontier, FrontierSizes, SentFingerprints
 from extensions.keys import SpiderKeys
 from extensions.retry import DEAD_LETTERED, DELAY_UNTIL
 from extensions.serializer import dumps_request, loads_request
@@ -78,8 +78,10 @@ class DistributedScheduler(BaseScheduler):
         log_interval: float = 60.0,
         node_forget_after: float = defaults.NODE_FORGET_AFTER,
         bloom: BloomParams | None = None,
+        local_cache: int = defaults.DUPEFILTER_LOCAL_CACHE,
     ):
         self.server = server
+        self._sent = SentFingerprints(local_cache)
         self.bloom = bloom
         self.node_forget_after = node_forget_after
         self.crawler = crawler
@@ -144,6 +146,7 @@ class DistributedScheduler(BaseScheduler):
             log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
             node_forget_after=s.getfloat("NODE_FORGET_AFTER", defaults.NODE_FORGET_AFTER),
             bloom=bloom_from_settings(s),
+            local_cache=s.getint("DUPEFILTER_LOCAL_CACHE", defaults.DUPEFILTER_LOCAL_CACHE),
         )
 
     # --- lifecycle ------------------------------------------------------------
@@ -223,6 +226,13 @@ class DistributedScheduler(BaseScheduler):
 
     def enqueue_request(self, request: Request) -> bool:
         due = request.meta.pop(DELAY_UNTIL, None)
+        fingerprint: str | bytes = ""
+        if due is None and not request.dont_filter:
+            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+            if not self._sent.add(fingerprint):
+                self.stats.inc_value("dupefilter/filtered")
+                self.stats.inc_value("dupefilter/filtered_locally")
+                return False
         try:
             data = dumps_request(request, self.spider)
         except SerializationError as exc:
@@ -234,9 +244,6 @@ class DistributedScheduler(BaseScheduler):
             self._to_delay.append((due, data))
             self.stats.inc_value("frontier/delayed")
             return True
-        fingerprint: str | bytes = ""
-        if not request.dont_filter:
-            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
         self._to_enqueue.append((fingerprint, -request.priority, data))
         self.stats.inc_value("frontier/enqueued")
         if len(self._to_enqueue) >= self.enqueue_batch:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from extensions.frontier import Frontier, now_ms
+from extensions.frontier import Frontier, SentFingerprints, now_ms
 from extensions.keys import SpiderKeys
 
 
@@ -137,3 +137,16 @@ def test_nodes_silent_for_long_are_forgotten_once_their_leases_are_back(redis_cl
     assert {n.decode() for n in redis_client.zrange(keys.nodes, 0, -1)} == {"alive", "recent"}
     assert not redis_client.exists(keys.node("ancient"))
     assert frontier.sizes().queued == 1
+
+
+def test_sent_fingerprints_forget_only_a_whole_old_generation():
+    sent = SentFingerprints(2)
+    assert sent.add(b"a") and sent.add(b"b")
+    assert not sent.add(b"a")
+    assert sent.add(b"c")  # a full generation {a, b} becomes the previous one
+    assert not sent.add(b"a") and not sent.add(b"c")
+    assert sent.add(b"d")
+    assert sent.add(b"e")  # {c, d} is previous now: a and b are forgotten
+    assert sent.add(b"a")  # sent again; the shared dupefilter drops it
+    off = SentFingerprints(0)
+    assert off.add(b"a") and off.add(b"a")

@@ -62,6 +62,8 @@ def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
         assert "Traceback" not in log
         assert re.search(r"cluster: \d+ done of \d+ discovered .*; 2 nodes alive", log)
         assert "Deprecat" not in log, "our stack must not trigger deprecation warnings"
+        # links met again were dropped on the node, and yet every page came exactly once
+        assert "'dupefilter/filtered_locally'" in log
 
 
 def test_a_node_waits_while_another_node_still_holds_work(
