@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from redis.cluster import ClusterPipeline
-
 from extensions import defaults
 from extensions.keys import SpiderKeys
 
@@ -66,14 +64,18 @@ class SentFingerprints:
         self._current.add(fingerprint)
         return True
 
+    def clear(self) -> None:
+        self._current, self._previous = set(), set()
+
 
 def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = None):
     """Call ``script``, or queue it on ``pipe`` (its result then comes from
     ``pipe.execute()``)."""
-    if isinstance(pipe, ClusterPipeline):
-        # redis-py refuses EVALSHA (and its eval()) in a cluster pipeline. EVAL
-        # carries the script itself, so a node that lost its script cache (a
-        # restart) cannot fail one command in the middle of a MULTI block.
+    if pipe is not None:
+        # EVAL carries the script itself, where redis-py would send EVALSHA after
+        # a SCRIPT EXISTS round trip before every execute: one trip fewer per
+        # flush, no NOSCRIPT failing one command inside a MULTI block after a
+        # Redis restart, and cluster pipelines, which refuse EVALSHA, take it.
         return pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
     return script(keys=keys, args=args, client=pipe)
 

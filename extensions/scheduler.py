@@ -407,6 +407,9 @@ class DistributedScheduler(BaseScheduler):
         if self._idle_since is None:
             self._idle_since = now
             logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
+            # The crawl is over: from here on the shared dupefilter alone decides,
+            # so a recrawl after someone cleared it is not dropped on this node.
+            self._sent.clear()
         if self.max_idle_time <= 0 or now - self._idle_since < self.max_idle_time:
             logger.debug("no work anywhere; looking again in %.2f s", self.idle_poll_max)
             self._schedule_wake(self.idle_poll_max)

@@ -150,6 +150,12 @@ def test_an_idle_node_takes_a_new_start_url_at_its_next_look(
     # Still idle and looking: the node carries on without a restart.
     wait_for(lambda: nodes.log(0).count(IDLE_LOOK) >= log.count(IDLE_LOOK) + 2, 30, "idle again")
     assert node.poll() is None
+
+    # A recrawl once the crawl is over and its dupefilter cleared: the node does
+    # not drop the URL on the strength of having sent it before.
+    redis_client.delete("shop:dupefilter")
+    redis_client.lpush("shop:start_urls", demo_site.url + "/about")
+    wait_for(lambda: page_hits(demo_site).get("/about") == 2, 30, "the recrawl")
     node.send_signal(signal.SIGINT)
     assert nodes.wait(60) == [0]
-    assert page_hits(demo_site) == {"/about": 1}
+    assert page_hits(demo_site) == {"/about": 2}
