@@ -4,7 +4,8 @@ Starts everything on 127.0.0.1, seeds the start URL with ``scrapy seed``, waits
 until both nodes have closed by themselves, prints what happened, and stops
 everything it started, also on Ctrl-C. Set ``REDIS_URL`` to use your own Redis
 instead of the embedded one, ``MONGO_URI`` to store items in MongoDB,
-``DEMO_SPIDER=site`` for the generic spider, ``DEMO_NODES=N`` for more nodes.
+``DEMO_SPIDER=site`` for the generic spider, ``DEMO_NODES=N`` for more nodes,
+``DEMO_DIR`` for where logs and items go (default ``data/demo``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from pathlib import Path
 
 import redis
 
+from extensions.frontier import Frontier
 from extensions.keys import SpiderKeys
 from tools import services
 
-WORK = services.ROOT / "data" / "demo"
+WORK = Path(os.environ.get("DEMO_DIR") or services.ROOT / "data" / "demo").resolve()
 TIMEOUT = 600  # seconds before the demo gives up waiting for the crawl
 
 
@@ -44,7 +46,8 @@ def main() -> int:
 
         keys = SpiderKeys.for_spider(spider)
         server = redis.Redis.from_url(redis_url)
-        _forget_previous_demo(server, keys)
+        frontier = Frontier(server, keys, "demo")
+        _forget_previous_demo(server, keys, frontier)
 
         run_id = time.strftime("%H%M%S")
         items_dir = WORK / "items"
@@ -58,7 +61,7 @@ def main() -> int:
                     spider, redis_url, log=log, settings={**settings, "NODE_ID": node_id}
                 )
             )
-            print(f"Node       {node_id} (log: {log.relative_to(services.ROOT)})")
+            print(f"Node       {node_id} (log: {_shown(log)})")
 
         seed = subprocess.run(
             [sys.executable, "-m", "scrapy", "seed", spider, site.url + "/",
@@ -67,7 +70,7 @@ def main() -> int:
         )  # fmt: skip
         print(f"Seed       {seed.stdout.strip() or seed.stderr.strip()}")
 
-        _wait_for_nodes(nodes, server, keys, node_ids, began)
+        _wait_for_nodes(nodes, server, keys, frontier, node_ids, began)
         duration = time.monotonic() - began
         _summary(server, keys, node_ids, duration, items_dir / spider)
         failed = [n for n in nodes if n.returncode != 0]
@@ -85,31 +88,34 @@ def main() -> int:
             service.stop()
 
 
-def _forget_previous_demo(server: redis.Redis, keys: SpiderKeys) -> None:
+def _forget_previous_demo(server: redis.Redis, keys: SpiderKeys, frontier: Frontier) -> None:
     """A demo against a reused Redis starts from scratch."""
-    nodes = [n.decode() for n in server.zrange(keys.nodes, 0, -1)]
-    doomed = [keys.requests, keys.dupefilter, keys.nodes, keys.dlq, keys.start_urls]
-    doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
-    server.delete(*doomed)
+    frontier.clear()
+    server.delete(keys.dlq, keys.start_urls)
 
 
-def _wait_for_nodes(nodes, server, keys, node_ids, began) -> None:
+def _wait_for_nodes(nodes, server, keys, frontier, node_ids, began) -> None:
     deadline = time.monotonic() + TIMEOUT
     tty = sys.stdout.isatty()
     while any(n.poll() is None for n in nodes):
         if time.monotonic() > deadline:
             raise SystemExit(f"the crawl did not finish within {TIMEOUT}s; see the node logs")
         pages = sum(_node_value(server, keys, n, "pages") for n in node_ids)
-        queued = server.zcard(keys.requests)
+        sizes = frontier.sizes()
         line = (
-            f"  {time.monotonic() - began:5.1f}s  pages {pages:6d}  queued {queued:6d}  "
-            f"seen {server.scard(keys.dupefilter):6d}"
+            f"  {time.monotonic() - began:5.1f}s  pages {pages:6d}  queued {sizes.queued:6d}  "
+            f"in flight {sizes.in_flight:4d}  seen {sizes.seen:6d}"
         )
         # One line rewritten in place on a terminal, a line per second in a log.
         print(f"\r{line}" if tty else line, end="" if tty else "\n", flush=True)
         time.sleep(1)
     if tty:
         print()
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the project when it is inside it."""
+    return path.relative_to(services.ROOT) if path.is_relative_to(services.ROOT) else path
 
 
 def _node_value(server: redis.Redis, keys: SpiderKeys, node_id: str, field: str) -> int:
@@ -145,7 +151,7 @@ def _summary(server, keys, node_ids, duration, items_path: Path) -> None:
         with path.open(encoding="utf-8") as lines:
             urls.extend(json.loads(line)["url"] for line in lines)
     print(
-        f"  items are in {items_path.relative_to(services.ROOT)}/NODE.jsonl: "
+        f"  items are in {_shown(items_path)}/NODE.jsonl: "
         f"{len(urls)} lines, {len(set(urls))} distinct URLs"
     )
 
