@@ -281,7 +281,13 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10").split(",")
+REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
+REMOTE_VARIANTS: dict[str, dict[str, str]] = {
+    "stock scrapy-redis scheduler": VARIANTS["stock scrapy-redis scheduler"],
+    OURS: {},
+    "this project + cluster politeness check per request": {"CLUSTER_HOST_RATE": "100000"},
+}
 OBSERVABILITY = {
     "metrics and heartbeats on (METRICS_PORT, 2 s heartbeats)": {
         "METRICS_PORT": "0",  # replaced by a free port per run
@@ -409,6 +415,8 @@ def main() -> None:
             stores: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
             crawls = {name: Figures() for name in crawl_variants(uri or "")}
             wakes: dict[str, list[float]] = {name: [] for name in WAKE_VARIANTS}
+            remote = {name: Figures() for name in REMOTE_VARIANTS}
+            remote_rtt: list[float] = []
             for run in range(RUNS):
                 if "1" in SECTIONS:
                     for name, settings in VARIANTS.items():
@@ -456,6 +464,16 @@ def main() -> None:
                 if "9" in SECTIONS:
                     for name in WAKE_VARIANTS:
                         wakes[name] += wake_latencies(server.url, name, work / f"wake-{run}", run)
+                if "10" in SECTIONS:
+                    latency = services.start_latency_proxy(server.url, REMOTE_DELAY_MS)
+                    try:
+                        remote_rtt.append(round_trip_ms(latency.url))
+                        for name, settings in REMOTE_VARIANTS.items():
+                            remote[name].samples.append(
+                                crawl_once(latency.url, settings, 1, work / f"remote-{run}")
+                            )
+                    finally:
+                        latency.stop()
                 print(f"run {run + 1}/{RUNS} done", file=sys.stderr)
         finally:
             server.stop()
@@ -486,6 +504,30 @@ def main() -> None:
             print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / base:6.2f}x")
     if "9" in SECTIONS:
         report_wake(wakes)
+    if "10" in SECTIONS:
+        report_remote(remote, statistics.median(remote_rtt), results)
+
+
+def round_trip_ms(url: str) -> float:
+    """Median milliseconds of a PING through ``url``."""
+    with redis.Redis.from_url(url) as client:
+        client.ping()
+        times = []
+        for _ in range(100):
+            began = time.perf_counter()
+            client.ping()
+            times.append(1000 * (time.perf_counter() - began))
+    return statistics.median(times)
+
+
+def report_remote(remote: dict[str, Figures], rtt: float, local: dict[str, Figures]) -> None:
+    print(f"\n10. One node, Redis {rtt:.2f} ms away (PING round trip through a delaying "
+          f"proxy), median of {RUNS}")  # fmt: skip
+    for name, figures in remote.items():
+        line = f"   {name:52s} {figures.rate:8.0f} pages/s"
+        if name in local and local[name].samples:
+            line += f"   (Redis on loopback: {local[name].rate:.0f})"
+        print(line)
 
 
 def report_wake(wakes: dict[str, list[float]]) -> None:

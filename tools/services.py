@@ -182,6 +182,13 @@ def start_demo_site(port: int = 0, *, log: Path | None = None, latency: float = 
     return _start_announcing(args, "demo site", log)
 
 
+def start_latency_proxy(target_url: str, delay_ms: float) -> Service:
+    """A Redis URL in front of ``target_url`` whose replies are held ``delay_ms``."""
+    target = target_url.split("//", 1)[1].rsplit("/", 1)[0]
+    args = ["tools.latency_proxy", "--target", target, "--delay-ms", str(delay_ms)]
+    return _start_announcing(args, "latency proxy", None)
+
+
 def start_forward_proxy(*, auth: str = "", log: Path | None = None) -> Service:
     args = ["tools.forward_proxy", "--port", "0"] + (["--auth", auth] if auth else [])
     return _start_announcing(args, "forward proxy", log)
