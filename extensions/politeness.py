@@ -1,13 +1,13 @@
 """Politeness across the whole cluster: at most ``CLUSTER_HOST_RATE`` requests
 per second to any one host from all nodes together.
 
-Each request reserves a send time for its host in Redis (``NAME:rate:HOST``;
-one Lua call for all the requests of one turn of the reactor). A request whose
-time has come goes on; one that must wait is parked in ``NAME:delayed`` until
-its reserved time (it holds no download slot and does not block other hosts),
-then sent without asking again. Per-host rates in ``CLUSTER_HOST_RATES`` (``{"example.com": 2}``)
-override the default; 0 or unset means no limit. AutoThrottle and Scrapy's
-per-node limits still apply on top. Nodes' clocks should be NTP-synchronised.
+Each request reserves a send time for its host in Redis (``NAME:rate:HOST``,
+one Lua call). A request whose time has come goes on; one that must wait is
+parked in ``NAME:delayed`` until its reserved time (it holds no download slot
+and does not block other hosts), then sent without asking again. Per-host
+rates in ``CLUSTER_HOST_RATES`` (``{"example.com": 2}``) override the default;
+0 or unset means no limit. AutoThrottle and Scrapy's per-node limits still
+apply on top. Nodes' clocks should be NTP-synchronised.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from urllib.parse import urlsplit
 
 import redis
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import reactor
-from twisted.internet.defer import Deferred
 
 from extensions import connection, defaults
 from extensions.frontier import load_script
@@ -29,7 +26,6 @@ from extensions.keys import SpiderKeys
 from extensions.retry import DELAY_UNTIL
 
 if TYPE_CHECKING:
-    from redis.commands.core import Script
     from scrapy import Request
     from scrapy.crawler import Crawler
 
@@ -38,41 +34,6 @@ logger = logging.getLogger(__name__)
 #: meta key holding the send time (ms) a parked request reserved
 RATE_SLOT = "cluster_rate_slot"
 ON_TIME_MS = 50  # a slot this close is taken as now: not worth a trip through Redis
-
-
-class Reservations:
-    """Send-time reservations asked for in one turn of the reactor go to Redis
-    together, in one script call: the downloader takes requests in bursts, and
-    a round trip each would hold the reactor up that many times (1 ms each to
-    a Redis across the network)."""
-
-    def __init__(self, script: Script):
-        self._script = script
-        self._waiting: list[tuple[str, int, Deferred[int]]] = []
-
-    def reserve(self, key: str, interval: int) -> Deferred[int]:
-        """The send time (ms since epoch) reserved under ``key``; errback with
-        the RedisError if Redis cannot be asked."""
-        reserved: Deferred[int] = Deferred()
-        self._waiting.append((key, interval, reserved))
-        if len(self._waiting) == 1:
-            reactor.callLater(0, self._send)
-        return reserved
-
-    def _send(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        now = int(time.time() * 1000)
-        try:
-            slots = self._script(
-                keys=[key for key, _, _ in waiting],
-                args=[now, *(interval for _, interval, _ in waiting)],
-            )
-        except redis.RedisError as exc:
-            for _, _, reserved in waiting:
-                reserved.errback(exc)
-            return
-        for (_, _, reserved), slot in zip(waiting, slots, strict=True):
-            reserved.callback(int(slot))
 
 
 class ClusterPolitenessMiddleware:
@@ -90,7 +51,7 @@ class ClusterPolitenessMiddleware:
         self.keys = keys
         self.default_rate = default_rate
         self.host_rates = {host.lower(): float(rate) for host, rate in host_rates.items()}
-        self._reservations = Reservations(server.register_script(load_script("rate")))
+        self._reserve = server.register_script(load_script("rate"))
         self.health = connection.health_for(crawler)
 
     @classmethod
@@ -109,7 +70,7 @@ class ClusterPolitenessMiddleware:
     def rate_for(self, host: str) -> float:
         return self.host_rates.get(host, self.default_rate)
 
-    async def process_request(self, request: Request) -> Request | None:
+    def process_request(self, request: Request) -> Request | None:
         parts = urlsplit(request.url)
         host = (parts.hostname or "").lower()
         rate = self.rate_for(host)
@@ -126,17 +87,15 @@ class ClusterPolitenessMiddleware:
             # Picked up too late: its moment passed, and sending it now next to
             # the requests holding the following slots would be a burst.
             self.stats.inc_value("politeness/late")
+        key = self.keys.rate(host)
         try:
-            slot = await maybe_deferred_to_future(
-                self._reservations.reserve(self.keys.rate(host), interval)
-            )
+            slot = int(self._reserve(keys=[key], args=[now, interval]))
         except redis.RedisError as exc:
             # Fail open: a crawl must not stop because Redis is briefly away;
             # Scrapy's own per-node limits still hold meanwhile.
             self.health.failed(exc)
             return None
         self.health.ok()
-        now = int(time.time() * 1000)  # the reservation took a turn of the reactor
         if slot <= now + ON_TIME_MS:
             self.stats.inc_value("politeness/sent_at_once")
             return None

@@ -48,14 +48,3 @@ def test_three_nodes_hold_a_host_to_the_cluster_rate_while_another_runs_free(
     finally:
         limited.stop()
         free.stop()
-
-
-def test_one_call_reserves_a_burst_with_consecutive_times_per_host(redis_client):
-    from extensions.frontier import load_script
-
-    reserve = redis_client.register_script(load_script("rate"))
-    now = 1_000_000
-    keys = ["s:rate:a", "s:rate:a", "s:rate:b", "s:rate:a"]
-    assert reserve(keys=keys, args=[now, 100, 100, 50, 100]) == [now, now + 100, now, now + 200]
-    # the next burst starts where this one left off
-    assert reserve(keys=["s:rate:b"], args=[now, 50]) == [now + 50]
