@@ -77,7 +77,7 @@ def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = N
         # flush, no NOSCRIPT failing one command inside a MULTI block after a
         # Redis restart, and cluster pipelines, which refuse EVALSHA, take it.
         return pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
-    return script(keys=keys, args=args, client=pipe)
+    return script(keys=keys, args=args)
 
 
 def now_ms() -> int:

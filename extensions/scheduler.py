@@ -9,7 +9,8 @@ What it adds to scrapy-redis's scheduler:
   pipelines), in batches, in the same transaction that writes its children;
 * requests are JSON (``extensions.serializer``), never pickle;
 * round trips are batched: leases in groups into a local buffer, discovered
-  requests checked against the dupefilter and enqueued in one Lua call;
+  requests checked against the dupefilter and enqueued in one Lua call, and
+  links this node already sent dropped before they are even serialized;
 * an idle node asks Redis again after 50 ms, backing off to 1 s, instead of
   every 5 s; and it closes only when the whole cluster's frontier has stayed
   empty for ``MAX_IDLE_TIME_BEFORE_CLOSE`` seconds.

@@ -108,6 +108,11 @@ def test_a_start_url_key_outside_the_spiders_slot_is_refused(redis_cluster):
                     "-s", "REDIS_CLUSTER=True", "-s", "REDIS_START_URLS_KEY=seeds")  # fmt: skip
     assert result.returncode != 0
     assert "must contain %(name)s" in result.stderr
+    result = scrapy("crawl", "shop", "-s", f"REDIS_URL={redis_cluster.url}",
+                    "-s", "REDIS_CLUSTER=True", "-s", "REDIS_START_URLS_KEY=seeds")  # fmt: skip
+    assert result.returncode == 1
+    assert "must contain %(name)s" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_cluster_pipelines_queue_scripts_as_eval(redis_cluster, cluster_client):

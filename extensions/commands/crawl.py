@@ -1,5 +1,6 @@
-"""``scrapy crawl``, checking Redis first: an unreachable Redis is one clear
-line and exit status 1, not a traceback from deep inside the engine."""
+"""``scrapy crawl``, checking Redis first: an unreachable Redis (or a start URL
+key a Redis Cluster cannot hold with the spider's other keys) is one clear line
+and exit status 1, not a traceback from deep inside the engine."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from extensions import connection
 from extensions.exceptions import RedisUnavailable
+from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
     import argparse
@@ -38,8 +40,9 @@ class Command(ScrapyCrawlCommand):
                 return super().run(args, opts)  # Scrapy's own command reports it
             spidercls.update_settings(settings)
             try:
+                SpiderKeys.from_settings(args[0], settings, getattr(spidercls, "redis_key", None))
                 connection.from_settings(settings).close()
-            except RedisUnavailable as exc:
+            except (RedisUnavailable, ValueError) as exc:
                 logger.critical("%s", exc)
                 self.exitcode = 1
                 return
