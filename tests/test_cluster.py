@@ -5,10 +5,9 @@ import json
 import pytest
 from redis.cluster import RedisCluster
 
-from demosite import catalog
-from tests.conftest import read_items, scrapy
+from tests.conftest import scrapy
 from tests.test_retry import FLAKY_SETTINGS
-from tests.test_scheduler import SHOP_PAGES, page_hits
+from tests.test_scheduler import SHOP_PAGES, assert_shop_crawled_once, page_hits
 from tools import services
 
 
@@ -45,11 +44,7 @@ def test_two_nodes_crawl_the_shop_with_every_key_of_the_spider_in_one_slot(
                     MAX_IDLE_TIME_BEFORE_CLOSE=2)  # fmt: skip
     assert nodes.wait(240) == [0, 0], nodes.tail()
 
-    hits = page_hits(demo_site)
-    assert set(hits) == SHOP_PAGES
-    assert {path for path, n in hits.items() if n != 1} == set()
-    items = read_items(tmp_path / "items")
-    assert len({item["url"] for item in items}) == len(items) == catalog.total_products()
+    items = assert_shop_crawled_once(demo_site, tmp_path / "items")
     assert {item["_node"] for item in items} == {"n1", "n2"}
 
     keys = all_keys(cluster_client)

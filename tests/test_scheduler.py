@@ -32,6 +32,16 @@ def page_hits(site) -> dict[str, int]:
     return {path: n for path, n in site_hits(site).items() if path != "/robots.txt"}
 
 
+def assert_shop_crawled_once(site, items_dir) -> list[dict]:
+    """Every shop page fetched exactly once, one item per product; the items."""
+    hits = page_hits(site)
+    assert set(hits) == SHOP_PAGES
+    assert {path for path, n in hits.items() if n != 1} == set()
+    items = read_items(items_dir)
+    assert len({item["url"] for item in items}) == len(items) == catalog.total_products()
+    return items
+
+
 def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
     redis_url, redis_client, demo_site, nodes, tmp_path
 ):
@@ -42,13 +52,7 @@ def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
 
     assert nodes.wait(240) == [0, 0], nodes.tail()
 
-    hits = page_hits(demo_site)
-    assert set(hits) == SHOP_PAGES
-    assert {path for path, n in hits.items() if n != 1} == set()
-
-    items = read_items(tmp_path / "items")
-    assert len(items) == catalog.total_products()
-    assert len({item["url"] for item in items}) == len(items)
+    items = assert_shop_crawled_once(demo_site, tmp_path / "items")
     by_node = {node: sum(1 for i in items if i["_node"] == node) for node in ("n1", "n2")}
     assert all(count > 0 for count in by_node.values()), by_node
 
@@ -118,11 +122,7 @@ def test_graceful_stop_hands_work_back_and_a_new_node_resumes(
     assert nodes.wait(240)[1] == 0
     assert "resuming shop:" in nodes.log(1)
 
-    hits = page_hits(demo_site)
-    assert set(hits) == SHOP_PAGES
-    assert {path for path, n in hits.items() if n != 1} == set()
-    items = read_items(tmp_path / "items")
-    assert len({item["url"] for item in items}) == len(items) == catalog.total_products()
+    assert_shop_crawled_once(demo_site, tmp_path / "items")
 
 
 IDLE_LOOK = "no work anywhere; looking again in "

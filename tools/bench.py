@@ -15,7 +15,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -113,30 +112,30 @@ def crawl_once(
     site = services.start_demo_site()
     try:
         client.lpush(f"{spider}:start_urls", site.url + "/")
-        args = ["-s", f"REDIS_URL={redis_url}", "-s", f"CONCURRENT_REQUESTS={CONCURRENCY}",
-                "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={CONCURRENCY}",
-                "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=1", "-s", f"ITEMS_DIR={workdir}",
-                "-s", "LOG_LEVEL=WARNING"]  # fmt: skip
-        for name, value in settings.items():
-            args += ["-s", f"{name}={value}"]
-        for name, value in (spider_args or {}).items():
-            args += ["-a", f"{name}={value}"]
+        common = {
+            "CONCURRENT_REQUESTS": CONCURRENCY,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": CONCURRENCY,
+            "MAX_IDLE_TIME_BEFORE_CLOSE": 1,
+            "ITEMS_DIR": workdir,
+            "LOG_LEVEL": "WARNING",
+        }
         logs = [workdir / f"node-{n}.log" for n in range(nodes)]
         trips = [workdir / f"node-{n}.trips.json" for n in range(nodes)]
         procs = []
         for log, trips_file in zip(logs, trips, strict=True):
-            log.parent.mkdir(parents=True, exist_ok=True)
+            log.unlink(missing_ok=True)
             trips_file.unlink(missing_ok=True)
-            with log.open("wb") as stderr:
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "tools.count_round_trips", "crawl", spider, *args],
-                        cwd=services.ROOT,
-                        stdout=subprocess.DEVNULL,
-                        stderr=stderr,
-                        env={**os.environ, **(env or {}), "ROUND_TRIPS_FILE": str(trips_file)},
-                    )
+            procs.append(
+                services.start_node(
+                    spider,
+                    redis_url,
+                    log=log,
+                    settings={**common, **settings},
+                    spider_args=spider_args,
+                    env={**(env or {}), "ROUND_TRIPS_FILE": str(trips_file)},
+                    runner="tools.count_round_trips",
                 )
+            )
         cpu = 0.0
         for proc, log in zip(procs, logs, strict=True):
             # wait4 gives this node's own CPU time, not the demo site's
@@ -170,17 +169,17 @@ def wake_latencies(redis_url: str, variant: str, workdir: Path, seed: int) -> li
     client.flushall()
     site = services.start_demo_site()
     log = workdir / f"wake-{spider}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    args = ["-s", f"REDIS_URL={redis_url}", "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=0",
-            "-s", "SPIDER_MODULES=crawler.spiders,tools.bench_spiders",
-            "-s", f"ITEMS_DIR={workdir}"]  # fmt: skip
-    for name, value in settings.items():
-        args += ["-s", f"{name}={value}"]
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "scrapy", "crawl", spider, *args],
-            cwd=services.ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
-        )  # fmt: skip
+    proc = services.start_node(
+        spider,
+        redis_url,
+        log=log,
+        settings={
+            "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
+            "SPIDER_MODULES": "crawler.spiders,tools.bench_spiders",
+            "ITEMS_DIR": workdir,
+            **settings,
+        },
+    )
     latencies = []
     try:
         _wait(lambda: "Spider opened" in log.read_text(), 60, f"{spider} start", log)
@@ -206,11 +205,10 @@ def wake_latencies(redis_url: str, variant: str, workdir: Path, seed: int) -> li
 
 
 def _wait(check, timeout: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench: {what} not within {timeout} s:\n{log.read_text()[-3000:]}")
-        time.sleep(0.02)
+    try:
+        services.wait_until(check, timeout, what)
+    except RuntimeError as exc:
+        raise SystemExit(f"bench: {exc}:\n{log.read_text()[-3000:]}") from None
 
 
 def store_rates(uri: str, workdir: Path) -> dict[str, float]:

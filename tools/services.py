@@ -229,9 +229,12 @@ def start_node(
     settings: dict[str, object] | None = None,
     spider_args: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
+    runner: str = "scrapy",
 ) -> subprocess.Popen:
-    """One crawler node: ``scrapy crawl SPIDER`` in its own process."""
-    args = [sys.executable, "-m", "scrapy", "crawl", spider, "-s", f"REDIS_URL={redis_url}"]
+    """One crawler node: ``scrapy crawl SPIDER`` in its own process (``runner``
+    names another module that takes ``scrapy``'s arguments, e.g. the bench's
+    round-trip counter)."""
+    args = [sys.executable, "-m", runner, "crawl", spider, "-s", f"REDIS_URL={redis_url}"]
     for name, value in (settings or {}).items():
         args += ["-s", f"{name}={value}"]
     for name, value in (spider_args or {}).items():
