@@ -22,6 +22,8 @@ MONGO_DATABASE = os.environ.get("MONGO_DATABASE", "crawler")
 ITEMS_DIR = os.environ.get("ITEMS_DIR", "data")
 MAX_IDLE_TIME_BEFORE_CLOSE = int(os.environ.get("MAX_IDLE_TIME_BEFORE_CLOSE", "0"))
 METRICS_PORT = os.environ.get("METRICS_PORT", "")
+# True in the container images: private, loopback and link-local addresses are refused.
+DENY_PRIVATE_NETWORKS = os.environ.get("DENY_PRIVATE_NETWORKS", "False")
 
 USER_AGENT = "crawler (distributed Scrapy; +https://docs.scrapy.org)"
 ROBOTSTXT_OBEY = True

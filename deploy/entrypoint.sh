@@ -1,10 +1,11 @@
 #!/bin/sh
 # scrapyd reads ~/.scrapyd.conf after /etc/scrapyd/scrapyd.conf: the login goes
 # there from the environment, so no image or file in the repository holds it.
+# Only with a login does scrapyd listen beyond loopback.
 set -eu
 : "${SCRAPYD_USERNAME:?set SCRAPYD_USERNAME}"
 : "${SCRAPYD_PASSWORD:?set SCRAPYD_PASSWORD}"
 umask 077
-printf '[scrapyd]\nusername = %s\npassword = %s\n' "$SCRAPYD_USERNAME" "$SCRAPYD_PASSWORD" \
-  > "$HOME/.scrapyd.conf"
+printf '[scrapyd]\nbind_address = 0.0.0.0\nusername = %s\npassword = %s\n' \
+  "$SCRAPYD_USERNAME" "$SCRAPYD_PASSWORD" > "$HOME/.scrapyd.conf"
 exec "$@"

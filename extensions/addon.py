@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from extensions import defaults
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -17,17 +19,22 @@ SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 # switches itself off when not configured (no proxies, no rate, rotation off)
 DOWNLOADER_MIDDLEWARES = {
     "extensions.retry.BackoffRetryMiddleware": 550,
+    # above the retry middleware: it sees a refused address before a retry is planned
+    "extensions.urlpolicy.UrlPolicyMiddleware": 560,
     "extensions.politeness.ClusterPolitenessMiddleware": 590,
     "extensions.proxies.RotatingProxyMiddleware": 610,
     "extensions.useragents.RotatingUserAgentMiddleware": 615,
     "extensions.proxies.BanDetectionMiddleware": 620,
 }
+# closest to the spider: counts what its callbacks yield before anything else
+SPIDER_MIDDLEWARES = {"extensions.linklimit.LinkLimitMiddleware": 950}
 
 
 class DistributedAddon:
     def update_settings(self, settings: BaseSettings) -> None:
         settings.set("SCHEDULER", "extensions.scheduler.DistributedScheduler", "addon")
         settings.set("DUPEFILTER_CLASS", "extensions.dupefilter.RedisDupeFilter", "addon")
+        self._close_doors(settings)
         # Added into the component dicts so a project's own components stay on.
         if PIPELINE not in settings["ITEM_PIPELINES"]:
             settings["ITEM_PIPELINES"][PIPELINE] = 900
@@ -37,5 +44,22 @@ class DistributedAddon:
         for path, order in DOWNLOADER_MIDDLEWARES.items():
             if path not in middlewares:
                 middlewares[path] = order
+        for path, order in SPIDER_MIDDLEWARES.items():
+            if path not in settings["SPIDER_MIDDLEWARES"]:
+                settings["SPIDER_MIDDLEWARES"][path] = order
         if METRICS not in settings["EXTENSIONS"]:
             settings["EXTENSIONS"][METRICS] = 500  # off unless METRICS_PORT is set
+
+    @staticmethod
+    def _close_doors(settings: BaseSettings) -> None:
+        """Safe defaults for the open web; a project's own settings still win."""
+        # Scrapy's 1 GiB cap lets one response take a node's memory.
+        settings.set("DOWNLOAD_MAXSIZE", defaults.DOWNLOAD_MAXSIZE, "addon")
+        # Scrapy 2.19's remote control runs Python sent over HTTP (token, loopback);
+        # a crawler node has no use for it unless someone turns it on.
+        settings.set("REMOTE_CONTROL_ENABLED", False, "addon")
+        allowed = {s.lower() for s in settings.getlist("ALLOWED_SCHEMES", defaults.ALLOWED_SCHEMES)}
+        handlers = settings["DOWNLOAD_HANDLERS"]
+        for scheme in settings["DOWNLOAD_HANDLERS_BASE"]:
+            if scheme not in allowed:
+                handlers[scheme] = None  # file://, s3://, ftp://, data: cannot be fetched

@@ -126,6 +126,21 @@ def _refuse_cluster_node(client: redis.Redis, url: str) -> None:
         )
 
 
+# Errors that are about the server, not about the value written: READONLY
+# after a failover, OOM, a busy script, a cluster that is down or moving, a
+# key of the wrong type. Anything else Redis refuses (a score that is not a
+# number, a value too large, a script failing on its arguments) is the entry's.
+_SERVER_SIDE = ("READONLY", "OOM", "BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+                "MOVED", "ASK", "NOSCRIPT", "NOPERM", "NOAUTH", "WRONGTYPE", "MISCONF",
+                "EXECABORT", "CROSSSLOT")  # fmt: skip
+
+
+def is_bad_input(exc: redis.ResponseError) -> bool:
+    """True if Redis refused a write because of what was written."""
+    text = str(exc)
+    return not any(marker in text for marker in _SERVER_SIDE)
+
+
 class RedisHealth:
     """Says once that Redis went away and once that it came back, per node.
 

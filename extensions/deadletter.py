@@ -19,13 +19,26 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from extensions.serializer import entry_problem
+
 if TYPE_CHECKING:
     import redis
+    from redis.client import Pipeline
 
 logger = logging.getLogger(__name__)
 
 # meta keys of a failed request that a replay resets, so it gets fresh retries
 FRESH_RETRY_DROPS = ("retry_times", "retry_first_failure", "delay_until", "_dead_lettered")
+
+
+def parse_record(raw: bytes) -> dict[str, Any] | None:
+    """A dead-letter record, or None if it is not one (anyone who can write to
+    Redis can write to the list)."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 class DeadLetters:
@@ -34,7 +47,9 @@ class DeadLetters:
         self.key = key
         self.node_id = node_id
 
-    def add(self, *, kind: str, url: str, error: str, **extra: Any) -> None:
+    def add(
+        self, *, kind: str, url: str, error: str, pipe: Pipeline | None = None, **extra: Any
+    ) -> None:
         record = {
             "kind": kind,
             "url": url,
@@ -43,23 +58,36 @@ class DeadLetters:
             "time": time.time(),
             **extra,
         }
-        self.server.lpush(self.key, json.dumps(record, default=repr))
+        (pipe or self.server).lpush(self.key, json.dumps(record, default=repr))
 
-    def records(self, limit: int | None = None) -> list[dict[str, Any]]:
+    def records(self, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The newest ``limit`` records, and how many of those were malformed (skipped)."""
         end = -1 if limit is None else limit - 1
-        return [json.loads(raw) for raw in self.server.lrange(self.key, 0, end)]
+        records, malformed = [], 0
+        for raw in self.server.lrange(self.key, 0, end):
+            record = parse_record(raw)
+            if record is None:
+                malformed += 1
+            else:
+                records.append(record)
+        return records, malformed
 
     def replay(self, requests_key: str, limit: int | None = None) -> tuple[int, int]:
         """Put the oldest ``limit`` replayable records back in the queue with fresh
-        retries. Returns (replayed, left because they hold no request)."""
+        retries. Returns (replayed, left because they hold no valid request).
+
+        A stored request is checked as a node would check it before it goes
+        back: a record is data anyone who can write to Redis may have written.
+        """
         chosen: list[tuple[bytes, dict[str, Any]]] = []
         unreplayable = 0
         for raw in reversed(self.server.lrange(self.key, 0, -1)):  # oldest first
-            record = json.loads(raw)
-            if not record.get("request"):
+            record = parse_record(raw)
+            request = _stored_request(record)
+            if request is None or entry_problem(request) is not None:
                 unreplayable += 1
             elif limit is None or len(chosen) < limit:
-                chosen.append((raw, json.loads(record["request"])))
+                chosen.append((raw, request))
         pipe = self.server.pipeline(transaction=True)
         for raw, request in chosen:
             meta = request.get("meta", {})
@@ -79,3 +107,14 @@ class DeadLetters:
         pipe.delete(self.key)
         count, _ = pipe.execute()
         return int(count)
+
+
+def _stored_request(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    stored = record.get("request") if record else None
+    if not isinstance(stored, str):
+        return None
+    try:
+        request = json.loads(stored)
+    except (ValueError, RecursionError):
+        return None
+    return request if isinstance(request, dict) else None

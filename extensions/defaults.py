@@ -17,6 +17,18 @@ REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list the users LPUSH raw URLs or
 REDIS_START_URLS_BATCH_SIZE = 100  # entries read from the start URL list per round trip
 # seconds the whole cluster's frontier must stay empty before a node closes; 0 = never
 MAX_IDLE_TIME_BEFORE_CLOSE = 0
+# request.meta keys a start-URL entry may set: ["*"] = any key that is not a control
+# key of Scrapy or the stack (extensions/meta.py); control keys are never taken
+START_URL_META_KEYS = ["*"]
+
+# --- what may be fetched (extensions/urlpolicy.py) ---------------------------
+ALLOWED_SCHEMES = ["http", "https"]  # other schemes are refused and their handlers removed
+ALLOWED_PORTS: list[int] = []  # ports a request may use; empty = any
+DENY_PRIVATE_NETWORKS = False  # refuse private/loopback/link-local addresses (resolved too)
+# bytes: a response larger than this is cancelled and dead-lettered (Scrapy's own
+# default is 1 GiB); the add-on sets it unless the project does
+DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
+MAX_LINKS_PER_PAGE = 5000  # requests one response may produce; the rest are dropped, counted
 
 # --- the frontier -----------------------------------------------------------
 SCHEDULER_PERSIST = True  # keep the crawl state in Redis when a node closes
@@ -33,6 +45,9 @@ FRONTIER_LEASE_TIMEOUT = 600.0  # seconds a lease lasts even while its node stil
 FRONTIER_RELEASE_INTERVAL = 0.2  # seconds between batched lease releases
 FRONTIER_IDLE_POLL_MIN = 0.05  # seconds an idle node first waits before asking Redis again
 FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
+# seconds ahead a request may be parked (retries, politeness, resting proxies);
+# later than that is refused and dead-lettered, so nothing waits forever
+FRONTIER_MAX_DELAY = 86400.0
 
 # --- retries (whether to retry: Scrapy's RETRY_TIMES, RETRY_HTTP_CODES, RETRY_EXCEPTIONS) ---
 RETRY_BACKOFF_BASE = 1.0  # seconds: retry n waits uniform(0, min(max, base * 2**(n-1)))

@@ -203,7 +203,7 @@ class Frontier:
         """
         now = now_ms()
         flat = self._reclaim(
-            keys=[self.keys.nodes, self.keys.requests],
+            keys=[self.keys.nodes, self.keys.requests, self.keys.start_urls],
             args=[
                 now,
                 now - int(node_timeout * 1000),
@@ -211,6 +211,7 @@ class Frontier:
                 closing_node,
                 now - int(forget_after * 1000),
                 self.keys.node(""),
+                self.keys.start_leases(""),
             ],
         )
         return {
@@ -228,14 +229,20 @@ class Frontier:
                 keys.start_urls, keys.requests, keys.nodes, keys.dupefilter, keys.dlq,
                 keys.delayed, keys.bloom_count,
             ],
-            args=[keys.leases_prefix()],
+            args=[keys.leases_prefix(), keys.start_leases("")],
         )  # fmt: skip
         return FrontierSizes(*(int(v) for v in values))
 
     def clear(self) -> None:
         """Forget the crawl: queue, seen fingerprints, every node's leases and
-        progress. Start URLs waiting to be read and the dead letters stay."""
+        progress. Start URLs waiting to be read (those a node had taken go back
+        to the start list) and the dead letters stay."""
         nodes = [n.decode() for n in self.server.zrange(self.keys.nodes, 0, -1)]
+        for node in nodes:
+            entries = self.server.lrange(self.keys.start_leases(node), 0, -1)
+            if entries:
+                self.server.rpush(self.keys.start_urls, *reversed(entries))
+                self.server.delete(self.keys.start_leases(node))
         doomed = [
             self.keys.requests, self.keys.dupefilter, self.keys.delayed, self.keys.nodes,
             self.keys.checkpoint,

@@ -19,6 +19,8 @@ key                            type    holds
 ``NAME:bloom:count``           string  with DUPEFILTER_MODE = "bloom": fingerprints added
 ``NAME:leases:NODE``           zset    requests handed to NODE and not yet finished:
                                        JSON request -> lease deadline (ms since epoch)
+``NAME:start_leases:NODE``     list    start-URL entries NODE took from the start list and
+                                       has not queued yet; back to the start list if it dies
 ``NAME:delayed``               zset    retries waiting for their backoff to pass:
                                        JSON request -> due time (ms since epoch)
 ``NAME:nodes``                 zset    node id -> last heartbeat (ms since epoch)
@@ -52,6 +54,7 @@ DUPEFILTER = "%(name)s:dupefilter"
 BLOOM = "%(name)s:bloom:"  # + shard number
 BLOOM_COUNT = "%(name)s:bloom:count"
 LEASES = "%(name)s:leases:%(node)s"
+START_LEASES = "%(name)s:start_leases:%(node)s"
 DELAYED = "%(name)s:delayed"
 NODES = "%(name)s:nodes"
 NODE = "%(name)s:node:%(node)s"
@@ -128,6 +131,9 @@ class SpiderKeys:
 
     def leases(self, node: str) -> str:
         return LEASES % {"name": self.prefix, "node": node}
+
+    def start_leases(self, node: str) -> str:
+        return START_LEASES % {"name": self.prefix, "node": node}
 
     def node(self, node: str) -> str:
         return NODE % {"name": self.prefix, "node": node}

@@ -42,6 +42,8 @@ from pymongo.errors import (
     WTimeoutError,
 )
 
+from extensions.documents import MAX_NESTING, document_problem, printable
+
 logger = logging.getLogger(__name__)
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
@@ -135,6 +137,25 @@ class Journal:
             return
         for claimed in self.directory.glob(".*.replaying-*"):
             self.release(claimed, done=False)
+
+
+def keep_rejected(
+    path: Path, doc: dict[str, Any], key: Any, reason: str, report: WriteReport
+) -> None:
+    """Append a rejected item to ``path`` with the reason, durably."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "reason": reason,
+        "key": printable(key, depth=MAX_NESTING - 1),
+        "time": time.time(),
+        "item": printable(doc),
+    }
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    report.rejected += 1
+    report.rejections.append((id(doc), f"{reason}; kept in {path}"))
 
 
 class MongoStore:
@@ -287,9 +308,7 @@ class MongoStore:
         return kept
 
     def _unacceptable(self, doc: dict[str, Any]) -> str | None:
-        if doc.get(self.key_field) in (None, ""):
-            return f"missing its key field {self.key_field!r}"
-        return None
+        return document_problem(doc, self.key_field)
 
     def _size_problem(self, doc: dict[str, Any]) -> str | None:
         try:
@@ -414,14 +433,4 @@ class MongoStore:
     def _reject(self, doc: dict[str, Any], reason: str, report: WriteReport) -> None:
         key = doc.get(self.key_field)
         self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"reason": reason, "key": repr(key)[:500], "time": time.time()}
-        try:
-            record["item"] = json.loads(json.dumps(doc, default=repr))
-        except (TypeError, ValueError, RecursionError):
-            record["item"] = repr(doc)[:100_000]
-        with open(self.rejected_path, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        report.rejected += 1
-        report.rejections.append((id(doc), f"{reason}; kept in {self.rejected_path}"))
+        keep_rejected(self.rejected_path, doc, key, reason, report)

@@ -141,7 +141,13 @@ class ItemStorePipeline:
         return item
 
     def _document(self, item: Any) -> dict[str, Any]:
-        doc = ItemAdapter(item).asdict()
+        adapter = ItemAdapter(item)
+        try:
+            doc = adapter.asdict()
+        except RecursionError:
+            # Nested too deep to copy: passed on as it is, for the store to reject
+            # with the reason (and keep), rather than lost here.
+            doc = dict(adapter.items())
         spider = self.crawler.spider
         doc.setdefault("_spider", spider.name if spider else "")
         doc.setdefault("_node", self.node_id)

@@ -23,7 +23,7 @@ from scrapy.exceptions import NotConfigured
 from extensions import connection, defaults
 from extensions.frontier import load_script
 from extensions.keys import SpiderKeys
-from extensions.retry import DELAY_UNTIL
+from extensions.meta import DELAY_UNTIL, RATE_SLOT
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: meta key holding the send time (ms) a parked request reserved
-RATE_SLOT = "cluster_rate_slot"
 ON_TIME_MS = 50  # a slot this close is taken as now: not worth a trip through Redis
 
 

@@ -21,6 +21,7 @@ What this adds to the package's ``RotatingProxyMiddleware`` and
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import time
@@ -39,7 +40,7 @@ from scrapy.utils.misc import load_object
 
 from extensions import connection, defaults
 from extensions.keys import SpiderKeys
-from extensions.retry import DELAY_UNTIL
+from extensions.meta import DELAY_UNTIL
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -68,6 +69,28 @@ def proxy_list(settings, environ: dict[str, str] | None = None) -> list[str]:
     if not listed and environ.get("PROXIES"):
         listed = re.split(r"[\s,]+", environ["PROXIES"])
     return [p.strip() for p in listed if p.strip() and not p.strip().startswith("#")]
+
+
+def proxy_record(until: Any, attempts: Any) -> str | None:
+    """The shared record of a resting proxy: "rest until:failed attempts"."""
+    if not isinstance(until, (int, float)) or not math.isfinite(until):
+        return None
+    if not isinstance(attempts, int) or attempts < 0:
+        return None
+    return f"{until}:{attempts}"
+
+
+def parse_proxy_record(value: bytes) -> tuple[float, int] | None:
+    """(rest until, failed attempts) from a shared record, None if malformed:
+    the record may come from any node, or anyone who can write to Redis."""
+    try:
+        until_text, sep, attempts_text = value.decode("ascii").partition(":")
+        until, attempts = float(until_text), int(attempts_text or 0)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not sep or not math.isfinite(until) or attempts < 0:
+        return None
+    return until, min(attempts, 64)
 
 
 class MaskedProxies(Proxies):
@@ -122,6 +145,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
         self.key = key
         self._synced = 0.0
         self._all_resting_said = False
+        self._bad_records_said: set[bytes] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RotatingProxyMiddleware:
@@ -196,10 +220,11 @@ class RotatingProxyMiddleware(StockRotatingProxies):
         if self.server is None:
             return
         state = self.proxies.proxies[proxy]
+        record = proxy_record(state.next_check, state.failed_attempts)
+        if record is None:
+            return  # not resting (e.g. never marked dead): nothing the others could use
         try:
-            self.server.hset(
-                self.key, proxy_label(proxy), f"{state.next_check}:{state.failed_attempts}"
-            )
+            self.server.hset(self.key, proxy_label(proxy), record)
         except redis.RedisError as exc:
             connection.health_for(self.crawler).failed(exc)
 
@@ -214,10 +239,21 @@ class RotatingProxyMiddleware(StockRotatingProxies):
             connection.health_for(self.crawler).failed(exc)
             return
         for label, value in shared.items():
-            proxy = self.by_label.get(label.decode())
-            until, _, attempts = value.decode().partition(":")
-            if proxy and float(until) > now:
-                self.proxies.rest_until(proxy, float(until), int(attempts or 0))
+            proxy = self.by_label.get(label.decode("utf-8", "replace"))
+            if proxy is None:
+                continue
+            parsed = parse_proxy_record(value)
+            if parsed is None:
+                if label not in self._bad_records_said:
+                    self._bad_records_said.add(label)
+                    logger.warning(
+                        "ignoring malformed proxy record %r in %s", value[:100], self.key
+                    )
+                    self.crawler.stats.inc_value("proxies/bad_records")
+                continue
+            until, attempts = parsed
+            if until > now:
+                self.proxies.rest_until(proxy, until, attempts)
 
     def log_stats(self) -> None:
         logger.info("%s", self.proxies)

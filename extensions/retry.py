@@ -23,13 +23,16 @@ from typing import TYPE_CHECKING
 
 import redis
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.response import response_status_message
+from twisted.internet.defer import CancelledError
 
 from extensions import connection, defaults
 from extensions.checkpoint import node_id_for
 from extensions.deadletter import DeadLetters
 from extensions.exceptions import SerializationError
 from extensions.keys import SpiderKeys
+from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
 from extensions.serializer import dumps_request
 
 if TYPE_CHECKING:
@@ -40,11 +43,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: meta key the scheduler reads: park the request until this time (s since epoch)
-DELAY_UNTIL = "delay_until"
-FIRST_FAILURE = "retry_first_failure"
-#: meta key set on a request that went to the dead-letter queue (not "done")
-DEAD_LETTERED = "_dead_lettered"
 RETRY_AFTER_STATUSES = (429, 503)
 
 
@@ -68,6 +66,18 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random = ra
     return rng.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
 
 
+def _is_robots_request(request: Request) -> bool:
+    return bool(request.meta.get("dont_obey_robotstxt")) and request.url.endswith("/robots.txt")
+
+
+def _failure_text(request: Request, exception: Exception, maxsize: int) -> str:
+    if isinstance(exception, CancelledError):
+        # Scrapy cancels a download that outgrew its size cap, and says so only in a log line.
+        cap = request.meta.get("download_maxsize", maxsize)
+        return f"download cancelled: response larger than DOWNLOAD_MAXSIZE ({cap} bytes)"
+    return f"{type(exception).__name__}: {exception}"
+
+
 class BackoffRetryMiddleware(RetryMiddleware):
     def __init__(
         self,
@@ -83,6 +93,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
                 "RETRY_BACKOFF_BASE, RETRY_BACKOFF_MAX and RETRY_AFTER_MAX must be >= 0"
             )
         self.dead_letters = dead_letters
+        self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BackoffRetryMiddleware:
@@ -113,15 +124,29 @@ class BackoffRetryMiddleware(RetryMiddleware):
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> Request | None:
-        if not isinstance(exception, self.exceptions_to_retry) or request.meta.get(
+        if isinstance(exception, IgnoreRequest) or request.meta.get(DEAD_LETTERED):
+            return None  # dropped on purpose (robots.txt, URL policy), not failed
+        if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
             "dont_retry", False
         ):
-            return None
-        return self._retry_later(
+            return self._retry_later(
+                request,
+                reason=exception,
+                error=f"{type(exception).__name__}: {exception}",
+            )
+        if _is_robots_request(request):
+            return None  # Scrapy's robots.txt middleware handles its own failures
+        # Nothing will try this request again: it failed for good.
+        now = time.time()
+        self._dead_letter(
             request,
-            reason=exception,
-            error=f"{type(exception).__name__}: {exception}",
+            _failure_text(request, exception, self.maxsize),
+            None,
+            request.meta.get(FIRST_FAILURE, now),
+            now,
+            kind="failed",
         )
+        return None
 
     def _retry_later(
         self,
@@ -154,9 +179,17 @@ class BackoffRetryMiddleware(RetryMiddleware):
         return retry
 
     def _dead_letter(
-        self, request: Request, error: str, status: int | None, first: float, last: float
+        self,
+        request: Request,
+        error: str,
+        status: int | None,
+        first: float,
+        last: float,
+        kind: str = "retries_exhausted",
     ) -> None:
-        self.crawler.stats.inc_value("retry/dead_lettered")
+        self.crawler.stats.inc_value(
+            "retry/dead_lettered" if kind == "retries_exhausted" else f"failed/{kind}"
+        )
         if self.dead_letters is None:
             return
         spider = self.crawler.spider
@@ -175,7 +208,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         }
         request.meta[DEAD_LETTERED] = True  # the scheduler counts it as failed, not done
         try:
-            self.dead_letters.add(kind="retries_exhausted", url=request.url, error=error, **record)
+            self.dead_letters.add(kind=kind, url=request.url, error=error, **record)
         except redis.RedisError as exc:
             connection.health_for(self.crawler).failed(exc)
             logger.error("could not dead-letter %s (%s): %s", request.url, error, exc)

@@ -18,6 +18,7 @@ What it adds to scrapy-redis's scheduler:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import deque
@@ -36,14 +37,27 @@ from extensions.deadletter import DeadLetters
 from extensions.exceptions import SerializationError
 from extensions.frontier import Frontier, FrontierSizes, SentFingerprints
 from extensions.keys import SpiderKeys
-from extensions.retry import DEAD_LETTERED, DELAY_UNTIL
+from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, START_ENTRY, priority_problem
 from extensions.serializer import dumps_request, loads_request
+from extensions.start_urls import StartLeases, tracker_for
+from extensions.urlpolicy import RefusedLog, UrlPolicy
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+START_URLS_RETURNED = " start URLs"  # how reclaim.lua names returned start entries
+
+
+def _url_of(data: bytes) -> str:
+    """The URL of an unreadable queue entry, if one can be told, for the record."""
+    try:
+        url = json.loads(data).get("url")
+    except (ValueError, AttributeError, RecursionError):
+        return ""
+    return url[:2000] if isinstance(url, str) else ""
 
 
 def bloom_from_settings(settings) -> BloomParams | None:
@@ -80,8 +94,14 @@ class DistributedScheduler(BaseScheduler):
         node_forget_after: float = defaults.NODE_FORGET_AFTER,
         bloom: BloomParams | None = None,
         local_cache: int = defaults.DUPEFILTER_LOCAL_CACHE,
+        url_policy: UrlPolicy | None = None,
+        max_delay: float = defaults.FRONTIER_MAX_DELAY,
     ):
         self.server = server
+        self.url_policy = url_policy or UrlPolicy()
+        self.max_delay = max_delay
+        self.refused = RefusedLog(crawler.stats, "frontier/refused")
+        self.start_entries = tracker_for(crawler)
         self._sent = SentFingerprints(local_cache)
         self.bloom = bloom
         self.node_forget_after = node_forget_after
@@ -148,6 +168,8 @@ class DistributedScheduler(BaseScheduler):
             node_forget_after=s.getfloat("NODE_FORGET_AFTER", defaults.NODE_FORGET_AFTER),
             bloom=bloom_from_settings(s),
             local_cache=s.getint("DUPEFILTER_LOCAL_CACHE", defaults.DUPEFILTER_LOCAL_CACHE),
+            url_policy=UrlPolicy.from_settings(s),
+            max_delay=s.getfloat("FRONTIER_MAX_DELAY", defaults.FRONTIER_MAX_DELAY),
         )
 
     # --- lifecycle ------------------------------------------------------------
@@ -158,6 +180,7 @@ class DistributedScheduler(BaseScheduler):
         self.frontier = Frontier(self.server, self.keys, self.node_id, self.bloom)
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
+        self.start_leases = StartLeases(self.server, self.keys, self.node_id)
         if self.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
@@ -226,7 +249,28 @@ class DistributedScheduler(BaseScheduler):
         return bool(self._buffer or self._to_enqueue or self._to_delay)
 
     def enqueue_request(self, request: Request) -> bool:
+        token = request.meta.pop(START_ENTRY, None)
+        try:
+            return self._enqueue(request)
+        finally:
+            if token is not None:
+                # queued, filtered or dead-lettered: its start entry may go
+                self.start_entries.handled(token)
+
+    def _enqueue(self, request: Request) -> bool:
+        problem = self.url_policy.problem(request.url)
+        if problem is not None:
+            self.refused.refused(request.url, *problem)
+            return False
         due = request.meta.pop(DELAY_UNTIL, None)
+        invalid = priority_problem(request.priority)
+        if invalid is None and due is not None:
+            invalid = self._delay_problem(due)
+        if invalid is not None:
+            logger.error("cannot queue %s: %s", request, invalid)
+            self.stats.inc_value("frontier/invalid")
+            self._dead_letter(kind="invalid_request", url=request.url, error=invalid)
+            return False
         fingerprint: str | bytes = ""
         if due is None and not request.dont_filter:
             fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
@@ -251,6 +295,13 @@ class DistributedScheduler(BaseScheduler):
             self.flush()
         return True
 
+    def _delay_problem(self, due: object) -> str | None:
+        if not isinstance(due, (int, float)) or isinstance(due, bool) or due != due:
+            return f"delay_until {due!r:.80} is not a time"
+        if due > time.time() + self.max_delay:
+            return f"delay_until is more than FRONTIER_MAX_DELAY ({self.max_delay:.0f}s) ahead"
+        return None
+
     def next_request(self) -> Request | None:
         if not self._buffer:
             self._refill()
@@ -265,9 +316,11 @@ class DistributedScheduler(BaseScheduler):
 
     def flush(self) -> None:
         """Write discovered requests and retries, then release finished leases,
-        in one transaction: a lease never goes before what its request produced."""
+        in one transaction: a lease never goes before what its request produced
+        (nor a start-URL entry before the requests built from it)."""
         self._collect_finished()
-        if not (self._to_enqueue or self._to_delay or self._to_release):
+        started = self.start_entries.take_done()
+        if not (self._to_enqueue or self._to_delay or self._to_release or started):
             return
         to_enqueue, to_delay, to_release = self._to_enqueue, self._to_delay, self._to_release
         done = self._done - len(to_delay)
@@ -275,11 +328,22 @@ class DistributedScheduler(BaseScheduler):
         self.frontier.enqueue(to_enqueue, pipe)
         self.frontier.delay(to_delay, pipe)
         self.frontier.release(to_release, pipe)
+        self.start_leases.ack(started, pipe)
         if done:
             pipe.hincrby(self.keys.checkpoint, "done", done)
         try:
             results = pipe.execute()
+        except redis.ResponseError as exc:
+            if not connection.is_bad_input(exc):
+                self.start_entries.put_back(started)
+                self.health.failed(exc)
+                return
+            # One entry Redis refuses must not hold back the rest forever.
+            self._flush_one_by_one(to_enqueue, to_delay, exc)
+            self.start_entries.put_back(started)
+            return
         except redis.RedisError as exc:
+            self.start_entries.put_back(started)
             self.health.failed(exc)
             return
         self.health.ok()
@@ -295,6 +359,38 @@ class DistributedScheduler(BaseScheduler):
                 self._next_poll = 0.0
         if to_release:
             self.stats.inc_value("frontier/released", len(to_release))
+
+    def _flush_one_by_one(
+        self,
+        to_enqueue: list[tuple[str | bytes, float, bytes]],
+        to_delay: list[tuple[float, bytes]],
+        first_error: Exception,
+    ) -> None:
+        """Write each new request and retry alone; those Redis refuses are
+        dead-lettered. The leases and start entries go with the next flush."""
+        logger.error("Redis refused a write (%s); writing entries one by one", first_error)
+        kept_enqueue, kept_delay = [], []
+        for entries, write, kept in (
+            (to_enqueue, self.frontier.enqueue, kept_enqueue),
+            (to_delay, self.frontier.delay, kept_delay),
+        ):
+            for entry in entries:
+                try:
+                    write([entry])
+                except redis.ResponseError as exc:
+                    if not connection.is_bad_input(exc):
+                        kept.append(entry)
+                        continue
+                    self.stats.inc_value("frontier/refused_by_redis")
+                    self._dead_letter(
+                        kind="refused_by_redis",
+                        url="",
+                        error=f"Redis refused the entry: {exc}",
+                        raw=entry[-1].decode("utf-8", "replace")[:10_000],
+                    )
+                except redis.RedisError:
+                    kept.append(entry)
+        self._to_enqueue, self._to_delay = kept_enqueue, kept_delay
 
     def _collect_finished(self) -> None:
         in_progress = engine.requests_in_progress(self.crawler)
@@ -323,10 +419,13 @@ class DistributedScheduler(BaseScheduler):
             try:
                 request = loads_request(data, self.spider)
             except SerializationError as exc:
-                logger.error("dropping unreadable request from the queue: %s", exc)
+                logger.error("dead-lettering an unreadable queue entry: %s", exc)
                 self.stats.inc_value("frontier/unreadable")
                 self._dead_letter(
-                    kind="unreadable", url="", error=str(exc), raw=data.decode("utf-8", "replace")
+                    kind="unreadable",
+                    url=_url_of(data),
+                    error=str(exc),
+                    raw=data.decode("utf-8", "replace")[:100_000],
                 )
                 self._to_release.append(data)
                 continue
@@ -387,6 +486,14 @@ class DistributedScheduler(BaseScheduler):
             self.node_timeout, closing_node=closing_node, forget_after=self.node_forget_after
         )
         for node, count in returned.items():
+            if node.endswith(START_URLS_RETURNED):
+                logger.warning(
+                    "returned %d start URL entries taken by node %s to the start list",
+                    count,
+                    node.removesuffix(START_URLS_RETURNED),
+                )
+                self.stats.inc_value("start_urls/reclaimed", count)
+                continue
             logger.warning("returned %d requests leased by node %s to the queue", count, node)
             self.stats.inc_value("frontier/reclaimed", count)
         if returned:
@@ -395,6 +502,15 @@ class DistributedScheduler(BaseScheduler):
         return returned
 
     def _on_spider_idle(self, spider: Spider) -> None:
+        abandoned = self.start_entries.abandon_open()
+        if abandoned:
+            # Idle means nothing is on its way to this scheduler any more.
+            logger.warning(
+                "%d start URL entries made requests that never reached the scheduler "
+                "(a spider middleware dropped them)",
+                abandoned,
+            )
+            self.stats.inc_value("start_urls/dropped_before_queue", abandoned)
         self.flush()
         try:
             sizes = self.frontier.sizes()
@@ -402,7 +518,13 @@ class DistributedScheduler(BaseScheduler):
             self.health.failed(exc)
             raise DontCloseSpider from None
         now = time.monotonic()
-        if sizes.pending or self._to_enqueue or self._to_delay or self._to_release:
+        if (
+            sizes.pending
+            or self._to_enqueue
+            or self._to_delay
+            or self._to_release
+            or len(self.start_entries)
+        ):
             self._idle_since = None
             raise DontCloseSpider
         if self._idle_since is None:

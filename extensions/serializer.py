@@ -10,18 +10,19 @@ carry raises :class:`SerializationError` naming where it sits.
 from __future__ import annotations
 
 import base64
+import codecs
+import functools
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from scrapy import Request
+from scrapy import Request, Spider
+from scrapy.spiders import CrawlSpider, SitemapSpider
 from scrapy.utils.request import request_from_dict
 
 from extensions.exceptions import SerializationError
-
-if TYPE_CHECKING:
-    from scrapy import Spider
+from extensions.meta import control_meta_problem, priority_problem
 
 # Attributes left out when they hold these values.
 _DEFAULTS: dict[str, Any] = {
@@ -81,6 +82,45 @@ def _check_json(value: Any, where: str) -> None:
     )
 
 
+# Private methods Scrapy's own spider classes use as callbacks.
+_PRIVATE_CALLBACKS: tuple[tuple[type, frozenset[str]], ...] = (
+    (CrawlSpider, frozenset({"_callback", "_errback"})),
+    (SitemapSpider, frozenset({"_parse_sitemap"})),
+)
+
+
+@functools.cache
+def _spider_api() -> frozenset[str]:
+    # Imported here: extensions.spiders imports this module.
+    from extensions.spiders import DistributedMixin
+
+    names = set(dir(Spider)) | set(dir(CrawlSpider)) | set(dir(DistributedMixin))
+    # hooks a spider may define that Scrapy calls itself, with other arguments
+    names |= {"start_requests", "start", "closed", "opened", "make_requests_from_url"}
+    return frozenset(names - {"parse", "parse_start_url"})
+
+
+def callback_problem(spider: Spider, name: Any) -> str | None:
+    """Why ``name`` may not be a request's callback on ``spider``, or None.
+
+    Callbacks resolve only to public methods the spider defines for the purpose:
+    not to private attributes, nor to Scrapy's or the stack's own API (a queue
+    entry naming ``__init__`` or ``start_requests`` must not reach them).
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        return f"callback {name!r:.80} is not a method name"
+    allowed_private = any(
+        name in names for cls, names in _PRIVATE_CALLBACKS if isinstance(spider, cls)
+    )
+    if name.startswith("_") and not allowed_private:
+        return f"callback {name!r} is private; only public methods of the spider are callbacks"
+    if name in _spider_api() and not allowed_private:
+        return f"callback {name!r} is part of the spider API, not a callback"
+    if not callable(getattr(type(spider), name, None)):
+        return f"callback {name!r} is not a method of spider {spider.name!r}"
+    return None
+
+
 def request_to_dict(request: Request, spider: Spider | None = None) -> dict[str, Any]:
     try:
         raw = request.to_dict(spider=spider)
@@ -112,6 +152,11 @@ def request_to_dict(request: Request, spider: Spider | None = None) -> dict[str,
                 f"{request.url}: {field} {value!r} is not a method of the spider, "
                 "so it cannot be stored by name"
             )
+        elif field in ("callback", "errback") and spider is not None:
+            problem = callback_problem(spider, value)
+            if problem:
+                raise SerializationError(f"{request.url}: {problem}")
+            out[field] = value
         else:
             out[field] = value
     for field in ("meta", "cb_kwargs", "cookies", "flags"):
@@ -136,26 +181,106 @@ def _request_class(path: str) -> type[Request]:
     return cls
 
 
+def _is_str_map(value: Any, values: type | tuple[type, ...]) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, values) for k, v in value.items()
+    )
+
+
+def _headers_ok(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str)
+        and (isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v)))
+        for k, v in value.items()
+    )
+
+
+def _cookies_ok(value: Any) -> bool:
+    scalar = (str, int, float)
+    if isinstance(value, list):
+        return all(_is_str_map(c, (str, int, float, bool, type(None))) for c in value)
+    return _is_str_map(value, scalar)
+
+
+# Type checks for each stored field; anything else in an entry is refused.
+_FIELD_CHECKS: dict[str, Any] = {
+    "url": lambda v: isinstance(v, str) and bool(v),
+    "method": lambda v: isinstance(v, str) and v.isalpha() and len(v) <= 20,
+    "headers": _headers_ok,
+    "body": lambda v: isinstance(v, str),
+    "body64": lambda v: isinstance(v, str),
+    "cookies": _cookies_ok,
+    "meta": lambda v: isinstance(v, dict),
+    "encoding": lambda v: isinstance(v, str) and _known_codec(v),
+    "priority": lambda v: priority_problem(v) is None,
+    "dont_filter": lambda v: isinstance(v, bool),
+    "flags": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "cb_kwargs": lambda v: isinstance(v, dict),
+    "callback": lambda v: v is None or isinstance(v, str),
+    "errback": lambda v: v is None or isinstance(v, str),
+    "_class": lambda v: isinstance(v, str),
+    # FormRequest and JsonRequest keep these as attributes of their own
+    "dumps_kwargs": lambda v: isinstance(v, dict),
+}
+
+
+def _known_codec(name: str) -> bool:
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return False
+    return True
+
+
+def entry_problem(obj: Any) -> str | None:
+    """Why a decoded queue entry is not a request a node can run, or None."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("url"), str):
+        return "not a serialized request (no 'url')"
+    for field, value in obj.items():
+        check = _FIELD_CHECKS.get(field)
+        if check is None:
+            return f"unexpected field {field!r:.80}"
+        if not check(value):
+            return f"field {field!r} holds {value!r:.80}, which is not valid there"
+    if "meta" in obj:
+        return control_meta_problem(obj["meta"])
+    return None
+
+
 def loads_request(data: bytes | str, spider: Spider | None = None) -> Request:
     """The request stored by :func:`dumps_request`.
 
-    Raises SerializationError for data that is not such a request (garbage,
-    a missing callback method, an unknown request class).
+    Raises SerializationError for data that is not such a request: garbage,
+    fields of the wrong type, control meta of the wrong type, a callback that
+    is not a public method of the spider, an unknown request class. A queue
+    entry may have been written by anyone who can write to Redis.
     """
     try:
         obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise SerializationError(f"not JSON: {exc}") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("url"), str):
-        raise SerializationError("not a serialized request (no 'url')")
-    if "body64" in obj:
-        obj["body"] = base64.b64decode(obj.pop("body64"))
-    elif "body" in obj:
-        obj["body"] = obj["body"].encode("utf-8")
+    problem = entry_problem(obj)
+    if problem:
+        raise SerializationError(problem)
+    url = obj["url"]
+    if spider is not None:
+        for field in ("callback", "errback"):
+            if obj.get(field):
+                problem = callback_problem(spider, obj[field])
+                if problem:
+                    raise SerializationError(f"{url:.200}: {problem}")
+    try:
+        if "body64" in obj:
+            obj["body"] = base64.b64decode(obj.pop("body64"), validate=True)
+        elif "body" in obj:
+            obj["body"] = obj["body"].encode("utf-8")
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise SerializationError(f"{url:.200}: unreadable body: {exc}") from None
     if "_class" in obj:
         cls = _request_class(obj["_class"])
         obj["_class"] = f"{cls.__module__}.{cls.__name__}"
     try:
         return request_from_dict(obj, spider=spider)
-    except (TypeError, ValueError) as exc:
-        raise SerializationError(f"cannot rebuild request for {obj['url']}: {exc}") from None
+    # Hostile data may fail anywhere in Scrapy's constructors: all of it is the entry's fault.
+    except Exception as exc:
+        raise SerializationError(f"cannot rebuild request for {url:.200}: {exc}") from None

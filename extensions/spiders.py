@@ -10,6 +10,12 @@ or ``scrapy seed my URL``), oldest first, plus the spider's own ``start_urls`` /
 ``start_requests()`` if it has them. Every start request goes through the shared
 dupefilter, so N nodes fetch a start URL once, and a URL pushed twice is
 fetched once (push JSON with ``"dont_filter": true`` to force a refetch).
+
+Entries are leased while they are turned into requests (``extensions.start_urls``):
+a node killed meanwhile loses none. An entry that cannot be turned into a
+request (invalid, refused by the rules, or an override of
+``make_request_from_data`` that raises or returns nothing) is dead-lettered
+with the reason, and the spider goes on.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from extensions.checkpoint import node_id_for
 from extensions.deadletter import DeadLetters
 from extensions.exceptions import InvalidStartURL
 from extensions.keys import SpiderKeys
-from extensions.start_urls import parse_entry
+from extensions.meta import START_ENTRY
+from extensions.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -64,7 +71,10 @@ class DistributedMixin:
         if self.redis_batch_size < 1:
             raise ValueError("REDIS_START_URLS_BATCH_SIZE must be at least 1")
         self.server = connection.from_settings(settings)
-        self.dead_letters = DeadLetters(self.server, self.redis_keys.dlq, node_id_for(crawler))
+        node_id = node_id_for(crawler)
+        self.dead_letters = DeadLetters(self.server, self.redis_keys.dlq, node_id)
+        self.start_leases = StartLeases(self.server, self.redis_keys, node_id)
+        self.start_entry_rules = EntryRules.from_settings(settings)
         crawler.signals.connect(self._read_start_urls_when_idle, signal=signals.spider_idle)
         logger.info("reading start URLs from Redis list %s", self.redis_key)
 
@@ -94,36 +104,61 @@ class DistributedMixin:
         logged, counted and dead-lettered, never raised."""
         health = connection.health_for(self.crawler)
         try:
-            entries = self.server.rpop(self.redis_key, self.redis_batch_size) or []
+            entries = self.start_leases.take(self.redis_batch_size)
         except redis.RedisError as exc:
             health.failed(exc)
             return
         health.ok()
         stats = self.crawler.stats
+        tracker = tracker_for(self.crawler)
         for raw in entries:
             try:
-                requests = self.make_request_from_data(raw)
+                made = self.make_request_from_data(raw)
+                requests = [made] if isinstance(made, Request) else list(made or ())
+                if not all(isinstance(r, Request) for r in requests):
+                    raise InvalidStartURL(
+                        "make_request_from_data returned something else than requests"
+                    )
             except InvalidStartURL as exc:
-                text = raw.decode("utf-8", "replace")
-                logger.warning("invalid start URL entry %r: %s", text[:200], exc)
-                stats.inc_value("start_urls/invalid")
-                try:
-                    self.dead_letters.add(kind="start_url", url=text[:2000], error=str(exc))
-                except redis.RedisError as dlq_exc:
-                    logger.error("could not dead-letter %r: %s", text[:200], dlq_exc)
+                self._refuse_entry(raw, str(exc))
                 continue
-            if isinstance(requests, Request):
-                requests = [requests]
+            # An override of make_request_from_data is the spider's code: whatever
+            # it raises costs this entry (dead-lettered), not the spider.
+            except Exception as exc:
+                self._refuse_entry(
+                    raw, f"make_request_from_data raised {type(exc).__name__}: {exc}"
+                )
+                continue
+            if not requests:
+                logger.info("start entry %r made no request; dead-lettered", raw[:200])
+                self._refuse_entry(raw, "make_request_from_data made no request")
+                continue
+            tracker.track(raw, requests, START_ENTRY)
             for request in requests:
                 stats.inc_value("start_urls/read")
                 yield request
+
+    def _refuse_entry(self, raw: bytes, reason: str) -> None:
+        """Dead-letter one start entry and drop its lease, in one transaction."""
+        text = raw.decode("utf-8", "replace")
+        logger.warning("invalid start URL entry %r: %s", text[:200], reason)
+        self.crawler.stats.inc_value("start_urls/invalid")
+        pipe = self.server.pipeline(transaction=True)
+        self.dead_letters.add(kind="start_url", url=text[:2000], error=reason, pipe=pipe)
+        self.start_leases.ack([raw], pipe)
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            # The entry stays leased: it goes back to the start list when this
+            # node closes or dies, and is judged again then.
+            logger.error("could not dead-letter %r: %s", text[:200], exc)
 
     def make_request_from_data(self, data: bytes) -> Request | Iterable[Request]:
         """Build the request for one start URL entry (scrapy-redis's hook).
 
         Raise InvalidStartURL for an entry that must be dead-lettered.
         """
-        return parse_entry(data).to_request()
+        return parse_entry(data, self.start_entry_rules).to_request()
 
     def _read_start_urls_when_idle(self) -> None:
         found = False

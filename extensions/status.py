@@ -4,17 +4,30 @@ shows and the metrics export."""
 from __future__ import annotations
 
 import collections
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from extensions import defaults
+from extensions.deadletter import parse_record
 from extensions.frontier import Frontier
 
 if TYPE_CHECKING:
     import redis
 
     from extensions.keys import SpiderKeys
+
+
+def _number(value: Any, default: float = 0.0) -> float:
+    """A number from a record any node (or anyone who can write to Redis) wrote."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if number == number and abs(number) != float("inf") else default
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
 
 
 def crawl_status(
@@ -25,17 +38,17 @@ def crawl_status(
 ) -> dict[str, Any]:
     """One snapshot of the crawl: what ``--json`` prints and the metrics export."""
     sizes = Frontier(server, keys, node_id="").sizes()
-    checkpoint = {k.decode(): float(v) for k, v in server.hgetall(keys.checkpoint).items()}
+    checkpoint = {_text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
     now = time.time()
     work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
     nodes = []
     for raw_id, beat_ms in server.zrange(keys.nodes, 0, -1, withscores=True):
-        node_id = raw_id.decode()
-        record = {k.decode(): v.decode() for k, v in server.hgetall(keys.node(node_id)).items()}
+        node_id = _text(raw_id)
+        record = {_text(k): _text(v) for k, v in server.hgetall(keys.node(node_id)).items()}
         last_beat = beat_ms / 1000
         state = record.get("state", "running")
         alive = state != "closed" and now - last_beat <= node_timeout
-        idle_for = now - float(record.get("last_progress") or record.get("started") or now)
+        idle_for = now - _number(record.get("last_progress") or record.get("started"), now)
         stalled = alive and work_waiting and idle_for > stall_time
         if state == "closed":
             shown = "closed"
@@ -52,11 +65,11 @@ def crawl_status(
                 "last_heartbeat": last_beat,
                 "seconds_since_heartbeat": round(now - last_beat, 1),
                 "seconds_since_progress": round(idle_for, 1),
-                "pages": int(record.get("pages", 0)),
-                "items": int(record.get("items", 0)),
+                "pages": int(_number(record.get("pages"))),
+                "items": int(_number(record.get("items"))),
                 "in_flight": server.zcard(keys.leases(node_id)),
                 "host": record.get("host", ""),
-                "pid": int(record.get("pid", 0) or 0),
+                "pid": int(_number(record.get("pid"))),
             }
         )
     return {
@@ -80,7 +93,8 @@ def crawl_status(
 
 def top_errors(server: redis.Redis, keys: SpiderKeys, sample: int = 500) -> list[tuple[str, int]]:
     """The most common reasons among the newest dead letters."""
-    reasons = collections.Counter(
-        json.loads(raw).get("error", "?") for raw in server.lrange(keys.dlq, 0, sample - 1)
-    )
+    reasons: collections.Counter[str] = collections.Counter()
+    for raw in server.lrange(keys.dlq, 0, sample - 1):
+        record = parse_record(raw)
+        reasons[str(record.get("error", "?"))[:200] if record else "(malformed record)"] += 1
     return reasons.most_common(5)

@@ -14,7 +14,8 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from extensions.mongo import MongoStore, WriteReport
+from extensions.documents import document_problem
+from extensions.mongo import MongoStore, WriteReport, keep_rejected
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class JsonLinesStore:
 
     def __init__(self, directory: str | Path, spider_name: str, node_id: str):
         self.path = Path(directory) / spider_name / f"{node_id}.jsonl"
+        self.rejected_path = self.path.parent / "rejected.jsonl"
         self._file = None
 
     def open(self) -> WriteReport:
@@ -46,6 +48,15 @@ class JsonLinesStore:
 
     def write(self, documents: list[dict[str, Any]]) -> WriteReport:
         assert self._file is not None
+        report = WriteReport()
+        kept = []
+        for doc in documents:
+            problem = document_problem(doc, mongo_names=False)
+            if problem:
+                keep_rejected(self.rejected_path, doc, None, problem, report)
+            else:
+                kept.append(doc)
+        documents = kept
         lines = "".join(
             json.dumps({k: v for k, v in doc.items() if k != "_collection"},
                        ensure_ascii=False, default=str) + "\n"
@@ -54,7 +65,8 @@ class JsonLinesStore:
         self._file.write(lines)
         self._file.flush()
         os.fsync(self._file.fileno())
-        return WriteReport(written=len(documents))
+        report.written = len(documents)
+        return report
 
     def close(self) -> WriteReport:
         if self._file is not None:

@@ -104,7 +104,7 @@ def test_dlq_list_replay_purge(redis_url, redis_client, demo_site, nodes):
     replay = scrapy("dlq", "site", "replay", "--limit", "2", *settings)
     assert replay.returncode == 0, replay.stderr
     assert "replayed 2 requests into site:requests" in replay.stdout
-    assert "1 records hold no request" in replay.stdout
+    assert "1 records hold no valid request" in replay.stdout
     queued = [json.loads(raw) for raw in redis_client.zrange("site:requests", 0, -1)]
     assert len(queued) == 2
     assert all("retry_times" not in q.get("meta", {}) for q in queued)

@@ -282,15 +282,26 @@ max_proc = 4
 """
 
 
+def write_scrapyd_conf(workdir: Path, *, port: int, username: str, password: str) -> Path:
+    """``workdir/scrapyd.conf`` with the login, readable by its owner alone."""
+    if not username or not password:
+        raise ValueError("scrapyd needs a username and a password: it runs jobs for anyone")
+    path = workdir / "scrapyd.conf"
+    text = SCRAPYD_CONF.format(port=port, username=username, password=password)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.chmod(path, 0o600)  # an older file keeps its mode through O_TRUNC
+    return path
+
+
 def start_scrapyd(
     workdir: Path, *, username: str, password: str, env: dict[str, str] | None = None
 ) -> Service:
     """A scrapyd node with basic auth, its state in ``workdir``."""
     port = free_port()
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "scrapyd.conf").write_text(
-        SCRAPYD_CONF.format(port=port, username=username, password=password)
-    )
+    write_scrapyd_conf(workdir, port=port, username=username, password=password)
     binary = shutil.which("scrapyd") or str(Path(sys.executable).parent / "scrapyd")
     with open(workdir / "scrapyd.log", "ab") as log:
         proc = subprocess.Popen(

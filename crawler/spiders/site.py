@@ -5,7 +5,9 @@ travels in ``meta["root_host"]``, so any node can carry on from any page),
 obeys robots.txt, and stores one item per HTML page fetched.
 
 ``-a allow=REGEX`` follows only links whose URL matches one of the
-comma-separated regular expressions.
+comma-separated regular expressions. At most ``MAX_LINKS_PER_PAGE`` links of a
+page are looked at: a page with a million links costs no more than one with
+the limit.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 
 from crawler.items import PageItem
+from extensions.linklimit import LinkLimitMiddleware
 from extensions.spiders import DistributedSpider
 
 
@@ -25,8 +28,16 @@ class SiteSpider(DistributedSpider):
 
     def __init__(self, *args, allow: str = "", **kwargs):
         super().__init__(*args, **kwargs)
-        patterns = [p for p in allow.split(",") if p]
-        self.link_extractor = LinkExtractor(allow=patterns)
+        self.allow = [p for p in allow.split(",") if p]
+        self.link_extractor = LinkExtractor(allow=self.allow)
+
+    def setup_redis(self, crawler):
+        super().setup_redis(crawler)
+        limit = LinkLimitMiddleware.limit_for(crawler)
+        if limit > 0:
+            # Extraction itself is what costs on a huge page: look at the first links only.
+            first = f"(//a|//area)[position() <= {limit}]"
+            self.link_extractor = LinkExtractor(allow=self.allow, restrict_xpaths=first)
 
     def make_request_from_data(self, data: bytes):
         request = super().make_request_from_data(data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -46,20 +47,26 @@ class Command(ProjectCommand):
         letters = DeadLetters(redis_for_command(self.settings), keys.dlq, node_id="")
         action = args[1]
         if action == "list":
-            for record in letters.records(opts.limit):
+            records, malformed = letters.records(opts.limit)
+            for record in records:
                 print(json.dumps(record) if opts.json else _line(record))
+            if malformed:
+                print(f"skipped {malformed} malformed records (not JSON objects)", file=sys.stderr)
         elif action == "replay":
             replayed, left = letters.replay(keys.requests, opts.limit)
             print(f"replayed {replayed} requests into {keys.requests}")
             if left:
-                print(f"{left} records hold no request (bad start URLs, unreadable "
-                      "entries) and stay; fix and seed them again, or purge")  # fmt: skip
+                print(f"{left} records hold no valid request (bad start URLs, unreadable or "
+                      "malformed entries) and stay; fix and seed them again, or purge")  # fmt: skip
         else:
             print(f"purged {letters.purge()} records from {keys.dlq}")
 
 
 def _line(record: dict[str, Any]) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("time", 0)))
+    stamp = record.get("time")
+    when_s = stamp if isinstance(stamp, (int, float)) and 0 <= stamp < 1e11 else 0
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when_s))
     retries = f" after {record['retry_times']} retries" if record.get("retry_times") else ""
-    kind = record.get("kind", "?")
-    return f"{when}  {kind:17s} {record.get('url', '')}  {record.get('error')}{retries}"
+    kind = str(record.get("kind", "?"))[:40]
+    url, error = str(record.get("url", ""))[:2000], str(record.get("error"))[:2000]
+    return f"{when}  {kind:17s} {url}  {error}{retries}"

@@ -9,7 +9,7 @@ from scrapy.exceptions import UsageError
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import InvalidStartURL
-from extensions.start_urls import parse_entry
+from extensions.start_urls import EntryRules, parse_entry
 
 if TYPE_CHECKING:
     import argparse
@@ -28,7 +28,8 @@ class Command(ProjectCommand):
         return (
             "Push start URLs for spider NAME to NAME:start_urls, where every node of "
             "the crawl picks them up. Each URL (or scrapy-redis JSON entry) is checked "
-            "first: invalid ones are reported and skipped, the valid ones still go in, "
+            "first, as a node would check it (scheme, length, credentials, priority, "
+            "meta keys): invalid ones are reported and skipped, the valid ones still go in, "
             "and the exit status is 1 if any was refused. -f reads one entry per line "
             "('-' for standard input); blank lines and lines starting with # are skipped."
         )
@@ -51,11 +52,12 @@ class Command(ProjectCommand):
         assert self.settings is not None
         keys = spider_keys(self.settings, name)
 
+        rules = EntryRules.from_settings(self.settings)
         valid: list[str] = []
         refused = 0
         for entry in entries:
             try:
-                parse_entry(entry)
+                parse_entry(entry, rules)
             except InvalidStartURL as exc:
                 refused += 1
                 print(f"refused {entry!r:.200}: {exc}", file=sys.stderr)

@@ -7,13 +7,17 @@
 -- KEYS[6]  delayed retries (zset)
 -- KEYS[7]  count of fingerprints in the Bloom filter (string; absent in exact mode)
 -- ARGV[1]  lease key prefix; a node's leases live at prefix .. node id
+-- ARGV[2]  start lease key prefix: entries nodes took and have not queued yet
+--          count as start URLs
 -- Returns  {start_urls, queued, in_flight, seen, dlq, delayed}
 local in_flight = 0
+local start_leased = 0
 for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   in_flight = in_flight + redis.call('ZCARD', ARGV[1] .. node)
+  start_leased = start_leased + redis.call('LLEN', ARGV[2] .. node)
 end
 return {
-  redis.call('LLEN', KEYS[1]),
+  redis.call('LLEN', KEYS[1]) + start_leased,
   redis.call('ZCARD', KEYS[2]),
   in_flight,
   tonumber(redis.call('HGET', KEYS[4], 'n') or '0') + tonumber(redis.call('GET', KEYS[7]) or '0'),

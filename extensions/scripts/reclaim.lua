@@ -3,6 +3,7 @@
 -- and any lease whose deadline has passed.
 -- KEYS[1]  node registry (zset, score = last heartbeat in ms)
 -- KEYS[2]  request queue (zset, score = -priority)
+-- KEYS[3]  start URL list
 -- ARGV[1]  now (ms since epoch)
 -- ARGV[2]  heartbeats older than this (ms since epoch) mean the node is dead
 -- ARGV[3]  lease key prefix; a node's leases live at prefix .. node id
@@ -10,7 +11,10 @@
 -- ARGV[5]  heartbeats older than this (ms since epoch): forget the node, so the
 --          registry, walked by every size check, does not grow with restarts
 -- ARGV[6]  node record key prefix; a node's record lives at prefix .. node id
--- Returns  flat list: node id, number of requests returned, ... (nodes with 0 left out)
+-- ARGV[7]  start lease key prefix; start-URL entries a node took and had not
+--          queued yet go back to the read end of KEYS[3] with its leases
+-- Returns  flat list: node id, number of requests returned, ... (nodes with 0 left out);
+--          start-URL entries returned are listed as 'NODE start URLs', count
 -- (priority_score comes from _priority.lua, prepended when loading)
 local returned = {}
 local nodes = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
@@ -21,6 +25,16 @@ for i = 1, #nodes, 2 do
   if node == ARGV[4] or tonumber(nodes[i + 1]) < tonumber(ARGV[2]) then
     items = redis.call('ZRANGE', lease_key, 0, -1)
     redis.call('DEL', lease_key)
+    local start_key = ARGV[7] .. node
+    local entries = redis.call('LRANGE', start_key, 0, -1)
+    for j = #entries, 1, -1 do  -- the oldest ends up rightmost: read first
+      redis.call('RPUSH', KEYS[3], entries[j])
+    end
+    redis.call('DEL', start_key)
+    if #entries > 0 then
+      table.insert(returned, node .. ' start URLs')
+      table.insert(returned, #entries)
+    end
     if tonumber(nodes[i + 1]) < tonumber(ARGV[5]) then
       redis.call('ZREM', KEYS[1], node)
       redis.call('DEL', ARGV[6] .. node)

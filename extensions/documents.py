@@ -1,0 +1,73 @@
+"""Checks an item must pass before a store takes it, and a safe copy of a
+rejected one for ``rejected.jsonl``.
+
+MongoDB would silently reinterpret some items: a dotted field name becomes a
+nested field, a ``$`` field an operator, a dict in the key field a query
+filter; and it refuses documents nested more than 100 levels deep. Such items
+are rejected with the reason instead of being changed or lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_NESTING = 100  # levels of nested documents and arrays MongoDB accepts
+KEY_TYPES = (str, int, float, bool)
+
+
+def _walk_problem(value: Any, depth: int, path: str, names: bool = True) -> str | None:
+    if depth > MAX_NESTING:
+        return f"nested more than {MAX_NESTING} levels deep (at {path[:200]})"
+    if isinstance(value, dict):
+        for key, element in value.items():
+            if not isinstance(key, str):
+                return f"field name {key!r:.80} at {path[:200]} is not a string"
+            if names and ("." in key or key.startswith("$") or "\0" in key):
+                return (
+                    f"field name {key!r:.80} at {path[:200]} holds '.' or starts with '$', "
+                    "which MongoDB would read as a path or an operator"
+                )
+            problem = _walk_problem(element, depth + 1, f"{path}.{key}", names)
+            if problem:
+                return problem
+    elif isinstance(value, (list, tuple)):
+        for index, element in enumerate(value):
+            problem = _walk_problem(element, depth + 1, f"{path}[{index}]", names)
+            if problem:
+                return problem
+    return None
+
+
+def document_problem(
+    doc: dict[str, Any], key_field: str | None = None, *, mongo_names: bool = True
+) -> str | None:
+    """Why a store must not take ``doc``, or None. ``mongo_names``: refuse field
+    names MongoDB would reinterpret (a JSON Lines file takes them as they are)."""
+    if key_field is not None:
+        key = doc.get(key_field)
+        if key in (None, ""):
+            return f"missing its key field {key_field!r}"
+        if not isinstance(key, KEY_TYPES):
+            return (
+                f"key field {key_field!r} holds a {type(key).__name__}; it must be a string "
+                "or a number"
+            )
+    # Iterative over the top level so the path names start at the field.
+    for name, value in doc.items():
+        problem = _walk_problem({name: value}, 0, "item", mongo_names)
+        if problem:
+            return problem
+    return None
+
+
+def printable(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe copy of ``value``, cut off past MAX_NESTING levels."""
+    if depth > MAX_NESTING:
+        return "…"
+    if isinstance(value, dict):
+        return {str(k): printable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(v, depth + 1) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)[:10_000]

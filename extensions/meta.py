@@ -1,0 +1,132 @@
+"""Every ``request.meta`` key the stack reads or writes, and the rules for meta
+that arrives from outside (a start-URL entry, a queue entry another node wrote).
+
+Control keys steer how a request is fetched (its proxy, robots.txt, size cap,
+politeness slot, retry bookkeeping). They are set by the spider's own code and
+by the stack's middlewares; a start-URL entry never sets them (they are dropped,
+logged and counted), and in a queue entry they must have the type the stack
+expects, or the entry is dead-lettered.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: park the request in ``NAME:delayed`` until this time (s since epoch)
+DELAY_UNTIL = "delay_until"
+#: when the request first failed (s since epoch), kept across retries
+FIRST_FAILURE = "retry_first_failure"
+#: set on a request that went to the dead-letter queue (failed, not done)
+DEAD_LETTERED = "_dead_lettered"
+#: the send time (ms since epoch) a request parked for politeness reserved
+RATE_SLOT = "cluster_rate_slot"
+#: the start-URL entry a request was built from (node-local, never stored)
+START_ENTRY = "_start_entry"
+
+#: the largest request priority taken (either sign): Redis stores the queue's
+#: scores as doubles, exact up to 2**53; Scrapy's own adjustments are small
+MAX_PRIORITY = 10**9
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _list_of_ints(value: Any) -> bool:
+    return isinstance(value, list) and all(_integer(v) for v in value)
+
+
+def _list_of_text(value: Any) -> bool:
+    return isinstance(value, list) and all(_text(v) for v in value)
+
+
+# Control keys and the type each must have: Scrapy's own request.meta keys that
+# change how a request is fetched, and the stack's bookkeeping.
+CONTROL_KEYS: dict[str, Any] = {
+    # proxies and download slots (Scrapy, scrapy-rotating-proxies)
+    "proxy": _text,
+    "_rotating_proxy": _flag,
+    "_auth_proxy": _text,
+    "_ban": _flag,
+    "download_slot": _text,
+    "bindaddress": _text,
+    # robots.txt, sizes, time limits, TLS and data loss
+    "dont_obey_robotstxt": _flag,
+    "download_maxsize": _integer,
+    "download_warnsize": _integer,
+    "download_timeout": _number,
+    "download_latency": _number,
+    "download_fail_on_dataloss": _flag,
+    "max_retry_times": _integer,
+    "dont_retry": _flag,
+    "dont_redirect": _flag,
+    "redirect_times": _integer,
+    "redirect_ttl": _integer,
+    "redirect_urls": _list_of_text,
+    "redirect_reasons": list,
+    "handle_httpstatus_all": _flag,
+    "handle_httpstatus_list": _list_of_ints,
+    "dont_merge_cookies": _flag,
+    "dont_cache": _flag,
+    "ftp_user": _text,
+    "ftp_password": _text,
+    "depth": _integer,
+    # the stack's own
+    DELAY_UNTIL: _number,
+    FIRST_FAILURE: _number,
+    DEAD_LETTERED: _flag,
+    RATE_SLOT: _integer,
+    START_ENTRY: _text,
+    "retry_times": _integer,
+    "retry_backoff_base": _number,
+    "retry_backoff_max": _number,
+}
+
+
+def control_meta_problem(meta: dict[str, Any]) -> str | None:
+    """Why a queue entry's meta cannot be trusted to steer a node, or None."""
+    for key, check in CONTROL_KEYS.items():
+        if key not in meta:
+            continue
+        value = meta[key]
+        ok = isinstance(value, check) if isinstance(check, type) else check(value)
+        if not ok:
+            return f"meta[{key!r}] holds {value!r:.80}, not a value the crawler can use"
+    return None
+
+
+def priority_problem(priority: Any) -> str | None:
+    if not _integer(priority):
+        return f"priority {priority!r:.80} is not an integer"
+    if abs(priority) > MAX_PRIORITY:
+        return f"priority {priority} is out of range (at most ±{MAX_PRIORITY:,})"
+    return None
+
+
+def entry_meta(meta: dict[str, Any], allowed: frozenset[str] | None) -> tuple[dict, list[str]]:
+    """The keys of a start-URL entry's meta a node takes, and those it drops.
+
+    ``allowed`` is ``START_URL_META_KEYS``: None (``"*"``) takes every key that
+    is not a control key; a set takes only the keys it names. Control keys are
+    never taken.
+    """
+    kept, dropped = {}, []
+    for key, value in meta.items():
+        if key in CONTROL_KEYS or (allowed is not None and key not in allowed):
+            dropped.append(key)
+        else:
+            kept[key] = value
+    return kept, dropped
