@@ -11,6 +11,9 @@ JSON), which the tests use to prove every page was fetched exactly once;
 ``/flaky/503-twice/N`` (503, 503, then the page), ``/flaky/429/N`` (429 with
 ``Retry-After: 2`` once, then the page), ``/flaky/500/N`` (always 500) and
 ``/flaky/timeout-once/N`` (the first answer takes 10 s, then the page).
+``/hostile/`` (not linked either) attacks the crawler: links to local files
+and other schemes, redirects there, a huge response, a page with 300,000
+links (``demosite/hostile.py``).
 ``--latency S`` delays every answer by S seconds, to slow a crawl down.
 """
 
@@ -26,7 +29,7 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog
+from demosite import catalog, hostile
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -178,6 +181,7 @@ def make_app(latency: float = 0.0) -> web.Application:
     app.router.add_get("/private/{rest:.*}", private)
     app.router.add_get("/flaky/", flaky_index)
     app.router.add_get("/flaky/{kind}/{n}", flaky)
+    hostile.add_routes(app)
     app.router.add_get("/__hits", hits)
     app.router.add_get("/__times", times)
     return app

@@ -26,6 +26,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def page_over_limit(stats: Any, url: str, limit: int, dropped: int = 0) -> None:
+    """Say that the page at ``url`` had more links than the limit; count ``dropped``."""
+    logger.warning(
+        "%s has more than MAX_LINKS_PER_PAGE (%d) links; the rest are dropped", url[:200], limit
+    )
+    stats.inc_value("links/pages_over_limit")
+    if dropped:
+        stats.inc_value("links/over_limit", dropped)
+
+
 class LinkLimitMiddleware:
     def __init__(self, crawler: Crawler, limit: int):
         self.stats = crawler.stats
@@ -46,12 +56,7 @@ class LinkLimitMiddleware:
         if count <= self.limit:
             return False
         if count == self.limit + 1:
-            logger.warning(
-                "%s yields more than MAX_LINKS_PER_PAGE (%d) requests; the rest are dropped",
-                response.url[:200],
-                self.limit,
-            )
-            self.stats.inc_value("links/pages_over_limit")
+            page_over_limit(self.stats, response.url, self.limit)
         self.stats.inc_value("links/over_limit")
         return True
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import redis
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.utils.response import response_status_message
 from twisted.internet.defer import CancelledError
 
@@ -71,7 +71,7 @@ def _is_robots_request(request: Request) -> bool:
 
 
 def _failure_text(request: Request, exception: Exception, maxsize: int) -> str:
-    if isinstance(exception, CancelledError):
+    if isinstance(exception, (CancelledError, DownloadCancelledError)):
         # Scrapy cancels a download that outgrew its size cap, and says so only in a log line.
         cap = request.meta.get("download_maxsize", maxsize)
         return f"download cancelled: response larger than DOWNLOAD_MAXSIZE ({cap} bytes)"
@@ -129,24 +129,26 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
             "dont_retry", False
         ):
-            return self._retry_later(
+            retry = self._retry_later(
                 request,
                 reason=exception,
                 error=f"{type(exception).__name__}: {exception}",
             )
-        if _is_robots_request(request):
+        elif _is_robots_request(request):
             return None  # Scrapy's robots.txt middleware handles its own failures
-        # Nothing will try this request again: it failed for good.
-        now = time.time()
-        self._dead_letter(
-            request,
-            _failure_text(request, exception, self.maxsize),
-            None,
-            request.meta.get(FIRST_FAILURE, now),
-            now,
-            kind="failed",
-        )
-        return None
+        else:
+            # Nothing will try this request again: it failed for good.
+            now = time.time()
+            error = _failure_text(request, exception, self.maxsize)
+            self._dead_letter(
+                request, error, None, request.meta.get(FIRST_FAILURE, now), now, kind="failed"
+            )
+            retry = None
+        if retry is None and request.meta.get(DEAD_LETTERED) and request.errback is None:
+            # Said once, with the reason, and kept in the dead-letter list: no
+            # traceback for an outcome the crawl planned for.
+            raise IgnoreRequest(f"dead-lettered: {exception!r}")
+        return retry
 
     def _retry_later(
         self,
@@ -207,6 +209,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             "request": stored,
         }
         request.meta[DEAD_LETTERED] = True  # the scheduler counts it as failed, not done
+        logger.warning("gave up on %s: %s (dead-lettered)", request.url[:200], error[:300])
         try:
             self.dead_letters.add(kind=kind, url=request.url, error=error, **record)
         except redis.RedisError as exc:

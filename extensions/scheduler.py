@@ -338,9 +338,11 @@ class DistributedScheduler(BaseScheduler):
                 self.start_entries.put_back(started)
                 self.health.failed(exc)
                 return
-            # One entry Redis refuses must not hold back the rest forever.
+            # EXEC ran every other command (releases, acknowledgements, the done
+            # count); the refused writes are redone one by one, so one entry Redis
+            # refuses cannot hold back the rest forever.
+            self._to_release, self._done = [], 0
             self._flush_one_by_one(to_enqueue, to_delay, exc)
-            self.start_entries.put_back(started)
             return
         except redis.RedisError as exc:
             self.start_entries.put_back(started)
@@ -367,7 +369,7 @@ class DistributedScheduler(BaseScheduler):
         first_error: Exception,
     ) -> None:
         """Write each new request and retry alone; those Redis refuses are
-        dead-lettered. The leases and start entries go with the next flush."""
+        dead-lettered, those that meet a server-side error wait for the next flush."""
         logger.error("Redis refused a write (%s); writing entries one by one", first_error)
         kept_enqueue, kept_delay = [], []
         for entries, write, kept in (

@@ -36,6 +36,7 @@ from extensions.exceptions import InvalidStartURL
 from extensions.keys import SpiderKeys
 from extensions.meta import START_ENTRY
 from extensions.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
+from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -140,7 +141,8 @@ class DistributedMixin:
 
     def _refuse_entry(self, raw: bytes, reason: str) -> None:
         """Dead-letter one start entry and drop its lease, in one transaction."""
-        text = raw.decode("utf-8", "replace")
+        # An entry's credentials stay out of logs and the dead-letter list.
+        text = mask_credentials(raw.decode("utf-8", "replace"))
         logger.warning("invalid start URL entry %r: %s", text[:200], reason)
         self.crawler.stats.inc_value("start_urls/invalid")
         pipe = self.server.pipeline(transaction=True)

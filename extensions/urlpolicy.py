@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigured
 from scrapy.resolver import CachingThreadedResolver
 from twisted.internet.error import DNSLookupError
 
@@ -115,15 +116,17 @@ class RefusedLog:
         host = url.partition("://")[2].partition("/")[0].rpartition("@")[2][:100]
         if len(self._said) < LOGGED_AT_MOST and (kind, host) not in self._said:
             self._said.add((kind, host))
-            logger.warning("refused %.200s: %s (said once per host)", _masked(url), message)
+            logger.warning(
+                "refused %.200s: %s (said once per host)", mask_credentials(url), message
+            )
 
 
-def _masked(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    netloc, slash, path = rest.partition("/")
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    return f"{scheme}{sep}{netloc}{slash}{path}"
+_USERINFO = re.compile(r"(://)[^/@\s\"'<>]*@")
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``."""
+    return _USERINFO.sub(r"\1***@", text)
 
 
 class PublicAddressResolver(CachingThreadedResolver):
@@ -181,11 +184,14 @@ class UrlPolicyMiddleware:
             raise IgnoreRequest(problem[1])
 
     def process_exception(self, request: Request, exception: Exception, spider: Any = None):
-        if self.resolver is None or not isinstance(exception, DNSLookupError):
+        # Scrapy 2.19 wraps Twisted's DNSLookupError in CannotResolveHostError.
+        if self.resolver is None or not isinstance(
+            exception, (DNSLookupError, CannotResolveHostError)
+        ):
             return None
         host = (urlsplit(request.url).hostname or "").lower()
         problem = self.resolver.refused.get(host)
         if problem is None:
             return None
-        self.log.refused(request.url, "private", f"{host} resolves to {problem}")
+        self.log.refused(request.url, "private", f"{host} resolves to a non-public {problem}")
         raise IgnoreRequest(problem)

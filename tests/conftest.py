@@ -66,6 +66,26 @@ def mongo_db(mongo_uri):
 
 
 @pytest.fixture
+def make_store(mongo_db, tmp_path):
+    uri, database, _ = mongo_db
+    opened = []
+
+    def make(**kwargs):
+        kwargs.setdefault("journal_dir", tmp_path / "journal")
+        kwargs.setdefault("retry_time", 1.0)
+        from extensions.mongo import MongoStore
+
+        store = MongoStore(kwargs.pop("uri", uri), database, "items", **kwargs)
+        store.open()
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
 def demo_site():
     """A fresh demo shop, so its hit counts belong to this test alone."""
     service = services.start_demo_site()

@@ -42,3 +42,24 @@ class NoKeySpider(DistributedSpider):
     def parse(self, response):
         yield {"title": "an item without its key"}
         yield {"url": response.url, "title": response.css("title::text").get()}
+
+
+class ScrapyRedisStyleSpider(DistributedSpider):
+    """A make_request_from_data override as written for scrapy-redis: it returns
+    None for some entries and raises on others; neither may stop the spider."""
+
+    name = "fromdata"
+
+    def make_request_from_data(self, data):
+        text = data.decode("utf-8")
+        if text.endswith("/skip"):
+            return None
+        if text.endswith("/boom"):
+            raise RuntimeError("cannot handle this entry")
+        return super().make_request_from_data(data)
+
+    def parse(self, response):
+        yield {"url": response.url}
+
+    def _private(self, response):  # a queue entry must not reach this
+        self.name = "hijacked"

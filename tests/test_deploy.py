@@ -1,6 +1,7 @@
 """The deploy/ files: docker-compose.yml checked by docker-compose, the Dockerfile
 by hadolint, the entrypoint run for real. No container engine runs here."""
 
+import configparser
 import os
 import shutil
 import stat
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
+from tools import services
 
 DEPLOY = ROOT / "deploy"
 SECRETS = {"REDIS_PASSWORD": "r-pw", "MONGO_PASSWORD": "m-pw", "SCRAPYD_PASSWORD": "s-pw"}
@@ -64,10 +66,44 @@ def test_entrypoint_writes_the_login_for_scrapyd_only(tmp_path):
                             capture_output=True, text=True, timeout=30)  # fmt: skip
     assert result.returncode == 0, result.stderr
     written = tmp_path / ".scrapyd.conf"
-    assert written.read_text() == "[scrapyd]\nusername = ops\npassword = pw\n"
+    assert written.read_text() == (
+        "[scrapyd]\nbind_address = 0.0.0.0\nusername = ops\npassword = pw\n"
+    )
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    show = ["sh", "-c", "echo $DENY_PRIVATE_NETWORKS"]
+    deny = subprocess.run([str(DEPLOY / "entrypoint.sh"), *show], env=env,
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert deny.stdout.strip() == "True"  # a node in a container fetches the public web only
     del env["SCRAPYD_PASSWORD"]
     refused = subprocess.run([str(DEPLOY / "entrypoint.sh"), "true"], env=env,
                              capture_output=True, text=True, timeout=30)  # fmt: skip
     assert refused.returncode != 0
     assert "set SCRAPYD_PASSWORD" in refused.stderr
+
+
+def test_no_shipped_scrapyd_config_runs_without_a_login_on_all_interfaces():
+    shipped = configparser.ConfigParser()
+    shipped.read(DEPLOY / "scrapyd.conf")
+    section = shipped["scrapyd"]
+    assert section.get("bind_address") == "127.0.0.1" or section.get("password")
+
+
+def test_make_scrapyd_refuses_an_empty_or_missing_password(tmp_path):
+    for password in ("", None):
+        env = {k: v for k, v in os.environ.items() if k != "SCRAPYD_PASSWORD"}
+        if password is not None:
+            env["SCRAPYD_PASSWORD"] = password
+        result = subprocess.run(
+            [sys.executable, "-m", "tools.scrapyd_node", "--port", str(services.free_port())],
+            cwd=services.ROOT, env=env, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert result.returncode == 1
+        assert "set SCRAPYD_PASSWORD" in result.stderr
+
+
+def test_generated_scrapyd_config_is_readable_by_its_owner_only(tmp_path):
+    path = services.write_scrapyd_conf(tmp_path, port=6800, username="ops", password="pw")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert "password = pw" in path.read_text()
+    with pytest.raises(ValueError, match="password"):
+        services.write_scrapyd_conf(tmp_path, port=6800, username="ops", password="")

@@ -13,24 +13,6 @@ def docs(n: int, start: int = 0, **extra):
     return [{"url": f"http://shop/p/{i}", "n": i, **extra} for i in range(start, start + n)]
 
 
-@pytest.fixture
-def make_store(mongo_db, tmp_path):
-    uri, database, _ = mongo_db
-    opened = []
-
-    def make(**kwargs):
-        kwargs.setdefault("journal_dir", tmp_path / "journal")
-        kwargs.setdefault("retry_time", 1.0)
-        store = MongoStore(kwargs.pop("uri", uri), database, "items", **kwargs)
-        store.open()
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
-
-
 def test_bulk_upsert_is_idempotent_and_keeps_first_seen(make_store, mongo_db):
     _, _, db = mongo_db
     store = make_store(node_id="n1")

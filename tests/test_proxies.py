@@ -153,3 +153,40 @@ def test_ban_pages_rest_proxies_and_a_node_without_proxies_waits_quietly(
         assert "'proxies/all_resting_waits'" in log
     finally:
         other.stop()
+
+
+def test_shared_proxy_records_are_validated_both_ways(redis_url, redis_client, caplog):
+    from scrapy.utils.test import get_crawler
+
+    from extensions.proxies import RotatingProxyMiddleware, parse_proxy_record, proxy_record
+
+    assert proxy_record(None, 0) is None  # what a 407 once published as "None:0"
+    assert proxy_record(float("inf"), 1) is None
+    assert proxy_record(1700000000.5, 2) == "1700000000.5:2"
+    for bad in (b"None:0", b"garbage", b"1e999:1", b"12:-1", b"\xff:1", b"12"):
+        assert parse_proxy_record(bad) is None, bad
+    assert parse_proxy_record(b"12.5:3") == (12.5, 3)
+
+    class ProxiedSpider(Spider):
+        name = "proxied"
+
+    crawler = get_crawler(
+        ProxiedSpider,
+        {
+            "REDIS_URL": redis_url,
+            "ROTATING_PROXY_LIST": ["http://127.0.0.1:1", "http://127.0.0.1:2"],
+        },
+    )
+    middleware = RotatingProxyMiddleware.from_crawler(crawler)
+    until = time.time() + 600
+    redis_client.hset("proxied:proxies", mapping={"127.0.0.1:1": "None:0",
+                                                 "127.0.0.1:2": f"{until}:1"})  # fmt: skip
+    with caplog.at_level("WARNING", logger="extensions.proxies"):
+        for _ in range(3):
+            middleware._synced = 0.0
+            middleware._sync()  # raised ValueError on every sync before
+    said = [r for r in caplog.records if "malformed proxy record" in r.getMessage()]
+    assert len(said) == 1
+    assert crawler.stats.get_value("proxies/bad_records") == 1
+    # the good record still rests its proxy on this node
+    assert middleware.proxies.proxies["http://127.0.0.1:2"].next_check == until

@@ -112,3 +112,31 @@ def test_class_path_cannot_import_new_code(spider):
     data = json.dumps({"url": "https://example.com/", "_class": "os.system"})
     with pytest.raises(SerializationError):
         loads_request(data, spider)
+
+
+def test_callbacks_resolve_only_to_public_spider_methods():
+    from scrapy.spiders import CrawlSpider
+
+    from extensions.serializer import callback_problem
+    from tests.spiders import ScrapyRedisStyleSpider
+
+    spider = ScrapyRedisStyleSpider()
+    assert callback_problem(spider, "parse") is None
+    for name in ("_private", "__init__", "_set_crawler", "start_requests", "from_crawler",
+                 "make_request_from_data", "next_requests", "close", "nope", "a.b", 5):  # fmt: skip
+        assert callback_problem(spider, name), name
+
+    class Rules(CrawlSpider):
+        name = "rules"
+
+    # CrawlSpider's own rule callbacks are private methods, and allowed there only
+    assert callback_problem(Rules(), "_callback") is None
+    assert callback_problem(spider, "_callback")
+
+
+def test_a_spider_that_names_a_private_callback_is_told_when_queueing():
+    from tests.spiders import ScrapyRedisStyleSpider
+
+    spider = ScrapyRedisStyleSpider()
+    with pytest.raises(SerializationError, match="private"):
+        dumps_request(Request("http://example.com/", callback=spider._private), spider)

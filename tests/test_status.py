@@ -40,3 +40,35 @@ def test_status_of_an_unknown_spider_is_a_usage_error(redis_url):
     result = scrapy("status", "nosuch", "-s", f"REDIS_URL={redis_url}")
     assert result.returncode == 2
     assert "no spider named 'nosuch'" in result.stderr
+
+
+def test_status_and_dlq_survive_malformed_records(redis_url, redis_client):
+    settings = ("-s", f"REDIS_URL={redis_url}")
+    good_request = json.dumps({"url": "http://127.0.0.1:1/ok"})
+    redis_client.lpush(
+        "shop:dlq",
+        "not json",
+        "[1, 2]",
+        json.dumps({"kind": "failed", "url": 5, "error": None, "time": "later",
+                    "request": json.dumps({"url": "http://127.0.0.1:1/x", "callback": 7})}),
+        json.dumps({"kind": "failed", "url": "http://127.0.0.1:1/ok", "error": "HTTP 500",
+                    "request": good_request}),
+    )  # fmt: skip
+    redis_client.zadd("shop:nodes", {"odd": now_ms()})
+    redis_client.hset("shop:node:odd", mapping={"pages": "many", "pid": "x", "started": "?"})
+    redis_client.hset("shop:checkpoint", mapping={"pages": "nan", "done": "lots"})
+
+    status = scrapy("status", "shop", *settings)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(scrapy("status", "shop", "--json", *settings).stdout)["dlq"] == 4
+
+    listed = scrapy("dlq", "shop", "list", *settings)
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == 2
+    assert "skipped 2 malformed records" in listed.stderr
+
+    replay = scrapy("dlq", "shop", "replay", *settings)
+    assert replay.returncode == 0, replay.stderr
+    assert "replayed 1 requests" in replay.stdout  # the callback of 7 is not re-queued
+    assert "3 records hold no valid request" in replay.stdout
+    assert redis_client.zrange("shop:requests", 0, -1) == [good_request.replace(" ", "").encode()]

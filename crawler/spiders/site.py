@@ -19,12 +19,13 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 
 from crawler.items import PageItem
-from extensions.linklimit import LinkLimitMiddleware
+from extensions.linklimit import LinkLimitMiddleware, page_over_limit
 from extensions.spiders import DistributedSpider
 
 
 class SiteSpider(DistributedSpider):
     name = "site"
+    link_limit = 0
 
     def __init__(self, *args, allow: str = "", **kwargs):
         super().__init__(*args, **kwargs)
@@ -33,7 +34,7 @@ class SiteSpider(DistributedSpider):
 
     def setup_redis(self, crawler):
         super().setup_redis(crawler)
-        limit = LinkLimitMiddleware.limit_for(crawler)
+        limit = self.link_limit = LinkLimitMiddleware.limit_for(crawler)
         if limit > 0:
             # Extraction itself is what costs on a huge page: look at the first links only.
             first = f"(//a|//area)[position() <= {limit}]"
@@ -56,6 +57,12 @@ class SiteSpider(DistributedSpider):
             depth=response.meta.get("depth", 0),
             referer=referer.decode("latin-1") if referer else None,
         )
+        if self.link_limit > 0:
+            anchors = int(float(response.xpath("count(//a|//area)").get()))
+            if anchors > self.link_limit:
+                page_over_limit(
+                    self.crawler.stats, response.url, self.link_limit, anchors - self.link_limit
+                )
         root_host = response.meta.get("root_host") or urlsplit(response.url).hostname
         for link in self.link_extractor.extract_links(response):
             if urlsplit(link.url).hostname == root_host:

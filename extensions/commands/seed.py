@@ -10,6 +10,7 @@ from scrapy.exceptions import UsageError
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import InvalidStartURL
 from extensions.start_urls import EntryRules, parse_entry
+from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
     import argparse
@@ -60,7 +61,7 @@ class Command(ProjectCommand):
                 parse_entry(entry, rules)
             except InvalidStartURL as exc:
                 refused += 1
-                print(f"refused {entry!r:.200}: {exc}", file=sys.stderr)
+                print(f"refused {mask_credentials(entry)!r:.200}: {exc}", file=sys.stderr)
             else:
                 valid.append(entry.strip())
 

@@ -1,0 +1,58 @@
+"""Items a store must not take as they are: rejected with the reason, kept, the
+rest of their batch written."""
+
+import json
+
+from extensions.documents import MAX_NESTING, document_problem
+from extensions.stores import JsonLinesStore
+
+
+def deep(levels: int) -> dict:
+    root = cur = {}
+    for _ in range(levels):
+        cur["a"] = {}
+        cur = cur["a"]
+    return root
+
+
+def test_what_mongodb_would_reinterpret_or_refuse():
+    assert document_problem({"url": "u", "x": 1}, "url") is None
+    assert "key field" in document_problem({"url": {"$gt": ""}}, "url")
+    assert "key field" in document_problem({"url": ["a"]}, "url")
+    assert "missing" in document_problem({"x": 1}, "url")
+    assert "'.'" in document_problem({"url": "u", "a.b": 1}, "url")
+    assert "'$'" in document_problem({"url": "u", "n": [{"$set": 1}]}, "url")
+    assert "nested" in document_problem({"url": "u", "d": deep(5000)}, "url")
+    assert document_problem({"url": "u", "d": deep(MAX_NESTING - 2)}, "url") is None
+    # a JSON Lines file takes any field name, but not endless nesting
+    assert document_problem({"a.b": 1}, mongo_names=False) is None
+    assert document_problem({"d": deep(5000)}, mongo_names=False)
+
+
+def test_mongo_store_rejects_and_keeps_them(make_store, mongo_db, tmp_path):
+    store = make_store()
+    batch = [
+        {"url": "http://shop/ok", "n": 1},
+        {"url": {"$gt": ""}, "n": 2},
+        {"url": "http://shop/dotted", "a.b": 3},
+        {"url": "http://shop/deep", "d": deep(5000)},
+    ]
+    report = store.write(batch)
+    assert report.written == 1 and report.rejected == 3
+    _, _, db = mongo_db
+    assert [d["url"] for d in db["items"].find({}, {"url": 1})] == ["http://shop/ok"]
+    kept = [json.loads(line) for line in store.rejected_path.read_text().splitlines()]
+    assert len(kept) == 3
+    assert {k["item"]["n"] for k in kept if "n" in k["item"]} == {2}
+    assert all(k["reason"] for k in kept)
+
+
+def test_json_lines_store_rejects_endless_nesting(tmp_path):
+    store = JsonLinesStore(tmp_path, "spider", "node")
+    store.open()
+    report = store.write([{"url": "a", "d": deep(5000)}, {"url": "b", "a.b": 1}])
+    store.close()
+    assert report.written == 1 and report.rejected == 1
+    lines = store.path.read_text().splitlines()
+    assert [json.loads(line)["url"] for line in lines] == ["b"]
+    assert "nested" in json.loads(store.rejected_path.read_text())["reason"]
