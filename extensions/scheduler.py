@@ -40,7 +40,7 @@ from extensions.keys import SpiderKeys
 from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, START_ENTRY, priority_problem
 from extensions.serializer import dumps_request, loads_request
 from extensions.start_urls import StartLeases, tracker_for
-from extensions.urlpolicy import RefusedLog, UrlPolicy
+from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -251,16 +251,19 @@ class DistributedScheduler(BaseScheduler):
     def enqueue_request(self, request: Request) -> bool:
         token = request.meta.pop(START_ENTRY, None)
         try:
-            return self._enqueue(request)
+            return self._enqueue(request, from_start_entry=token is not None)
         finally:
             if token is not None:
                 # queued, filtered or dead-lettered: its start entry may go
                 self.start_entries.handled(token)
 
-    def _enqueue(self, request: Request) -> bool:
+    def _enqueue(self, request: Request, from_start_entry: bool = False) -> bool:
         problem = self.url_policy.problem(request.url)
         if problem is not None:
             self.refused.refused(request.url, *problem)
+            if from_start_entry:  # a person pushed it: keep it where they can see why
+                url = mask_credentials(request.url)[:2000]
+                self._dead_letter(kind="start_url", url=url, error=problem[1])
             return False
         due = request.meta.pop(DELAY_UNTIL, None)
         invalid = priority_problem(request.priority)

@@ -131,7 +131,6 @@ class DistributedMixin:
                 )
                 continue
             if not requests:
-                logger.info("start entry %r made no request; dead-lettered", raw[:200])
                 self._refuse_entry(raw, "make_request_from_data made no request")
                 continue
             tracker.track(raw, requests, START_ENTRY)

@@ -1,0 +1,119 @@
+"""The scheduler in-process, on a real Redis: no HTTP, no subprocess.
+
+Built with Scrapy's ``get_crawler``; what it writes is read back from Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
+
+from extensions.meta import DELAY_UNTIL, START_ENTRY
+from extensions.scheduler import DistributedScheduler
+from extensions.start_urls import tracker_for
+
+
+class UnitSpider(Spider):
+    name = "unit"
+
+    def parse(self, response):
+        pass
+
+
+@pytest.fixture
+def scheduler(redis_url):
+    crawler = get_crawler(UnitSpider, {"REDIS_URL": redis_url, "NODE_ID": "unit-node"})
+    crawler.spider = UnitSpider.from_crawler(crawler)
+    crawler.engine = crawler._create_engine()  # Scrapy's own, not opened: nothing in flight
+    opened = DistributedScheduler.from_crawler(crawler)
+    opened.open(crawler.spider)
+    yield opened
+    for loop in opened._loops:
+        if loop.running:
+            loop.stop()
+
+
+def dlq(client) -> list[dict]:
+    return [json.loads(raw) for raw in client.lrange("unit:dlq", 0, -1)]
+
+
+def test_what_cannot_be_queued_is_refused_or_dead_lettered_and_the_rest_goes_in(
+    scheduler, redis_client
+):
+    assert scheduler.enqueue_request(Request("http://example.com/good"))
+    assert not scheduler.enqueue_request(Request("file:///etc/passwd"))
+    huge = Request("http://example.com/huge-priority", priority=10**30)
+    assert not scheduler.enqueue_request(huge)
+    not_a_time = Request("http://example.com/not-a-time", meta={DELAY_UNTIL: "soon"})
+    assert not scheduler.enqueue_request(not_a_time)
+    too_far = Request("http://example.com/too-far", meta={DELAY_UNTIL: time.time() + 10**9})
+    assert not scheduler.enqueue_request(too_far)
+    scheduler.flush()
+
+    queued = [json.loads(raw)["url"] for raw in redis_client.zrange("unit:requests", 0, -1)]
+    assert queued == ["http://example.com/good"]
+    errors = {r["url"].rsplit("/", 1)[1]: r["error"] for r in dlq(redis_client)}
+    assert set(errors) == {"huge-priority", "not-a-time", "too-far"}
+    assert "out of range" in errors["huge-priority"]
+    assert "FRONTIER_MAX_DELAY" in errors["too-far"]
+    assert scheduler.stats.get_value("frontier/refused/scheme") == 1
+
+
+def test_an_entry_redis_refuses_is_dead_lettered_and_the_others_written_once(
+    scheduler, redis_client
+):
+    redis_client.zadd("unit:leases:unit-node", {b'{"url":"http://example.com/leased"}': 1e15})
+    scheduler.enqueue_request(Request("http://example.com/a"))
+    scheduler._to_delay.append((time.time() + 5, b'{"url":"http://example.com/later"}'))
+    # A score Redis refuses (the checks above keep it from happening; this is the net).
+    scheduler._to_enqueue.append(("", float("nan"), b'{"url":"http://example.com/nan"}'))
+    scheduler._to_release.append(b'{"url":"http://example.com/leased"}')
+    scheduler._done = 2
+    scheduler.flush()
+    scheduler.flush()  # nothing left over to write twice
+
+    assert redis_client.zcard("unit:requests") == 1
+    assert redis_client.zrange("unit:delayed", 0, -1) == [b'{"url":"http://example.com/later"}']
+    assert redis_client.zcard("unit:leases:unit-node") == 0
+    assert int(redis_client.hget("unit:checkpoint", "done")) == 1  # 2 done - 1 parked, once
+    [record] = dlq(redis_client)
+    assert record["kind"] == "refused_by_redis" and "/nan" in record["raw"]
+
+
+def test_a_start_entry_leaves_its_lease_with_the_write_of_its_requests(scheduler, redis_client):
+    raw = b"http://example.com/start"
+    redis_client.rpush("unit:start_leases:unit-node", raw, b"http://example.com/other")
+    requests = [Request("http://example.com/start"), Request("http://example.com/start2")]
+    tracker = tracker_for(scheduler.crawler)
+    tracker.track(raw, requests, START_ENTRY)
+
+    scheduler.enqueue_request(requests[0])
+    scheduler.flush()
+    assert redis_client.llen("unit:start_leases:unit-node") == 2  # one request still to come
+    scheduler.enqueue_request(requests[1])
+    scheduler.enqueue_request(requests[1].replace(url="http://example.com/start2"))  # a repeat
+    scheduler.flush()
+    assert redis_client.lrange("unit:start_leases:unit-node", 0, -1) == [
+        b"http://example.com/other"
+    ]
+    assert redis_client.zcard("unit:requests") == 2
+    stored = [json.loads(raw) for raw in redis_client.zrange("unit:requests", 0, -1)]
+    assert all(START_ENTRY not in r.get("meta", {}) for r in stored)  # never leaves the node
+
+
+def test_a_closing_node_gives_its_start_leases_back(scheduler, redis_client):
+    redis_client.rpush(
+        "unit:start_leases:unit-node", b"http://example.com/1", b"http://example.com/2"
+    )
+    redis_client.lpush("unit:start_urls", b"http://example.com/newer")
+    scheduler.close("shutdown")
+    # back at the read end, oldest first: they are read before newer entries
+    assert redis_client.rpop("unit:start_urls", 3) == [
+        b"http://example.com/1",
+        b"http://example.com/2",
+        b"http://example.com/newer",
+    ]
