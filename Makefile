@@ -19,6 +19,7 @@ demo: venv
 
 test: venv system-tools
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest
 
 # docker-compose checks deploy/docker-compose.yml in the tests (no engine needed);

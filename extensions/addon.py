@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from extensions import defaults
+from extensions import config, defaults
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -32,6 +32,11 @@ SPIDER_MIDDLEWARES = {"extensions.linklimit.LinkLimitMiddleware": 950}
 
 class DistributedAddon:
     def update_settings(self, settings: BaseSettings) -> None:
+        # Every setting of the stack gets its default here, so `scrapy settings
+        # --get NAME` shows it and a project overrides it as any Scrapy setting.
+        for name in dir(defaults):
+            if name.isupper():
+                settings.setdefault(name, getattr(defaults, name), "addon")
         settings.set("SCHEDULER", "extensions.scheduler.DistributedScheduler", "addon")
         settings.set("DUPEFILTER_CLASS", "extensions.dupefilter.RedisDupeFilter", "addon")
         self._close_doors(settings)
@@ -49,6 +54,7 @@ class DistributedAddon:
                 settings["SPIDER_MIDDLEWARES"][path] = order
         if METRICS not in settings["EXTENSIONS"]:
             settings["EXTENSIONS"][METRICS] = 500  # off unless METRICS_PORT is set
+        config.check(settings)  # a crawler never starts with a value it would choke on
 
     @staticmethod
     def _close_doors(settings: BaseSettings) -> None:

@@ -5,7 +5,9 @@ callback produced, has been fully processed", nor a public way to make an idle
 engine ask the scheduler again before its 5-second heartbeat. Both are needed:
 the first to release a lease only once its work is durable, the second so an
 idle node starts within a fraction of a second when work appears. Keeping both
-accesses here means one file to check on a Scrapy upgrade.
+accesses here means one file to check on a Scrapy upgrade, and ``seam_problem``
+checks them when a node starts: a Scrapy that renamed them is refused with one
+line, instead of a crawl whose leases are never released.
 """
 
 from __future__ import annotations
@@ -15,6 +17,29 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+
+
+def seam_problem() -> str | None:
+    """What of Scrapy's engine internals this module needs is missing, or None."""
+    import scrapy
+    from scrapy.core import engine as scrapy_engine
+
+    engine_cls = getattr(scrapy_engine, "ExecutionEngine", None)
+    slot_cls = getattr(scrapy_engine, "_Slot", None)
+    missing = []
+    # Instance attributes show up among the names their __init__ uses.
+    if engine_cls is None or "_slot" not in engine_cls.__init__.__code__.co_names:
+        missing.append("ExecutionEngine._slot")
+    for attribute in ("inprogress", "nextcall"):
+        if slot_cls is None or attribute not in slot_cls.__init__.__code__.co_names:
+            missing.append(f"_Slot.{attribute}")
+    if not missing:
+        return None
+    return (
+        f"Scrapy {scrapy.__version__} has no {', '.join(missing)}, which the distributed "
+        "scheduler needs to know when a request is done; use the Scrapy version pinned in "
+        "requirements.txt"
+    )
 
 
 def requests_in_progress(crawler: Crawler) -> set[Request] | None:

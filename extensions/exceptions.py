@@ -13,3 +13,7 @@ class RedisUnavailable(RuntimeError):
 
 class InvalidStartURL(ValueError):
     """A start URL entry is not something the crawler can fetch."""
+
+
+class ConfigError(ValueError):
+    """Settings a crawl cannot start with; one line per problem."""

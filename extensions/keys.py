@@ -48,6 +48,23 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
+#: Who writes each key (the README's key table says the same): aim for one writer.
+WRITTEN_BY = {
+    "start_urls": "users (LPUSH, scrapy seed); start_lease.lua takes, reclaim.lua gives back",
+    "requests": "enqueue*.lua (scheduler flush), lease.lua, reclaim.lua, scrapy dlq replay",
+    "dupefilter": "enqueue.lua",
+    "bloom": "enqueue_bloom.lua; shards created by frontier.py",
+    "leases": "lease.lua, the scheduler's flush (release), reclaim.lua",
+    "start_leases": "start_lease.lua, the flush or the spider (acknowledge), reclaim.lua",
+    "delayed": "the scheduler's flush (retries, waits), lease.lua (due ones to the queue)",
+    "nodes": "checkpoint.py (heartbeat), lease.lua, start_lease.lua, reclaim.lua (forget)",
+    "node": "checkpoint.py; reclaim.lua (forget)",
+    "checkpoint": "checkpoint.py, the scheduler's flush (done)",
+    "rate": "politeness.py (rate.lua)",
+    "proxies": "proxies.py",
+    "dlq": "deadletter.py (for the scheduler, spiders, retry middleware); scrapy dlq replay/purge",
+}
+
 START_URLS = "%(name)s:start_urls"
 REQUESTS = "%(name)s:requests"
 DUPEFILTER = "%(name)s:dupefilter"

@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING
 
 import redis
-from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.utils.response import response_status_message
 from twisted.internet.defer import CancelledError
@@ -161,7 +161,15 @@ class BackoffRetryMiddleware(RetryMiddleware):
     ) -> Request | None:
         now = time.time()
         first_failure = request.meta.get(FIRST_FAILURE, now)
-        retry = self._retry(request, reason)
+        meta = request.meta
+        retry = get_retry_request(
+            request,
+            spider=self.crawler.spider,
+            reason=reason,
+            max_retry_times=meta.get("max_retry_times", self.max_retry_times),
+            priority_adjust=meta.get("priority_adjust", self.priority_adjust),
+            give_up_log_level=meta.get("give_up_log_level", self.give_up_log_level),
+        )
         if retry is None:
             self._dead_letter(request, error, status, first_failure, now)
             return None

@@ -175,6 +175,9 @@ class DistributedScheduler(BaseScheduler):
     # --- lifecycle ------------------------------------------------------------
 
     def open(self, spider: Spider) -> None:
+        seam = engine.seam_problem()
+        if seam:  # the crawl command refuses this earlier, with one line
+            raise RuntimeError(seam)
         self.spider = spider
         self.keys = SpiderKeys.for_crawler(self.crawler)
         self.frontier = Frontier(self.server, self.keys, self.node_id, self.bloom)

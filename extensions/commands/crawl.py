@@ -1,6 +1,7 @@
-"""``scrapy crawl``, checking Redis first: an unreachable Redis (or a start URL
-key a Redis Cluster cannot hold with the spider's other keys) is one clear line
-and exit status 1, not a traceback from deep inside the engine."""
+"""``scrapy crawl``, checking the settings and Redis first: a bad setting (each
+one line naming it, its value and what is allowed), an unreachable Redis, or a
+start URL key a Redis Cluster cannot hold with the spider's other keys is a
+clear message and exit status 1, not a traceback from deep inside the engine."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
-from extensions import connection
-from extensions.exceptions import RedisUnavailable
+from extensions import config, connection
+from extensions.exceptions import ConfigError, RedisUnavailable
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -40,10 +41,12 @@ class Command(ScrapyCrawlCommand):
                 return super().run(args, opts)  # Scrapy's own command reports it
             spidercls.update_settings(settings)
             try:
+                settings = config.effective(settings)  # the add-on checks every setting
                 SpiderKeys.from_settings(args[0], settings, getattr(spidercls, "redis_key", None))
                 connection.from_settings(settings).close()
-            except (RedisUnavailable, ValueError) as exc:
-                logger.critical("%s", exc)
+            except (ConfigError, RedisUnavailable, ValueError) as exc:
+                for line in str(exc).splitlines():
+                    logger.critical("%s", line)
                 self.exitcode = 1
                 return
         super().run(args, opts)

@@ -1,0 +1,246 @@
+"""One check of every setting the stack reads, run once when a node starts.
+
+A bad value is one line naming the setting, the value and what is allowed;
+``scrapy crawl`` prints each and exits with status 1, before anything
+connects anywhere. Components still fall back to ``extensions.defaults`` when
+used on their own, but a crawl never starts with a value they would choke on
+halfway through.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.misc import load_object
+
+from extensions import defaults, engine
+from extensions.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+Check = Callable[["BaseSettings", str], "str | None"]
+
+
+def _number(kind: type, low: float | None = None, high: float | None = None, *,
+            above: bool = False) -> Check:  # fmt: skip
+    """A check that the setting is a ``kind`` (int or float) within bounds."""
+
+    def check(settings: BaseSettings, name: str) -> str | None:
+        raw = settings.get(name, getattr(defaults, name, None))
+        try:
+            value = kind(raw)
+        except (TypeError, ValueError):
+            return f"must be {'a whole number' if kind is int else 'a number'}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return "must be a finite number"
+        if kind is int and isinstance(raw, float) and raw != value:
+            return "must be a whole number"
+        if low is not None and (value <= low if above else value < low):
+            return f"must be {'more than' if above else 'at least'} {low:g}"
+        if high is not None and value > high:
+            return f"must be at most {high:g}"
+        return None
+
+    return check
+
+
+def _flag(settings: BaseSettings, name: str) -> str | None:
+    try:
+        settings.getbool(name, getattr(defaults, name, False))
+    except ValueError:
+        return "must be True or False (or 1 / 0)"
+    return None
+
+
+def _choice(*allowed: str) -> Check:
+    def check(settings: BaseSettings, name: str) -> str | None:
+        if settings.get(name, getattr(defaults, name, None)) not in allowed:
+            return "must be one of " + ", ".join(repr(a) for a in allowed)
+        return None
+
+    return check
+
+
+def _ports(settings: BaseSettings, name: str) -> str | None:
+    try:
+        ports = [int(p) for p in settings.getlist(name, [])]
+    except (TypeError, ValueError):
+        return "must be a list of port numbers"
+    if any(not 1 <= p <= 65535 for p in ports):
+        return "ports must be between 1 and 65535"
+    return None
+
+
+def _schemes(settings: BaseSettings, name: str) -> str | None:
+    schemes = settings.getlist(name, defaults.ALLOWED_SCHEMES)
+    if not schemes or not all(isinstance(s, str) and s.isalnum() for s in schemes):
+        return "must name at least one scheme, e.g. http,https"
+    return None
+
+
+def _statuses(settings: BaseSettings, name: str) -> str | None:
+    try:
+        statuses = [int(s) for s in settings.getlist(name, defaults.PROXY_BAN_STATUSES)]
+    except (TypeError, ValueError):
+        return "must be a list of HTTP status codes"
+    if any(not 100 <= s <= 599 for s in statuses):
+        return "HTTP status codes are between 100 and 599"
+    return None
+
+
+def _host_rates(settings: BaseSettings, name: str) -> str | None:
+    try:
+        rates = {host: float(rate) for host, rate in settings.getdict(name).items()}
+    except (TypeError, ValueError):
+        return 'must map hosts to requests per second, e.g. {"example.com": 2}'
+    if any(not math.isfinite(r) or r < 0 for r in rates.values()):
+        return "rates must be 0 (no limit) or positive"
+    return None
+
+
+def _metrics_port(settings: BaseSettings, name: str) -> str | None:
+    text = str(settings.get(name) or "").strip()
+    if text in ("", "0"):
+        return None
+    low, _, high = text.partition("-")
+    try:
+        first, last = int(low), int(high or low)
+    except ValueError:
+        return "must be a port, a range such as 9410-9419, or empty (off)"
+    if not 1 <= first <= last <= 65535:
+        return "ports must be between 1 and 65535, the range low to high"
+    return None
+
+
+def _redis_url(settings: BaseSettings, name: str) -> str | None:
+    url = str(settings.get(name) or defaults.REDIS_URL)
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return "must start with redis://, rediss:// or unix://"
+    return None
+
+
+def _meta_keys(settings: BaseSettings, name: str) -> str | None:
+    keys = settings.getlist(name, defaults.START_URL_META_KEYS)
+    if not all(isinstance(k, str) and k for k in keys):
+        return 'must be a list of meta key names, or ["*"]'
+    return None
+
+
+CHECKS: dict[str, Check] = {
+    "REDIS_URL": _redis_url,
+    "REDIS_SOCKET_TIMEOUT": _number(float, 0, above=True),
+    "REDIS_CONNECT_TIMEOUT": _number(float, 0, above=True),
+    "REDIS_CLUSTER": _flag,
+    "REDIS_START_URLS_BATCH_SIZE": _number(int, 1, 100_000),
+    "MAX_IDLE_TIME_BEFORE_CLOSE": _number(float, 0),
+    "START_URL_META_KEYS": _meta_keys,
+    "ALLOWED_SCHEMES": _schemes,
+    "ALLOWED_PORTS": _ports,
+    "DENY_PRIVATE_NETWORKS": _flag,
+    "DOWNLOAD_MAXSIZE": _number(int, 0),
+    "MAX_LINKS_PER_PAGE": _number(int, 0),
+    "SCHEDULER_PERSIST": _flag,
+    "SCHEDULER_FLUSH_ON_START": _flag,
+    "DUPEFILTER_MODE": _choice("exact", "bloom"),
+    "DUPEFILTER_BLOOM_CAPACITY": _number(int, 1),
+    "DUPEFILTER_BLOOM_ERROR_RATE": _number(float, 0, 0.5, above=True),
+    "DUPEFILTER_LOCAL_CACHE": _number(int, 0),
+    "FRONTIER_FETCH_BATCH": _number(int, 1, 10_000),
+    "FRONTIER_ENQUEUE_BATCH": _number(int, 1, 100_000),
+    "FRONTIER_LEASE_TIMEOUT": _number(float, 0, above=True),
+    "FRONTIER_RELEASE_INTERVAL": _number(float, 0, above=True),
+    "FRONTIER_IDLE_POLL_MIN": _number(float, 0, above=True),
+    "FRONTIER_IDLE_POLL_MAX": _number(float, 0, above=True),
+    "FRONTIER_MAX_DELAY": _number(float, 0, above=True),
+    "RETRY_BACKOFF_BASE": _number(float, 0),
+    "RETRY_BACKOFF_MAX": _number(float, 0),
+    "RETRY_AFTER_MAX": _number(float, 0),
+    "CLUSTER_HOST_RATE": _number(float, 0),
+    "CLUSTER_HOST_RATES": _host_rates,
+    "PROXY_BAN_STATUSES": _statuses,
+    "USER_AGENT_ROTATION": _flag,
+    "USER_AGENT_POOL_SIZE": _number(int, 1),
+    "USER_AGENT_STICKY_PER_PROXY": _flag,
+    "NODE_HEARTBEAT_INTERVAL": _number(float, 0, above=True),
+    "NODE_TIMEOUT": _number(float, 0, above=True),
+    "NODE_FORGET_AFTER": _number(float, 0, above=True),
+    "NODE_STALL_TIME": _number(float, 0, above=True),
+    "METRICS_PORT": _metrics_port,
+    "MONGO_WRITE_MODE": _choice("upsert", "insert"),
+    "MONGO_RETRY_TIME": _number(float, 0),
+    "ITEM_STORE_BATCH_SIZE": _number(int, 1),
+    "ITEM_STORE_FLUSH_INTERVAL": _number(float, 0, above=True),
+    "ITEM_STORE_MAX_PENDING": _number(int, 1),
+}
+
+
+def _relations(settings: BaseSettings) -> list[str]:
+    """Settings that are fine alone but not together."""
+    problems = []
+
+    def value(name: str) -> float:
+        return float(settings.get(name, getattr(defaults, name)))
+
+    if value("FRONTIER_IDLE_POLL_MAX") < value("FRONTIER_IDLE_POLL_MIN"):
+        problems.append("FRONTIER_IDLE_POLL_MAX must be at least FRONTIER_IDLE_POLL_MIN")
+    if value("NODE_TIMEOUT") <= value("NODE_HEARTBEAT_INTERVAL"):
+        problems.append(
+            "NODE_TIMEOUT must be longer than NODE_HEARTBEAT_INTERVAL, or live nodes "
+            "look dead between two heartbeats"
+        )
+    if value("ITEM_STORE_MAX_PENDING") < value("ITEM_STORE_BATCH_SIZE"):
+        problems.append("ITEM_STORE_MAX_PENDING must be at least ITEM_STORE_BATCH_SIZE")
+    if settings.getbool("DENY_PRIVATE_NETWORKS", False):
+        # Only Scrapy's Twisted HTTP/1.1 handler resolves names through the
+        # reactor's resolver, where resolved addresses are checked.
+        from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+
+        handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
+        for scheme in ("http", "https"):
+            path = handlers.get(scheme)
+            handler = load_object(path) if isinstance(path, str) else path
+            if handler is not None and not (
+                isinstance(handler, type) and issubclass(handler, HTTP11DownloadHandler)
+            ):
+                problems.append(
+                    f"DENY_PRIVATE_NETWORKS checks resolved addresses with Scrapy's HTTP/1.1 "
+                    f"download handler; DOWNLOAD_HANDLERS[{scheme!r}] is {path!r}"
+                )
+                break
+    return problems
+
+
+def problems(settings: BaseSettings) -> list[str]:
+    """Every problem with the stack's settings, one line each (empty: all good)."""
+    found = []
+    for name, check in CHECKS.items():
+        problem = check(settings, name)
+        if problem:
+            shown = settings.get(name, getattr(defaults, name, None))
+            found.append(f"{name} = {shown!r:.100}: {problem}")
+    if not found:  # relations read the values as numbers: only once each is one
+        found = _relations(settings)
+    seam = engine.seam_problem()
+    return [*found, seam] if seam else found
+
+
+def check(settings: BaseSettings) -> None:
+    """Raise ConfigError listing every problem, one per line."""
+    found = problems(settings)
+    if found:
+        raise ConfigError("\n".join(found))
+
+
+def effective(settings: Any) -> Any:
+    """A copy of the project's settings with its add-ons applied, as a crawler
+    would see them (the spider's custom settings aside)."""
+    copy = settings.copy()
+    for path in copy.getdict("ADDONS"):
+        addon = load_object(path) if isinstance(path, str) else path
+        instance = addon() if isinstance(addon, type) else addon
+        if hasattr(instance, "update_settings"):
+            instance.update_settings(copy)
+    return copy

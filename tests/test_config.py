@@ -1,0 +1,102 @@
+"""One check of every setting at start; defaults installed by the add-on."""
+
+import re
+
+import pytest
+from scrapy.settings import Settings
+
+from extensions import config, defaults
+from extensions.addon import DistributedAddon
+from tests.conftest import ROOT, scrapy
+
+BAD_VALUES = [
+    ("FRONTIER_FETCH_BATCH", 0),
+    ("FRONTIER_FETCH_BATCH", "many"),
+    ("FRONTIER_ENQUEUE_BATCH", -1),
+    ("FRONTIER_LEASE_TIMEOUT", 0),
+    ("FRONTIER_MAX_DELAY", "inf"),
+    ("REDIS_START_URLS_BATCH_SIZE", 0),
+    ("REDIS_URL", "http://127.0.0.1:6379"),
+    ("REDIS_SOCKET_TIMEOUT", -2),
+    ("REDIS_CLUSTER", "maybe"),
+    ("MAX_IDLE_TIME_BEFORE_CLOSE", -1),
+    ("DUPEFILTER_MODE", "fuzzy"),
+    ("DUPEFILTER_BLOOM_ERROR_RATE", 1.5),
+    ("DUPEFILTER_BLOOM_CAPACITY", 0),
+    ("DUPEFILTER_LOCAL_CACHE", -5),
+    ("ALLOWED_SCHEMES", []),
+    ("ALLOWED_PORTS", [0]),
+    ("ALLOWED_PORTS", ["web"]),
+    ("MAX_LINKS_PER_PAGE", -1),
+    ("RETRY_BACKOFF_BASE", -1),
+    ("CLUSTER_HOST_RATE", -0.5),
+    ("CLUSTER_HOST_RATES", {"example.com": "fast"}),
+    ("PROXY_BAN_STATUSES", [999]),
+    ("USER_AGENT_POOL_SIZE", 0),
+    ("NODE_TIMEOUT", 0),
+    ("METRICS_PORT", "9420-9410"),
+    ("MONGO_WRITE_MODE", "append"),
+    ("ITEM_STORE_BATCH_SIZE", 0),
+    ("ITEM_STORE_FLUSH_INTERVAL", 0),
+    ("START_URL_META_KEYS", [""]),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), BAD_VALUES)
+def test_every_out_of_range_setting_is_one_line_naming_it(name, value):
+    problems = config.problems(Settings({name: value}))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{name} = {value!r}: ")
+
+
+def test_the_defaults_pass_and_settings_that_clash_are_named():
+    assert config.problems(Settings()) == []
+    clash = config.problems(Settings({"NODE_TIMEOUT": 2, "NODE_HEARTBEAT_INTERVAL": 2}))
+    assert clash and "NODE_TIMEOUT must be longer than NODE_HEARTBEAT_INTERVAL" in clash[0]
+    handler = "scrapy.core.downloader.handlers._aiohttp.AiohttpDownloadHandler"
+    handlers = {"http": handler, "https": handler}
+    other_handler = Settings({"DENY_PRIVATE_NETWORKS": True, "DOWNLOAD_HANDLERS": handlers})
+    assert "HTTP/1.1 download handler" in config.problems(other_handler)[0]
+
+
+def test_the_addon_installs_every_default_and_a_project_value_wins():
+    settings = Settings()
+    settings.set("FRONTIER_FETCH_BATCH", 64, "project")
+    DistributedAddon().update_settings(settings)
+    for name in (n for n in dir(defaults) if n.isupper() and n != "FRONTIER_FETCH_BATCH"):
+        assert settings[name] == getattr(defaults, name), name
+    assert settings.getint("FRONTIER_FETCH_BATCH") == 64
+
+
+def test_scrapy_settings_shows_the_defaults_and_crawl_refuses_a_bad_value(redis_url):
+    shown = scrapy("settings", "--get", "FRONTIER_FETCH_BATCH")
+    assert shown.returncode == 0 and shown.stdout.strip() == "16"
+    refused = scrapy("crawl", "shop", "-s", f"REDIS_URL={redis_url}",
+                     "-s", "FRONTIER_FETCH_BATCH=0", "-s", "LOG_LEVEL=INFO")  # fmt: skip
+    assert refused.returncode == 1
+    critical = [line for line in refused.stderr.splitlines() if "CRITICAL" in line]
+    assert len(critical) == 1
+    assert "FRONTIER_FETCH_BATCH = '0': must be at least 1" in critical[0]
+    assert "Traceback" not in refused.stderr
+
+
+def test_every_setting_is_in_the_readme_settings_table():
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("### Settings") : readme.index("## Benchmarks")]
+    listed = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
+    missing = [n for n in dir(defaults) if n.isupper() and n not in listed]
+    assert missing == []
+
+
+def test_a_scrapy_without_the_engine_internals_the_stack_needs_is_refused(monkeypatch):
+    from scrapy.core import engine as scrapy_engine
+
+    class RenamedSlot:
+        def __init__(self, close_if_idle, nextcall, scheduler):
+            self.requests_underway = set()
+            self.nextcall = nextcall
+
+    monkeypatch.setattr(scrapy_engine, "_Slot", RenamedSlot)
+    problems = config.problems(Settings())
+    assert len(problems) == 1
+    assert "has no _Slot.inprogress" in problems[0] and "Scrapy 2." in problems[0]
