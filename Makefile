@@ -20,6 +20,7 @@ demo: venv
 test: venv system-tools
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 # docker-compose checks deploy/docker-compose.yml in the tests (no engine needed);
@@ -46,6 +47,7 @@ scrapyd: venv
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .ruff_cache

@@ -10,7 +10,7 @@ setup(
     name="crawler",
     version="1.0",
     packages=find_packages(include=["crawler", "crawler.*", "extensions", "extensions.*"]),
-    package_data={"extensions.scripts": ["*.lua"]},
+    package_data={"extensions.frontier.scripts": ["*.lua"]},
     entry_points={"scrapy": ["settings = crawler.settings"]},
     zip_safe=True,
 )

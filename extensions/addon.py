@@ -12,22 +12,22 @@ from extensions import config, defaults
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-PIPELINE = "extensions.pipelines.ItemStorePipeline"
-METRICS = "extensions.metrics.PrometheusMetrics"
+PIPELINE = "extensions.pipelines.itemstore.ItemStorePipeline"
+METRICS = "extensions.observability.metrics.PrometheusMetrics"
 SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 # downloader middlewares, at scrapy-rotating-proxies' documented places; each
 # switches itself off when not configured (no proxies, no rate, rotation off)
 DOWNLOADER_MIDDLEWARES = {
-    "extensions.retry.BackoffRetryMiddleware": 550,
+    "extensions.downloadermiddlewares.retry.BackoffRetryMiddleware": 550,
     # above the retry middleware: it sees a refused address before a retry is planned
-    "extensions.urlpolicy.UrlPolicyMiddleware": 560,
-    "extensions.politeness.ClusterPolitenessMiddleware": 590,
-    "extensions.proxies.RotatingProxyMiddleware": 610,
-    "extensions.useragents.RotatingUserAgentMiddleware": 615,
-    "extensions.proxies.BanDetectionMiddleware": 620,
+    "extensions.downloadermiddlewares.urlpolicy.UrlPolicyMiddleware": 560,
+    "extensions.downloadermiddlewares.politeness.ClusterPolitenessMiddleware": 590,
+    "extensions.downloadermiddlewares.proxies.RotatingProxyMiddleware": 610,
+    "extensions.downloadermiddlewares.useragents.RotatingUserAgentMiddleware": 615,
+    "extensions.downloadermiddlewares.proxies.BanDetectionMiddleware": 620,
 }
 # closest to the spider: counts what its callbacks yield before anything else
-SPIDER_MIDDLEWARES = {"extensions.linklimit.LinkLimitMiddleware": 950}
+SPIDER_MIDDLEWARES = {"extensions.spidermiddlewares.linklimit.LinkLimitMiddleware": 950}
 
 
 class DistributedAddon:
@@ -37,14 +37,14 @@ class DistributedAddon:
         for name in dir(defaults):
             if name.isupper():
                 settings.setdefault(name, getattr(defaults, name), "addon")
-        settings.set("SCHEDULER", "extensions.scheduler.DistributedScheduler", "addon")
-        settings.set("DUPEFILTER_CLASS", "extensions.dupefilter.RedisDupeFilter", "addon")
+        settings.set("SCHEDULER", "extensions.frontier.scheduler.DistributedScheduler", "addon")
+        settings.set("DUPEFILTER_CLASS", "extensions.frontier.dupefilter.RedisDupeFilter", "addon")
         self._close_doors(settings)
         # Added into the component dicts so a project's own components stay on.
         if PIPELINE not in settings["ITEM_PIPELINES"]:
             settings["ITEM_PIPELINES"][PIPELINE] = 900
         middlewares = settings["DOWNLOADER_MIDDLEWARES"]
-        if "extensions.retry.BackoffRetryMiddleware" not in middlewares:
+        if "extensions.downloadermiddlewares.retry.BackoffRetryMiddleware" not in middlewares:
             middlewares[SCRAPY_RETRY] = None  # ours replaces it, at its place
         for path, order in DOWNLOADER_MIDDLEWARES.items():
             if path not in middlewares:

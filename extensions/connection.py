@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -133,6 +133,11 @@ def _refuse_cluster_node(client: redis.Redis, url: str) -> None:
 _SERVER_SIDE = ("READONLY", "OOM", "BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
                 "MOVED", "ASK", "NOSCRIPT", "NOPERM", "NOAUTH", "WRONGTYPE", "MISCONF",
                 "EXECABORT", "CROSSSLOT")  # fmt: skip
+
+
+def text(value: Any) -> str:
+    """A Redis reply as text: the clients here return bytes."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def is_bad_input(exc: redis.ResponseError) -> bool:

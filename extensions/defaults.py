@@ -18,10 +18,10 @@ REDIS_START_URLS_BATCH_SIZE = 100  # entries read from the start URL list per ro
 # seconds the whole cluster's frontier must stay empty before a node closes; 0 = never
 MAX_IDLE_TIME_BEFORE_CLOSE = 0
 # request.meta keys a start-URL entry may set: ["*"] = any key that is not a control
-# key of Scrapy or the stack (extensions/meta.py); control keys are never taken
+# key of Scrapy or the stack (extensions/frontier/meta.py); control keys are never taken
 START_URL_META_KEYS = ["*"]
 
-# --- what may be fetched (extensions/urlpolicy.py) ---------------------------
+# --- what may be fetched (extensions/downloadermiddlewares/urlpolicy.py)
 ALLOWED_SCHEMES = ["http", "https"]  # other schemes are refused and their handlers removed
 ALLOWED_PORTS: list[int] = []  # ports a request may use; empty = any
 DENY_PRIVATE_NETWORKS = False  # refuse private/loopback/link-local addresses (resolved too)

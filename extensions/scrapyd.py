@@ -14,6 +14,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +27,12 @@ class ScrapydError(RuntimeError):
     """A node refused or could not be reached; the message says which and why."""
 
 
-def node_urls(option: str | None, settings, environ: dict[str, str] | None = None) -> list[str]:
-    environ = os.environ if environ is None else environ
+def node_urls(option: str | None, settings, environ: Mapping[str, str] | None = None) -> list[str]:
+    env: Mapping[str, str] = os.environ if environ is None else environ
     if option:
         raw = option.split(",")
     else:
-        raw = settings.getlist("SCRAPYD_NODES") or environ.get("SCRAPYD_NODES", "").split(",")
+        raw = settings.getlist("SCRAPYD_NODES") or env.get("SCRAPYD_NODES", "").split(",")
     return [url.strip().rstrip("/") for url in raw if url.strip()]
 
 
@@ -97,9 +98,9 @@ class ScrapydNode:
 
 
 def make_nodes(
-    urls: list[str], settings, environ: dict[str, str] | None = None
+    urls: list[str], settings, environ: Mapping[str, str] | None = None
 ) -> list[ScrapydNode]:
-    environ = os.environ if environ is None else environ
-    username = settings.get("SCRAPYD_USERNAME") or environ.get("SCRAPYD_USERNAME", "")
-    password = settings.get("SCRAPYD_PASSWORD") or environ.get("SCRAPYD_PASSWORD", "")
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    username = settings.get("SCRAPYD_USERNAME") or env.get("SCRAPYD_USERNAME", "")
+    password = settings.get("SCRAPYD_PASSWORD") or env.get("SCRAPYD_PASSWORD", "")
     return [ScrapydNode(url, username, password) for url in urls]

@@ -11,7 +11,7 @@ or ``scrapy seed my URL``), oldest first, plus the spider's own ``start_urls`` /
 dupefilter, so N nodes fetch a start URL once, and a URL pushed twice is
 fetched once (push JSON with ``"dont_filter": true`` to force a refetch).
 
-Entries are leased while they are turned into requests (``extensions.start_urls``):
+Entries are leased while they are turned into requests (``extensions.frontier.start_urls``):
 a node killed meanwhile loses none. An entry that cannot be turned into a
 request (invalid, refused by the rules, or an override of
 ``make_request_from_data`` that raises or returns nothing) is dead-lettered
@@ -30,13 +30,13 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.spiders import CrawlSpider
 
 from extensions import connection, defaults
-from extensions.checkpoint import node_id_for
-from extensions.deadletter import DeadLetters
+from extensions.cluster.checkpoint import node_id_for
+from extensions.downloadermiddlewares.urlpolicy import mask_credentials
 from extensions.exceptions import InvalidStartURL
+from extensions.frontier.deadletter import DeadLetters
+from extensions.frontier.meta import START_ENTRY
+from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
 from extensions.keys import SpiderKeys
-from extensions.meta import START_ENTRY
-from extensions.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
-from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -105,7 +105,7 @@ class DistributedMixin:
         logged, counted and dead-lettered, never raised."""
         health = connection.health_for(self.crawler)
         try:
-            entries = self.start_leases.take(self.redis_batch_size)
+            entries = self.start_leases.take(int(self.redis_batch_size or 1))
         except redis.RedisError as exc:
             health.failed(exc)
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -73,7 +74,7 @@ def make_store(mongo_db, tmp_path):
     def make(**kwargs):
         kwargs.setdefault("journal_dir", tmp_path / "journal")
         kwargs.setdefault("retry_time", 1.0)
-        from extensions.mongo import MongoStore
+        from extensions.pipelines.mongo import MongoStore
 
         store = MongoStore(kwargs.pop("uri", uri), database, "items", **kwargs)
         store.open()
@@ -160,6 +161,12 @@ def nodes(tmp_path):
     started = Nodes(tmp_path)
     yield started
     started.stop_all()
+
+
+def stat(log: str, name: str) -> int:
+    """A counter from Scrapy's closing stats dump in a node's log (0 if absent)."""
+    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
+    return int(found[-1]) if found else 0
 
 
 def read_items(directory: Path) -> list[dict]:

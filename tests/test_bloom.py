@@ -4,8 +4,8 @@ import hashlib
 
 import pytest
 
-from extensions.bloom import MAX_SHARD_BITS, BloomParams
-from extensions.frontier import Frontier
+from extensions.frontier.bloom import MAX_SHARD_BITS, BloomParams
+from extensions.frontier.frontier import Frontier
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items
 from tests.test_chaos import ALLOW, good_pages

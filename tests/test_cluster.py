@@ -114,7 +114,7 @@ def test_cluster_pipelines_queue_scripts_as_eval(redis_cluster, cluster_client):
     """A transaction holding a script works on a cluster (redis-py refuses EVALSHA
     there) and still succeeds after the node forgot its scripts."""
     from extensions import connection
-    from extensions.frontier import Frontier
+    from extensions.frontier.frontier import Frontier
     from extensions.keys import SpiderKeys
 
     client = connection.connect(redis_cluster.url, cluster=True)

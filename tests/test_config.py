@@ -100,3 +100,12 @@ def test_a_scrapy_without_the_engine_internals_the_stack_needs_is_refused(monkey
     problems = config.problems(Settings())
     assert len(problems) == 1
     assert "has no _Slot.inprogress" in problems[0] and "Scrapy 2." in problems[0]
+
+
+def test_the_public_paths_users_put_in_their_settings_still_load():
+    from scrapy.utils.misc import load_object
+
+    for path in ("extensions.addon.DistributedAddon", "extensions.spiders.DistributedSpider",
+                 "extensions.spiders.DistributedCrawlSpider",
+                 "extensions.pipelines.ItemStorePipeline"):  # fmt: skip
+        assert isinstance(load_object(path), type), path

@@ -3,8 +3,8 @@ rest of their batch written."""
 
 import json
 
-from extensions.documents import MAX_NESTING, document_problem
-from extensions.stores import JsonLinesStore
+from extensions.pipelines.documents import MAX_NESTING, document_problem
+from extensions.pipelines.stores import JsonLinesStore
 
 
 def deep(levels: int) -> dict:

@@ -3,7 +3,7 @@
 from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
 
-from extensions.dupefilter import RedisDupeFilter
+from extensions.frontier.dupefilter import RedisDupeFilter
 
 
 def test_request_seen_uses_scrapys_fingerprints(redis_client):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from extensions.frontier import Frontier, SentFingerprints, now_ms
+from extensions.frontier.frontier import Frontier, SentFingerprints, now_ms
 from extensions.keys import SpiderKeys
 
 

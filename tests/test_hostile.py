@@ -5,20 +5,13 @@ lost, nothing local is read and no secret leaks."""
 from __future__ import annotations
 
 import json
-import re
 import signal
 import time
 
 import pytest
 import redis
 
-from tests.conftest import read_items, scrapy, site_hits
-
-
-def stat(log: str, name: str) -> int:
-    """A counter from Scrapy's closing stats dump in a node's log (0 if absent)."""
-    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
-    return int(found[-1]) if found else 0
+from tests.conftest import read_items, scrapy, site_hits, stat
 
 
 def dlq_records(client: redis.Redis, spider: str) -> list[dict]:

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from extensions.metrics import parse_ports
+from extensions.observability.metrics import parse_ports
 from tests.conftest import ROOT, scrapy
 from tests.test_chaos import ALLOW
 from tests.test_scheduler import wait_for

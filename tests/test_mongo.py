@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from extensions.mongo import MongoStore
+from extensions.pipelines.mongo import MongoStore
 from tools import services
 
 
@@ -85,7 +85,7 @@ def test_insert_mode_relies_on_the_unique_index(make_store, mongo_db):
 def test_index_failure_is_one_clear_message(mongo_db, make_store, caplog):
     _, _, db = mongo_db
     db.items.insert_many([{"url": "http://shop/dup"}, {"url": "http://shop/dup"}])
-    with caplog.at_level(logging.ERROR, logger="extensions.mongo"):
+    with caplog.at_level(logging.ERROR, logger="extensions.pipelines.mongo"):
         store = make_store()
     (message,) = [r.getMessage() for r in caplog.records]
     assert f"cannot create the unique index on {db.name}.items.url" in message

@@ -9,8 +9,8 @@ from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 
-from extensions.proxies import BanPolicy, proxy_label, proxy_list
-from extensions.serializer import dumps_request
+from extensions.downloadermiddlewares.proxies import BanPolicy, proxy_label, proxy_list
+from extensions.frontier.serializer import dumps_request
 from tests.conftest import read_items
 from tests.test_chaos import ALLOW, good_pages
 from tools import services
@@ -158,7 +158,11 @@ def test_ban_pages_rest_proxies_and_a_node_without_proxies_waits_quietly(
 def test_shared_proxy_records_are_validated_both_ways(redis_url, redis_client, caplog):
     from scrapy.utils.test import get_crawler
 
-    from extensions.proxies import RotatingProxyMiddleware, parse_proxy_record, proxy_record
+    from extensions.downloadermiddlewares.proxies import (
+        RotatingProxyMiddleware,
+        parse_proxy_record,
+        proxy_record,
+    )
 
     assert proxy_record(None, 0) is None  # what a 407 once published as "None:0"
     assert proxy_record(float("inf"), 1) is None
@@ -181,7 +185,7 @@ def test_shared_proxy_records_are_validated_both_ways(redis_url, redis_client, c
     until = time.time() + 600
     redis_client.hset("proxied:proxies", mapping={"127.0.0.1:1": "None:0",
                                                  "127.0.0.1:2": f"{until}:1"})  # fmt: skip
-    with caplog.at_level("WARNING", logger="extensions.proxies"):
+    with caplog.at_level("WARNING", logger="extensions.downloadermiddlewares.proxies"):
         for _ in range(3):
             middleware._synced = 0.0
             middleware._sync()  # raised ValueError on every sync before

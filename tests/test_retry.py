@@ -9,7 +9,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from extensions.retry import backoff_delay, parse_retry_after
+from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
 from tests.conftest import scrapy
 from tests.test_scheduler import page_hits
 

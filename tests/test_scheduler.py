@@ -8,7 +8,7 @@ import time
 import pytest
 
 from demosite import catalog
-from extensions.frontier import now_ms
+from extensions.frontier.frontier import now_ms
 from tests.conftest import read_items, scrapy, site_hits
 
 SHOP_PAGES = catalog.expected_pages() - {"/about"}

@@ -12,9 +12,9 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
-from extensions.meta import DELAY_UNTIL, START_ENTRY
-from extensions.scheduler import DistributedScheduler
-from extensions.start_urls import tracker_for
+from extensions.frontier.meta import DELAY_UNTIL, START_ENTRY
+from extensions.frontier.scheduler import DistributedScheduler
+from extensions.frontier.start_urls import tracker_for
 
 
 class UnitSpider(Spider):

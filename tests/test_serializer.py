@@ -4,7 +4,7 @@ import pytest
 from scrapy import FormRequest, Request, Spider
 
 from extensions.exceptions import SerializationError
-from extensions.serializer import dumps_request, loads_request
+from extensions.frontier.serializer import dumps_request, loads_request
 
 
 class ShopSpider(Spider):
@@ -117,7 +117,7 @@ def test_class_path_cannot_import_new_code(spider):
 def test_callbacks_resolve_only_to_public_spider_methods():
     from scrapy.spiders import CrawlSpider
 
-    from extensions.serializer import callback_problem
+    from extensions.frontier.serializer import callback_problem
     from tests.spiders import ScrapyRedisStyleSpider
 
     spider = ScrapyRedisStyleSpider()

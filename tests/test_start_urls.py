@@ -4,7 +4,7 @@ import pytest
 from scrapy import FormRequest
 
 from extensions.exceptions import InvalidStartURL
-from extensions.start_urls import parse_entry
+from extensions.frontier.start_urls import parse_entry
 
 
 def test_raw_url():

@@ -2,7 +2,7 @@
 
 import json
 
-from extensions.frontier import now_ms
+from extensions.frontier.frontier import now_ms
 from tests.conftest import scrapy
 
 

@@ -9,7 +9,7 @@ from fake_useragent.errors import FakeUserAgentError
 from scrapy import Request
 
 from extensions import defaults
-from extensions.useragents import (
+from extensions.downloadermiddlewares.useragents import (
     BUILT_IN,
     POOL_SEED,
     ROTATED,
@@ -94,7 +94,7 @@ def test_without_fake_useragent_data_a_built_in_list_is_used(monkeypatch, caplog
         raise FakeUserAgentError("Failed to load or parse browsers.json")
 
     monkeypatch.setattr(fake_useragent.utils, "load", broken)
-    with caplog.at_level(logging.WARNING, logger="extensions.useragents"):
+    with caplog.at_level(logging.WARNING, logger="extensions.downloadermiddlewares.useragents"):
         pool, from_data = load_pool(["Chrome"], ["desktop"], [], 50, random.Random(1))
     assert not from_data
     assert [i.user_agent for i in pool] == [row[0] for row in BUILT_IN]

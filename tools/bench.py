@@ -26,7 +26,7 @@ from pathlib import Path
 import pymongo
 import redis
 
-from extensions.mongo import MongoStore
+from extensions.pipelines.mongo import MongoStore
 from tools import services
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
@@ -34,7 +34,7 @@ MONGO_ITEMS = 2000  # documents per store measurement (nx-27017 slows as a colle
 THREE_CATEGORIES = {"allow": "/category/(books|garden|kitchen),/product/"}
 CONCURRENCY = 32
 NO_ADDON = '{"extensions.addon.DistributedAddon": null}'
-STORE = '{"extensions.pipelines.ItemStorePipeline": 900}'
+STORE = '{"extensions.pipelines.itemstore.ItemStorePipeline": 900}'
 
 VARIANTS: dict[str, dict[str, str]] = {
     "plain Scrapy (memory queue)": {"ADDONS": NO_ADDON, "ITEM_PIPELINES": STORE},
@@ -256,7 +256,7 @@ def crawl_variants(uri: str) -> dict[str, dict[str, str]]:
             "MONGO_URI": uri,
             "ITEM_PIPELINES": json.dumps(
                 {
-                    "extensions.pipelines.ItemStorePipeline": None,
+                    "extensions.pipelines.itemstore.ItemStorePipeline": None,
                     "tools.bench_pipelines.InsertOnePipeline": 900,
                 }
             ),
@@ -318,8 +318,8 @@ def seen_memory(client: redis.Redis) -> dict[str, float]:
     """Bytes of Redis memory per seen URL, for SEEN_URLS fingerprints."""
     import hashlib
 
-    from extensions.bloom import BloomParams
-    from extensions.frontier import Frontier
+    from extensions.frontier.bloom import BloomParams
+    from extensions.frontier.frontier import Frontier
     from extensions.keys import SpiderKeys
 
     def digests():
@@ -367,7 +367,7 @@ def queued_memory(client: redis.Redis) -> dict[str, float]:
     from scrapy_redis import picklecompat
 
     from crawler.spiders.shop import ShopSpider
-    from extensions.serializer import dumps_request
+    from extensions.frontier.serializer import dumps_request
 
     spider = ShopSpider()
     results = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from extensions.frontier import Frontier
+from extensions.frontier.frontier import Frontier
 from extensions.keys import SpiderKeys
 from tools import services
 

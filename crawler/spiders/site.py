@@ -19,7 +19,7 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 
 from crawler.items import PageItem
-from extensions.linklimit import LinkLimitMiddleware, page_over_limit
+from extensions.spidermiddlewares.linklimit import LinkLimitMiddleware, page_over_limit
 from extensions.spiders import DistributedSpider
 
 

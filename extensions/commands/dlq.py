@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import UsageError
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.deadletter import DeadLetters
+from extensions.frontier.deadletter import DeadLetters
 
 if TYPE_CHECKING:
     import argparse

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import UsageError
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
+from extensions.downloadermiddlewares.urlpolicy import mask_credentials
 from extensions.exceptions import InvalidStartURL
-from extensions.start_urls import EntryRules, parse_entry
-from extensions.urlpolicy import mask_credentials
+from extensions.frontier.start_urls import EntryRules, parse_entry
 
 if TYPE_CHECKING:
     import argparse

@@ -16,7 +16,7 @@ from scrapy.exceptions import UsageError
 
 from extensions import defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.status import crawl_status, top_errors
+from extensions.observability.status import crawl_status, top_errors
 
 if TYPE_CHECKING:
     import argparse

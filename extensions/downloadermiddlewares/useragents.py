@@ -127,7 +127,8 @@ def load_pool(
     weights = [max(float(row.get("percent") or 0), 1e-6) for row in wanted]
     picked = rng.choices(wanted, weights=weights, k=size)
     unique = {
-        row["useragent"]: Identity(row["useragent"], row["browser"], row["os"]) for row in picked
+        row["useragent"]: Identity(row["useragent"], row["browser"] or "", row["os"] or "")
+        for row in picked
     }
     return list(unique.values()), True
 

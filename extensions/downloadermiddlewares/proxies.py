@@ -25,6 +25,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -39,8 +40,8 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
 from extensions import connection, defaults
+from extensions.frontier.meta import DELAY_UNTIL
 from extensions.keys import SpiderKeys
-from extensions.meta import DELAY_UNTIL
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -56,9 +57,9 @@ def proxy_label(proxy: str) -> str:
     return f"{parts.hostname}:{parts.port or 80}"
 
 
-def proxy_list(settings, environ: dict[str, str] | None = None) -> list[str]:
+def proxy_list(settings, environ: Mapping[str, str] | None = None) -> list[str]:
     """Proxies from ROTATING_PROXY_LIST, else ROTATING_PROXY_LIST_PATH, else $PROXIES."""
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     listed = settings.getlist("ROTATING_PROXY_LIST")
     if not listed and settings.get("ROTATING_PROXY_LIST_PATH"):
         path = Path(settings.get("ROTATING_PROXY_LIST_PATH"))
@@ -66,8 +67,8 @@ def proxy_list(settings, environ: dict[str, str] | None = None) -> list[str]:
             listed = path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise ValueError(f"ROTATING_PROXY_LIST_PATH {path}: {exc.strerror}") from None
-    if not listed and environ.get("PROXIES"):
-        listed = re.split(r"[\s,]+", environ["PROXIES"])
+    if not listed and env.get("PROXIES"):
+        listed = re.split(r"[\s,]+", env["PROXIES"])
     return [p.strip() for p in listed if p.strip() and not p.strip().startswith("#")]
 
 
@@ -80,11 +81,12 @@ def proxy_record(until: Any, attempts: Any) -> str | None:
     return f"{until}:{attempts}"
 
 
-def parse_proxy_record(value: bytes) -> tuple[float, int] | None:
+def parse_proxy_record(value: bytes | str) -> tuple[float, int] | None:
     """(rest until, failed attempts) from a shared record, None if malformed:
     the record may come from any node, or anyone who can write to Redis."""
     try:
-        until_text, sep, attempts_text = value.decode("ascii").partition(":")
+        text = value.decode("ascii") if isinstance(value, bytes) else value
+        until_text, sep, attempts_text = text.partition(":")
         until, attempts = float(until_text), int(attempts_text or 0)
     except (UnicodeDecodeError, ValueError):
         return None
@@ -136,6 +138,7 @@ class MaskedProxies(Proxies):
 
 class RotatingProxyMiddleware(StockRotatingProxies):
     SYNC_INTERVAL = 1.0  # seconds between reads of the cluster's proxy health
+    proxies: MaskedProxies
 
     def __init__(self, *args: Any, server: redis.Redis | None = None, key: str = "", **kwargs):
         super().__init__(*args, **kwargs)
@@ -145,7 +148,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
         self.key = key
         self._synced = 0.0
         self._all_resting_said = False
-        self._bad_records_said: set[bytes] = set()
+        self._bad_records_said: set[bytes | str] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RotatingProxyMiddleware:
@@ -239,7 +242,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
             connection.health_for(self.crawler).failed(exc)
             return
         for label, value in shared.items():
-            proxy = self.by_label.get(label.decode("utf-8", "replace"))
+            proxy = self.by_label.get(connection.text(label))
             if proxy is None:
                 continue
             parsed = parse_proxy_record(value)
@@ -300,7 +303,8 @@ class BanDetectionMiddleware(StockBanDetection):
         if not proxy_list(crawler.settings):
             raise NotConfigured  # no proxies configured: off, silently
         policy_cls = load_object(
-            crawler.settings.get("ROTATING_PROXY_BAN_POLICY") or "extensions.proxies.BanPolicy"
+            crawler.settings.get("ROTATING_PROXY_BAN_POLICY")
+            or "extensions.downloadermiddlewares.proxies.BanPolicy"
         )
         policy = (
             policy_cls.from_crawler(crawler)

@@ -21,9 +21,9 @@ import redis
 from scrapy.exceptions import NotConfigured
 
 from extensions import connection, defaults
-from extensions.frontier import load_script
+from extensions.frontier.frontier import load_script
+from extensions.frontier.meta import DELAY_UNTIL, RATE_SLOT
 from extensions.keys import SpiderKeys
-from extensions.meta import DELAY_UNTIL, RATE_SLOT
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -26,17 +26,19 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import defer, reactor, task, threads
+from twisted.internet import defer, task, threads
+from twisted.internet import reactor as _reactor
 from twisted.python.failure import Failure
 
 from extensions import defaults
-from extensions.checkpoint import node_id_for
-from extensions.stores import ItemStore, JsonLinesStore, MongoStore, WriteReport
+from extensions.cluster.checkpoint import node_id_for
+from extensions.pipelines.stores import ItemStore, JsonLinesStore, MongoStore, WriteReport
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
 COUNTERS = ("written", "retried", "spilled", "replayed", "rejected", "duplicates")
 

@@ -28,12 +28,12 @@ from scrapy.utils.response import response_status_message
 from twisted.internet.defer import CancelledError
 
 from extensions import connection, defaults
-from extensions.checkpoint import node_id_for
-from extensions.deadletter import DeadLetters
+from extensions.cluster.checkpoint import node_id_for
 from extensions.exceptions import SerializationError
+from extensions.frontier.deadletter import DeadLetters
+from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
+from extensions.frontier.serializer import dumps_request
 from extensions.keys import SpiderKeys
-from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
-from extensions.serializer import dumps_request
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -61,9 +61,12 @@ def parse_retry_after(value: bytes | str | None, now: float | None = None) -> fl
     return max(when.timestamp() - (now if now is not None else time.time()), 0.0)
 
 
-def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random = random) -> float:
+_RANDOM = random.Random()
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
     """Full jitter: uniform between 0 and the capped exponential for this attempt."""
-    return rng.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
+    return (rng or _RANDOM).uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
 
 
 def _is_robots_request(request: Request) -> bool:
@@ -162,6 +165,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         now = time.time()
         first_failure = request.meta.get(FIRST_FAILURE, now)
         meta = request.meta
+        assert self.crawler.spider is not None  # retries happen while it runs
         retry = get_retry_request(
             request,
             spider=self.crawler.spider,

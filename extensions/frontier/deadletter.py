@@ -19,7 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from extensions.serializer import entry_problem
+from extensions.frontier.serializer import entry_problem
 
 if TYPE_CHECKING:
     import redis
@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 FRESH_RETRY_DROPS = ("retry_times", "retry_first_failure", "delay_until", "_dead_lettered")
 
 
-def parse_record(raw: bytes) -> dict[str, Any] | None:
+def parse_record(raw: bytes | str) -> dict[str, Any] | None:
     """A dead-letter record, or None if it is not one (anyone who can write to
     Redis can write to the list)."""
     try:
@@ -79,7 +79,7 @@ class DeadLetters:
         A stored request is checked as a node would check it before it goes
         back: a record is data anyone who can write to Redis may have written.
         """
-        chosen: list[tuple[bytes, dict[str, Any]]] = []
+        chosen: list[tuple[bytes | str, dict[str, Any]]] = []
         unreplayable = 0
         for raw in reversed(self.server.lrange(self.key, 0, -1)):  # oldest first
             record = parse_record(raw)
@@ -97,7 +97,7 @@ class DeadLetters:
                 request.pop("meta", None)
             data = json.dumps(request, separators=(",", ":"))
             pipe.zadd(requests_key, {data: -int(request.get("priority", 0))})
-            pipe.lrem(self.key, -1, raw)
+            pipe.lrem(self.key, -1, raw)  # type: ignore[arg-type]  # bytes go as they are
         pipe.execute()
         return len(chosen), unreplayable
 

@@ -22,7 +22,7 @@ from scrapy.spiders import CrawlSpider, SitemapSpider
 from scrapy.utils.request import request_from_dict
 
 from extensions.exceptions import SerializationError
-from extensions.meta import control_meta_problem, priority_problem
+from extensions.frontier.meta import control_meta_problem, priority_problem
 
 # Attributes left out when they hold these values.
 _DEFAULTS: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""Where items end up: MongoDB when ``MONGO_URI`` is set (``extensions.mongo``),
+"""Where items end up: MongoDB when ``MONGO_URI`` is set (``extensions.pipelines.mongo``),
 else JSON Lines files.
 
 A store's ``write`` runs in a worker thread and returns only once the batch is
@@ -12,10 +12,10 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TextIO
 
-from extensions.documents import document_problem
-from extensions.mongo import MongoStore, WriteReport, keep_rejected
+from extensions.pipelines.documents import document_problem
+from extensions.pipelines.mongo import MongoStore, WriteReport, keep_rejected
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class JsonLinesStore:
     def __init__(self, directory: str | Path, spider_name: str, node_id: str):
         self.path = Path(directory) / spider_name / f"{node_id}.jsonl"
         self.rejected_path = self.path.parent / "rejected.jsonl"
-        self._file = None
+        self._file: TextIO | None = None
 
     def open(self) -> WriteReport:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from extensions import defaults
+
 MAX_SHARD_BITS = 2**32 - 1  # a Redis string holds at most 512 MB
 DEFAULT_SHARD_BITS = 2**30  # 128 MB per key keeps each key easy to move and dump
 
@@ -54,3 +56,15 @@ class BloomParams:
         shard = h1 % self.shards
         base = h1 // self.shards
         return shard, [(base + i * h2) % self.shard_bits for i in range(self.hashes)]
+
+
+def bloom_from_settings(settings) -> BloomParams | None:
+    mode = settings.get("DUPEFILTER_MODE", defaults.DUPEFILTER_MODE)
+    if mode == "exact":
+        return None
+    if mode != "bloom":
+        raise ValueError(f"DUPEFILTER_MODE must be 'exact' or 'bloom', not {mode!r}")
+    return BloomParams.for_capacity(
+        settings.getint("DUPEFILTER_BLOOM_CAPACITY", defaults.DUPEFILTER_BLOOM_CAPACITY),
+        settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE", defaults.DUPEFILTER_BLOOM_ERROR_RATE),
+    )

@@ -7,7 +7,7 @@ What it adds to scrapy-redis's scheduler:
 * a lease is released only after the engine is completely done with the
   request (callback run, child requests written to Redis, items through the
   pipelines), in batches, in the same transaction that writes its children;
-* requests are JSON (``extensions.serializer``), never pickle;
+* requests are JSON (``extensions.frontier.serializer``), never pickle;
 * round trips are batched: leases in groups into a local buffer, discovered
   requests checked against the dupefilter and enqueued in one Lua call, and
   links this node already sent dropped before they are even serialized;
@@ -22,33 +22,31 @@ import json
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import DontCloseSpider
-from twisted.internet import reactor, task
+from twisted.internet import task
 
 from extensions import connection, defaults, engine
-from extensions.bloom import BloomParams
-from extensions.checkpoint import Checkpoint, node_id_for
-from extensions.deadletter import DeadLetters
+from extensions.cluster.checkpoint import Checkpoint, node_id_for
+from extensions.downloadermiddlewares.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 from extensions.exceptions import SerializationError
-from extensions.frontier import Frontier, FrontierSizes, SentFingerprints
+from extensions.frontier.bloom import BloomParams, bloom_from_settings
+from extensions.frontier.deadletter import DeadLetters
+from extensions.frontier.frontier import Frontier, SentFingerprints
+from extensions.frontier.idle import ClusterDuties
+from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, START_ENTRY, priority_problem
+from extensions.frontier.serializer import dumps_request, loads_request
+from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.keys import SpiderKeys
-from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, START_ENTRY, priority_problem
-from extensions.serializer import dumps_request, loads_request
-from extensions.start_urls import StartLeases, tracker_for
-from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-START_URLS_RETURNED = " start URLs"  # how reclaim.lua names returned start entries
 
 
 def _url_of(data: bytes) -> str:
@@ -60,19 +58,7 @@ def _url_of(data: bytes) -> str:
     return url[:2000] if isinstance(url, str) else ""
 
 
-def bloom_from_settings(settings) -> BloomParams | None:
-    mode = settings.get("DUPEFILTER_MODE", defaults.DUPEFILTER_MODE)
-    if mode == "exact":
-        return None
-    if mode != "bloom":
-        raise ValueError(f"DUPEFILTER_MODE must be 'exact' or 'bloom', not {mode!r}")
-    return BloomParams.for_capacity(
-        settings.getint("DUPEFILTER_BLOOM_CAPACITY", defaults.DUPEFILTER_BLOOM_CAPACITY),
-        settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE", defaults.DUPEFILTER_BLOOM_ERROR_RATE),
-    )
-
-
-class DistributedScheduler(BaseScheduler):
+class DistributedScheduler(ClusterDuties, BaseScheduler):
     def __init__(
         self,
         server: redis.Redis,
@@ -377,11 +363,13 @@ class DistributedScheduler(BaseScheduler):
         """Write each new request and retry alone; those Redis refuses are
         dead-lettered, those that meet a server-side error wait for the next flush."""
         logger.error("Redis refused a write (%s); writing entries one by one", first_error)
-        kept_enqueue, kept_delay = [], []
-        for entries, write, kept in (
+        kept_enqueue: list[Any] = []
+        kept_delay: list[Any] = []
+        parts: tuple[tuple[list[Any], Any, list[Any]], ...] = (
             (to_enqueue, self.frontier.enqueue, kept_enqueue),
             (to_delay, self.frontier.delay, kept_delay),
-        ):
+        )
+        for entries, write, kept in parts:
             for entry in entries:
                 try:
                     write([entry])
@@ -453,100 +441,7 @@ class DistributedScheduler(BaseScheduler):
             self._schedule_wake(delay)
             self._poll_delay = min(self._poll_delay * 2, self.idle_poll_max)
 
-    def _schedule_wake(self, delay: float) -> None:
-        if self._wake_call is not None and self._wake_call.active():
-            if self._wake_call.getTime() > reactor.seconds() + delay:
-                self._wake_call.reset(delay)  # something is due sooner than planned
-            return
-        self._wake_call = reactor.callLater(delay, engine.wake, self.crawler)
-
-    # --- heartbeat, reclaim, idle ----------------------------------------------
-
-    def _heartbeat(self) -> None:
-        try:
-            sizes = self.frontier.sizes()
-            self.checkpoint.write(self.stats, sizes)
-            self._reclaim()
-            if time.monotonic() - self._last_cluster_log >= self.log_interval:
-                self._log_cluster(sizes)
-        except redis.RedisError as exc:
-            self.health.failed(exc)
-        else:
-            self.health.ok()
-
-    def _log_cluster(self, sizes: FrontierSizes) -> None:
-        """Scrapy's LogStats line speaks for this node; this one for the cluster."""
-        self._last_cluster_log = time.monotonic()
-        done = int(self.checkpoint.crawl_progress().get("done", 0))
-        alive = self.server.zcount(
-            self.keys.nodes, int((time.time() - self.node_timeout) * 1000), "+inf"
-        )
-        share = f" ({100 * done / sizes.seen:.0f}%)" if sizes.seen else ""
-        logger.info(
-            "cluster: %d done of %d discovered%s, %d queued, %d in flight, %d delayed, "
-            "%d dead-lettered; %d nodes alive",
-            done, sizes.seen, share, sizes.queued, sizes.in_flight, sizes.delayed, sizes.dlq,
-            alive,
-        )  # fmt: skip
-
-    def _reclaim(self, closing_node: str = "") -> dict[str, int]:
-        returned = self.frontier.reclaim(
-            self.node_timeout, closing_node=closing_node, forget_after=self.node_forget_after
-        )
-        for node, count in returned.items():
-            if node.endswith(START_URLS_RETURNED):
-                logger.warning(
-                    "returned %d start URL entries taken by node %s to the start list",
-                    count,
-                    node.removesuffix(START_URLS_RETURNED),
-                )
-                self.stats.inc_value("start_urls/reclaimed", count)
-                continue
-            logger.warning("returned %d requests leased by node %s to the queue", count, node)
-            self.stats.inc_value("frontier/reclaimed", count)
-        if returned:
-            self._next_poll = 0.0
-            engine.wake(self.crawler)
-        return returned
-
-    def _on_spider_idle(self, spider: Spider) -> None:
-        abandoned = self.start_entries.abandon_open()
-        if abandoned:
-            # Idle means nothing is on its way to this scheduler any more.
-            logger.warning(
-                "%d start URL entries made requests that never reached the scheduler "
-                "(a spider middleware dropped them)",
-                abandoned,
-            )
-            self.stats.inc_value("start_urls/dropped_before_queue", abandoned)
-        self.flush()
-        try:
-            sizes = self.frontier.sizes()
-        except redis.RedisError as exc:
-            self.health.failed(exc)
-            raise DontCloseSpider from None
-        now = time.monotonic()
-        if (
-            sizes.pending
-            or self._to_enqueue
-            or self._to_delay
-            or self._to_release
-            or len(self.start_entries)
-        ):
-            self._idle_since = None
-            raise DontCloseSpider
-        if self._idle_since is None:
-            self._idle_since = now
-            logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
-            # The crawl is over: from here on the shared dupefilter alone decides,
-            # so a recrawl after someone cleared it is not dropped on this node.
-            self._sent.clear()
-        if self.max_idle_time <= 0 or now - self._idle_since < self.max_idle_time:
-            logger.debug("no work anywhere; looking again in %.2f s", self.idle_poll_max)
-            self._schedule_wake(self.idle_poll_max)
-            raise DontCloseSpider
-
-    def _dead_letter(self, **record: str) -> None:
+    def _dead_letter(self, **record: Any) -> None:
         try:
             self.dead_letters.add(**record)
         except redis.RedisError as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from extensions import defaults
+from extensions import connection, defaults
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from redis.client import Pipeline
     from redis.commands.core import Script
 
-    from extensions.bloom import BloomParams
+    from extensions.frontier.bloom import BloomParams
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ FINGERPRINT_BYTES = 14
 
 
 def load_script(name: str) -> str:
-    scripts = resources.files("extensions.scripts")
+    scripts = resources.files("extensions.frontier.scripts")
     # Lua scripts cannot import one another: the shared helpers are prepended.
     prelude = scripts.joinpath("_priority.lua").read_text()
     return prelude + scripts.joinpath(f"{name}.lua").read_text()
@@ -118,7 +118,7 @@ class Frontier:
         self._bloom_ready = False
 
     def enqueue(
-        self, entries: list[tuple[str, float, bytes]], pipe: Pipeline | None = None
+        self, entries: list[tuple[str | bytes, float, bytes]], pipe: Pipeline | None = None
     ) -> int | None:
         """Add (fingerprint, score, data) entries; returns how many were new.
 
@@ -141,7 +141,8 @@ class Frontier:
             args.extend((self.keys.bloom_prefix, self.bloom.hashes))
             for fingerprint, score, data in entries:
                 if fingerprint:
-                    shard, offsets = self.bloom.positions(fingerprint)
+                    raw = fingerprint if isinstance(fingerprint, bytes) else fingerprint.encode()
+                    shard, offsets = self.bloom.positions(raw)
                     args.append(shard)
                     args.extend(offsets)
                 else:  # dont_filter: no check, same stride
@@ -237,7 +238,7 @@ class Frontier:
         """Forget the crawl: queue, seen fingerprints, every node's leases and
         progress. Start URLs waiting to be read (those a node had taken go back
         to the start list) and the dead letters stay."""
-        nodes = [n.decode() for n in self.server.zrange(self.keys.nodes, 0, -1)]
+        nodes = [connection.text(n) for n in self.server.zrange(self.keys.nodes, 0, -1)]
         for node in nodes:
             entries = self.server.lrange(self.keys.start_leases(node), 0, -1)
             if entries:

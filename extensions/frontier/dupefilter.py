@@ -11,12 +11,12 @@ Lua script that enqueues the request (``scripts/enqueue.lua``);
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy_redis.dupefilter import RFPDupeFilter
 
 from extensions import connection
-from extensions.frontier import FINGERPRINT_BYTES, load_script
+from extensions.frontier.frontier import FINGERPRINT_BYTES, load_script
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 class RedisDupeFilter(RFPDupeFilter):
+    logdupes: bool  # scrapy-redis's, set in its constructor
     logger = logger
 
     def __init__(
@@ -42,7 +43,7 @@ class RedisDupeFilter(RFPDupeFilter):
         super().__init__(server, key=key, debug=debug)
         self.fingerprinter = fingerprinter
         self.stats = stats
-        self._check = None
+        self._check: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisDupeFilter:
@@ -55,7 +56,7 @@ class RedisDupeFilter(RFPDupeFilter):
             stats=crawler.stats,
         )
 
-    def request_fingerprint(self, request: Request) -> bytes:  # type: ignore[override]
+    def request_fingerprint(self, request: Request) -> bytes:
         return self.fingerprinter.fingerprint(request)[:FINGERPRINT_BYTES]
 
     def request_seen(self, request: Request) -> bool:

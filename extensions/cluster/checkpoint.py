@@ -12,17 +12,18 @@ import os
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from extensions.frontier import now_ms
+from extensions.frontier.frontier import now_ms
 
 if TYPE_CHECKING:
     import redis
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-    from extensions.frontier import FrontierSizes
-    from extensions.keys import SpiderKeys
+    from extensions import connection
+    from extensions.frontier.frontier import FrontierSizes
+from extensions.keys import SpiderKeys
 
 HOST = socket.gethostname()
 
@@ -72,7 +73,7 @@ class Checkpoint:
         state: str = "running",
     ) -> None:
         values = stats.get_stats() if stats is not None else {}
-        progress = {
+        progress: dict[Any, Any] = {
             "pages": int(values.get("response_received_count", 0)),
             "items": int(values.get("item_scraped_count", 0)),
         }
@@ -90,7 +91,7 @@ class Checkpoint:
             },
         )  # fmt: skip
         pipe.hsetnx(self.keys.checkpoint, "started", now)
-        crawl = {"updated": now}
+        crawl: dict[Any, Any] = {"updated": now}
         if sizes is not None:
             crawl.update(
                 queued=sizes.queued, in_flight=sizes.in_flight, delayed=sizes.delayed,
@@ -105,18 +106,18 @@ class Checkpoint:
 
     def crawl_progress(self) -> dict[str, float]:
         raw = self.server.hgetall(self.keys.checkpoint)
-        return {k.decode(): float(v) for k, v in raw.items()}
+        return {connection.text(k): float(v) for k, v in raw.items()}
 
     def dead_local_nodes(self) -> list[str]:
         """Nodes of this host whose process is gone: their leases need not wait
         for the heartbeat timeout (a node restarted after kill -9 or a reboot)."""
         dead = []
         for raw_id in self.server.zrange(self.keys.nodes, 0, -1):
-            node_id = raw_id.decode()
+            node_id = connection.text(raw_id)
             if node_id == self.node_id:
                 continue
             host, pid, state = self.server.hmget(self.keys.node(node_id), "host", "pid", "state")
-            if host is None or host.decode() != HOST or state == b"closed":
+            if host is None or connection.text(host) != HOST or state == b"closed":
                 continue
             if pid is not None and int(pid) != os.getpid() and not _pid_alive(int(pid)):
                 dead.append(node_id)

@@ -8,8 +8,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from extensions import defaults
-from extensions.deadletter import parse_record
-from extensions.frontier import Frontier
+from extensions.frontier.deadletter import parse_record
+from extensions.frontier.frontier import Frontier
 
 if TYPE_CHECKING:
     import redis
@@ -26,8 +26,8 @@ def _number(value: Any, default: float = 0.0) -> float:
     return number if number == number and abs(number) != float("inf") else default
 
 
-def _text(value: bytes) -> str:
-    return value.decode("utf-8", "replace")
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def crawl_status(
@@ -42,7 +42,8 @@ def crawl_status(
     now = time.time()
     work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
     nodes = []
-    for raw_id, beat_ms in server.zrange(keys.nodes, 0, -1, withscores=True):
+    registry: Any = server.zrange(keys.nodes, 0, -1, withscores=True)
+    for raw_id, beat_ms in registry:
         node_id = _text(raw_id)
         record = {_text(k): _text(v) for k, v in server.hgetall(keys.node(node_id)).items()}
         last_beat = beat_ms / 1000

@@ -20,9 +20,9 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from extensions import connection, defaults
-from extensions.checkpoint import node_id_for
+from extensions.cluster.checkpoint import node_id_for
 from extensions.keys import SpiderKeys
-from extensions.status import crawl_status
+from extensions.observability.status import crawl_status
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

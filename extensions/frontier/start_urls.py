@@ -7,7 +7,7 @@ An entry is a raw URL or scrapy-redis's JSON form::
 Keys other than ``url``, ``meta``, ``priority``, ``method`` and ``dont_filter``
 become form data, as in scrapy-redis. Whoever can push to the list is not
 trusted to steer the crawler: ``meta`` may hold only ``START_URL_META_KEYS``
-and never a control key (``extensions.meta``), the URL must pass the
+and never a control key (``extensions.frontier.meta``), the URL must pass the
 ``UrlPolicy``, the priority must be in range. A bad entry is dead-lettered with
 the reason.
 
@@ -29,10 +29,10 @@ from urllib.parse import urlsplit
 from scrapy import FormRequest, Request
 
 from extensions import defaults
+from extensions.downloadermiddlewares.urlpolicy import UrlPolicy
 from extensions.exceptions import InvalidStartURL
-from extensions.frontier import load_script, now_ms
-from extensions.meta import CONTROL_KEYS, priority_problem
-from extensions.urlpolicy import UrlPolicy
+from extensions.frontier.frontier import load_script, now_ms
+from extensions.frontier.meta import CONTROL_KEYS, priority_problem
 
 if TYPE_CHECKING:
     import redis
@@ -194,7 +194,7 @@ class StartLeases:
     def ack(self, entries: list[bytes], pipe: Pipeline) -> None:
         """Queue on ``pipe`` the removal of entries whose requests are written."""
         for raw in entries:
-            pipe.lrem(self.key, 1, raw)
+            pipe.lrem(self.key, 1, raw)  # type: ignore[arg-type]  # bytes go as they are
 
 
 class StartEntryTracker:

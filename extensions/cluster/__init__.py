@@ -1,0 +1,1 @@
+"""The nodes of a crawl: identity, heartbeats and progress (``checkpoint``)."""

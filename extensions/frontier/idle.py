@@ -1,0 +1,150 @@
+"""What a scheduler does for the cluster besides handing out requests: its
+heartbeat and checkpoint, returning dead nodes' leases, the cluster-wide log
+line, waking an idle engine, and deciding when the crawl is over (a node closes
+only when the whole cluster's frontier has stayed empty for
+``MAX_IDLE_TIME_BEFORE_CLOSE`` seconds)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy.exceptions import DontCloseSpider
+from twisted.internet import reactor as _reactor
+
+from extensions import engine
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+
+    from extensions.frontier.frontier import FrontierSizes
+
+logger = logging.getLogger(__name__)
+reactor: Any = _reactor  # Twisted types the installed reactor poorly
+
+START_URLS_RETURNED = " start URLs"  # how reclaim.lua names returned start entries
+
+
+class ClusterDuties:
+    """Mixed into DistributedScheduler, whose state it shares."""
+
+    # set by DistributedScheduler
+    crawler: Any
+    frontier: Any
+    checkpoint: Any
+    server: Any
+    keys: Any
+    stats: Any
+    health: Any
+    start_entries: Any
+    node_timeout: float
+    node_forget_after: float
+    max_idle_time: float
+    idle_poll_max: float
+    log_interval: float
+    _next_poll: float
+    _last_cluster_log: float
+    _idle_since: float | None
+    _wake_call: Any
+    _sent: Any
+    _to_enqueue: list
+    _to_delay: list
+    _to_release: list
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def _schedule_wake(self, delay: float) -> None:
+        if self._wake_call is not None and self._wake_call.active():
+            if self._wake_call.getTime() > reactor.seconds() + delay:
+                self._wake_call.reset(delay)  # something is due sooner than planned
+            return
+        self._wake_call = reactor.callLater(delay, engine.wake, self.crawler)
+
+    # --- heartbeat, reclaim, idle ----------------------------------------------
+
+    def _heartbeat(self) -> None:
+        try:
+            sizes = self.frontier.sizes()
+            self.checkpoint.write(self.stats, sizes)
+            self._reclaim()
+            if time.monotonic() - self._last_cluster_log >= self.log_interval:
+                self._log_cluster(sizes)
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+        else:
+            self.health.ok()
+
+    def _log_cluster(self, sizes: FrontierSizes) -> None:
+        """Scrapy's LogStats line speaks for this node; this one for the cluster."""
+        self._last_cluster_log = time.monotonic()
+        done = int(self.checkpoint.crawl_progress().get("done", 0))
+        alive = self.server.zcount(
+            self.keys.nodes, int((time.time() - self.node_timeout) * 1000), "+inf"
+        )
+        share = f" ({100 * done / sizes.seen:.0f}%)" if sizes.seen else ""
+        logger.info(
+            "cluster: %d done of %d discovered%s, %d queued, %d in flight, %d delayed, "
+            "%d dead-lettered; %d nodes alive",
+            done, sizes.seen, share, sizes.queued, sizes.in_flight, sizes.delayed, sizes.dlq,
+            alive,
+        )  # fmt: skip
+
+    def _reclaim(self, closing_node: str = "") -> dict[str, int]:
+        returned = self.frontier.reclaim(
+            self.node_timeout, closing_node=closing_node, forget_after=self.node_forget_after
+        )
+        for node, count in returned.items():
+            if node.endswith(START_URLS_RETURNED):
+                logger.warning(
+                    "returned %d start URL entries taken by node %s to the start list",
+                    count,
+                    node.removesuffix(START_URLS_RETURNED),
+                )
+                self.stats.inc_value("start_urls/reclaimed", count)
+                continue
+            logger.warning("returned %d requests leased by node %s to the queue", count, node)
+            self.stats.inc_value("frontier/reclaimed", count)
+        if returned:
+            self._next_poll = 0.0
+            engine.wake(self.crawler)
+        return returned
+
+    def _on_spider_idle(self, spider: Spider) -> None:
+        abandoned = self.start_entries.abandon_open()
+        if abandoned:
+            # Idle means nothing is on its way to this scheduler any more.
+            logger.warning(
+                "%d start URL entries made requests that never reached the scheduler "
+                "(a spider middleware dropped them)",
+                abandoned,
+            )
+            self.stats.inc_value("start_urls/dropped_before_queue", abandoned)
+        self.flush()
+        try:
+            sizes = self.frontier.sizes()
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            raise DontCloseSpider from None
+        now = time.monotonic()
+        if (
+            sizes.pending
+            or self._to_enqueue
+            or self._to_delay
+            or self._to_release
+            or len(self.start_entries)
+        ):
+            self._idle_since = None
+            raise DontCloseSpider
+        if self._idle_since is None:
+            self._idle_since = now
+            logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
+            # The crawl is over: from here on the shared dupefilter alone decides,
+            # so a recrawl after someone cleared it is not dropped on this node.
+            self._sent.clear()
+        if self.max_idle_time <= 0 or now - self._idle_since < self.max_idle_time:
+            logger.debug("no work anywhere; looking again in %.2f s", self.idle_poll_max)
+            self._schedule_wake(self.idle_poll_max)
+            raise DontCloseSpider

@@ -1,0 +1,1 @@
+"""What a person sees of a crawl: ``scrapy status`` snapshots and Prometheus metrics."""

@@ -1,0 +1,1 @@
+"""Spider middlewares: at most ``MAX_LINKS_PER_PAGE`` requests per response."""
