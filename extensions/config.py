@@ -64,30 +64,25 @@ def _choice(*allowed: str) -> Check:
     return check
 
 
-def _ports(settings: BaseSettings, name: str) -> str | None:
-    try:
-        ports = [int(p) for p in settings.getlist(name, [])]
-    except (TypeError, ValueError):
-        return "must be a list of port numbers"
-    if any(not 1 <= p <= 65535 for p in ports):
-        return "ports must be between 1 and 65535"
-    return None
+def _int_list(low: int, high: int, what: str) -> Check:
+    """A check that the setting lists whole numbers between ``low`` and ``high``."""
+
+    def check(settings: BaseSettings, name: str) -> str | None:
+        try:
+            values = [int(v) for v in settings.getlist(name, getattr(defaults, name, []))]
+        except (TypeError, ValueError):
+            return f"must be a list of {what}"
+        if any(not low <= v <= high for v in values):
+            return f"{what} are between {low} and {high}"
+        return None
+
+    return check
 
 
 def _schemes(settings: BaseSettings, name: str) -> str | None:
     schemes = settings.getlist(name, defaults.ALLOWED_SCHEMES)
     if not schemes or not all(isinstance(s, str) and s.isalnum() for s in schemes):
         return "must name at least one scheme, e.g. http,https"
-    return None
-
-
-def _statuses(settings: BaseSettings, name: str) -> str | None:
-    try:
-        statuses = [int(s) for s in settings.getlist(name, defaults.PROXY_BAN_STATUSES)]
-    except (TypeError, ValueError):
-        return "must be a list of HTTP status codes"
-    if any(not 100 <= s <= 599 for s in statuses):
-        return "HTTP status codes are between 100 and 599"
     return None
 
 
@@ -138,7 +133,7 @@ CHECKS: dict[str, Check] = {
     "MAX_IDLE_TIME_BEFORE_CLOSE": _number(float, 0),
     "START_URL_META_KEYS": _meta_keys,
     "ALLOWED_SCHEMES": _schemes,
-    "ALLOWED_PORTS": _ports,
+    "ALLOWED_PORTS": _int_list(1, 65535, "port numbers"),
     "DENY_PRIVATE_NETWORKS": _flag,
     "DOWNLOAD_MAXSIZE": _number(int, 0),
     "MAX_LINKS_PER_PAGE": _number(int, 0),
@@ -160,7 +155,7 @@ CHECKS: dict[str, Check] = {
     "RETRY_AFTER_MAX": _number(float, 0),
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_HOST_RATES": _host_rates,
-    "PROXY_BAN_STATUSES": _statuses,
+    "PROXY_BAN_STATUSES": _int_list(100, 599, "HTTP status codes"),
     "USER_AGENT_ROTATION": _flag,
     "USER_AGENT_POOL_SIZE": _number(int, 1),
     "USER_AGENT_STICKY_PER_PROXY": _flag,
