@@ -14,6 +14,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from extensions import connection
 from extensions.frontier.frontier import now_ms
 
 if TYPE_CHECKING:
@@ -21,9 +22,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-    from extensions import connection
     from extensions.frontier.frontier import FrontierSizes
-from extensions.keys import SpiderKeys
+    from extensions.keys import SpiderKeys
 
 HOST = socket.gethostname()
 
