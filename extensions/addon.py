@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from extensions import config, defaults
+from extensions import compat, config, defaults
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -37,8 +37,8 @@ class DistributedAddon:
         for name in dir(defaults):
             if name.isupper():
                 settings.setdefault(name, getattr(defaults, name), "addon")
-        settings.set("SCHEDULER", "extensions.frontier.scheduler.DistributedScheduler", "addon")
-        settings.set("DUPEFILTER_CLASS", "extensions.frontier.dupefilter.RedisDupeFilter", "addon")
+        compat.take_over(settings)  # SCHEDULER, DUPEFILTER_CLASS (scrapy-redis leftovers too)
+        compat.warn_ignored(settings)
         self._close_doors(settings)
         # Added into the component dicts so a project's own components stay on.
         if PIPELINE not in settings["ITEM_PIPELINES"]:

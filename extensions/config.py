@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.misc import load_object
 
-from extensions import defaults, engine
+from extensions import compat, defaults, engine
 from extensions.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -130,8 +130,10 @@ CHECKS: dict[str, Check] = {
     "REDIS_CONNECT_TIMEOUT": _number(float, 0, above=True),
     "REDIS_CLUSTER": _flag,
     "REDIS_START_URLS_BATCH_SIZE": _number(int, 1, 100_000),
-    "MAX_IDLE_TIME_BEFORE_CLOSE": _number(float, 0),
+    # negative: close as soon as the cluster is idle (scrapy-redis's meaning)
+    "MAX_IDLE_TIME_BEFORE_CLOSE": _number(float),
     "START_URL_META_KEYS": _meta_keys,
+    "REDIS_START_URLS_DONT_FILTER": _flag,
     "ALLOWED_SCHEMES": _schemes,
     "ALLOWED_PORTS": _int_list(1, 65535, "port numbers"),
     "DENY_PRIVATE_NETWORKS": _flag,
@@ -218,6 +220,7 @@ def problems(settings: BaseSettings) -> list[str]:
             found.append(f"{name} = {shown!r:.100}: {problem}")
     if not found:  # relations read the values as numbers: only once each is one
         found = _relations(settings)
+    found += compat.unsupported(settings)
     seam = engine.seam_problem()
     return [*found, seam] if seam else found
 

@@ -12,6 +12,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
+from scrapy.settings import SETTINGS_PRIORITIES
 
 from extensions import defaults
 from extensions.exceptions import RedisUnavailable
@@ -39,7 +40,19 @@ def mask_url(url: str) -> str:
 
 
 def redis_url(settings: BaseSettings) -> str:
-    return settings.get("REDIS_URL") or defaults.REDIS_URL
+    """REDIS_URL, or one built from scrapy-redis's REDIS_HOST/PORT/DB/PARAMS."""
+    from extensions import compat
+
+    return compat.redis_url(settings, defaults.REDIS_URL)
+
+
+def _timeout(settings: BaseSettings, name: str, param: str, default: float) -> float:
+    # scrapy-redis's REDIS_PARAMS timeouts count unless the project set ours
+    params = settings.getdict("REDIS_PARAMS")
+    priority = settings.getpriority(name) or 0
+    if param in params and priority <= SETTINGS_PRIORITIES["addon"]:
+        return float(params[param])
+    return settings.getfloat(name, default)
 
 
 def from_settings(settings: BaseSettings, *, ping: bool = True) -> redis.Redis:
@@ -47,8 +60,15 @@ def from_settings(settings: BaseSettings, *, ping: bool = True) -> redis.Redis:
     url = redis_url(settings)
     return connect(
         url,
-        socket_timeout=settings.getfloat("REDIS_SOCKET_TIMEOUT", defaults.REDIS_SOCKET_TIMEOUT),
-        connect_timeout=settings.getfloat("REDIS_CONNECT_TIMEOUT", defaults.REDIS_CONNECT_TIMEOUT),
+        socket_timeout=_timeout(
+            settings, "REDIS_SOCKET_TIMEOUT", "socket_timeout", defaults.REDIS_SOCKET_TIMEOUT
+        ),
+        connect_timeout=_timeout(
+            settings,
+            "REDIS_CONNECT_TIMEOUT",
+            "socket_connect_timeout",
+            defaults.REDIS_CONNECT_TIMEOUT,
+        ),
         ping=ping,
         cluster=settings.getbool("REDIS_CLUSTER", defaults.REDIS_CLUSTER),
     )

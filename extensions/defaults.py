@@ -15,6 +15,9 @@ REDIS_CLUSTER = False  # REDIS_URL names a node of a Redis Cluster; keys become 
 # --- start URLs (scrapy-redis names) ----------------------------------------
 REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list the users LPUSH raw URLs or JSON to
 REDIS_START_URLS_BATCH_SIZE = 100  # entries read from the start URL list per round trip
+# a start URL pushed again is fetched again (scrapy-redis's behaviour) instead of
+# being dropped as seen; a JSON entry's own "dont_filter" wins
+REDIS_START_URLS_DONT_FILTER = False
 # seconds the whole cluster's frontier must stay empty before a node closes; 0 = never
 MAX_IDLE_TIME_BEFORE_CLOSE = 0
 # request.meta keys a start-URL entry may set: ["*"] = any key that is not a control

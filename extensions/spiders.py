@@ -76,6 +76,7 @@ class DistributedMixin:
         self.dead_letters = DeadLetters(self.server, self.redis_keys.dlq, node_id)
         self.start_leases = StartLeases(self.server, self.redis_keys, node_id)
         self.start_entry_rules = EntryRules.from_settings(settings)
+        self.redis_encoding = self.start_entry_rules.encoding  # scrapy-redis's attribute
         crawler.signals.connect(self._read_start_urls_when_idle, signal=signals.spider_idle)
         logger.info("reading start URLs from Redis list %s", self.redis_key)
 
@@ -168,6 +169,18 @@ class DistributedMixin:
             found = True
         if found:
             raise DontCloseSpider
+
+
+def reads_start_urls(spidercls: type) -> bool:
+    """Whether a spider class takes start URLs from Redis: ours, or scrapy-redis's
+    RedisSpider / RedisCrawlSpider left as they are."""
+    if issubclass(spidercls, DistributedMixin):
+        return True
+    try:
+        from scrapy_redis.spiders import RedisMixin
+    except ImportError:  # scrapy-redis is not installed: only ours then
+        return False
+    return issubclass(spidercls, RedisMixin)
 
 
 class DistributedSpider(DistributedMixin, Spider):

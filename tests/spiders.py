@@ -1,6 +1,6 @@
 """Spiders used only by the tests (``-s SPIDER_MODULES=tests.spiders``)."""
 
-from scrapy import Request
+from scrapy import Request, Spider
 
 from extensions.spiders import DistributedSpider
 
@@ -51,7 +51,7 @@ class ScrapyRedisStyleSpider(DistributedSpider):
     name = "fromdata"
 
     def make_request_from_data(self, data):
-        text = data.decode("utf-8")
+        text = data.decode(self.redis_encoding)  # scrapy-redis's attribute
         if text.endswith("/skip"):
             return None
         if text.endswith("/boom"):
@@ -63,3 +63,17 @@ class ScrapyRedisStyleSpider(DistributedSpider):
 
     def _private(self, response):  # a queue entry must not reach this
         self.name = "hijacked"
+
+
+class PlainSpider(Spider):
+    """An ordinary Scrapy spider in a project with the add-on: it reads no start
+    URLs from Redis, so it closes when the crawl's work is done."""
+
+    name = "plain"
+
+    def __init__(self, start: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [start]
+
+    def parse(self, response):
+        yield {"url": response.url}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
-from extensions import config, connection
+from extensions import compat, config, connection
 from extensions.exceptions import ConfigError, RedisUnavailable
 from extensions.keys import SpiderKeys
 
@@ -42,8 +42,14 @@ class Command(ScrapyCrawlCommand):
             spidercls.update_settings(settings)
             try:
                 settings = config.effective(settings)  # the add-on checks every setting
-                SpiderKeys.from_settings(args[0], settings, getattr(spidercls, "redis_key", None))
-                connection.from_settings(settings).close()
+                keys = SpiderKeys.from_settings(
+                    args[0], settings, getattr(spidercls, "redis_key", None)
+                )
+                server = connection.from_settings(settings)
+                foreign = compat.foreign_state(server, keys)
+                server.close()
+                if foreign:
+                    raise ConfigError("\n".join(foreign))
             except (ConfigError, RedisUnavailable, ValueError) as exc:
                 for line in str(exc).splitlines():
                     logger.critical("%s", line)

@@ -6,11 +6,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.downloadermiddlewares.urlpolicy import mask_credentials
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.start_urls import EntryRules, parse_entry
+from extensions.spiders import reads_start_urls
 
 if TYPE_CHECKING:
     import argparse
@@ -52,6 +54,12 @@ class Command(ProjectCommand):
             raise UsageError("no URLs given: pass them as arguments or with -f FILE")
         assert self.settings is not None
         keys = spider_keys(self.settings, name)
+        spidercls = get_spider_loader(self.settings).load(name)
+        if not reads_start_urls(spidercls):
+            raise UsageError(
+                f"spider {name!r} does not read start URLs from Redis (make it a "
+                "DistributedSpider or DistributedCrawlSpider): nothing would take them"
+            )
 
         rules = EntryRules.from_settings(self.settings)
         valid: list[str] = []

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from extensions import defaults
+from extensions import compat, defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.observability.status import crawl_status, top_errors
 
@@ -99,6 +99,9 @@ class Command(ProjectCommand):
         server = redis_for_command(self.settings)
         node_timeout = self.settings.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT)
         stall_time = self.settings.getfloat("NODE_STALL_TIME", defaults.NODE_STALL_TIME)
+        foreign = compat.foreign_state(server, keys)
+        if foreign:
+            raise SystemExit("error: " + "\n       ".join(foreign))
 
         def snapshot() -> dict[str, Any]:
             return crawl_status(server, keys, node_timeout, stall_time)

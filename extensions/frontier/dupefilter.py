@@ -11,6 +11,7 @@ Lua script that enqueues the request (``scripts/enqueue.lua``);
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy_redis.dupefilter import RFPDupeFilter
@@ -54,6 +55,19 @@ class RedisDupeFilter(RFPDupeFilter):
             fingerprinter=crawler.request_fingerprinter,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
             stats=crawler.stats,
+        )
+
+    @classmethod
+    def from_settings(cls, settings, *, fingerprinter=None) -> RedisDupeFilter:
+        """Standalone use, as scrapy-redis's ``RFPDupeFilter.from_settings``: a
+        dupefilter of its own (``dupefilter:TIMESTAMP``) with Scrapy's fingerprinter."""
+        from scrapy.utils.request import RequestFingerprinter
+
+        return cls(
+            connection.from_settings(settings),
+            key=f"dupefilter:{int(time.time())}",
+            fingerprinter=fingerprinter or RequestFingerprinter(),
+            debug=settings.getbool("DUPEFILTER_DEBUG"),
         )
 
     def request_fingerprint(self, request: Request) -> bytes:

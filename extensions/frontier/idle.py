@@ -144,7 +144,23 @@ class ClusterDuties:
             # The crawl is over: from here on the shared dupefilter alone decides,
             # so a recrawl after someone cleared it is not dropped on this node.
             self._sent.clear()
-        if self.max_idle_time <= 0 or now - self._idle_since < self.max_idle_time:
+        close_after = self.close_after(spider)
+        if close_after is None or now - self._idle_since < close_after:
             logger.debug("no work anywhere; looking again in %.2f s", self.idle_poll_max)
             self._schedule_wake(self.idle_poll_max)
             raise DontCloseSpider
+
+    def close_after(self, spider: Spider) -> float | None:
+        """Seconds the cluster must stay idle before this node closes; None = never.
+
+        MAX_IDLE_TIME_BEFORE_CLOSE as in scrapy-redis: 0 keeps a spider that
+        reads start URLs from Redis waiting for more, a negative value closes at
+        once; a spider that does not read them closes when the work is done.
+        """
+        from extensions.spiders import reads_start_urls  # the spiders import the frontier
+
+        if self.max_idle_time > 0:
+            return self.max_idle_time
+        if self.max_idle_time < 0 or not reads_start_urls(type(spider)):
+            return 0.0
+        return None

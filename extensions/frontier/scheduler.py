@@ -29,7 +29,7 @@ from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from twisted.internet import task
 
-from extensions import connection, defaults, engine
+from extensions import compat, connection, defaults, engine
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.downloadermiddlewares.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 from extensions.exceptions import SerializationError
@@ -128,9 +128,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
         s = crawler.settings
         server = connection.from_settings(s)
-        max_idle = s.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE", defaults.MAX_IDLE_TIME_BEFORE_CLOSE)
-        if max_idle < 0:
-            raise ValueError("MAX_IDLE_TIME_BEFORE_CLOSE must be 0 (never close) or positive")
+        max_idle = compat.max_idle_time(s, defaults.MAX_IDLE_TIME_BEFORE_CLOSE)
         return cls(
             server,
             crawler,

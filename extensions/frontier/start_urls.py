@@ -52,6 +52,10 @@ class EntryRules:
     policy: UrlPolicy = field(default_factory=UrlPolicy)
     #: meta keys an entry may set; None = any key that is not a control key
     meta_keys: frozenset[str] | None = None
+    #: how entries are encoded (scrapy-redis's REDIS_ENCODING)
+    encoding: str = "utf-8"
+    #: fetch a start URL again when it is pushed again (scrapy-redis's behaviour)
+    dont_filter: bool = False
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> EntryRules:
@@ -59,6 +63,10 @@ class EntryRules:
         return cls(
             policy=UrlPolicy.from_settings(settings),
             meta_keys=None if "*" in keys else frozenset(keys),
+            encoding=settings.get("REDIS_ENCODING") or "utf-8",
+            dont_filter=settings.getbool(
+                "REDIS_START_URLS_DONT_FILTER", defaults.REDIS_START_URLS_DONT_FILTER
+            ),
         )
 
 
@@ -112,14 +120,15 @@ class StartEntry:
         return Request(self.url, method=self.method, **common)
 
 
-def _text_of(raw: bytes | str) -> str:
+def _text_of(raw: bytes | str, encoding: str = "utf-8") -> str:
     if isinstance(raw, bytes):
         if len(raw) > MAX_ENTRY_BYTES:
             raise InvalidStartURL(f"entry of {len(raw)} bytes, over {MAX_ENTRY_BYTES}")
         try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidStartURL("entry is not UTF-8 text") from None
+            return raw.decode(encoding)
+        except (UnicodeDecodeError, LookupError):
+            name = "UTF-8" if encoding.lower().replace("-", "") == "utf8" else encoding
+            raise InvalidStartURL(f"entry is not {name} text") from None
     return raw
 
 
@@ -138,9 +147,9 @@ def _checked_meta(meta: Any, rules: EntryRules) -> dict[str, Any]:
 
 def parse_entry(raw: bytes | str, rules: EntryRules = DEFAULT_RULES) -> StartEntry:
     """The entry as a StartEntry, or InvalidStartURL with the reason."""
-    text = _text_of(raw).strip()
+    text = _text_of(raw, rules.encoding).strip()
     if not text.startswith("{"):
-        return StartEntry(url=validate_url(text, rules))
+        return StartEntry(url=validate_url(text, rules), dont_filter=rules.dont_filter)
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -161,7 +170,7 @@ def parse_entry(raw: bytes | str, rules: EntryRules = DEFAULT_RULES) -> StartEnt
     formdata = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
     if not all(isinstance(v, str) for v in formdata.values()):
         raise InvalidStartURL("form fields must be strings")
-    dont_filter = data.get("dont_filter", False)
+    dont_filter = data.get("dont_filter", rules.dont_filter)
     if not isinstance(dont_filter, bool):
         raise InvalidStartURL("'dont_filter' must be true or false")
     return StartEntry(

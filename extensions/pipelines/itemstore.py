@@ -32,6 +32,7 @@ from twisted.python.failure import Failure
 
 from extensions import defaults
 from extensions.cluster.checkpoint import node_id_for
+from extensions.pipelines.mongo import KEY_FIELD
 from extensions.pipelines.stores import ItemStore, JsonLinesStore, MongoStore, WriteReport
 
 if TYPE_CHECKING:
@@ -154,6 +155,9 @@ class ItemStorePipeline:
         doc.setdefault("_spider", spider.name if spider else "")
         doc.setdefault("_node", self.node_id)
         doc.setdefault("_fetched_at", dt.datetime.now(dt.UTC))
+        key_field = getattr(item, "item_key_field", None)
+        if key_field:
+            doc[KEY_FIELD] = key_field
         collection = getattr(item, "mongo_collection", None)
         if collection:
             doc["_collection"] = collection

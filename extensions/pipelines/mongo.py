@@ -47,6 +47,7 @@ from extensions.pipelines.journal import Journal
 logger = logging.getLogger(__name__)
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+KEY_FIELD = "_key_field"  # set by the pipeline when the item class names its own key
 DUPLICATE_KEY = 11000
 # Server error codes that mean "try again": not primary, shutting down,
 # stepping down, network trouble, time limits.
@@ -127,6 +128,7 @@ class MongoStore:
         self.rejected_path = Path(journal_dir) / "rejected.jsonl"
         self.client: pymongo.MongoClient | None = None
         self._indexed: set[str] = set()
+        self._key_hint_said = False
         self._outage_since: float | None = None
 
     # --- lifecycle (worker thread) ---------------------------------------------
@@ -250,7 +252,11 @@ class MongoStore:
         return kept
 
     def _unacceptable(self, doc: dict[str, Any]) -> str | None:
-        return document_problem(doc, self.key_field)
+        return document_problem(doc, self._key_of(doc))
+
+    def _key_of(self, doc: dict[str, Any]) -> str:
+        """The document's key field: its item class's ``item_key_field``, else the store's."""
+        return doc.get(KEY_FIELD) or self.key_field
 
     def _size_problem(self, doc: dict[str, Any]) -> str | None:
         try:
@@ -296,7 +302,7 @@ class MongoStore:
         assert self.client is not None
         retry: list[dict[str, Any]] = []
         for name, group in self._by_collection(docs).items():
-            self._ensure_indexes(name)
+            self._ensure_indexes(name, self._key_of(group[0]))
             collection = self.client[self.database_name][name]
             operations = [self._operation(doc, now) for doc in group]
             try:
@@ -323,12 +329,13 @@ class MongoStore:
         return retry
 
     def _operation(self, doc: dict[str, Any], now: dt.datetime):
-        fields = {k: v for k, v in doc.items() if k not in ("_id", "_collection")}
+        fields = {k: v for k, v in doc.items() if k not in ("_id", "_collection", KEY_FIELD)}
+        key_field = self._key_of(doc)
         if self.mode == "insert":
             return InsertOne({**fields, "_first_seen": now, "_updated_at": now})
         fields["_updated_at"] = now
         return UpdateOne(
-            {self.key_field: doc[self.key_field]},
+            {key_field: doc[key_field]},
             {"$set": fields, "$setOnInsert": {"_first_seen": now}},
             upsert=True,
         )
@@ -340,13 +347,14 @@ class MongoStore:
             groups.setdefault(name, []).append(doc)
         return groups
 
-    def _ensure_indexes(self, name: str) -> None:
+    def _ensure_indexes(self, name: str, key_field: str | None = None) -> None:
         if name in self._indexed:
             return
+        key_field = key_field or self.key_field
         assert self.client is not None
         collection = self.client[self.database_name][name]
         try:
-            collection.create_index([(self.key_field, pymongo.ASCENDING)], unique=True)
+            collection.create_index([(key_field, pymongo.ASCENDING)], unique=True)
             collection.create_index([("_fetched_at", pymongo.ASCENDING)])
         except OperationFailure as exc:
             if is_transient(exc):
@@ -362,7 +370,7 @@ class MongoStore:
                 "cannot create the unique index on %s.%s.%s: %s%s",
                 self.database_name,
                 name,
-                self.key_field,
+                key_field,
                 exc.details.get("errmsg", exc) if exc.details else exc,
                 hint,
             )
@@ -373,6 +381,15 @@ class MongoStore:
         report.spilled += len(docs)
 
     def _reject(self, doc: dict[str, Any], reason: str, report: WriteReport) -> None:
-        key = doc.get(self.key_field)
+        key_field = self._key_of(doc)
+        key = doc.get(key_field)
+        if reason.startswith("missing its key field") and not self._key_hint_said:
+            self._key_hint_said = True
+            logger.warning(
+                "items are stored keyed on %r and this one has no such field: set "
+                "item_key_field on the spider or the item class to the field that "
+                "identifies an item (scrapy-redis projects often use 'link' or 'id')",
+                key_field,
+            )
         self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
         keep_rejected(self.rejected_path, doc, key, reason, report)

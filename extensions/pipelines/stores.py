@@ -58,7 +58,7 @@ class JsonLinesStore:
                 kept.append(doc)
         documents = kept
         lines = "".join(
-            json.dumps({k: v for k, v in doc.items() if k != "_collection"},
+            json.dumps({k: v for k, v in doc.items() if k not in ("_collection", "_key_field")},
                        ensure_ascii=False, default=str) + "\n"
             for doc in documents
         )  # fmt: skip
