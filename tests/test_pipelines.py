@@ -1,18 +1,12 @@
 """The item store pipeline in real crawls: MongoDB-wire server or JSON Lines."""
 
-import re
 import time
 
-from tests.conftest import read_items, site_hits
+from tests.conftest import read_items, site_hits, stat
 from tests.test_chaos import ALLOW, SETTINGS, good_pages
 from tests.test_mongo import restart
 from tests.test_scheduler import wait_for
 from tools import services
-
-
-def stat(log: str, name: str) -> int:
-    found = re.search(rf"'{re.escape(name)}': (\d+)", log)
-    return int(found.group(1)) if found else 0
 
 
 def test_two_nodes_store_each_page_once_in_mongodb(
