@@ -13,7 +13,9 @@ What it adds to scrapy-redis's scheduler:
   links this node already sent dropped before they are even serialized;
 * an idle node asks Redis again after 50 ms, backing off to 1 s, instead of
   every 5 s; and it closes only when the whole cluster's frontier has stayed
-  empty for ``MAX_IDLE_TIME_BEFORE_CLOSE`` seconds.
+  empty for ``MAX_IDLE_TIME_BEFORE_CLOSE`` seconds (``frontier/idle.py``);
+* what it queues is checked first: the URL policy, priority and delay ranges;
+  a start-URL entry's lease is dropped in the transaction that queues its requests.
 """
 
 from __future__ import annotations
