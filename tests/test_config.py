@@ -19,7 +19,6 @@ BAD_VALUES = [
     ("REDIS_URL", "http://127.0.0.1:6379"),
     ("REDIS_SOCKET_TIMEOUT", -2),
     ("REDIS_CLUSTER", "maybe"),
-    ("MAX_IDLE_TIME_BEFORE_CLOSE", -1),
     ("DUPEFILTER_MODE", "fuzzy"),
     ("DUPEFILTER_BLOOM_ERROR_RATE", 1.5),
     ("DUPEFILTER_BLOOM_CAPACITY", 0),
