@@ -51,6 +51,17 @@ IGNORED = {
 }
 
 
+_said: set[str] = set()
+
+
+def _warn_once(message: str, *args: Any) -> None:
+    # `scrapy crawl` checks the settings before the crawler applies them again
+    text = message % args
+    if text not in _said:
+        _said.add(text)
+        logger.warning("%s", text)
+
+
 def _set_by_project(settings: BaseSettings, name: str) -> bool:
     priority = settings.getpriority(name)
     return priority is not None and priority > SETTINGS_PRIORITIES["addon"]
@@ -70,7 +81,7 @@ def take_over(settings: BaseSettings) -> None:
             settings.set(name, ours, "addon")
             continue
         if current in replaceable:
-            logger.warning(
+            _warn_once(
                 "%s = %s is left over from before the add-on; the add-on's %s takes over "
                 "(delete the line from your settings)",
                 name,
@@ -137,13 +148,13 @@ def warn_ignored(settings: BaseSettings) -> list[str]:
     said = []
     for name, why in IGNORED.items():
         if settings.get(name) not in (None, "", False) and _set_by_project(settings, name):
-            logger.warning("%s is a scrapy-redis setting this crawler ignores: %s", name, why)
+            _warn_once("%s is a scrapy-redis setting this crawler ignores: %s", name, why)
             said.append(name)
     known = {"socket_timeout", "socket_connect_timeout", "password", "username", "db",
              "host", "port", "encoding", "retry_on_timeout"}  # fmt: skip
     for key in settings.getdict("REDIS_PARAMS"):
         if key not in known:
-            logger.warning("REDIS_PARAMS[%r] is ignored: this crawler builds its own client", key)
+            _warn_once("REDIS_PARAMS[%r] is ignored: this crawler builds its own client", key)
             said.append(f"REDIS_PARAMS[{key}]")
     return said
 
