@@ -55,13 +55,16 @@ def test_dead_nodes_leases_return_to_the_queue_with_their_priority(redis_client,
     alive = Frontier(redis_client, keys, "alive")
     dead.enqueue([entry("http://a/1", priority=3), entry("http://a/2")])
     dead.lease(2, lease_timeout=600)
+    redis_client.rpush(keys.start_leases("dead"), b"http://a/start")  # taken, not yet queued
     alive.heartbeat()
-    assert alive.reclaim(node_timeout=30) == {}  # "dead" beat just now
+    assert not alive.reclaim(node_timeout=30)  # "dead" beat just now
     redis_client.zadd(keys.nodes, {"dead": now_ms() - 60_000})
 
-    assert alive.reclaim(node_timeout=30) == {"dead": 2}
+    returned = alive.reclaim(node_timeout=30)
+    assert (returned.requests, returned.start_urls) == ({"dead": 2}, {"dead": 1})
+    assert redis_client.lrange(keys.start_urls, 0, -1) == [b"http://a/start"]
     sizes = alive.sizes()
-    assert (sizes.queued, sizes.in_flight) == (2, 0)
+    assert (sizes.queued, sizes.in_flight, sizes.start_urls) == (2, 0, 1)
     first, _ = alive.lease(1, lease_timeout=60)
     assert json.loads(first[0])["url"] == "http://a/1"  # priority 3 kept
 
@@ -70,7 +73,7 @@ def test_expired_leases_of_a_live_node_return(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1")
     frontier.enqueue([entry("http://a/1")])
     frontier.lease(1, lease_timeout=-1)  # already past its deadline
-    assert frontier.reclaim(node_timeout=30) == {"n1": 1}
+    assert frontier.reclaim(node_timeout=30).requests == {"n1": 1}
     assert frontier.sizes().queued == 1
 
 
@@ -78,7 +81,7 @@ def test_closing_node_hands_back_everything(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1")
     frontier.enqueue([entry(f"http://a/{i}") for i in range(5)])
     frontier.lease(3, lease_timeout=600)
-    assert frontier.reclaim(node_timeout=30, closing_node="n1") == {"n1": 3}
+    assert frontier.reclaim(node_timeout=30, closing_node="n1").requests == {"n1": 3}
     assert frontier.sizes().queued == 5
 
 
@@ -133,7 +136,7 @@ def test_nodes_silent_for_long_are_forgotten_once_their_leases_are_back(redis_cl
     redis_client.zadd(keys.nodes, {"recent": now_ms() - 60_000, "ancient": now_ms() - 3_600_000})
     redis_client.hset(keys.node("ancient"), "pages", 1)
     redis_client.zadd(keys.leases("ancient"), {b'{"url":"http://a/x"}': 1e15})
-    assert frontier.reclaim(node_timeout=30, forget_after=600) == {"ancient": 1}
+    assert frontier.reclaim(node_timeout=30, forget_after=600).requests == {"ancient": 1}
     assert {n.decode() for n in redis_client.zrange(keys.nodes, 0, -1)} == {"alive", "recent"}
     assert not redis_client.exists(keys.node("ancient"))
     assert frontier.sizes().queued == 1

@@ -84,6 +84,24 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _counts(flat: list) -> dict[str, int]:
+    return {
+        connection.text(node): int(count) for node, count in zip(flat[::2], flat[1::2], strict=True)
+    }
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """What a reclaim gave back, per node: requests to the queue, start-URL
+    entries to the start list."""
+
+    requests: dict[str, int]
+    start_urls: dict[str, int]
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.start_urls)
+
+
 @dataclass(frozen=True)
 class FrontierSizes:
     start_urls: int
@@ -196,12 +214,9 @@ class Frontier:
         *,
         closing_node: str = "",
         forget_after: float = defaults.NODE_FORGET_AFTER,
-    ) -> dict[str, int]:
-        """Return leases of dead nodes, expired leases, and those of ``closing_node``;
-        forget nodes silent for ``forget_after`` seconds.
-
-        Returns {node id: number of requests returned to the queue}.
-        """
+    ) -> Reclaimed:
+        """Return leases of dead nodes (start leases too), expired leases, and
+        those of ``closing_node``; forget nodes silent for ``forget_after`` seconds."""
         now = now_ms()
         flat = self._reclaim(
             keys=[self.keys.nodes, self.keys.requests, self.keys.start_urls],
@@ -215,10 +230,8 @@ class Frontier:
                 self.keys.start_leases(""),
             ],
         )
-        return {
-            node.decode() if isinstance(node, bytes) else node: int(count)
-            for node, count in zip(flat[::2], flat[1::2], strict=True)
-        }
+        requests, start_urls = flat
+        return Reclaimed(_counts(requests), _counts(start_urls))
 
     def heartbeat(self, pipe: Pipeline | None = None) -> None:
         (pipe or self.server).zadd(self.keys.nodes, {self.node_id: now_ms()})

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
-START_URLS_RETURNED = " start URLs"  # how reclaim.lua names returned start entries
-
 
 class ClusterDuties:
     """Mixed into DistributedScheduler, whose state it shares."""
@@ -93,24 +91,22 @@ class ClusterDuties:
         )  # fmt: skip
 
     def _reclaim(self, closing_node: str = "") -> dict[str, int]:
+        """Reclaim; returns {node: requests returned to the queue}."""
         returned = self.frontier.reclaim(
             self.node_timeout, closing_node=closing_node, forget_after=self.node_forget_after
         )
-        for node, count in returned.items():
-            if node.endswith(START_URLS_RETURNED):
-                logger.warning(
-                    "returned %d start URL entries taken by node %s to the start list",
-                    count,
-                    node.removesuffix(START_URLS_RETURNED),
-                )
-                self.stats.inc_value("start_urls/reclaimed", count)
-                continue
+        for node, count in returned.start_urls.items():
+            logger.warning(
+                "returned %d start URL entries taken by node %s to the start list", count, node
+            )
+            self.stats.inc_value("start_urls/reclaimed", count)
+        for node, count in returned.requests.items():
             logger.warning("returned %d requests leased by node %s to the queue", count, node)
             self.stats.inc_value("frontier/reclaimed", count)
         if returned:
             self._next_poll = 0.0
             engine.wake(self.crawler)
-        return returned
+        return returned.requests
 
     def _on_spider_idle(self, spider: Spider) -> None:
         abandoned = self.start_entries.abandon_open()

@@ -217,8 +217,15 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             returned = self.frontier.reclaim(
                 self.node_timeout, closing_node=self.node_id, forget_after=self.node_forget_after
             )
-            if returned.get(self.node_id):
-                logger.info("returned %d unfinished requests to the queue", returned[self.node_id])
+            if returned.requests.get(self.node_id):
+                logger.info(
+                    "returned %d unfinished requests to the queue", returned.requests[self.node_id]
+                )
+            if returned.start_urls.get(self.node_id):
+                logger.info(
+                    "returned %d start URL entries to the start list",
+                    returned.start_urls[self.node_id],
+                )
             self.checkpoint.write(self.stats, state="closed")
             if not self.persist and reason == "finished":
                 # Only a finished crawl is wiped: a node stopped mid-crawl must

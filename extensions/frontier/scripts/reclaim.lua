@@ -13,10 +13,11 @@
 -- ARGV[6]  node record key prefix; a node's record lives at prefix .. node id
 -- ARGV[7]  start lease key prefix; start-URL entries a node took and had not
 --          queued yet go back to the read end of KEYS[3] with its leases
--- Returns  flat list: node id, number of requests returned, ... (nodes with 0 left out);
---          start-URL entries returned are listed as 'NODE start URLs', count
+-- Returns  {requests, start entries}: each a flat list of node id, number returned,
+--          ... (nodes with 0 left out)
 -- (priority_score comes from _priority.lua, prepended when loading)
 local returned = {}
+local returned_start = {}
 local nodes = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #nodes, 2 do
   local node = nodes[i]
@@ -32,8 +33,8 @@ for i = 1, #nodes, 2 do
     end
     redis.call('DEL', start_key)
     if #entries > 0 then
-      table.insert(returned, node .. ' start URLs')
-      table.insert(returned, #entries)
+      table.insert(returned_start, node)
+      table.insert(returned_start, #entries)
     end
     if tonumber(nodes[i + 1]) < tonumber(ARGV[5]) then
       redis.call('ZREM', KEYS[1], node)
@@ -53,4 +54,4 @@ for i = 1, #nodes, 2 do
     table.insert(returned, #items)
   end
 end
-return returned
+return {returned, returned_start}
