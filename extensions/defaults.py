@@ -24,7 +24,7 @@ MAX_IDLE_TIME_BEFORE_CLOSE = 0
 # key of Scrapy or the stack (extensions/frontier/meta.py); control keys are never taken
 START_URL_META_KEYS = ["*"]
 
-# --- what may be fetched (extensions/downloadermiddlewares/urlpolicy.py)
+# --- what may be fetched (extensions/urlpolicy.py)
 ALLOWED_SCHEMES = ["http", "https"]  # other schemes are refused and their handlers removed
 ALLOWED_PORTS: list[int] = []  # ports a request may use; empty = any
 DENY_PRIVATE_NETWORKS = False  # refuse private/loopback/link-local addresses (resolved too)

@@ -31,12 +31,12 @@ from scrapy.spiders import CrawlSpider
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
-from extensions.downloadermiddlewares.urlpolicy import mask_credentials
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.meta import START_ENTRY
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
 from extensions.keys import SpiderKeys
+from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -4,7 +4,7 @@ import pytest
 from scrapy.settings import Settings
 
 from extensions.addon import DistributedAddon
-from extensions.downloadermiddlewares.urlpolicy import UrlPolicy, address_problem, mask_credentials
+from extensions.urlpolicy import UrlPolicy, address_problem, mask_credentials
 
 
 @pytest.mark.parametrize(

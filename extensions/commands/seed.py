@@ -9,10 +9,10 @@ from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.downloadermiddlewares.urlpolicy import mask_credentials
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.start_urls import EntryRules, parse_entry
 from extensions.spiders import reads_start_urls
+from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
     import argparse

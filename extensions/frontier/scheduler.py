@@ -33,7 +33,6 @@ from twisted.internet import task
 
 from extensions import compat, connection, defaults, engine
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
-from extensions.downloadermiddlewares.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
@@ -43,6 +42,7 @@ from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, START_ENTRY, pr
 from extensions.frontier.serializer import dumps_request, loads_request
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.keys import SpiderKeys
+from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

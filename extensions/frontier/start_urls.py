@@ -29,10 +29,10 @@ from urllib.parse import urlsplit
 from scrapy import FormRequest, Request
 
 from extensions import defaults
-from extensions.downloadermiddlewares.urlpolicy import UrlPolicy
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import load_script, now_ms
 from extensions.frontier.meta import CONTROL_KEYS, priority_problem
+from extensions.urlpolicy import UrlPolicy
 
 if TYPE_CHECKING:
     import redis
