@@ -157,7 +157,7 @@ _SERVER_SIDE = ("READONLY", "OOM", "BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN
 
 def text(value: Any) -> str:
     """A Redis reply as text: the clients here return bytes."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def is_bad_input(exc: redis.ResponseError) -> bool:

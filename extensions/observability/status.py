@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from extensions import defaults
+from extensions.connection import text
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 
@@ -26,10 +27,6 @@ def _number(value: Any, default: float = 0.0) -> float:
     return number if number == number and abs(number) != float("inf") else default
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def crawl_status(
     server: redis.Redis,
     keys: SpiderKeys,
@@ -38,14 +35,14 @@ def crawl_status(
 ) -> dict[str, Any]:
     """One snapshot of the crawl: what ``--json`` prints and the metrics export."""
     sizes = Frontier(server, keys, node_id="").sizes()
-    checkpoint = {_text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
+    checkpoint = {text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
     now = time.time()
     work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
     nodes = []
     registry: Any = server.zrange(keys.nodes, 0, -1, withscores=True)
     for raw_id, beat_ms in registry:
-        node_id = _text(raw_id)
-        record = {_text(k): _text(v) for k, v in server.hgetall(keys.node(node_id)).items()}
+        node_id = text(raw_id)
+        record = {text(k): text(v) for k, v in server.hgetall(keys.node(node_id)).items()}
         last_beat = beat_ms / 1000
         state = record.get("state", "running")
         alive = state != "closed" and now - last_beat <= node_timeout
