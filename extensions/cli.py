@@ -26,8 +26,12 @@ def spider_keys(settings: Settings, name: str) -> SpiderKeys:
     except KeyError:
         known = ", ".join(sorted(loader.list())) or "none"
         raise UsageError(f"no spider named {name!r} in this project (spiders: {known})") from None
+    spider_settings = settings.copy()
+    spidercls.update_settings(spider_settings)  # custom_settings may name the start key's type
     try:
-        return SpiderKeys.from_settings(name, settings, getattr(spidercls, "redis_key", None))
+        return SpiderKeys.from_settings(
+            name, spider_settings, getattr(spidercls, "redis_key", None)
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

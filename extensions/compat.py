@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
+from extensions import connection, keys
 from extensions.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -125,22 +126,13 @@ def max_idle_time(settings: BaseSettings, default: float) -> float:
     return settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE", default)
 
 
-# Settings whose meaning would change what is crawled: refused rather than ignored.
-UNSUPPORTED = {
-    "REDIS_START_URLS_AS_SET": "start URLs are read from a list (LPUSH); move the set's "
-    "members into NAME:start_urls and turn this off",
-    "REDIS_START_URLS_AS_ZSET": "start URLs are read from a list (LPUSH); move the sorted "
-    "set's members into NAME:start_urls and turn this off",
-}
-
-
 def unsupported(settings: BaseSettings) -> list[str]:
-    """One line per scrapy-redis setting this crawler cannot honour."""
-    return [
-        f"{name} = {settings.get(name)!r}: {why}"
-        for name, why in UNSUPPORTED.items()
-        if settings.getbool(name, False)
-    ]
+    """One line per combination of scrapy-redis settings this crawler cannot honour."""
+    try:
+        keys.start_type(settings)
+    except ValueError as exc:
+        return [f"{exc}: the start key is one or the other"]
+    return []
 
 
 def warn_ignored(settings: BaseSettings) -> list[str]:
@@ -159,32 +151,55 @@ def warn_ignored(settings: BaseSettings) -> list[str]:
     return said
 
 
-# The type each key must have here; scrapy-redis keeps a set dupefilter, and
-# may keep start URLs in a set or sorted set.
-EXPECTED_TYPES = {"dupefilter": b"hash", "requests": b"zset", "start_urls": b"list"}
 PICKLE_PREFIX = b"\x80"  # every pickle of protocol 2 or later starts so
+SCRAPY_REDIS_FINGERPRINTS = "scrapy-redis"  # NAME:fingerprinter after a migration
 
 
-def foreign_state(server: Any, keys: Any) -> list[str]:
-    """One line per key holding state this crawler cannot read (scrapy-redis's
-    set dupefilter, its pickled queue, a set of start URLs); empty if none."""
-    found = []
+START_TYPE_SETTINGS = {
+    "set": "REDIS_START_URLS_AS_SET = True",
+    "zset": "REDIS_START_URLS_AS_ZSET = True",
+    "list": "neither REDIS_START_URLS_AS_SET nor _AS_ZSET",
+}
+
+
+def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
+    """One line per key holding state this crawler cannot read as it is
+    (scrapy-redis's set dupefilter or pickled queue, a start key of another
+    type than the settings say); empty if none."""
     pipe = server.pipeline(transaction=False)
-    names = {name: getattr(keys, name) for name in EXPECTED_TYPES}
-    for key in names.values():
+    for key in (spider_keys.dupefilter, spider_keys.requests, spider_keys.start_urls):
         pipe.type(key)
-    pipe.zrange(keys.requests, 0, 0)
-    *types, first = pipe.execute()
-    for (name, key), kind in zip(names.items(), types, strict=True):
-        if kind not in (b"none", EXPECTED_TYPES[name]):
-            found.append(f"{key} is a {kind.decode()}, where this crawler keeps a "
-                         f"{EXPECTED_TYPES[name].decode()}")  # fmt: skip
-    if first and first[0].startswith(PICKLE_PREFIX) and not found:
-        found.append(f"{keys.requests} holds pickled requests (scrapy-redis's queue)")
-    if found:
-        found.append(
-            "this is state from another crawler (scrapy-redis?); carrying it over is not "
-            "supported yet: delete those keys (redis-cli DEL ...) or crawl under another "
-            "spider name, then seed again"
+    pipe.exists(spider_keys.migrating_requests)
+    pipe.get(spider_keys.fingerprinter)
+    dupefilter, requests, start, migrating, fingerprinter = (
+        connection.text(v) if isinstance(v, bytes) else v for v in pipe.execute()
+    )
+    first = server.zrange(spider_keys.requests, 0, 0) if requests == "zset" else []
+    to_migrate = []
+    if dupefilter not in ("none", "hash"):
+        to_migrate.append(f"{spider_keys.dupefilter} is a {dupefilter}, where this crawler "
+                          "keeps a hash (scrapy-redis's dupefilter is a set)")  # fmt: skip
+    if requests not in ("none", "zset"):
+        to_migrate.append(f"{spider_keys.requests} is a {requests}, where this crawler "
+                          "keeps a sorted set (scrapy-redis's FIFO/LIFO queue?)")  # fmt: skip
+    elif first and first[0].startswith(PICKLE_PREFIX):
+        to_migrate.append(f"{spider_keys.requests} holds pickled requests (scrapy-redis's queue)")
+    if migrating:
+        to_migrate.append(f"{spider_keys.migrating_requests} holds a queue whose migration "
+                          "was interrupted")  # fmt: skip
+    found = []
+    if fingerprinter not in (None, SCRAPY_REDIS_FINGERPRINTS):
+        found.append(f"{spider_keys.fingerprinter} = {fingerprinter!r:.60} names no fingerprint "
+                     f"scheme this crawler knows (only {SCRAPY_REDIS_FINGERPRINTS!r})")  # fmt: skip
+    if start not in ("none", spider_keys.start_type):
+        setting = START_TYPE_SETTINGS.get(start)
+        how = f"with {setting} it is read as one" if setting else "this crawler cannot read it"
+        found.append(f"{spider_keys.start_urls} is a {start}, where the settings say a "
+                     f"{spider_keys.start_type}: {how}")  # fmt: skip
+    if to_migrate:
+        to_migrate.append(
+            "this is a crawl of scrapy-redis in progress: run `scrapy migrate "
+            f"{spider_keys.name}` to carry it over (or delete those keys, or crawl under "
+            "another spider name)"
         )
-    return found
+    return found + to_migrate

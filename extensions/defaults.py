@@ -18,6 +18,10 @@ REDIS_START_URLS_BATCH_SIZE = 100  # entries read from the start URL list per ro
 # a start URL pushed again is fetched again (scrapy-redis's behaviour) instead of
 # being dropped as seen; a JSON entry's own "dont_filter" wins
 REDIS_START_URLS_DONT_FILTER = False
+# the start key is a set (SADD, read in no order) or a sorted set (ZADD, highest score
+# read first) instead of a list, as in scrapy-redis
+REDIS_START_URLS_AS_SET = False
+REDIS_START_URLS_AS_ZSET = False
 # seconds the whole cluster's frontier must stay empty before a node closes; 0 = never
 MAX_IDLE_TIME_BEFORE_CLOSE = 0
 # request.meta keys a start-URL entry may set: ["*"] = any key that is not a control

@@ -10,7 +10,9 @@ key                            type    holds
 =============================  ======  ==================================================
 ``NAME:start_urls``            list    start URLs pushed by users: a raw URL or scrapy-redis
                                        JSON (``{"url": ..., "meta": ..., "priority": ...}``);
-                                       LPUSH adds, nodes take the oldest first
+                                       LPUSH adds, nodes take the oldest first (a set with
+                                       REDIS_START_URLS_AS_SET, a sorted set, highest score
+                                       first, with REDIS_START_URLS_AS_ZSET)
 ``NAME:requests``              zset    the shared request queue: JSON request -> -priority
 ``NAME:dupefilter``            hash    fingerprints of every request ever scheduled: 2-byte
                                        bucket -> 12-byte tails side by side; 'n' = count
@@ -34,6 +36,10 @@ key                            type    holds
                                        (s since epoch):failed attempts"
 ``NAME:dlq``                   list    JSON records of what failed for good (bad start URL
                                        entries among them), with the reason
+``NAME:fingerprinter``         string  set by ``scrapy migrate``: "scrapy-redis" when the
+                                       dupefilter holds scrapy-redis's request fingerprints
+``NAME:migrating:requests``    any     scrapy-redis's queue while ``scrapy migrate`` converts
+                                       it (gone once converted)
 =============================  ======  ==================================================
 """
 
@@ -63,6 +69,8 @@ WRITTEN_BY = {
     "rate": "politeness.py (rate.lua)",
     "proxies": "proxies.py",
     "dlq": "deadletter.py (for the scheduler, spiders, retry middleware); scrapy dlq replay/purge",
+    "fingerprinter": "scrapy migrate; Frontier.clear (forget)",
+    "migrating_requests": "scrapy migrate",
 }
 
 START_URLS = "%(name)s:start_urls"
@@ -79,6 +87,11 @@ CHECKPOINT = "%(name)s:checkpoint"
 RATE = "%(name)s:rate:%(host)s"
 PROXIES = "%(name)s:proxies"
 DLQ = "%(name)s:dlq"
+FINGERPRINTER = "%(name)s:fingerprinter"
+MIGRATING_REQUESTS = "%(name)s:migrating:requests"
+
+#: Redis types the start key may have: scrapy-redis's three kinds of start key.
+START_TYPES = ("list", "set", "zset")
 
 
 @dataclass(frozen=True)
@@ -98,10 +111,19 @@ class SpiderKeys:
     checkpoint: str
     dlq: str
     proxies: str
+    fingerprinter: str
+    migrating_requests: str
+    #: the start key's Redis type: "list", "set" or "zset" (``START_TYPES``)
+    start_type: str = "list"
 
     @classmethod
     def for_spider(
-        cls, name: str, start_urls_template: str = START_URLS, *, hash_tag: bool = False
+        cls,
+        name: str,
+        start_urls_template: str = START_URLS,
+        *,
+        hash_tag: bool = False,
+        start_type: str = "list",
     ) -> SpiderKeys:
         prefix = f"{{{name}}}" if hash_tag else name
         subs = {"name": prefix, "spider": prefix}
@@ -124,6 +146,9 @@ class SpiderKeys:
             checkpoint=CHECKPOINT % subs,
             dlq=DLQ % subs,
             proxies=PROXIES % subs,
+            fingerprinter=FINGERPRINTER % subs,
+            migrating_requests=MIGRATING_REQUESTS % subs,
+            start_type=start_type,
         )
 
     @classmethod
@@ -136,7 +161,7 @@ class SpiderKeys:
             "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
         )
         hash_tag = settings.getbool("REDIS_CLUSTER", defaults.REDIS_CLUSTER)
-        return cls.for_spider(name, template, hash_tag=hash_tag)
+        return cls.for_spider(name, template, hash_tag=hash_tag, start_type=start_type(settings))
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> SpiderKeys:
@@ -160,3 +185,12 @@ class SpiderKeys:
 
     def leases_prefix(self) -> str:
         return self.leases("")
+
+
+def start_type(settings: BaseSettings) -> str:
+    """The start key's type under scrapy-redis's REDIS_START_URLS_AS_SET / _AS_ZSET."""
+    as_set = settings.getbool("REDIS_START_URLS_AS_SET", defaults.REDIS_START_URLS_AS_SET)
+    as_zset = settings.getbool("REDIS_START_URLS_AS_ZSET", defaults.REDIS_START_URLS_AS_ZSET)
+    if as_set and as_zset:
+        raise ValueError("REDIS_START_URLS_AS_SET and REDIS_START_URLS_AS_ZSET are both on")
+    return "zset" if as_zset else "set" if as_set else "list"

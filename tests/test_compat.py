@@ -11,7 +11,9 @@ from extensions import compat, config, connection
 from extensions.addon import DistributedAddon
 from extensions.exceptions import ConfigError
 from extensions.frontier.dupefilter import RedisDupeFilter
-from extensions.frontier.start_urls import EntryRules, parse_entry
+from extensions.frontier.frontier import Frontier, push_start_entries
+from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry
+from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits
 
 
@@ -69,8 +71,49 @@ def test_settings_without_meaning_here_are_named_and_unsupported_ones_refused(ca
         said = compat.warn_ignored(settings)
     assert said == ["SCHEDULER_QUEUE_CLASS", "SCHEDULER_SERIALIZER", "REDIS_PARAMS[health_check]"]
     assert "never pickle" in caplog.text
-    problems = config.problems(project(REDIS_START_URLS_AS_SET=True))
-    assert len(problems) == 1 and problems[0].startswith("REDIS_START_URLS_AS_SET = True")
+    assert config.problems(project(REDIS_START_URLS_AS_SET=True)) == []
+    both = config.problems(project(REDIS_START_URLS_AS_SET=True, REDIS_START_URLS_AS_ZSET=True))
+    assert len(both) == 1 and "both on" in both[0]
+
+
+@pytest.mark.parametrize("start_type", ["list", "set", "zset"])
+def test_start_keys_of_each_scrapy_redis_type_are_leased_and_handed_back(redis_client, start_type):
+    keys = SpiderKeys.for_spider("s", start_type=start_type)
+    frontier = Frontier(redis_client, keys, "n1")
+    push_start_entries(redis_client, keys, [b"http://a/1", b"http://a/2"], score=1)
+    push_start_entries(redis_client, keys, [b"http://a/top"], score=5)
+    assert redis_client.type(keys.start_urls).decode() == start_type
+    assert frontier.sizes().start_urls == 3
+    leases = StartLeases(redis_client, keys, "n1")
+    taken = leases.take(2)
+    expected = {"list": [b"http://a/1", b"http://a/2"], "zset": [b"http://a/top", b"http://a/2"]}
+    if start_type in expected:
+        assert taken == expected[start_type]  # the oldest first; the highest score first
+    assert frontier.sizes().start_urls == 3  # leased entries still count
+    # the node dies: what it took goes back where it is read first
+    assert frontier.reclaim(60, closing_node="n1").start_urls == {"n1": 2}
+    assert frontier.sizes().start_urls == 3
+    again = StartLeases(redis_client, keys, "n2").take(3)
+    assert sorted(again) == [b"http://a/1", b"http://a/2", b"http://a/top"]
+    if start_type == "list":
+        assert again[:2] == taken
+
+
+def test_a_zset_start_key_is_seeded_and_crawled_highest_score_first(
+    redis_url, redis_client, demo_site, nodes
+):
+    zset = ("-s", f"REDIS_URL={redis_url}", "-s", "REDIS_START_URLS_AS_ZSET=True")
+    seeded = scrapy("seed", "shop", demo_site.url + "/about", "--score", "3", *zset)
+    assert seeded.returncode == 0, seeded.stderr
+    assert redis_client.zscore("shop:start_urls", demo_site.url + "/about") == 3
+    without = scrapy("crawl", "shop", "-s", f"REDIS_URL={redis_url}")
+    assert without.returncode == 1
+    assert "shop:start_urls is a zset" in without.stderr
+    assert "with REDIS_START_URLS_AS_ZSET = True it is read as one" in without.stderr
+    nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=1, REDIS_START_URLS_AS_ZSET=True)
+    assert nodes.wait(60) == [0], nodes.tail()
+    assert "/about" in site_hits(demo_site)
+    assert not redis_client.exists("shop:start_urls")
 
 
 def test_dupefilter_from_settings_works_standalone(redis_url):

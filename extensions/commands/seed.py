@@ -10,6 +10,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import InvalidStartURL
+from extensions.frontier.frontier import push_start_entries
 from extensions.frontier.start_urls import EntryRules, parse_entry
 from extensions.spiders import reads_start_urls
 from extensions.urlpolicy import mask_credentials
@@ -42,6 +43,10 @@ class Command(ProjectCommand):
         parser.add_argument(
             "-f", "--file", dest="files", action="append", default=[], metavar="FILE",
             help="read entries from FILE, one per line ('-' = standard input)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--score", type=float, default=0.0,
+            help="with REDIS_START_URLS_AS_ZSET: the entries' score (highest read first)",
         )  # fmt: skip
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -76,7 +81,9 @@ class Command(ProjectCommand):
         if valid:
             server = redis_for_command(self.settings)
             for start in range(0, len(valid), PUSH_BATCH):
-                server.lpush(keys.start_urls, *valid[start : start + PUSH_BATCH])
+                push_start_entries(
+                    server, keys, valid[start : start + PUSH_BATCH], score=opts.score
+                )
         print(f"pushed {len(valid)} start URLs to {keys.start_urls}", end="")
         print(f", refused {refused}" if refused else "")
         if refused:

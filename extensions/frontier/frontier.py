@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from extensions import connection, defaults
 from extensions.keys import SpiderKeys
@@ -78,6 +79,32 @@ def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = N
         # Redis restart, and cluster pipelines, which refuse EVALSHA, take it.
         return pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
     return script(keys=keys, args=args)
+
+
+def push_start_entries(
+    client: redis.Redis | Pipeline,
+    keys: SpiderKeys,
+    entries: Sequence[bytes | str],
+    *,
+    back: bool = False,
+    score: float = 0,
+) -> None:
+    """Add entries to the start key, read in the order given; ``back`` puts
+    entries that were taken before where they are read first (a sorted set
+    gives them ``score`` unless ``back``, which gives its highest score)."""
+    if not entries:
+        return
+    if keys.start_type == "set":
+        client.sadd(keys.start_urls, *entries)
+    elif keys.start_type == "zset":
+        if back:
+            top: Any = client.zrevrange(keys.start_urls, 0, 0, withscores=True)
+            score = top[0][1] if top else 0
+        client.zadd(keys.start_urls, dict.fromkeys(entries, score))  # type: ignore[type-var]
+    elif back:
+        client.rpush(keys.start_urls, *reversed(entries))
+    else:
+        client.lpush(keys.start_urls, *entries)
 
 
 def now_ms() -> int:
@@ -228,6 +255,7 @@ class Frontier:
                 now - int(forget_after * 1000),
                 self.keys.node(""),
                 self.keys.start_leases(""),
+                self.keys.start_type,
             ],
         )
         requests, start_urls = flat
@@ -243,7 +271,7 @@ class Frontier:
                 keys.start_urls, keys.requests, keys.nodes, keys.dupefilter, keys.dlq,
                 keys.delayed, keys.bloom_count,
             ],
-            args=[keys.leases_prefix(), keys.start_leases("")],
+            args=[keys.leases_prefix(), keys.start_leases(""), keys.start_type],
         )  # fmt: skip
         return FrontierSizes(*(int(v) for v in values))
 
@@ -255,11 +283,11 @@ class Frontier:
         for node in nodes:
             entries = self.server.lrange(self.keys.start_leases(node), 0, -1)
             if entries:
-                self.server.rpush(self.keys.start_urls, *reversed(entries))
+                push_start_entries(self.server, self.keys, entries, back=True)
                 self.server.delete(self.keys.start_leases(node))
         doomed = [
             self.keys.requests, self.keys.dupefilter, self.keys.delayed, self.keys.nodes,
-            self.keys.checkpoint,
+            self.keys.checkpoint, self.keys.fingerprinter,
         ]  # fmt: skip
         doomed += [self.keys.leases(n) for n in nodes] + [self.keys.node(n) for n in nodes]
         doomed += list(self.server.scan_iter(match=self.keys.bloom_prefix + "*", count=1000))

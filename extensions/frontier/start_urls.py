@@ -197,7 +197,7 @@ class StartLeases:
         """Lease up to ``count`` of the oldest entries to this node."""
         return self._take(
             keys=[self.keys.start_urls, self.key, self.keys.nodes],
-            args=[count, self.node_id, now_ms()],
+            args=[count, self.node_id, now_ms(), self.keys.start_type],
         )
 
     def ack(self, entries: list[bytes], pipe: Pipeline) -> None:

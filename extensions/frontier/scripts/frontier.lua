@@ -9,6 +9,7 @@
 -- ARGV[1]  lease key prefix; a node's leases live at prefix .. node id
 -- ARGV[2]  start lease key prefix: entries nodes took and have not queued yet
 --          count as start URLs
+-- ARGV[3]  the start key's type: list, set or zset
 -- Returns  {start_urls, queued, in_flight, seen, dlq, delayed}
 local in_flight = 0
 local start_leased = 0
@@ -16,8 +17,9 @@ for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   in_flight = in_flight + redis.call('ZCARD', ARGV[1] .. node)
   start_leased = start_leased + redis.call('LLEN', ARGV[2] .. node)
 end
+local start_size = {list = 'LLEN', set = 'SCARD', zset = 'ZCARD'}
 return {
-  redis.call('LLEN', KEYS[1]) + start_leased,
+  redis.call(start_size[ARGV[3]] or 'LLEN', KEYS[1]) + start_leased,
   redis.call('ZCARD', KEYS[2]),
   in_flight,
   tonumber(redis.call('HGET', KEYS[4], 'n') or '0') + tonumber(redis.call('GET', KEYS[7]) or '0'),

@@ -12,10 +12,32 @@
 --          registry, walked by every size check, does not grow with restarts
 -- ARGV[6]  node record key prefix; a node's record lives at prefix .. node id
 -- ARGV[7]  start lease key prefix; start-URL entries a node took and had not
---          queued yet go back to the read end of KEYS[3] with its leases
+--          queued yet go back to KEYS[3] with its leases: to the read end of a
+--          list, into a set, or into a sorted set at its highest score
+-- ARGV[8]  the start key's type: list, set or zset
 -- Returns  {requests, start entries}: each a flat list of node id, number returned,
 --          ... (nodes with 0 left out)
 -- (priority_score comes from _priority.lua, prepended when loading)
+local function give_back_start(key, kind, entries)
+  if #entries == 0 then
+    return
+  end
+  if kind == 'set' then
+    redis.call('SADD', key, unpack(entries))
+  elseif kind == 'zset' then
+    -- the scores are gone with the pop; these were due first, so they are again
+    local top = redis.call('ZREVRANGE', key, 0, 0, 'WITHSCORES')
+    local score = tonumber(top[2] or '0')
+    for _, entry in ipairs(entries) do
+      redis.call('ZADD', key, score, entry)
+    end
+  else
+    for j = #entries, 1, -1 do  -- the oldest ends up rightmost: read first
+      redis.call('RPUSH', key, entries[j])
+    end
+  end
+end
+
 local returned = {}
 local returned_start = {}
 local nodes = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
@@ -28,9 +50,7 @@ for i = 1, #nodes, 2 do
     redis.call('DEL', lease_key)
     local start_key = ARGV[7] .. node
     local entries = redis.call('LRANGE', start_key, 0, -1)
-    for j = #entries, 1, -1 do  -- the oldest ends up rightmost: read first
-      redis.call('RPUSH', KEYS[3], entries[j])
-    end
+    give_back_start(KEYS[3], ARGV[8], entries)
     redis.call('DEL', start_key)
     if #entries > 0 then
       table.insert(returned_start, node)
