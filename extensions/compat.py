@@ -17,16 +17,21 @@ here, and said out loud where they do not.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.python import to_unicode
+from w3lib.url import canonicalize_url
 
 from extensions import connection, keys
 from extensions.exceptions import ConfigError
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
@@ -162,6 +167,16 @@ START_TYPE_SETTINGS = {
 }
 
 
+def start_key_problem(kind: str, spider_keys: keys.SpiderKeys) -> str | None:
+    """Why a start key of Redis type ``kind`` cannot be read under the settings."""
+    if kind in ("none", spider_keys.start_type):
+        return None
+    setting = START_TYPE_SETTINGS.get(kind)
+    how = f"with {setting} it is read as one" if setting else "this crawler cannot read it"
+    return (f"{spider_keys.start_urls} is a {kind}, where the settings say a "
+            f"{spider_keys.start_type}: {how}")  # fmt: skip
+
+
 def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
     """One line per key holding state this crawler cannot read as it is
     (scrapy-redis's set dupefilter or pickled queue, a start key of another
@@ -169,7 +184,7 @@ def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
     pipe = server.pipeline(transaction=False)
     for key in (spider_keys.dupefilter, spider_keys.requests, spider_keys.start_urls):
         pipe.type(key)
-    pipe.exists(spider_keys.migrating_requests)
+    pipe.exists(spider_keys.migrating("requests"), spider_keys.migrating("dupefilter"))
     pipe.get(spider_keys.fingerprinter)
     dupefilter, requests, start, migrating, fingerprinter = (
         connection.text(v) if isinstance(v, bytes) else v for v in pipe.execute()
@@ -185,17 +200,15 @@ def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
     elif first and first[0].startswith(PICKLE_PREFIX):
         to_migrate.append(f"{spider_keys.requests} holds pickled requests (scrapy-redis's queue)")
     if migrating:
-        to_migrate.append(f"{spider_keys.migrating_requests} holds a queue whose migration "
-                          "was interrupted")  # fmt: skip
+        to_migrate.append(f"a migration of {spider_keys.name} was interrupted "
+                          f"({spider_keys.migrating('*')} is left)")  # fmt: skip
     found = []
     if fingerprinter not in (None, SCRAPY_REDIS_FINGERPRINTS):
         found.append(f"{spider_keys.fingerprinter} = {fingerprinter!r:.60} names no fingerprint "
                      f"scheme this crawler knows (only {SCRAPY_REDIS_FINGERPRINTS!r})")  # fmt: skip
-    if start not in ("none", spider_keys.start_type):
-        setting = START_TYPE_SETTINGS.get(start)
-        how = f"with {setting} it is read as one" if setting else "this crawler cannot read it"
-        found.append(f"{spider_keys.start_urls} is a {start}, where the settings say a "
-                     f"{spider_keys.start_type}: {how}")  # fmt: skip
+    problem = start_key_problem(start, spider_keys)
+    if problem:
+        found.append(problem)
     if to_migrate:
         to_migrate.append(
             "this is a crawl of scrapy-redis in progress: run `scrapy migrate "
@@ -203,3 +216,37 @@ def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
             "another spider name)"
         )
     return found + to_migrate
+
+
+class ScrapyRedisFingerprinter:
+    """scrapy-redis's request fingerprint: SHA-1 of the method, the canonical URL
+    and the body as JSON. A crawl carried over from scrapy-redis keeps using it,
+    so the URLs its old dupefilter saw stay seen (Scrapy's own fingerprint of
+    the same request differs)."""
+
+    def fingerprint(self, request: Request) -> bytes:
+        data = {
+            "method": to_unicode(request.method),
+            "url": canonicalize_url(request.url),
+            "body": (request.body or b"").hex(),
+        }
+        return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).digest()
+
+
+def fingerprinter_for(server: Any, spider_keys: keys.SpiderKeys, default: Any) -> Any:
+    """The fingerprinter of this crawl's dupefilter: ``default`` (Scrapy's), or
+    scrapy-redis's when ``scrapy migrate`` carried the crawl over."""
+    scheme = server.get(spider_keys.fingerprinter)
+    if scheme is None:
+        return default
+    if connection.text(scheme) == SCRAPY_REDIS_FINGERPRINTS:
+        logger.info(
+            "%s was carried over from scrapy-redis: its dupefilter keeps scrapy-redis's "
+            "request fingerprints",
+            spider_keys.name,
+        )
+        return ScrapyRedisFingerprinter()
+    raise ConfigError(
+        f"{spider_keys.fingerprinter} = {connection.text(scheme)!r:.60} names no fingerprint "
+        f"scheme this crawler knows (only {SCRAPY_REDIS_FINGERPRINTS!r})"
+    )

@@ -38,8 +38,8 @@ key                            type    holds
                                        entries among them), with the reason
 ``NAME:fingerprinter``         string  set by ``scrapy migrate``: "scrapy-redis" when the
                                        dupefilter holds scrapy-redis's request fingerprints
-``NAME:migrating:requests``    any     scrapy-redis's queue while ``scrapy migrate`` converts
-                                       it (gone once converted)
+``NAME:migrating:WHAT``       any     scrapy-redis's queue (``requests``) and dupefilter while
+                                       ``scrapy migrate`` converts them (gone once converted)
 =============================  ======  ==================================================
 """
 
@@ -70,7 +70,7 @@ WRITTEN_BY = {
     "proxies": "proxies.py",
     "dlq": "deadletter.py (for the scheduler, spiders, retry middleware); scrapy dlq replay/purge",
     "fingerprinter": "scrapy migrate; Frontier.clear (forget)",
-    "migrating_requests": "scrapy migrate",
+    "migrating": "scrapy migrate",
 }
 
 START_URLS = "%(name)s:start_urls"
@@ -88,7 +88,7 @@ RATE = "%(name)s:rate:%(host)s"
 PROXIES = "%(name)s:proxies"
 DLQ = "%(name)s:dlq"
 FINGERPRINTER = "%(name)s:fingerprinter"
-MIGRATING_REQUESTS = "%(name)s:migrating:requests"
+MIGRATING = "%(name)s:migrating:%(what)s"
 
 #: Redis types the start key may have: scrapy-redis's three kinds of start key.
 START_TYPES = ("list", "set", "zset")
@@ -112,7 +112,6 @@ class SpiderKeys:
     dlq: str
     proxies: str
     fingerprinter: str
-    migrating_requests: str
     #: the start key's Redis type: "list", "set" or "zset" (``START_TYPES``)
     start_type: str = "list"
 
@@ -147,7 +146,6 @@ class SpiderKeys:
             dlq=DLQ % subs,
             proxies=PROXIES % subs,
             fingerprinter=FINGERPRINTER % subs,
-            migrating_requests=MIGRATING_REQUESTS % subs,
             start_type=start_type,
         )
 
@@ -182,6 +180,9 @@ class SpiderKeys:
 
     def rate(self, host: str) -> str:
         return RATE % {"name": self.prefix, "host": host}
+
+    def migrating(self, what: str) -> str:
+        return MIGRATING % {"name": self.prefix, "what": what}
 
     def leases_prefix(self) -> str:
         return self.leases("")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy_redis.dupefilter import RFPDupeFilter
 
-from extensions import connection
+from extensions import compat, connection
 from extensions.frontier.frontier import FINGERPRINT_BYTES, load_script
 from extensions.keys import SpiderKeys
 
@@ -49,10 +49,12 @@ class RedisDupeFilter(RFPDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisDupeFilter:
         assert crawler.spidercls is not None
+        server = connection.from_settings(crawler.settings)
+        keys = SpiderKeys.for_crawler(crawler)
         return cls(
-            connection.from_settings(crawler.settings),
-            key=SpiderKeys.for_crawler(crawler).dupefilter,
-            fingerprinter=crawler.request_fingerprinter,
+            server,
+            key=keys.dupefilter,
+            fingerprinter=compat.fingerprinter_for(server, keys, crawler.request_fingerprinter),
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
             stats=crawler.stats,
         )

@@ -94,6 +94,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self.bloom = bloom
         self.node_forget_after = node_forget_after
         self.crawler = crawler
+        # Scrapy's, unless the crawl was carried over from scrapy-redis (see open)
+        self.fingerprinter: Any = crawler.request_fingerprinter
         self.stats = crawler.stats
         self.node_id = node_id
         self.persist = persist
@@ -173,6 +175,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         if self.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
+        self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
         self.checkpoint.write(self.stats)
         reclaimed: dict[str, int] = {}
         for node in self.checkpoint.dead_local_nodes():
@@ -272,7 +275,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             return False
         fingerprint: str | bytes = ""
         if due is None and not request.dont_filter:
-            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+            fingerprint = self.fingerprinter.fingerprint(request)
             if not self._sent.add(fingerprint):
                 self.stats.inc_value("dupefilter/filtered")
                 self.stats.inc_value("dupefilter/filtered_locally")

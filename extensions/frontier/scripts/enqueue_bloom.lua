@@ -4,6 +4,7 @@
 -- ARGV[1]  shard key prefix; shard N is prefix .. N
 -- ARGV[2]  k, the bit positions per fingerprint
 -- ARGV...  per request: shard ('' = dont_filter: no check), k offsets, score, request JSON
+--          (empty JSON only records the fingerprint)
 -- Returns  how many requests were added.
 local k = tonumber(ARGV[2])
 local added = 0
@@ -24,7 +25,9 @@ while i <= #ARGV do
     end
   end
   if new then
-    redis.call('ZADD', KEYS[1], ARGV[i + k + 1], ARGV[i + k + 2])
+    if ARGV[i + k + 2] ~= '' then
+      redis.call('ZADD', KEYS[1], ARGV[i + k + 1], ARGV[i + k + 2])
+    end
     added = added + 1
   end
   i = i + k + 3
