@@ -13,8 +13,11 @@ JSON), which the tests use to prove every page was fetched exactly once;
 ``/flaky/timeout-once/N`` (the first answer takes 10 s, then the page).
 ``/hostile/`` (not linked either) attacks the crawler: links to local files
 and other schemes, redirects there, a huge response, a page with 300,000
-links (``demosite/hostile.py``).
-``--latency S`` delays every answer by S seconds, to slow a crawl down.
+links (``demosite/hostile.py``). ``/trap/`` (not linked either) leads into
+crawler traps: an endless calendar, a looping path, endless filter combinations
+(``demosite/traps.py``).
+``--latency S`` delays every answer by S seconds, to slow a crawl down;
+``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog, hostile
+from demosite import catalog, hostile, traps
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -113,7 +116,9 @@ async def product(request: web.Request) -> web.Response:
 
 
 async def robots(request: web.Request) -> web.Response:
-    return web.Response(text=ROBOTS, content_type="text/plain")
+    delay = request.app["crawl_delay"]
+    text = ROBOTS + (f"Crawl-delay: {delay}\n" if delay else "")
+    return web.Response(text=text, content_type="text/plain")
 
 
 async def private(request: web.Request) -> web.Response:
@@ -168,8 +173,9 @@ async def count_hits(request: web.Request, handler):
     return await handler(request)
 
 
-def make_app(latency: float = 0.0) -> web.Application:
+def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     app = web.Application(middlewares=[count_hits])
+    app["crawl_delay"] = crawl_delay
     app["hits"] = Counter()
     app["times"] = defaultdict(list)
     app["latency"] = latency
@@ -182,13 +188,14 @@ def make_app(latency: float = 0.0) -> web.Application:
     app.router.add_get("/flaky/", flaky_index)
     app.router.add_get("/flaky/{kind}/{n}", flaky)
     hostile.add_routes(app)
+    traps.add_routes(app)
     app.router.add_get("/__hits", hits)
     app.router.add_get("/__times", times)
     return app
 
 
-async def serve(host: str, port: int, latency: float = 0.0) -> None:
-    runner = web.AppRunner(make_app(latency), access_log=None)
+async def serve(host: str, port: int, latency: float = 0.0, crawl_delay: float = 0.0) -> None:
+    runner = web.AppRunner(make_app(latency, crawl_delay), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -207,9 +214,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to each answer")
+    parser.add_argument(
+        "--crawl-delay", type=float, default=0.0, help="a Crawl-delay line in robots.txt"
+    )
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(args.host, args.port, args.latency))
+        asyncio.run(serve(args.host, args.port, args.latency, args.crawl_delay))
     except OSError as exc:
         sys.exit(f"demo site: cannot listen on {args.host}:{args.port}: {exc}")
 

@@ -27,7 +27,11 @@ DOWNLOADER_MIDDLEWARES = {
     "extensions.downloadermiddlewares.proxies.BanDetectionMiddleware": 620,
 }
 # closest to the spider: counts what its callbacks yield before anything else
-SPIDER_MIDDLEWARES = {"extensions.spidermiddlewares.linklimit.LinkLimitMiddleware": 950}
+SPIDER_MIDDLEWARES = {
+    "extensions.spidermiddlewares.linklimit.LinkLimitMiddleware": 950,
+    # before Scrapy's UrlLengthMiddleware (800), so an over-long URL counts as a trap
+    "extensions.spidermiddlewares.traps.TrapMiddleware": 850,
+}
 
 
 class DistributedAddon:

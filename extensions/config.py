@@ -17,6 +17,7 @@ from scrapy.utils.misc import load_object
 
 from extensions import compat, defaults, engine
 from extensions.exceptions import ConfigError
+from extensions.frontier.groups import QUEUE_BY
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -156,6 +157,12 @@ CHECKS: dict[str, Check] = {
     "RETRY_BACKOFF_MAX": _number(float, 0),
     "RETRY_AFTER_MAX": _number(float, 0),
     "CLUSTER_HOST_RATE": _number(float, 0),
+    "CLUSTER_CRAWL_DELAY_MAX": _number(float, 0),
+    "FRONTIER_QUEUE_BY": _choice(*QUEUE_BY),
+    "HOST_PAGE_BUDGET": _number(int, 0),
+    "TRAP_CHAIN_LIMIT": _number(int, 0),
+    "TRAP_REPEATED_SEGMENTS": _number(int, 0),
+    "TRAP_QUERY_VARIANTS": _number(int, 0),
     "CLUSTER_HOST_RATES": _host_rates,
     "PROXY_BAN_STATUSES": _int_list(100, 599, "HTTP status codes"),
     "USER_AGENT_ROTATION": _flag,

@@ -160,6 +160,11 @@ def text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+def glob_escape(pattern: str) -> str:
+    """``pattern`` with the characters SCAN's MATCH reads as wildcards escaped."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in pattern)
+
+
 def is_bad_input(exc: redis.ResponseError) -> bool:
     """True if Redis refused a write because of what was written."""
     text = str(exc)

@@ -61,9 +61,19 @@ RETRY_BACKOFF_BASE = 1.0  # seconds: retry n waits uniform(0, min(max, base * 2*
 RETRY_BACKOFF_MAX = 60.0  # seconds: the cap of that exponential
 RETRY_AFTER_MAX = 300.0  # seconds: the longest Retry-After (on 429/503) that is honored
 
-# --- politeness across the cluster ---
+# --- politeness across the cluster (decided when work is leased, per queue group) ---
 CLUSTER_HOST_RATE = 0.0  # requests per second per host from all nodes together; 0 = no limit
 # CLUSTER_HOST_RATES = {"example.com": 2.0}: per-host overrides (a dict setting, default empty)
+CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay honoured
+# what a queue is kept per: "host", "domain" (registered domain) or "slot" (the
+# request's download_slot meta when set, else the host)
+FRONTIER_QUEUE_BY = "host"
+HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl; 0 = no limit
+
+# --- crawler traps (extensions/frontier/traps.py); 0 turns a rule off ---
+TRAP_CHAIN_LIMIT = 200  # pages in a row that differ only in numbers, each found from the last
+TRAP_REPEATED_SEGMENTS = 3  # times one path segment may come back (/a/b/a/b/a)
+TRAP_QUERY_VARIANTS = 1000  # distinct query strings on one path of one host (per node)
 
 # --- proxies (scrapy-rotating-proxies' ROTATING_PROXY_* settings apply too) ---
 PROXY_BAN_STATUSES = [403, 407, 429]  # statuses that mean the proxy is banned

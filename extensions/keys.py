@@ -13,25 +13,38 @@ key                            type    holds
                                        LPUSH adds, nodes take the oldest first (a set with
                                        REDIS_START_URLS_AS_SET, a sorted set, highest score
                                        first, with REDIS_START_URLS_AS_ZSET)
-``NAME:requests``              zset    the shared request queue: JSON request -> -priority
+``NAME:queue:GROUP``           zset    one queue per host (or domain, or download slot:
+                                       FRONTIER_QUEUE_BY): JSON request -> order (priority
+                                       first, then discovery order)
+``NAME:ready``                 zset    groups with work that may be leased now -> their
+                                       first request's order
+``NAME:waiting``               zset    groups with work held back by politeness -> the time
+                                       they may be leased again (ms since epoch)
+``NAME:host:GROUP``            hash    that group's counters: next (ms), leased, accepted
+                                       (for HOST_PAGE_BUDGET), dropped:REASON
+``NAME:frontier``              hash    queued (requests in all group queues), seq (the
+                                       discovery counter behind the order)
+``NAME:rates``                 hash    requests per second per group ('*' = the default),
+                                       from CLUSTER_HOST_RATE(S); read by every lease
+``NAME:crawl_delay``           hash    robots.txt Crawl-delay per group, in seconds
+``NAME:requests``              zset    the queue of earlier versions (converted into the
+                                       group queues when a node opens) and of scrapy-redis
 ``NAME:dupefilter``            hash    fingerprints of every request ever scheduled: 2-byte
                                        bucket -> 12-byte tails side by side; 'n' = count
 ``NAME:bloom:N``               string  with DUPEFILTER_MODE = "bloom": shard N of the filter's
                                        bitmap, instead of NAME:dupefilter
 ``NAME:bloom:count``           string  with DUPEFILTER_MODE = "bloom": fingerprints added
 ``NAME:leases:NODE``           zset    requests handed to NODE and not yet finished:
-                                       JSON request -> lease deadline (ms since epoch)
+                                       GROUP newline JSON request -> lease deadline (ms)
 ``NAME:start_leases:NODE``     list    start-URL entries NODE took from the start list and
                                        has not queued yet; back to the start list if it dies
 ``NAME:delayed``               zset    retries waiting for their backoff to pass:
-                                       JSON request -> due time (ms since epoch)
+                                       GROUP newline JSON request -> due time (ms)
 ``NAME:nodes``                 zset    node id -> last heartbeat (ms since epoch)
 ``NAME:node:NODE``             hash    that node's progress: pages, items, started, host, pid
 ``NAME:checkpoint``            hash    the crawl's progress: pages, items, started, updated,
                                        and the last seen queued / in_flight / delayed /
                                        dlq / seen
-``NAME:rate:HOST``             string  next free send time for HOST under CLUSTER_HOST_RATE
-                                       (ms since epoch; expires when idle)
 ``NAME:proxies``               hash    proxies found dead: host:port -> "rest until
                                        (s since epoch):failed attempts"
 ``NAME:dlq``                   list    JSON records of what failed for good (bad start URL
@@ -57,7 +70,14 @@ if TYPE_CHECKING:
 #: Who writes each key (the README's key table says the same): aim for one writer.
 WRITTEN_BY = {
     "start_urls": "users (LPUSH, scrapy seed); start_lease.lua takes, reclaim.lua gives back",
-    "requests": "enqueue*.lua (scheduler flush), lease.lua, reclaim.lua, scrapy dlq replay",
+    "queue": "enqueue*.lua (scheduler flush, scrapy dlq replay), lease.lua, reclaim.lua",
+    "ready": "enqueue*.lua, lease.lua, reclaim.lua",
+    "waiting": "enqueue*.lua, lease.lua",
+    "host": "enqueue*.lua (accepted, dropped), lease.lua (next, leased)",
+    "frontier": "enqueue*.lua, lease.lua, reclaim.lua",
+    "rates": "politeness.py (each node at start)",
+    "crawl_delay": "politeness.py (from robots.txt)",
+    "requests": "earlier versions; scheduler.py converts it at open",
     "dupefilter": "enqueue.lua",
     "bloom": "enqueue_bloom.lua; shards created by frontier.py",
     "leases": "lease.lua, the scheduler's flush (release), reclaim.lua",
@@ -66,7 +86,6 @@ WRITTEN_BY = {
     "nodes": "checkpoint.py (heartbeat), lease.lua, start_lease.lua, reclaim.lua (forget)",
     "node": "checkpoint.py; reclaim.lua (forget)",
     "checkpoint": "checkpoint.py, the scheduler's flush (done)",
-    "rate": "politeness.py (rate.lua)",
     "proxies": "proxies.py",
     "dlq": "deadletter.py (for the scheduler, spiders, retry middleware); scrapy dlq replay/purge",
     "fingerprinter": "scrapy migrate; Frontier.clear (forget)",
@@ -84,7 +103,13 @@ DELAYED = "%(name)s:delayed"
 NODES = "%(name)s:nodes"
 NODE = "%(name)s:node:%(node)s"
 CHECKPOINT = "%(name)s:checkpoint"
-RATE = "%(name)s:rate:%(host)s"
+QUEUE = "%(name)s:queue:%(group)s"
+READY = "%(name)s:ready"
+WAITING = "%(name)s:waiting"
+HOST = "%(name)s:host:%(group)s"
+FRONTIER = "%(name)s:frontier"
+RATES = "%(name)s:rates"
+CRAWL_DELAY = "%(name)s:crawl_delay"
 PROXIES = "%(name)s:proxies"
 DLQ = "%(name)s:dlq"
 FINGERPRINTER = "%(name)s:fingerprinter"
@@ -112,6 +137,11 @@ class SpiderKeys:
     dlq: str
     proxies: str
     fingerprinter: str
+    ready: str
+    waiting: str
+    frontier: str
+    rates: str
+    crawl_delay: str
     #: the start key's Redis type: "list", "set" or "zset" (``START_TYPES``)
     start_type: str = "list"
 
@@ -146,6 +176,11 @@ class SpiderKeys:
             dlq=DLQ % subs,
             proxies=PROXIES % subs,
             fingerprinter=FINGERPRINTER % subs,
+            ready=READY % subs,
+            waiting=WAITING % subs,
+            frontier=FRONTIER % subs,
+            rates=RATES % subs,
+            crawl_delay=CRAWL_DELAY % subs,
             start_type=start_type,
         )
 
@@ -178,8 +213,11 @@ class SpiderKeys:
     def node(self, node: str) -> str:
         return NODE % {"name": self.prefix, "node": node}
 
-    def rate(self, host: str) -> str:
-        return RATE % {"name": self.prefix, "host": host}
+    def queue(self, group: str) -> str:
+        return QUEUE % {"name": self.prefix, "group": group}
+
+    def host(self, group: str) -> str:
+        return HOST % {"name": self.prefix, "group": group}
 
     def migrating(self, what: str) -> str:
         return MIGRATING % {"name": self.prefix, "what": what}

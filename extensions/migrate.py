@@ -39,7 +39,8 @@ from extensions import connection
 from extensions.compat import PICKLE_PREFIX, SCRAPY_REDIS_FINGERPRINTS, ScrapyRedisFingerprinter
 from extensions.exceptions import ConfigError, SerializationError
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import Frontier
+from extensions.frontier.frontier import Entry, Frontier
+from extensions.frontier.groups import group_for
 from extensions.frontier.serializer import dumps_request, entry_problem, loads_request
 
 if TYPE_CHECKING:
@@ -95,8 +96,10 @@ class Migration:
         spider: Spider,
         bloom: BloomParams | None = None,
         batch: int = BATCH,
+        queue_by: str = "host",
     ):
         self.server = server
+        self.queue_by = queue_by
         self.keys = keys
         self.spider = spider
         self.batch = batch
@@ -181,11 +184,11 @@ class Migration:
             members: Any = self.server.srandmember(source, self.batch)
             if not members:
                 break
-            entries: list[tuple[str | bytes, float, bytes]] = []
+            entries: list[Entry] = []
             for member in members:
                 # anything that is not a fingerprint of scrapy-redis's has nothing to keep
                 with contextlib.suppress(ValueError):
-                    entries.append((bytes.fromhex(connection.text(member)), 0, b""))
+                    entries.append((bytes.fromhex(connection.text(member)), "", 0, b""))
             pipe = self.server.pipeline(transaction=True)
             self.frontier.enqueue(entries, pipe)  # an empty request only records it
             pipe.srem(source, *members)
@@ -208,7 +211,7 @@ class Migration:
                 raws = self.server.lrange(source, -self.batch, -1)
             if not raws:
                 break
-            entries: list[tuple[str | bytes, float, bytes]] = []
+            entries: list[Entry] = []
             pipe = self.server.pipeline(transaction=True)
             for raw in raws:
                 try:
@@ -218,8 +221,9 @@ class Migration:
                     report.dead_lettered += 1
                     continue
                 # queued as it is (it was pending), its fingerprint recorded as seen
-                entries.append(("", -request.priority, data))
-                entries.append((fingerprinter.fingerprint(request), 0, b""))
+                group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
+                entries.append(("", group, request.priority, data))
+                entries.append((fingerprinter.fingerprint(request), "", 0, b""))
                 report.requests += 1
             self.frontier.enqueue(entries, pipe)
             if kind == "zset":

@@ -175,3 +175,28 @@ def read_items(directory: Path) -> list[dict]:
         with path.open(encoding="utf-8") as lines:
             items.extend(json.loads(line) for line in lines)
     return items
+
+
+def queued(client, name: str) -> list[bytes]:
+    """Every request (JSON) waiting in spider ``name``'s host queues."""
+    found: list[bytes] = []
+    for key in sorted(client.scan_iter(match=f"{name}:queue:*", count=1000)):
+        found += client.zrange(key, 0, -1)
+    return found
+
+
+def queue_requests(client, name: str, *requests: str | bytes, pipe=None) -> None:
+    """Put request JSON into spider ``name``'s queue as a node would (no seen check)."""
+    from extensions.frontier.frontier import Frontier
+    from extensions.frontier.groups import group_for
+    from extensions.keys import SpiderKeys
+
+    entries = []
+    for data in requests:
+        raw = data.encode() if isinstance(data, str) else data
+        try:
+            url = json.loads(raw).get("url", "")
+        except (ValueError, AttributeError):
+            url = ""
+        entries.append(("", group_for(str(url)), 0, raw))
+    Frontier(client, SpiderKeys.for_spider(name), "test").enqueue(entries, pipe)

@@ -73,7 +73,7 @@ def test_retries_dead_letters_bloom_and_politeness_on_a_cluster(
         assert hits[f"/flaky/500/{n}"] == 3
     keys = all_keys(cluster_client)
     assert any(key.startswith("{site}:bloom:") for key in keys)
-    assert any(key.startswith("{site}:rate:") for key in keys)
+    assert "{site}:rates" in keys and "{site}:host:127.0.0.1" in keys  # politeness state
     assert len({cluster_client.keyslot(key) for key in keys}) == 1
 
     listed = scrapy("dlq", "site", "list", "--json", "-s", f"REDIS_URL={redis_cluster.url}",
@@ -121,8 +121,8 @@ def test_cluster_pipelines_queue_scripts_as_eval(redis_cluster, cluster_client):
     frontier = Frontier(client, SpiderKeys.for_spider("t", hash_tag=True), "n1")
     cluster_client.script_flush()
     pipe = client.pipeline(transaction=True)
-    frontier.enqueue([(b"f" * 20, 0, b'{"url":"http://a/"}')], pipe)
+    frontier.enqueue([(b"f" * 20, "a", 0, b'{"url":"http://a/"}')], pipe)
     frontier.heartbeat(pipe)
-    assert pipe.execute()[0] == 1
-    assert cluster_client.zcard("{t}:requests") == 1
+    assert pipe.execute()[0] == [1, []]
+    assert cluster_client.zcard("{t}:queue:a") == 1
     assert cluster_client.zscore("{t}:nodes", "n1")

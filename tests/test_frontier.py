@@ -6,6 +6,7 @@ import json
 import pytest
 
 from extensions.frontier.frontier import Frontier, SentFingerprints, now_ms
+from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
 
 
@@ -14,7 +15,20 @@ def entry(url: str, priority: int = 0, fingerprint: bytes | str | None = None):
     if priority:
         data["priority"] = priority
     fp = hashlib.sha1(url.encode()).digest() if fingerprint is None else fingerprint
-    return (fp, -priority, json.dumps(data).encode())
+    return (fp, group_for(url), priority, json.dumps(data).encode())
+
+
+def url_of(member: bytes) -> str:
+    """The URL of a leased member (GROUP newline JSON)."""
+    group, _, data = member.partition(b"\n")
+    url = json.loads(data)["url"]
+    assert group.decode() == group_for(url)
+    return url
+
+
+def lease_urls(frontier: Frontier, count: int) -> list[str]:
+    leased, _ = frontier.lease(count, lease_timeout=60)
+    return [url_of(member) for member in leased]
 
 
 @pytest.fixture
@@ -24,8 +38,10 @@ def keys():
 
 def test_enqueue_skips_seen_fingerprints(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1")
-    assert frontier.enqueue([entry("http://a/1"), entry("http://a/2"), entry("http://a/1")]) == 2
-    assert frontier.enqueue([entry("http://a/2"), entry("http://a/3")]) == 1
+    assert (
+        frontier.enqueue([entry("http://a/1"), entry("http://a/2"), entry("http://a/1")]).new == 2
+    )
+    assert frontier.enqueue([entry("http://a/2"), entry("http://a/3")]).new == 1
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.seen) == (3, 3)
 
@@ -33,7 +49,7 @@ def test_enqueue_skips_seen_fingerprints(redis_client, keys):
 def test_dont_filter_skips_the_seen_check(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1")
     frontier.enqueue([entry("http://a/1")])
-    assert frontier.enqueue([entry("http://a/1?again", fingerprint="")]) == 1
+    assert frontier.enqueue([entry("http://a/1?again", fingerprint="")]).new == 1
     assert frontier.sizes().seen == 1
 
 
@@ -41,7 +57,7 @@ def test_lease_moves_best_priority_first_and_keeps_it_leased(redis_client, keys)
     frontier = Frontier(redis_client, keys, "n1")
     frontier.enqueue([entry("http://a/low"), entry("http://a/high", priority=5)])
     leased, _ = frontier.lease(1, lease_timeout=60)
-    assert json.loads(leased[0])["url"] == "http://a/high"
+    assert url_of(leased[0]) == "http://a/high"
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight) == (1, 1)
     assert redis_client.zscore(keys.nodes, "n1") is not None
@@ -65,8 +81,7 @@ def test_dead_nodes_leases_return_to_the_queue_with_their_priority(redis_client,
     assert redis_client.lrange(keys.start_urls, 0, -1) == [b"http://a/start"]
     sizes = alive.sizes()
     assert (sizes.queued, sizes.in_flight, sizes.start_urls) == (2, 0, 1)
-    first, _ = alive.lease(1, lease_timeout=60)
-    assert json.loads(first[0])["url"] == "http://a/1"  # priority 3 kept
+    assert lease_urls(alive, 1) == ["http://a/1"]  # priority 3 kept
 
 
 def test_expired_leases_of_a_live_node_return(redis_client, keys):
@@ -93,7 +108,7 @@ def test_state_survives_a_new_frontier_object(redis_client, keys):
     again = Frontier(redis_client, keys, "n2")
     sizes = again.sizes()
     assert (sizes.queued, sizes.in_flight, sizes.seen) == (3, 1, 4)
-    assert again.enqueue([entry("http://a/0")]) == 0
+    assert again.enqueue([entry("http://a/0")]).new == 0
 
 
 def test_clear_keeps_start_urls_and_dead_letters(redis_client, keys):
@@ -111,11 +126,12 @@ def test_clear_keeps_start_urls_and_dead_letters(redis_client, keys):
 def test_an_idle_lease_says_when_the_next_retry_is_due(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1")
     assert frontier.lease(4, lease_timeout=60) == ([], None)
-    frontier.delay([(2_000_000_000.5, b'{"url":"http://a/later"}')])
+    frontier.delay([(2_000_000_000.5, "a", b'{"url":"http://a/later"}')])
     assert frontier.lease(4, lease_timeout=60) == ([], 2_000_000_000.5)
-    frontier.delay([(1.0, b'{"url":"http://a/due"}')])
+    frontier.delay([(1.0, "a", b'{"url":"http://a/due"}')])
     items, _ = frontier.lease(4, lease_timeout=60)
-    assert items == [b'{"url":"http://a/due"}']
+    assert items == [b'a\n{"url":"http://a/due"}']
+    assert frontier.sizes().delayed == 1
 
 
 def test_exact_dupefilter_never_confuses_fingerprints_sharing_a_bucket(redis_client, keys):
@@ -124,9 +140,10 @@ def test_exact_dupefilter_never_confuses_fingerprints_sharing_a_bucket(redis_cli
     first, second = b"AB" + b"x" * 6 + b"y" * 6, b"AB" + b"y" * 6 + b"z" * 6
     spanning = b"AB" + b"y" * 12  # the end of one stored tail and the start of the next
     padding = b"\0" * 6  # Scrapy's fingerprints are longer than what is kept
-    assert frontier.enqueue([(fp + padding, 0, fp) for fp in (first, second)]) == 2
-    assert frontier.enqueue([(spanning + padding, 0, spanning)]) == 1
-    assert frontier.enqueue([(fp + padding, 0, b"again") for fp in (first, second, spanning)]) == 0
+    assert frontier.enqueue([(fp + padding, "g", 0, fp) for fp in (first, second)]).new == 2
+    assert frontier.enqueue([(spanning + padding, "g", 0, spanning)]).new == 1
+    again = [(fp + padding, "g", 0, b"again") for fp in (first, second, spanning)]
+    assert frontier.enqueue(again).new == 0
     assert frontier.sizes().seen == 3
 
 
@@ -155,3 +172,97 @@ def test_sent_fingerprints_forget_only_a_whole_old_generation():
     assert sent.add(b"c")
     off = SentFingerprints(0)
     assert off.add(b"a") and off.add(b"a")
+
+
+def test_within_a_priority_requests_leave_in_the_order_they_were_found(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    found = ["http://a/zebra", "http://a/apple", "http://a/mango", "http://a/banana"]
+    for url in found:  # one flush each, as a crawl finds them
+        frontier.enqueue([entry(url)])
+    frontier.enqueue([entry("http://a/urgent", priority=1)])
+    assert lease_urls(frontier, 5) == ["http://a/urgent", *found]
+
+
+def test_across_ready_hosts_priority_first_then_each_host_gets_a_fair_share(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry(f"http://big/{i}") for i in range(100)])
+    frontier.enqueue([entry(f"http://small/{i}") for i in range(5)])
+    frontier.enqueue([entry("http://vip/1", priority=7)])
+    first = lease_urls(frontier, 10)
+    assert first[0] == "http://vip/1"
+    assert {u for u in first if "small" in u} == {f"http://small/{i}" for i in range(4)}
+    second = lease_urls(frontier, 10)
+    assert "http://small/4" in second  # the small host is done after two leases
+    assert redis_client.zrange(keys.ready, 0, -1) == [b"big"]
+    assert frontier.sizes().queued == 106 - 20
+
+
+def test_a_rate_limited_host_is_handed_out_once_per_interval_and_no_request_waits(
+    redis_client, keys
+):
+    frontier = Frontier(redis_client, keys, "n1")
+    redis_client.hset(keys.rates, mapping={"*": 0, "slow": 2})  # 2 requests/s
+    frontier.enqueue([entry(f"http://slow/{i}") for i in range(10)])
+    frontier.enqueue([entry(f"http://free/{i}") for i in range(3)])
+    urls = lease_urls(frontier, 10)
+    assert sorted(urls) == ["http://free/0", "http://free/1", "http://free/2", "http://slow/0"]
+    before = now_ms()
+    assert frontier.lease(10, lease_timeout=60)[0] == []
+    _, next_due = frontier.lease(10, lease_timeout=60)
+    assert next_due is not None and 0 < next_due * 1000 - before <= 500
+    assert redis_client.zcard(keys.delayed) == 0  # nothing parked: it waits in its queue
+    frontier.enqueue([entry("http://slow/new")])  # found meanwhile: waits with its host
+    assert frontier.lease(10, lease_timeout=60)[0] == []
+    # a changed rate applies to the next lease once the host's wait is over
+    redis_client.hset(keys.rates, "slow", 1000)
+    redis_client.zadd(keys.waiting, {"slow": now_ms() - 1})
+    assert len(lease_urls(frontier, 10)) == 10
+
+
+def test_a_crawl_delay_holds_its_host_up_to_the_cap(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1", crawl_delay_max=0.2)
+    redis_client.hset(keys.crawl_delay, "polite", 3600)  # asks for an hour; capped
+    frontier.enqueue([entry(f"http://polite/{i}") for i in range(3)])
+    assert lease_urls(frontier, 5) == ["http://polite/0"]
+    wait = redis_client.zscore(keys.waiting, "polite") - now_ms()
+    assert 0 < wait <= 200
+
+
+def test_the_host_budget_holds_across_nodes_and_says_what_it_dropped(redis_client, keys):
+    one = Frontier(redis_client, keys, "n1", budget=3)
+    two = Frontier(redis_client, keys, "n2", budget=3)
+    assert one.enqueue([entry(f"http://b/{i}") for i in range(2)]).over_budget == ()
+    added = two.enqueue([entry(f"http://b/{i}") for i in range(2, 5)] + [entry("http://c/1")])
+    assert (added.new, added.over_budget) == (4, ("b", "b"))
+    assert frontier_queued(redis_client, keys, "b") == 3
+    assert redis_client.hget(keys.host("b"), "dropped:budget") == b"2"
+    assert one.enqueue([entry("http://b/9")]).over_budget == ("b",)
+    assert one.sizes().queued == 4
+
+
+def frontier_queued(redis_client, keys, group: str) -> int:
+    return redis_client.zcard(keys.queue(group))
+
+
+def test_the_single_queue_of_earlier_versions_is_moved_into_host_queues(redis_client, keys):
+    redis_client.zadd(keys.requests, {b'{"url":"http://a/1","priority":2}': -2,
+                                      b'{"url":"http://b/1"}': 0, b"not json": 0})  # fmt: skip
+    frontier = Frontier(redis_client, keys, "n1")
+    assert frontier.convert_legacy_queue(lambda stored: group_for(stored["url"])) == 3
+    assert not redis_client.exists(keys.requests)
+    assert frontier.sizes().queued == 3
+    leased, _ = frontier.lease(5, lease_timeout=60)
+    assert leased[0] == b'a\n{"url":"http://a/1","priority":2}'
+    assert b"\nnot json" in leased  # read, and dead-lettered, by the node that leases it
+
+
+def test_requests_are_grouped_by_host_domain_or_download_slot():
+    url = "http://Shop.Example.co.uk:8080/a"
+    assert group_for(url) == "shop.example.co.uk"
+    assert group_for(url, by="domain") == "example.co.uk"
+    assert group_for("http://a.b.example.com/", by="domain") == "example.com"
+    assert group_for("http://10.0.0.7/", by="domain") == "10.0.0.7"
+    assert group_for(url, "10.0.0.7", by="slot") == "10.0.0.7"
+    assert group_for(url, None, by="slot") == "shop.example.co.uk"
+    assert group_for(url, "evil\nslot", by="slot") == "evil slot"  # never splits a lease
+    assert group_for("not a url") == ""

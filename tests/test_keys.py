@@ -22,7 +22,9 @@ def test_node_keys_share_the_spider_prefix():
     assert k.leases("n1") == "shop:leases:n1"
     assert k.node("n1") == "shop:node:n1"
     spider_keys = [k.start_urls, k.requests, k.dupefilter, k.bloom_prefix, k.bloom_count,
-                   k.delayed, k.nodes, k.checkpoint, k.dlq, k.proxies, k.rate("a.com")]  # fmt: skip
+                   k.delayed, k.nodes, k.checkpoint, k.dlq, k.proxies, k.queue("a.com"),
+                   k.host("a.com"), k.ready, k.waiting, k.frontier, k.rates,
+                   k.crawl_delay]  # fmt: skip
     assert all(key.startswith("shop:") for key in spider_keys)
 
 
@@ -34,7 +36,8 @@ def test_redis_cluster_puts_a_hash_tag_on_every_key():
         "{shop}:start_urls", "{shop}:requests", "{shop}:leases:n1",
     )  # fmt: skip
     tagged = [k.start_urls, k.requests, k.dupefilter, k.bloom_prefix, k.bloom_count, k.delayed,
-              k.nodes, k.checkpoint, k.dlq, k.proxies, k.rate("a.com"), k.node("n1")]  # fmt: skip
+              k.nodes, k.checkpoint, k.dlq, k.proxies, k.queue("a.com"), k.host("a.com"),
+              k.ready, k.waiting, k.frontier, k.rates, k.crawl_delay, k.node("n1")]  # fmt: skip
     assert all(key.startswith("{shop}:") for key in tagged)
     assert keys.SpiderKeys.from_settings("shop", settings, "q:%(name)s").start_urls == "q:{shop}"
     with pytest.raises(ValueError, match="must contain %\\(name\\)s"):
@@ -51,13 +54,16 @@ def test_custom_start_urls_key_template():
 def test_every_key_is_documented():
     templates = [
         keys.START_URLS, keys.REQUESTS, keys.DUPEFILTER, keys.LEASES, keys.DELAYED,
-        keys.BLOOM_COUNT, keys.NODES, keys.NODE, keys.CHECKPOINT, keys.RATE, keys.PROXIES, keys.DLQ,
+        keys.BLOOM_COUNT, keys.NODES, keys.NODE, keys.CHECKPOINT, keys.PROXIES, keys.DLQ,
+        keys.QUEUE, keys.READY, keys.WAITING, keys.HOST, keys.FRONTIER, keys.RATES,
+        keys.CRAWL_DELAY, keys.FINGERPRINTER, keys.MIGRATING,
     ]  # fmt: skip
     for template in templates:
         shown = (
             template.replace("%(name)s", "NAME")
             .replace("%(node)s", "NODE")
-            .replace("%(host)s", "HOST")
+            .replace("%(group)s", "GROUP")
+            .replace("%(what)s", "WHAT")
         )
         assert f"``{shown}``" in keys.__doc__
 

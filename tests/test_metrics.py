@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from extensions.observability.metrics import parse_ports
-from tests.conftest import ROOT, scrapy
+from tests.conftest import ROOT, queue_requests, scrapy
 from tests.test_chaos import ALLOW
 from tests.test_scheduler import wait_for
 from tools import services
@@ -128,7 +128,7 @@ def test_status_watch_draws_progress_nodes_and_errors(redis_url, redis_client):
     redis_client.hset("shop:checkpoint", mapping={"done": 30, "pages": 32, "items": 25,
                                                   "started": now - 10, "updated": now})  # fmt: skip
     redis_client.hset("shop:dupefilter", "n", 40)  # the dupefilter's count of fingerprints
-    redis_client.zadd("shop:requests", {f'{{"url":"http://x/{i}"}}': 0 for i in range(9)})
+    queue_requests(redis_client, "shop", *(f'{{"url":"http://x/{i}"}}' for i in range(9)))
     redis_client.lpush("shop:dlq", json.dumps({"url": "http://x/z", "error": "HTTP 500"}))
     redis_client.zadd("shop:nodes", {"w1": int(now * 1000)})
     node = {"pages": 32, "items": 25, "state": "running", "last_progress": now - 500}

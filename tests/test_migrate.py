@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from demosite import catalog
 from extensions.compat import ScrapyRedisFingerprinter
 from extensions.keys import SpiderKeys
 from extensions.migrate import Migration, spider_stub, unpickle
-from tests.conftest import ROOT, site_hits
+from tests.conftest import ROOT, queued, site_hits
 from tests.spiders import ScrapyRedisStyleSpider
 
 PROJECT = Path(__file__).parent / "srproject"
@@ -83,8 +84,8 @@ def test_a_scrapy_redis_crawl_in_progress_is_carried_over(
     assert redis_client.get("books:fingerprinter") == b"scrapy-redis"
     assert int(redis_client.hget("books:dupefilter", "n")) == seen_before
     assert not redis_client.keys("books:migrating:*")
-    queued = [json.loads(raw) for raw in redis_client.zrange("books:requests", 0, -1)]
-    assert {r["url"].removeprefix(demo_site.url) for r in queued} == pending
+    converted = [json.loads(raw) for raw in queued(redis_client, "books")]
+    assert {r["url"].removeprefix(demo_site.url) for r in converted} == pending
 
     after = project_scrapy("crawl", "books", *settings, switched=True, timeout=240)
     assert after.returncode == 0, after.stderr[-3000:]
@@ -148,8 +149,8 @@ def test_bad_queue_entries_are_dead_lettered_and_no_pickled_class_is_loaded(redi
     report = Migration(redis_client, keys, spider, batch=2).run(progress=lambda line: None)
     assert not marker.exists()
     assert (report.requests, report.dead_lettered, report.fingerprints) == (1, 3, 1)
-    [(data, score)] = redis_client.zrange("fromdata:requests", 0, -1, withscores=True)
-    assert score == -3
+    [(data, score)] = redis_client.zrange("fromdata:queue:a", 0, -1, withscores=True)
+    assert score < 0  # priority 3 ahead of priority 0
     assert json.loads(data)["headers"] == {"Accept": ["text/html"]}
     letters = [json.loads(raw) for raw in redis_client.lrange("fromdata:dlq", 0, -1)]
     assert {letter["kind"] for letter in letters} == {"unreadable"}
@@ -175,10 +176,16 @@ def test_an_interrupted_migration_is_finished_by_running_it_again(redis_client):
     ]
     report = migration.run(progress=lambda line: None)
     assert (report.requests, report.fingerprints) == (5, 1)
-    assert redis_client.zcard(keys.requests) == 5
+    assert len(queued(redis_client, "fromdata")) == 5
     assert redis_client.get(keys.fingerprinter) == b"scrapy-redis"
     assert not redis_client.keys("fromdata:migrating:*")
     assert unpickle(pickle.dumps({"a": [1, b"x"]})) == {"a": [1, b"x"]}
+
+
+def _no_caches(part: str) -> dict:
+    if (ROOT / part).is_dir():
+        return {"ignore": shutil.ignore_patterns("__pycache__")}
+    return {}
 
 
 def test_another_project_uses_the_stack_from_an_installed_checkout(
@@ -186,10 +193,16 @@ def test_another_project_uses_the_stack_from_an_installed_checkout(
 ):
     """The README's route for another project: the checkout installed into its
     environment (here into a directory of its own, not the checkout on the path)."""
+    # a copy, so the build leaves nothing in the checkout
+    source = tmp_path / "checkout"
+    source.mkdir()
+    for part in ("setup.py", "pyproject.toml", "crawler", "extensions"):
+        copy = shutil.copytree if (ROOT / part).is_dir() else shutil.copy
+        copy(ROOT / part, source / part, **_no_caches(part))
     target = tmp_path / "site-packages"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), str(ROOT)],
+         "--no-index", "--target", str(target), str(source)],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert install.returncode == 0, install.stderr

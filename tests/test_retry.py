@@ -10,6 +10,7 @@ from email.utils import format_datetime
 import pytest
 
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
+from tests import conftest
 from tests.conftest import scrapy
 from tests.test_scheduler import page_hits
 
@@ -103,9 +104,9 @@ def test_dlq_list_replay_purge(redis_url, redis_client, demo_site, nodes):
 
     replay = scrapy("dlq", "site", "replay", "--limit", "2", *settings)
     assert replay.returncode == 0, replay.stderr
-    assert "replayed 2 requests into site:requests" in replay.stdout
+    assert "replayed 2 requests into the queue of site" in replay.stdout
     assert "1 records hold no valid request" in replay.stdout
-    queued = [json.loads(raw) for raw in redis_client.zrange("site:requests", 0, -1)]
+    queued = [json.loads(raw) for raw in conftest.queued(redis_client, "site")]
     assert len(queued) == 2
     assert all("retry_times" not in q.get("meta", {}) for q in queued)
     assert redis_client.llen("site:dlq") == 2

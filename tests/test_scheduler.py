@@ -9,7 +9,8 @@ import pytest
 
 from demosite import catalog
 from extensions.frontier.frontier import now_ms
-from tests.conftest import read_items, scrapy, site_hits
+from tests import conftest
+from tests.conftest import queue_requests, read_items, scrapy, site_hits
 
 SHOP_PAGES = catalog.expected_pages() - {"/about"}
 
@@ -87,7 +88,9 @@ def test_a_node_waits_while_another_node_still_holds_work(
     # The other node finishes: its lease goes, the request it discovered arrives.
     with redis_client.pipeline() as pipe:
         pipe.delete("shop:leases:other")
-        pipe.zadd("shop:requests", {json.dumps({"url": demo_site.url + "/about"}): 0})
+        queue_requests(
+            redis_client, "shop", json.dumps({"url": demo_site.url + "/about"}), pipe=pipe
+        )
         pipe.execute()
     assert nodes.wait(60) == [0]
     assert page_hits(demo_site) == {"/about": 1}
@@ -115,7 +118,7 @@ def test_graceful_stop_hands_work_back_and_a_new_node_resumes(
     first.wait(60)
     assert first.returncode == 0, nodes.tail()
     assert redis_client.zcard("shop:leases:first") == 0  # nothing left leased
-    queued = redis_client.zcard("shop:requests")
+    queued = len(conftest.queued(redis_client, "shop"))
     assert queued > 0, "stopped too late to test resuming"
 
     nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID="second")

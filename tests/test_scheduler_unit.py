@@ -15,6 +15,7 @@ from scrapy.utils.test import get_crawler
 from extensions.frontier.meta import DELAY_UNTIL, START_ENTRY
 from extensions.frontier.scheduler import DistributedScheduler
 from extensions.frontier.start_urls import tracker_for
+from tests.conftest import queued
 
 
 class UnitSpider(Spider):
@@ -54,8 +55,9 @@ def test_what_cannot_be_queued_is_refused_or_dead_lettered_and_the_rest_goes_in(
     assert not scheduler.enqueue_request(too_far)
     scheduler.flush()
 
-    queued = [json.loads(raw)["url"] for raw in redis_client.zrange("unit:requests", 0, -1)]
-    assert queued == ["http://example.com/good"]
+    assert [json.loads(raw)["url"] for raw in queued(redis_client, "unit")] == [
+        "http://example.com/good"
+    ]
     errors = {r["url"].rsplit("/", 1)[1]: r["error"] for r in dlq(redis_client)}
     assert set(errors) == {"huge-priority", "not-a-time", "too-far"}
     assert "out of range" in errors["huge-priority"]
@@ -68,16 +70,22 @@ def test_an_entry_redis_refuses_is_dead_lettered_and_the_others_written_once(
 ):
     redis_client.zadd("unit:leases:unit-node", {b'{"url":"http://example.com/leased"}': 1e15})
     scheduler.enqueue_request(Request("http://example.com/a"))
-    scheduler._to_delay.append((time.time() + 5, b'{"url":"http://example.com/later"}'))
-    # A score Redis refuses (the checks above keep it from happening; this is the net).
-    scheduler._to_enqueue.append(("", float("nan"), b'{"url":"http://example.com/nan"}'))
+    scheduler._to_delay.append(
+        (time.time() + 5, "example.com", b'{"url":"http://example.com/later"}')
+    )
+    # A priority Redis refuses (the checks above keep it from happening; this is the net).
+    scheduler._to_enqueue.append(
+        ("", "example.com", "not a number", b'{"url":"http://example.com/nan"}')
+    )
     scheduler._to_release.append(b'{"url":"http://example.com/leased"}')
     scheduler._done = 2
     scheduler.flush()
     scheduler.flush()  # nothing left over to write twice
 
-    assert redis_client.zcard("unit:requests") == 1
-    assert redis_client.zrange("unit:delayed", 0, -1) == [b'{"url":"http://example.com/later"}']
+    assert len(queued(redis_client, "unit")) == 1
+    assert redis_client.zrange("unit:delayed", 0, -1) == [
+        b'example.com\n{"url":"http://example.com/later"}'
+    ]
     assert redis_client.zcard("unit:leases:unit-node") == 0
     assert int(redis_client.hget("unit:checkpoint", "done")) == 1  # 2 done - 1 parked, once
     [record] = dlq(redis_client)
@@ -100,8 +108,8 @@ def test_a_start_entry_leaves_its_lease_with_the_write_of_its_requests(scheduler
     assert redis_client.lrange("unit:start_leases:unit-node", 0, -1) == [
         b"http://example.com/other"
     ]
-    assert redis_client.zcard("unit:requests") == 2
-    stored = [json.loads(raw) for raw in redis_client.zrange("unit:requests", 0, -1)]
+    stored = [json.loads(raw) for raw in queued(redis_client, "unit")]
+    assert len(stored) == 2
     assert all(START_ENTRY not in r.get("meta", {}) for r in stored)  # never leaves the node
 
 

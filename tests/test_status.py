@@ -3,17 +3,17 @@
 import json
 
 from extensions.frontier.frontier import now_ms
-from tests.conftest import scrapy
+from tests.conftest import queue_requests, queued, scrapy
 
 
 def test_status_shows_frontier_and_nodes(redis_url, redis_client):
     redis_client.lpush("shop:start_urls", "http://127.0.0.1:1/")
-    redis_client.zadd("shop:requests", {'{"url":"http://127.0.0.1:1/a"}': 0})
+    queue_requests(redis_client, "shop", '{"url":"http://127.0.0.1:1/a"}')
     redis_client.hset("shop:dupefilter", "n", 2)  # the dupefilter's count of fingerprints
     redis_client.zadd("shop:nodes", {"live": now_ms(), "gone": now_ms() - 3_600_000})
     redis_client.hset("shop:node:live", mapping={"pages": 10, "items": 7, "state": "running"})
     redis_client.zadd("shop:leases:gone", {'{"url":"http://127.0.0.1:1/b"}': 1e15})
-    redis_client.zadd("shop:delayed", {'{"url":"http://127.0.0.1:1/c"}': 1e15})
+    redis_client.zadd("shop:delayed", {'127.0.0.1\n{"url":"http://127.0.0.1:1/c"}': 1e15})
     redis_client.hset("shop:checkpoint", mapping={"pages": 40, "items": 30, "started": 1.5})
 
     result = scrapy("status", "shop", "--json", "-s", f"REDIS_URL={redis_url}")
@@ -71,4 +71,4 @@ def test_status_and_dlq_survive_malformed_records(redis_url, redis_client):
     assert replay.returncode == 0, replay.stderr
     assert "replayed 1 requests" in replay.stdout  # the callback of 7 is not re-queued
     assert "3 records hold no valid request" in replay.stdout
-    assert redis_client.zrange("shop:requests", 0, -1) == [good_request.replace(" ", "").encode()]
+    assert queued(redis_client, "shop") == [good_request.replace(" ", "").encode()]

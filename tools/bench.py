@@ -47,6 +47,9 @@ VARIANTS: dict[str, dict[str, str]] = {
     "this project (leases, delayed retries, checkpoints)": {},
 }
 OURS = "this project (leases, delayed retries, checkpoints)"
+# politeness decided at lease time, at a rate above what one node asks of the site
+POLITE = "this project + CLUSTER_HOST_RATE=100000 (at lease)"
+VARIANTS[POLITE] = {"CLUSTER_HOST_RATE": "100000"}
 
 
 @dataclass
@@ -284,7 +287,7 @@ REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     "stock scrapy-redis scheduler": VARIANTS["stock scrapy-redis scheduler"],
     OURS: {},
-    "this project + cluster politeness check per request": {"CLUSTER_HOST_RATE": "100000"},
+    POLITE: {"CLUSTER_HOST_RATE": "100000"},
 }
 OBSERVABILITY = {
     "metrics and heartbeats on (METRICS_PORT, 2 s heartbeats)": {
@@ -344,10 +347,9 @@ def seen_memory(client: redis.Redis) -> dict[str, float]:
             frontier = Frontier(client, SpiderKeys.for_spider("s"), "bench", bloom)
             batch = []
             for fp in digests():
-                batch.append((fp, 0, b"x"))
+                batch.append((fp, "", 0, b""))  # the fingerprint alone: no request queued
                 if len(batch) == 20_000:
                     frontier.enqueue(batch)
-                    client.delete("s:requests")
                     batch = []
         results[name] = (used_memory(client) - before) / SEEN_URLS
     client.flushall()
@@ -362,33 +364,41 @@ SEEN_VARIANTS = (
 
 
 def queued_memory(client: redis.Redis) -> dict[str, float]:
-    """Bytes of Redis memory per queued request: stock pickle vs this project's JSON."""
+    """Bytes of Redis memory per queued request: stock pickle vs this project's JSON
+    in its host queue; and per host, with QUEUED_REQUESTS hosts holding one request each."""
     from scrapy import Request
     from scrapy_redis import picklecompat
 
     from crawler.spiders.shop import ShopSpider
+    from extensions.frontier.frontier import Frontier
     from extensions.frontier.serializer import dumps_request
+    from extensions.keys import SpiderKeys
 
     spider = ShopSpider()
     results = {}
-    for name in ("stock scrapy-redis (pickle)", "this project (JSON)"):
+    per_request = "this project (JSON, in its host's queue)"
+    per_host = f"this project, per host ({QUEUED_REQUESTS:,} hosts with one request each)"
+    for name in ("stock scrapy-redis (pickle)", per_request, per_host):
         client.flushall()
+        frontier = Frontier(client, SpiderKeys.for_spider("s"), "bench")
         before = used_memory(client)
         pipe = client.pipeline(transaction=False)
         for i in range(QUEUED_REQUESTS):
+            host = f"host{i}.example" if name == per_host else "127.0.0.1"
             request = Request(
-                f"http://127.0.0.1:8000/product/{i}", callback=spider.parse_product,
-                meta={"depth": 3}, headers={"Referer": "http://127.0.0.1:8000/category/books?page=2"},
+                f"http://{host}:8000/product/{i}", callback=spider.parse_product,
+                meta={"depth": 3}, headers={"Referer": f"http://{host}:8000/category/books?page=2"},
             )  # fmt: skip
             if name.startswith("stock"):
-                data = picklecompat.dumps(request.to_dict(spider=spider))
+                pipe.zadd("s:requests", {picklecompat.dumps(request.to_dict(spider=spider)): 0})
             else:
-                data = dumps_request(request, spider)
-            pipe.zadd("s:requests", {data: 0})
+                frontier.enqueue([("", host, 0, dumps_request(request, spider))], pipe)
             if i % 10_000 == 0:
                 pipe.execute()
         pipe.execute()
         results[name] = (used_memory(client) - before) / QUEUED_REQUESTS
+    # a host's own cost: its queue key, its place among the ready hosts
+    results[per_host] -= results[per_request]
     client.flushall()
     return results
 
@@ -526,6 +536,9 @@ def report_remote(remote: dict[str, Figures], rtt: float, local: dict[str, Figur
         if name in local and local[name].samples:
             line += f"   (Redis on loopback: {local[name].rate:.0f})"
         print(line)
+    if remote[OURS].samples and remote[POLITE].samples:
+        print(f"   with CLUSTER_HOST_RATE vs without, Redis away: "
+              f"{remote[POLITE].rate / remote[OURS].rate:.2f}x")  # fmt: skip
 
 
 def report_wake(wakes: dict[str, list[float]]) -> None:
@@ -542,7 +555,8 @@ def report_memory(seen: dict[str, float], queued: dict[str, float]) -> None:
         print(f"   {name:52s} {per_url:8.1f} B/URL   100M URLs: {per_url * 1e8 / 2**30:6.1f} GiB")
     print(f"\n4. Redis memory per queued request, {QUEUED_REQUESTS:,} product requests")
     for name, per_request in queued.items():
-        print(f"   {name:52s} {per_request:8.1f} B/request")
+        unit = "B/host, over its requests" if "per host" in name else "B/request"
+        print(f"   {name:52s} {per_request:8.1f} {unit}")
 
 
 def report_commands(results: dict[str, Figures]) -> None:
@@ -552,7 +566,9 @@ def report_commands(results: dict[str, Figures]) -> None:
     print(f"   {'variant':52s} {'commands':>8s} {'round trips':>12s} {'on reactor':>11s}")
     stock = results["stock scrapy-redis scheduler"]
     ours = results["this project (leases, delayed retries, checkpoints)"]
-    for name, figures in (("stock scrapy-redis scheduler", stock), (OURS, ours)):
+    polite = results[POLITE]
+    shown = (("stock scrapy-redis scheduler", stock), (OURS, ours), (POLITE, polite))
+    for name, figures in shown:
         print(f"   {name:52s} {figures.calls_per_page:8.2f} {figures.round_trips_per_page:12.3f} "
               f"{figures.reactor_round_trips_per_page:11.3f}")  # fmt: skip
     if ours.round_trips_per_page:
@@ -596,7 +612,8 @@ def report(results: dict[str, Figures]) -> None:
     ours = results["this project (leases, delayed retries, checkpoints)"].rate
     stock = results["stock scrapy-redis scheduler"].rate
     print(f"   this project vs stock scrapy-redis: {ours / stock:.2f}x; "
-          f"vs plain Scrapy: {ours / plain:.2f}x")  # fmt: skip
+          f"vs plain Scrapy: {ours / plain:.2f}x; with CLUSTER_HOST_RATE vs without: "
+          f"{results[POLITE].rate / ours:.2f}x")  # fmt: skip
 
 
 def report_scale(scale: dict[int, Figures]) -> None:

@@ -177,8 +177,11 @@ def _port_with_free_bus() -> int:
     raise RuntimeError("no free port pair for a Redis Cluster node")
 
 
-def start_demo_site(port: int = 0, *, log: Path | None = None, latency: float = 0.0) -> Service:
+def start_demo_site(
+    port: int = 0, *, log: Path | None = None, latency: float = 0.0, crawl_delay: float = 0.0
+) -> Service:
     args = ["demosite.server", "--port", str(port), "--latency", str(latency)]
+    args += ["--crawl-delay", str(crawl_delay)]
     return _start_announcing(args, "demo site", log)
 
 

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
+from extensions import config, defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.deadletter import DeadLetters
+from extensions.frontier.frontier import Frontier
 
 if TYPE_CHECKING:
     import argparse
@@ -53,8 +55,17 @@ class Command(ProjectCommand):
             if malformed:
                 print(f"skipped {malformed} malformed records (not JSON objects)", file=sys.stderr)
         elif action == "replay":
-            replayed, left = letters.replay(keys.requests, opts.limit)
-            print(f"replayed {replayed} requests into {keys.requests}")
+            server = letters.server
+            settings = config.effective(self.settings)
+            frontier = Frontier(
+                server,
+                keys,
+                "dlq",
+                budget=0,  # a replay is not held to the budget it met
+            )
+            queue_by = settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
+            replayed, left = letters.replay(frontier, queue_by, opts.limit)
+            print(f"replayed {replayed} requests into the queue of {args[0]}")
             if left:
                 print(f"{left} records hold no valid request (bad start URLs, unreadable or "
                       "malformed entries) and stay; fix and seed them again, or purge")  # fmt: skip

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
-from extensions import compat, config, connection
+from extensions import compat, config, connection, defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import ConfigError
 from extensions.frontier.bloom import bloom_from_settings
@@ -57,7 +57,13 @@ class Command(ProjectCommand):
         spidercls = get_spider_loader(self.settings).load(args[0])
         settings = config.effective(self.settings)
         server = redis_for_command(self.settings)
-        migration = Migration(server, keys, spider_stub(spidercls), bloom_from_settings(settings))
+        migration = Migration(
+            server,
+            keys,
+            spider_stub(spidercls),
+            bloom_from_settings(settings),
+            queue_by=settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY),
+        )
         plan = migration.plan()
         if not plan:
             print(f"nothing of scrapy-redis to carry over for {args[0]}")

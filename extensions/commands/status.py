@@ -16,7 +16,7 @@ from scrapy.exceptions import UsageError
 
 from extensions import compat, defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.observability.status import crawl_status, top_errors
+from extensions.observability.status import crawl_status, host_status, top_errors
 
 if TYPE_CHECKING:
     import argparse
@@ -73,9 +73,28 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
     return "\n".join(lines)
 
 
+def render_hosts(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'host':32s} {'queued':>8s} {'flight':>6s} {'fetched':>8s} {'rate/s':>7s} "
+        f"{'state':>7s} {'next in':>8s} {'budget':>7s}  dropped"
+    ]
+    now = time.time()
+    for row in rows:
+        rate = f"{row['rate']:g}" if row["rate"] else "-"
+        wait = f"{max(row['next_allowed'] - now, 0):.1f}s" if row["next_allowed"] else "-"
+        budget = "-" if row["budget_left"] is None else str(row["budget_left"])
+        dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(row["dropped"].items()))
+        lines.append(
+            f"{row['host'][:32]:32s} {row['queued']:8d} {row['in_flight']:6d} "
+            f"{row['fetched']:8d} {rate:>7s} {row['state']:>7s} {wait:>8s} {budget:>7s}  "
+            f"{dropped or '-'}"
+        )
+    return "\n".join(lines)
+
+
 class Command(ProjectCommand):
     def syntax(self) -> str:
-        return "NAME [--json] [--watch [--interval S] [--count N]]"
+        return "NAME [--json] [--watch [--interval S] [--count N]] [--hosts [--limit N]]"
 
     def short_desc(self) -> str:
         return "Show a distributed crawl's progress, frontier and nodes"
@@ -88,6 +107,10 @@ class Command(ProjectCommand):
                             help="seconds between refreshes (default 3)")  # fmt: skip
         parser.add_argument("--count", type=int, default=0, metavar="N",
                             help="with --watch, stop after N refreshes")  # fmt: skip
+        parser.add_argument("--hosts", action="store_true",
+                            help="the busiest hosts (queue groups) instead")  # fmt: skip
+        parser.add_argument("--limit", type=int, default=20, metavar="N",
+                            help="with --hosts, at most N hosts (default 20; 0 = all)")  # fmt: skip
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -102,6 +125,11 @@ class Command(ProjectCommand):
         foreign = compat.foreign_state(server, keys)
         if foreign:
             raise SystemExit("error: " + "\n       ".join(foreign))
+        if opts.hosts:
+            budget = self.settings.getint("HOST_PAGE_BUDGET", defaults.HOST_PAGE_BUDGET)
+            rows = host_status(server, keys, budget, opts.limit or None)
+            print(json.dumps({"hosts": rows}) if opts.json else render_hosts(rows))
+            return
 
         def snapshot() -> dict[str, Any]:
             return crawl_status(server, keys, node_timeout, stall_time)

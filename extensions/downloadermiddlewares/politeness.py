@@ -1,37 +1,39 @@
-"""Politeness across the whole cluster: at most ``CLUSTER_HOST_RATE`` requests
-per second to any one host from all nodes together.
+"""Politeness across the whole cluster, decided when work is leased.
 
-Each request reserves a send time for its host in Redis (``NAME:rate:HOST``,
-one Lua call). A request whose time has come goes on; one that must wait is
-parked in ``NAME:delayed`` until its reserved time (it holds no download slot
-and does not block other hosts), then sent without asking again. Per-host
-rates in ``CLUSTER_HOST_RATES`` (``{"example.com": 2}``) override the default;
-0 or unset means no limit. AutoThrottle and Scrapy's per-node limits still
-apply on top. Nodes' clocks should be NTP-synchronised.
+The lease (``scripts/lease.lua``) hands a queue group (a host, by default) out
+again only once its next allowed time has come, from the rates every lease
+reads in ``NAME:rates``: ``CLUSTER_HOST_RATE`` requests per second per host from
+all nodes together, ``CLUSTER_HOST_RATES`` (``{"example.com": 2}``) per host;
+0 or unset means no limit. No request waits in Redis for politeness and no
+request costs a round trip of its own. This middleware publishes the rates
+when a node opens (the last node started sets them, so a changed rate applies
+to the next lease), and, with ``ROBOTSTXT_OBEY``, each host's robots.txt
+``Crawl-delay`` (at most ``CLUSTER_CRAWL_DELAY_MAX`` seconds) into
+``NAME:crawl_delay``. AutoThrottle and Scrapy's per-node limits still apply on
+top. Nodes' clocks should be NTP-synchronised.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import redis
-from scrapy.exceptions import NotConfigured
+from protego import Protego
+from scrapy import signals
 
 from extensions import connection, defaults
-from extensions.frontier.frontier import load_script
-from extensions.frontier.meta import DELAY_UNTIL, RATE_SLOT
+from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
 
-ON_TIME_MS = 50  # a slot this close is taken as now: not worth a trip through Redis
+DEFAULT_RATE_FIELD = "*"
 
 
 class ClusterPolitenessMiddleware:
@@ -49,7 +51,11 @@ class ClusterPolitenessMiddleware:
         self.keys = keys
         self.default_rate = default_rate
         self.host_rates = {host.lower(): float(rate) for host, rate in host_rates.items()}
-        self._reserve = server.register_script(load_script("rate"))
+        settings = crawler.settings
+        self.obey_robots = settings.getbool("ROBOTSTXT_OBEY")
+        self.robots_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
+        self.queue_by = settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
+        self._delays_published: set[str] = set()
         self.health = connection.health_for(crawler)
 
     @classmethod
@@ -59,49 +65,51 @@ class ClusterPolitenessMiddleware:
         host_rates = s.getdict("CLUSTER_HOST_RATES")
         if rate < 0 or any(float(r) < 0 for r in host_rates.values()):
             raise ValueError("CLUSTER_HOST_RATE and CLUSTER_HOST_RATES must not be negative")
-        if not rate and not any(float(r) for r in host_rates.values()):
-            raise NotConfigured  # off: nothing to do, nothing to say
         assert crawler.spidercls is not None
         server = connection.from_settings(s, ping=False)
-        return cls(crawler, server, SpiderKeys.for_crawler(crawler), rate, host_rates)
+        middleware = cls(crawler, server, SpiderKeys.for_crawler(crawler), rate, host_rates)
+        crawler.signals.connect(middleware.publish_rates, signal=signals.spider_opened)
+        return middleware
 
     def rate_for(self, host: str) -> float:
         return self.host_rates.get(host, self.default_rate)
 
-    def process_request(self, request: Request) -> Request | None:
-        parts = urlsplit(request.url)
-        host = (parts.hostname or "").lower()
-        rate = self.rate_for(host)
-        if rate <= 0 or parts.path == "/robots.txt":
-            return None
-        now = int(time.time() * 1000)
-        interval = max(int(1000 / rate), 1)
-        reserved = request.meta.pop(RATE_SLOT, None)
-        if reserved is not None:
-            if now - interval <= reserved <= now + ON_TIME_MS:
-                return None  # its reserved time has come
-            if reserved > now:  # back too early (clocks apart): wait for the same slot
-                return self._park(request, reserved)
-            # Picked up too late: its moment passed, and sending it now next to
-            # the requests holding the following slots would be a burst.
-            self.stats.inc_value("politeness/late")
-        key = self.keys.rate(host)
+    def publish_rates(self) -> None:
+        """Write this node's rates for every lease to read (replacing the last ones)."""
+        rates = {DEFAULT_RATE_FIELD: self.default_rate, **self.host_rates}
+        pipe = self.server.pipeline(transaction=True)
+        pipe.delete(self.keys.rates)
+        pipe.hset(self.keys.rates, mapping=rates)  # type: ignore[arg-type]
         try:
-            slot = int(self._reserve(keys=[key], args=[now, interval]))
+            pipe.execute()
         except redis.RedisError as exc:
-            # Fail open: a crawl must not stop because Redis is briefly away;
-            # Scrapy's own per-node limits still hold meanwhile.
-            self.health.failed(exc)
-            return None
-        self.health.ok()
-        if slot <= now + ON_TIME_MS:
-            self.stats.inc_value("politeness/sent_at_once")
-            return None
-        return self._park(request, slot)
+            logger.error("could not publish the cluster's host rates: %s", exc)
+            return
+        limited = {host: rate for host, rate in rates.items() if rate}
+        if limited:
+            logger.info("cluster-wide host rates (requests/s): %s", limited)
 
-    def _park(self, request: Request, slot: int) -> Request:
-        parked = request.replace(dont_filter=True)
-        parked.meta[RATE_SLOT] = slot
-        parked.meta[DELAY_UNTIL] = slot / 1000
-        self.stats.inc_value("politeness/parked")
-        return parked
+    def process_response(self, request: Request, response: Response) -> Response:
+        if self.obey_robots and response.status == 200 and request.url.endswith("/robots.txt"):
+            self._publish_crawl_delay(request, response)
+        return response
+
+    def _publish_crawl_delay(self, request: Request, response: Response) -> None:
+        group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
+        if group in self._delays_published:
+            return
+        self._delays_published.add(group)
+        try:
+            parser = Protego.parse(response.body.decode("utf-8", "replace"))
+            delay = parser.crawl_delay(self.robots_agent or "*")
+        except Exception:  # a hostile robots.txt: no delay from it
+            delay = None
+        if not delay or delay <= 0:
+            return
+        try:
+            self.server.hset(self.keys.crawl_delay, group, float(delay))
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            return
+        self.stats.inc_value("politeness/crawl_delay_hosts")
+        logger.info("%s asks for a Crawl-delay of %ss across the cluster", group, delay)

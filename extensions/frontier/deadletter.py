@@ -19,11 +19,14 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from extensions.frontier.groups import group_for
 from extensions.frontier.serializer import entry_problem
 
 if TYPE_CHECKING:
     import redis
     from redis.client import Pipeline
+
+    from extensions.frontier.frontier import Frontier
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +75,9 @@ class DeadLetters:
                 records.append(record)
         return records, malformed
 
-    def replay(self, requests_key: str, limit: int | None = None) -> tuple[int, int]:
+    def replay(
+        self, frontier: Frontier, queue_by: str, limit: int | None = None
+    ) -> tuple[int, int]:
         """Put the oldest ``limit`` replayable records back in the queue with fresh
         retries. Returns (replayed, left because they hold no valid request).
 
@@ -95,8 +100,11 @@ class DeadLetters:
                 meta.pop(key, None)
             if not meta:
                 request.pop("meta", None)
-            data = json.dumps(request, separators=(",", ":"))
-            pipe.zadd(requests_key, {data: -int(request.get("priority", 0))})
+            data = json.dumps(request, separators=(",", ":")).encode()
+            slot = meta.get("download_slot") if isinstance(meta, dict) else None
+            group = group_for(request["url"], slot, queue_by)
+            # dont_filter: it was seen, and is to be fetched again
+            frontier.enqueue([("", group, int(request.get("priority", 0)), data)], pipe)
             pipe.lrem(self.key, -1, raw)  # type: ignore[arg-type]  # bytes go as they are
         pipe.execute()
         return len(chosen), unreplayable

@@ -78,7 +78,11 @@ class RedisDupeFilter(RFPDupeFilter):
     def request_seen(self, request: Request) -> bool:
         if self._check is None:
             self._check = self.server.register_script(load_script("enqueue"))
-        added = self._check(keys=[self.key, ""], args=[self.request_fingerprint(request), 0, ""])
+        # the enqueue script with no request: it only checks and records the fingerprint
+        added, _ = self._check(
+            keys=[self.key, "", "", ""],
+            args=["", "", 0, self.request_fingerprint(request), "", 0, ""],
+        )
         return int(added) == 0
 
     def log(self, request: Request, spider: Spider) -> None:

@@ -8,9 +8,10 @@ leases to the queue. Every multi-key change is one Lua script (``scripts/``).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,26 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+#: (fingerprint or "" for dont_filter, group, priority, request JSON or b"")
+Entry = tuple[str | bytes, str, float, bytes]
+#: seconds of a rate-limited group's requests one lease may hand out at once
+RATE_BURST_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class Added:
+    """What an enqueue did: fingerprints that were new, and of those, the group
+    of each request dropped because its group had used its HOST_PAGE_BUDGET."""
+
+    new: int
+    over_budget: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, result: Any) -> Added:
+        new, over = result
+        return cls(int(new), tuple(connection.text(group) for group in over))
+
+
 # Bytes of Scrapy's request fingerprint the exact dupefilter keeps: 2 name the
 # bucket, 12 are stored; 112 bits leave no collision to fear.
 FINGERPRINT_BYTES = 14
@@ -36,7 +57,7 @@ FINGERPRINT_BYTES = 14
 def load_script(name: str) -> str:
     scripts = resources.files("extensions.frontier.scripts")
     # Lua scripts cannot import one another: the shared helpers are prepended.
-    prelude = scripts.joinpath("_priority.lua").read_text()
+    prelude = scripts.joinpath("_shared.lua").read_text()
     return prelude + scripts.joinpath(f"{name}.lua").read_text()
 
 
@@ -137,6 +158,9 @@ class FrontierSizes:
     seen: int
     dlq: int
     delayed: int
+    #: queue groups (hosts) with work, and those of them that may be leased now
+    hosts: int = 0
+    ready_hosts: int = 0
 
     @property
     def pending(self) -> int:
@@ -148,9 +172,18 @@ class Frontier:
     """Redis operations on one spider's frontier, for one node."""
 
     def __init__(
-        self, server: redis.Redis, keys: SpiderKeys, node_id: str, bloom: BloomParams | None = None
+        self,
+        server: redis.Redis,
+        keys: SpiderKeys,
+        node_id: str,
+        bloom: BloomParams | None = None,
+        *,
+        budget: int = 0,
+        crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX,
     ):
         self.server = server
+        self.budget = budget
+        self.crawl_delay_max = crawl_delay_max
         self.keys = keys
         self.node_id = node_id
         self.bloom = bloom
@@ -162,29 +195,26 @@ class Frontier:
         self._sizes = server.register_script(load_script("frontier"))
         self._bloom_ready = False
 
-    def enqueue(
-        self, entries: list[tuple[str | bytes, float, bytes]], pipe: Pipeline | None = None
-    ) -> int | None:
-        """Add (fingerprint, score, data) entries; returns how many were new.
+    def enqueue(self, entries: list[Entry], pipe: Pipeline | None = None) -> Added | None:
+        """Add (fingerprint, group, priority, data) entries to their groups' queues.
 
-        A fingerprint is Scrapy's (at least 16 bytes), or empty for dont_filter.
-
-        With ``pipe``, the call is queued on it and the result comes from its
-        ``execute()``.
+        A fingerprint is Scrapy's (at least 16 bytes), or empty for dont_filter;
+        empty data only records the fingerprint. Returns what was new and what
+        went over HOST_PAGE_BUDGET; with ``pipe``, the call is queued on it and
+        ``Added.of`` reads its result from ``pipe.execute()``.
         """
         if not entries:
-            return 0
-        args: list[str | float | bytes | int] = []
+            return Added(0)
+        keys = self.keys
+        args: list[str | float | bytes | int] = [keys.queue(""), keys.host(""), self.budget]
         if self.bloom is None:
-            for fingerprint, score, data in entries:
-                args.extend((fingerprint[:FINGERPRINT_BYTES], score, data))
-            result = run_script(
-                self._enqueue, [self.keys.dupefilter, self.keys.requests], args, pipe
-            )
+            for fingerprint, group, priority, data in entries:
+                args.extend((fingerprint[:FINGERPRINT_BYTES], group, priority, data))
+            script, first_key = self._enqueue, keys.dupefilter
         else:
             self._create_bloom_shards()
-            args.extend((self.keys.bloom_prefix, self.bloom.hashes))
-            for fingerprint, score, data in entries:
+            args.extend((keys.bloom_prefix, self.bloom.hashes))
+            for fingerprint, group, priority, data in entries:
                 if fingerprint:
                     raw = fingerprint if isinstance(fingerprint, bytes) else fingerprint.encode()
                     shard, offsets = self.bloom.positions(raw)
@@ -192,16 +222,18 @@ class Frontier:
                     args.extend(offsets)
                 else:  # dont_filter: no check, same stride
                     args.extend([""] * (self.bloom.hashes + 1))
-                args.extend((score, data))
-            result = run_script(
-                self._enqueue_bloom, [self.keys.requests, self.keys.bloom_count], args, pipe
-            )
-        return None if pipe is not None else int(result)
+                args.extend((group, priority, data))
+            script, first_key = self._enqueue_bloom, keys.bloom_count
+        script_keys = [first_key, keys.ready, keys.waiting, keys.frontier]
+        result = run_script(script, script_keys, args, pipe)
+        return None if pipe is not None else Added.of(result)
 
-    def delay(self, entries: list[tuple[float, bytes]], pipe: Pipeline | None = None) -> None:
-        """Park (due time in seconds since epoch, data) entries until they are due."""
+    def delay(self, entries: list[tuple[float, str, bytes]], pipe: Pipeline | None = None) -> None:
+        """Park (due time in seconds since epoch, group, data) entries until they are due."""
         if entries:
-            mapping = {data: int(due * 1000) for due, data in entries}
+            mapping = {
+                group.encode() + b"\n" + data: int(due * 1000) for due, group, data in entries
+            }
             (pipe or self.server).zadd(self.keys.delayed, mapping)
 
     def _create_bloom_shards(self) -> None:
@@ -224,10 +256,13 @@ class Frontier:
         seconds since epoch, if nothing was leased and one waits).
         """
         now = now_ms()
+        keys = self.keys
         items, next_due = self._lease(
-            keys=[self.keys.requests, self.leases_key, self.keys.nodes, self.keys.delayed],
-            args=[count, now + int(lease_timeout * 1000), self.node_id, now],
-        )
+            keys=[self.leases_key, keys.nodes, keys.delayed, keys.ready, keys.waiting,
+                  keys.frontier, keys.rates, keys.crawl_delay],
+            args=[count, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
+                  keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS],
+        )  # fmt: skip
         return items, (float(next_due) / 1000 if next_due else None)
 
     def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
@@ -246,7 +281,13 @@ class Frontier:
         those of ``closing_node``; forget nodes silent for ``forget_after`` seconds."""
         now = now_ms()
         flat = self._reclaim(
-            keys=[self.keys.nodes, self.keys.requests, self.keys.start_urls],
+            keys=[
+                self.keys.nodes,
+                self.keys.ready,
+                self.keys.start_urls,
+                self.keys.waiting,
+                self.keys.frontier,
+            ],
             args=[
                 now,
                 now - int(node_timeout * 1000),
@@ -256,6 +297,7 @@ class Frontier:
                 self.keys.node(""),
                 self.keys.start_leases(""),
                 self.keys.start_type,
+                self.keys.queue(""),
             ],
         )
         requests, start_urls = flat
@@ -268,8 +310,8 @@ class Frontier:
         keys = self.keys
         values = self._sizes(
             keys=[
-                keys.start_urls, keys.requests, keys.nodes, keys.dupefilter, keys.dlq,
-                keys.delayed, keys.bloom_count,
+                keys.start_urls, keys.frontier, keys.nodes, keys.dupefilter, keys.dlq,
+                keys.delayed, keys.bloom_count, keys.ready, keys.waiting,
             ],
             args=[keys.leases_prefix(), keys.start_leases(""), keys.start_type],
         )  # fmt: skip
@@ -285,10 +327,43 @@ class Frontier:
             if entries:
                 push_start_entries(self.server, self.keys, entries, back=True)
                 self.server.delete(self.keys.start_leases(node))
+        keys = self.keys
         doomed = [
-            self.keys.requests, self.keys.dupefilter, self.keys.delayed, self.keys.nodes,
-            self.keys.checkpoint, self.keys.fingerprinter,
+            keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
+            keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
         ]  # fmt: skip
-        doomed += [self.keys.leases(n) for n in nodes] + [self.keys.node(n) for n in nodes]
-        doomed += list(self.server.scan_iter(match=self.keys.bloom_prefix + "*", count=1000))
+        doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
         self.server.delete(*doomed)
+        for pattern in (keys.bloom_prefix, keys.queue(""), keys.host("")):
+            batch = []
+            for key in self.server.scan_iter(
+                match=connection.glob_escape(pattern) + "*", count=1000
+            ):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    self.server.delete(*batch)
+                    batch = []
+            if batch:
+                self.server.delete(*batch)
+
+    def convert_legacy_queue(self, group_of: Callable[[dict[str, Any]], str]) -> int:
+        """Move the single queue of earlier versions (``NAME:requests``, JSON)
+        into the group queues, in batches; returns how many moved."""
+        moved = 0
+        while True:
+            items: Any = self.server.zrange(self.keys.requests, 0, 499, withscores=True)
+            if not items:
+                return moved
+            entries: list[Entry] = []
+            for data, score in items:
+                try:
+                    obj = json.loads(data)
+                    group = group_of(obj) if isinstance(obj, dict) else ""
+                except (ValueError, RecursionError):
+                    group = ""  # read, and dead-lettered, by the node that leases it
+                entries.append(("", group, -score, data))
+            pipe = self.server.pipeline(transaction=True)
+            self.enqueue(entries, pipe)
+            pipe.zrem(self.keys.requests, *(data for data, _ in items))
+            pipe.execute()
+            moved += len(items)

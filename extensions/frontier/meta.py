@@ -19,13 +19,11 @@ DELAY_UNTIL = "delay_until"
 FIRST_FAILURE = "retry_first_failure"
 #: set on a request that went to the dead-letter queue (failed, not done)
 DEAD_LETTERED = "_dead_lettered"
-#: the send time (ms since epoch) a request parked for politeness reserved
-RATE_SLOT = "cluster_rate_slot"
 #: the start-URL entry a request was built from (node-local, never stored)
 START_ENTRY = "_start_entry"
 
-#: the largest request priority taken (either sign): Redis stores the queue's
-#: scores as doubles, exact up to 2**53; Scrapy's own adjustments are small
+#: the largest request priority taken (either sign); the queue orders by at
+#: most +-2**20 of it (scripts/_shared.lua), with the discovery order below it
 MAX_PRIORITY = 10**9
 
 
@@ -88,8 +86,8 @@ CONTROL_KEYS: dict[str, Any] = {
     DELAY_UNTIL: _number,
     FIRST_FAILURE: _number,
     DEAD_LETTERED: _flag,
-    RATE_SLOT: _integer,
     START_ENTRY: _text,
+    "trap_chain": _integer,  # extensions.frontier.traps.CHAIN
     "retry_times": _integer,
     "retry_backoff_base": _number,
     "retry_backoff_max": _number,

@@ -36,7 +36,8 @@ from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import Frontier, SentFingerprints
+from extensions.frontier.frontier import Added, Entry, Frontier, SentFingerprints
+from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, START_ENTRY, priority_problem
 from extensions.frontier.serializer import dumps_request, loads_request
@@ -84,8 +85,15 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         local_cache: int = defaults.DUPEFILTER_LOCAL_CACHE,
         url_policy: UrlPolicy | None = None,
         max_delay: float = defaults.FRONTIER_MAX_DELAY,
+        queue_by: str = defaults.FRONTIER_QUEUE_BY,
+        host_page_budget: int = defaults.HOST_PAGE_BUDGET,
+        crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX,
     ):
         self.server = server
+        self.queue_by = queue_by
+        self.host_page_budget = host_page_budget
+        self.crawl_delay_max = crawl_delay_max
+        self._over_budget_said: set[str] = set()
         self.url_policy = url_policy or UrlPolicy()
         self.max_delay = max_delay
         self.refused = RefusedLog(crawler.stats, "frontier/refused")
@@ -112,8 +120,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
 
         self._buffer: deque[tuple[Request, bytes]] = deque()
         self._leased: dict[Request, bytes] = {}
-        self._to_enqueue: list[tuple[str | bytes, float, bytes]] = []
-        self._to_delay: list[tuple[float, bytes]] = []
+        self._to_enqueue: list[Entry] = []
+        self._to_delay: list[tuple[float, str, bytes]] = []
         self._to_release: list[bytes] = []
         # Requests finished since the last flush, less those that went to the
         # dead-letter queue; parked copies (retries, waits) are subtracted when
@@ -157,6 +165,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             bloom=bloom_from_settings(s),
             local_cache=s.getint("DUPEFILTER_LOCAL_CACHE", defaults.DUPEFILTER_LOCAL_CACHE),
             url_policy=UrlPolicy.from_settings(s),
+            queue_by=s.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY),
+            host_page_budget=s.getint("HOST_PAGE_BUDGET", defaults.HOST_PAGE_BUDGET),
+            crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX", defaults.CLUSTER_CRAWL_DELAY_MAX),
             max_delay=s.getfloat("FRONTIER_MAX_DELAY", defaults.FRONTIER_MAX_DELAY),
         )
 
@@ -168,7 +179,14 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             raise RuntimeError(seam)
         self.spider = spider
         self.keys = SpiderKeys.for_crawler(self.crawler)
-        self.frontier = Frontier(self.server, self.keys, self.node_id, self.bloom)
+        self.frontier = Frontier(
+            self.server,
+            self.keys,
+            self.node_id,
+            self.bloom,
+            budget=self.host_page_budget,
+            crawl_delay_max=self.crawl_delay_max,
+        )
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
@@ -181,6 +199,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         for node in self.checkpoint.dead_local_nodes():
             reclaimed.update(self._reclaim(closing_node=node))
         reclaimed.update(self._reclaim())
+        self._convert_legacy_queue()
         sizes = self.frontier.sizes()
         if sizes.seen:
             progress = self.checkpoint.crawl_progress()
@@ -206,6 +225,26 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             loop = task.LoopingCall(func)
             loop.start(interval, now=False)
             self._loops.append(loop)
+
+    def _convert_legacy_queue(self) -> None:
+        """Requests queued by an earlier version in the single ``NAME:requests``
+        queue move into the group queues (scrapy-redis's pickled queue there is
+        refused before the crawl starts: ``scrapy migrate``)."""
+        if self.server.type(self.keys.requests) != b"zset":
+            return
+        first: Any = self.server.zrange(self.keys.requests, 0, 0)
+        if first and first[0].startswith(compat.PICKLE_PREFIX):
+            raise RuntimeError(
+                f"{self.keys.requests} holds scrapy-redis's pickled queue: "
+                f"run `scrapy migrate {self.keys.name}` first"
+            )
+        moved = self.frontier.convert_legacy_queue(self._group_of_stored)
+        logger.info("moved %d requests of the earlier single queue into per-host queues", moved)
+
+    def _group_of_stored(self, stored: dict[str, Any]) -> str:
+        meta = stored.get("meta")
+        slot = meta.get("download_slot") if isinstance(meta, dict) else None
+        return group_for(str(stored.get("url", "")), slot, self.queue_by)
 
     def close(self, reason: str) -> None:
         for loop in self._loops:
@@ -287,11 +326,12 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self.stats.inc_value("frontier/unserializable")
             self._dead_letter(kind="unserializable", url=request.url, error=str(exc))
             return False
+        group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
         if due is not None:
-            self._to_delay.append((due, data))
+            self._to_delay.append((due, group, data))
             self.stats.inc_value("frontier/delayed")
             return True
-        self._to_enqueue.append((fingerprint, -request.priority, data))
+        self._to_enqueue.append((fingerprint, group, request.priority, data))
         self.stats.inc_value("frontier/enqueued")
         if len(self._to_enqueue) >= self.enqueue_batch:
             self.flush()
@@ -354,9 +394,11 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self._to_enqueue, self._to_delay, self._to_release = [], [], []
         self._done = 0
         if to_enqueue:
-            added = int(results[0])
+            result = Added.of(results[0])
+            added = result.new - len(result.over_budget)
             self.stats.inc_value("frontier/added", added)
-            self.stats.inc_value("dupefilter/filtered", len(to_enqueue) - added)
+            self.stats.inc_value("dupefilter/filtered", len(to_enqueue) - result.new)
+            self._count_over_budget(result.over_budget)
             if added:
                 # New work is in the queue: an idle node's back-off must not delay it.
                 self._poll_delay = self.idle_poll_min
@@ -364,10 +406,23 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         if to_release:
             self.stats.inc_value("frontier/released", len(to_release))
 
+    def _count_over_budget(self, groups: tuple[str, ...]) -> None:
+        if not groups:
+            return
+        self.stats.inc_value("frontier/dropped/budget", len(groups))
+        for group in set(groups) - self._over_budget_said:
+            self._over_budget_said.add(group)
+            logger.warning(
+                "%s has used its HOST_PAGE_BUDGET of %d requests: further links to it are "
+                "dropped (said once per host)",
+                group,
+                self.host_page_budget,
+            )
+
     def _flush_one_by_one(
         self,
-        to_enqueue: list[tuple[str | bytes, float, bytes]],
-        to_delay: list[tuple[float, bytes]],
+        to_enqueue: list[Entry],
+        to_delay: list[tuple[float, str, bytes]],
         first_error: Exception,
     ) -> None:
         """Write each new request and retry alone; those Redis refuses are
@@ -421,7 +476,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             items = []
         else:
             self.health.ok()
-        for data in items:
+        for member in items:
+            _, _, data = member.partition(b"\n")  # GROUP\nJSON
             try:
                 request = loads_request(data, self.spider)
             except SerializationError as exc:
@@ -433,9 +489,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                     error=str(exc),
                     raw=data.decode("utf-8", "replace")[:100_000],
                 )
-                self._to_release.append(data)
+                self._to_release.append(member)
                 continue
-            self._buffer.append((request, data))
+            self._buffer.append((request, member))
         if items:
             self.stats.inc_value("frontier/leased", len(items))
             self._poll_delay = self.idle_poll_min

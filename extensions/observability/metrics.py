@@ -89,6 +89,14 @@ class ClusterCollector:
         for part in ("queued", "in_flight", "delayed", "dlq", "seen", "start_urls"):
             frontier.add_metric([self.keys.name, part], status[part])
         yield frontier
+        hosts = GaugeMetricFamily(
+            "crawler_hosts",
+            "queue groups (hosts) with work, and those ready to be leased now",
+            labels=["spider", "state"],
+        )
+        hosts.add_metric([self.keys.name, "with_work"], status["hosts"])
+        hosts.add_metric([self.keys.name, "ready"], status["ready_hosts"])
+        yield hosts
         done = GaugeMetricFamily("crawler_done", "requests done, whole cluster", labels=["spider"])
         done.add_metric([self.keys.name], status["done"])
         yield done

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from extensions import defaults
-from extensions.connection import text
+from extensions.connection import glob_escape, text
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 
@@ -85,8 +85,70 @@ def crawl_status(
         "delayed": sizes.delayed,
         "seen": sizes.seen,
         "dlq": sizes.dlq,
+        "hosts": sizes.hosts,
+        "ready_hosts": sizes.ready_hosts,
         "nodes": nodes,
     }
+
+
+def host_status(
+    server: redis.Redis, keys: SpiderKeys, budget: int = 0, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """One row per queue group (host) that was ever given work, busiest first:
+    queued, in flight, fetched, rate, next allowed time, budget left, dropped."""
+    prefix = keys.host("")
+    groups = {
+        text(key)[len(prefix) :]
+        for key in server.scan_iter(match=glob_escape(prefix) + "*", count=1000)
+    }
+    in_flight: collections.Counter[str] = collections.Counter()
+    nodes: Any = server.zrange(keys.nodes, 0, -1)
+    for node in nodes:
+        members: Any = server.zrange(keys.leases(text(node)), 0, -1)
+        for member in members:
+            group, newline, _ = member.partition(b"\n")
+            if newline:
+                in_flight[text(group)] += 1
+    ready = {text(g) for g in server.zrange(keys.ready, 0, -1)}
+    held: Any = server.zrange(keys.waiting, 0, -1, withscores=True)
+    waiting = {text(group): score for group, score in held}
+    default_rate = _number(server.hget(keys.rates, "*"))
+    ordered = sorted(groups | set(in_flight))
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(ordered), 500):
+        chunk = ordered[start : start + 500]
+        pipe = server.pipeline(transaction=False)
+        for group in chunk:
+            pipe.zcard(keys.queue(group))
+            pipe.hgetall(keys.host(group))
+            pipe.hget(keys.rates, group)
+            pipe.hget(keys.crawl_delay, group)
+        replies = pipe.execute()
+        for n, group in enumerate(chunk):
+            queued, counters, rate, delay = replies[4 * n : 4 * n + 4]
+            fields = {text(k): text(v) for k, v in counters.items()}
+            leased = int(_number(fields.get("leased")))
+            accepted = int(_number(fields.get("accepted")))
+            rows.append(
+                {
+                    "host": group,
+                    "queued": int(queued),
+                    "in_flight": in_flight[group],
+                    "fetched": max(leased - in_flight[group], 0),
+                    "state": "ready" if group in ready else "waiting" if group in waiting else "-",
+                    "rate": _number(rate, default_rate) if rate is not None else default_rate,
+                    "crawl_delay": _number(delay) if delay is not None else None,
+                    "next_allowed": waiting[group] / 1000 if group in waiting else None,
+                    "budget_left": max(budget - accepted, 0) if budget > 0 else None,
+                    "dropped": {
+                        k.removeprefix("dropped:"): int(_number(v))
+                        for k, v in fields.items()
+                        if k.startswith("dropped:")
+                    },
+                }
+            )
+    rows.sort(key=lambda row: (-row["queued"], -row["in_flight"], -row["fetched"], row["host"]))
+    return rows[:limit] if limit else rows
 
 
 def top_errors(server: redis.Redis, keys: SpiderKeys, sample: int = 500) -> list[tuple[str, int]]:

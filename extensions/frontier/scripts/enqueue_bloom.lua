@@ -1,19 +1,31 @@
--- Add requests to the shared queue unless the Bloom filter has seen them.
--- KEYS[1]  request queue (zset, score = -priority)
--- KEYS[2]  count of fingerprints added to the filter (string)
--- ARGV[1]  shard key prefix; shard N is prefix .. N
--- ARGV[2]  k, the bit positions per fingerprint
--- ARGV...  per request: shard ('' = dont_filter: no check), k offsets, score, request JSON
---          (empty JSON only records the fingerprint)
--- Returns  how many requests were added.
-local k = tonumber(ARGV[2])
-local added = 0
-local i = 3
+-- Add requests to their groups' queues unless the Bloom filter has seen them.
+-- KEYS[1]  count of fingerprints added to the filter (string)
+-- KEYS[2]  ready groups (zset)      KEYS[3]  waiting groups (zset)
+-- KEYS[4]  frontier counters (hash: queued, seq)
+-- ARGV[1]  group queue key prefix   ARGV[2]  group counters key prefix
+-- ARGV[3]  HOST_PAGE_BUDGET (0 = no limit)
+-- ARGV[4]  shard key prefix; shard N is prefix .. N
+-- ARGV[5]  k, the bit positions per fingerprint
+-- ARGV...  per request from ARGV[6]: shard ('' = dont_filter: no check), k
+--          offsets, group, priority, request JSON (empty JSON only records the
+--          fingerprint)
+-- Returns  {new fingerprints (requests added or over budget), the group of each
+--          request dropped over budget}
+local F = {queue_prefix = ARGV[1], ready = KEYS[2], waiting = KEYS[3], frontier = KEYS[4]}
+local budget = tonumber(ARGV[3])
+local k = tonumber(ARGV[5])
+local stride = k + 4
+local count = (#ARGV - 5) / stride
+local seq_base = nil  -- taken on the first request queued: a bare check takes none
+local seq = 0
+local added, over = 0, {}
+local i = 6
 while i <= #ARGV do
+  seq = seq + 1
   local shard = ARGV[i]
   local new = true
   if shard ~= '' then
-    local key = ARGV[1] .. shard
+    local key = ARGV[4] .. shard
     new = false
     for j = 1, k do
       if redis.call('SETBIT', key, ARGV[i + j], 1) == 0 then
@@ -21,15 +33,22 @@ while i <= #ARGV do
       end
     end
     if new then
-      redis.call('INCR', KEYS[2])
+      redis.call('INCR', KEYS[1])
     end
   end
   if new then
-    if ARGV[i + k + 2] ~= '' then
-      redis.call('ZADD', KEYS[1], ARGV[i + k + 1], ARGV[i + k + 2])
-    end
     added = added + 1
+    local group, item = ARGV[i + k + 1], ARGV[i + k + 3]
+    if item ~= '' then
+      if budget > 0 and redis.call('HINCRBY', ARGV[2] .. group, 'accepted', 1) > budget then
+        redis.call('HINCRBY', ARGV[2] .. group, 'dropped:budget', 1)
+        over[#over + 1] = group
+      else
+        seq_base = seq_base or redis.call('HINCRBY', KEYS[4], 'seq', count) - count
+        push(F, group, order_score(tonumber(ARGV[i + k + 2]), seq_base + seq), item)
+      end
+    end
   end
-  i = i + k + 3
+  i = i + stride
 end
-return added
+return {added, over}

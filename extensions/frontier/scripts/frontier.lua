@@ -1,6 +1,6 @@
 -- Sizes of the cluster-wide frontier, in one round trip.
 -- KEYS[1]  start URL list
--- KEYS[2]  request queue (zset)
+-- KEYS[2]  frontier counters (hash: queued = requests in all group queues)
 -- KEYS[3]  node registry (zset)
 -- KEYS[4]  dupefilter hash (field 'n' counts its fingerprints)
 -- KEYS[5]  dead-letter list
@@ -10,7 +10,8 @@
 -- ARGV[2]  start lease key prefix: entries nodes took and have not queued yet
 --          count as start URLs
 -- ARGV[3]  the start key's type: list, set or zset
--- Returns  {start_urls, queued, in_flight, seen, dlq, delayed}
+-- KEYS[8]  ready groups (zset)       KEYS[9]  waiting groups (zset)
+-- Returns  {start_urls, queued, in_flight, seen, dlq, delayed, hosts with work, ready hosts}
 local in_flight = 0
 local start_leased = 0
 for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
@@ -20,9 +21,11 @@ end
 local start_size = {list = 'LLEN', set = 'SCARD', zset = 'ZCARD'}
 return {
   redis.call(start_size[ARGV[3]] or 'LLEN', KEYS[1]) + start_leased,
-  redis.call('ZCARD', KEYS[2]),
+  tonumber(redis.call('HGET', KEYS[2], 'queued') or '0'),
   in_flight,
   tonumber(redis.call('HGET', KEYS[4], 'n') or '0') + tonumber(redis.call('GET', KEYS[7]) or '0'),
   redis.call('LLEN', KEYS[5]),
   redis.call('ZCARD', KEYS[6]),
+  redis.call('ZCARD', KEYS[8]) + redis.call('ZCARD', KEYS[9]),
+  redis.call('ZCARD', KEYS[8]),
 }

@@ -1,29 +1,127 @@
--- Move due retries into the queue, then lease the highest-priority requests.
--- KEYS[1]  request queue (zset, score = -priority)
--- KEYS[2]  this node's leases (zset, score = lease deadline in ms)
--- KEYS[3]  node registry (zset, score = last heartbeat in ms)
--- KEYS[4]  delayed retries (zset, score = due time in ms)
--- ARGV[1]  how many requests at most
--- ARGV[2]  lease deadline (ms since epoch)
--- ARGV[3]  this node's id
--- ARGV[4]  now (ms since epoch): leasing counts as a heartbeat, so a lease is
---          never held by a node the others cannot see
--- Returns  {leased request JSON strings best first, due time (ms) of the next
---          delayed request or false}: an idle node sleeps until then at most.
--- (priority_score comes from _priority.lua, prepended when loading)
-local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[4], 'LIMIT', 0, 500)
-for _, item in ipairs(due) do
-  redis.call('ZREM', KEYS[4], item)
-  redis.call('ZADD', KEYS[1], priority_score(item), item)
+-- Lease requests to a node: from the groups (hosts) that are ready, the best
+-- first, a fair share each; politeness is decided here, once per group.
+-- KEYS[1]  this node's leases (zset, GROUP\nJSON -> lease deadline in ms)
+-- KEYS[2]  node registry (zset, score = last heartbeat in ms)
+-- KEYS[3]  delayed retries (zset, GROUP\nJSON -> due time in ms)
+-- KEYS[4]  ready groups (zset, group -> order of its first request)
+-- KEYS[5]  waiting groups (zset, group -> time it may be leased again, ms)
+-- KEYS[6]  frontier counters (hash: queued)
+-- KEYS[7]  rates (hash: group or '*' -> requests per second)
+-- KEYS[8]  robots.txt Crawl-delay per group (hash, seconds)
+-- ARGV[1]  how many requests at most     ARGV[2]  lease deadline (ms since epoch)
+-- ARGV[3]  this node's id                ARGV[4]  now (ms since epoch): leasing
+--          counts as a heartbeat, so a lease is never held by a node the others cannot see
+-- ARGV[5]  group queue key prefix        ARGV[6]  group counters key prefix
+-- ARGV[7]  the most seconds a Crawl-delay may ask for
+-- ARGV[8]  seconds of a rate-limited group's requests one lease may hand out
+--          at once (at least one request)
+-- Returns  {leased GROUP\nJSON strings (rate-limited groups first), the time (ms) the next waiting group or
+--          delayed retry is due, or false}: an idle node sleeps until then at most.
+local F = {queue_prefix = ARGV[5], ready = KEYS[4], waiting = KEYS[5], frontier = KEYS[6]}
+local count = tonumber(ARGV[1])
+local now = tonumber(ARGV[4])
+
+-- retries whose backoff has passed go back to their group's queue
+local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 500)
+for _, member in ipairs(due) do
+  redis.call('ZREM', KEYS[3], member)
+  local group, item = split_item(member)
+  push(F, group, priority_score(item), item)
 end
-local items = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
-if #items == 0 then
-  local next_due = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')[2]
-  return {items, next_due or false}
+
+-- groups whose politeness wait is over become ready again
+local woken = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 1000)
+for _, group in ipairs(woken) do
+  redis.call('ZREM', KEYS[5], group)
+  local head = redis.call('ZRANGE', F.queue_prefix .. group, 0, 0, 'WITHSCORES')
+  if head[2] then
+    redis.call('ZADD', KEYS[4], head[2], group)
+  end
 end
-redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #items - 1)
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
-for _, item in ipairs(items) do
-  redis.call('ZADD', KEYS[2], ARGV[2], item)
+
+local default_rate = tonumber(redis.call('HGET', KEYS[7], '*') or '0') or 0
+local function interval_ms(group)
+  local rate = tonumber(redis.call('HGET', KEYS[7], group) or '') or default_rate
+  local interval = 0
+  if rate > 0 then
+    interval = 1000 / rate
+  end
+  local delay = tonumber(redis.call('HGET', KEYS[8], group) or '0') or 0
+  delay = math.min(delay, tonumber(ARGV[7])) * 1000
+  return math.max(interval, delay)
 end
-return {items, false}
+
+local leased = {}
+local paced = {}  -- rate-limited groups' requests: returned first, so they are sent first
+local candidates = redis.call('ZRANGE', KEYS[4], 0, count - 1)
+local share = math.ceil(count / math.max(#candidates, 1))
+for pass = 1, 2 do
+  for _, group in ipairs(candidates) do
+    local want = math.min(share, count - #leased - #paced)
+    if want <= 0 then break end
+    local queue = F.queue_prefix .. group
+    local interval = interval_ms(group)
+    if interval > 0 then
+      -- a rate-limited group: at most ARGV[8] seconds' worth, then it waits
+      want = math.min(want, math.max(1, math.floor(tonumber(ARGV[8]) * 1000 / interval)))
+    end
+    local items = {}
+    if redis.call('ZSCORE', KEYS[4], group) then
+      items = redis.call('ZRANGE', queue, 0, want - 1)
+    end
+    if #items > 0 then
+      redis.call('ZREMRANGEBYRANK', queue, 0, #items - 1)
+      redis.call('HINCRBY', KEYS[6], 'queued', -#items)
+      local counters = ARGV[6] .. group
+      redis.call('HINCRBY', counters, 'leased', #items)
+      for _, item in ipairs(items) do
+        local member = group .. '\n' .. item
+        redis.call('ZADD', KEYS[1], ARGV[2], member)
+        if interval > 0 then
+          paced[#paced + 1] = member
+        else
+          leased[#leased + 1] = member
+        end
+      end
+      local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+      if interval > 0 then
+        local next_time = now + math.ceil(#items * interval)
+        redis.call('HSET', counters, 'next', next_time)
+        redis.call('ZREM', KEYS[4], group)
+        -- waits even when its queue is empty: a request found meanwhile waits too
+        redis.call('ZADD', KEYS[5], next_time, group)
+      elseif head[2] then
+        redis.call('ZADD', KEYS[4], head[2], group)
+      else
+        redis.call('ZREM', KEYS[4], group)
+      end
+    elseif pass == 1 then
+      redis.call('ZREM', KEYS[4], group)  -- no work left (its queue emptied elsewhere)
+    end
+  end
+  if #leased + #paced >= count or share >= count then break end
+  share = count - #leased - #paced
+end
+for _, member in ipairs(leased) do
+  paced[#paced + 1] = member
+end
+leased = paced
+
+if #leased == 0 then
+  if redis.call('ZCARD', KEYS[4]) + redis.call('ZCARD', KEYS[5]) == 0 then
+    -- no group holds work: a count left over (a queue deleted by hand) must not
+    -- keep the crawl from ever being idle
+    redis.call('HSET', KEYS[6], 'queued', 0)
+  end
+  local next_times = {}
+  local waiting = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
+  local delayed = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+  if waiting then next_times[#next_times + 1] = tonumber(waiting) end
+  if delayed then next_times[#next_times + 1] = tonumber(delayed) end
+  if #next_times == 0 then
+    return {leased, false}
+  end
+  return {leased, tostring(math.min(unpack(next_times)))}
+end
+redis.call('ZADD', KEYS[2], now, ARGV[3])
+return {leased, false}

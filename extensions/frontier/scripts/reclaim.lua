@@ -2,8 +2,8 @@
 -- ARGV[2], all leases of the node named in ARGV[4] (a node that is closing),
 -- and any lease whose deadline has passed.
 -- KEYS[1]  node registry (zset, score = last heartbeat in ms)
--- KEYS[2]  request queue (zset, score = -priority)
--- KEYS[3]  start URL list
+-- KEYS[2]  ready groups (zset)      KEYS[3]  start URL key
+-- KEYS[4]  waiting groups (zset)    KEYS[5]  frontier counters (hash)
 -- ARGV[1]  now (ms since epoch)
 -- ARGV[2]  heartbeats older than this (ms since epoch) mean the node is dead
 -- ARGV[3]  lease key prefix; a node's leases live at prefix .. node id
@@ -15,9 +15,11 @@
 --          queued yet go back to KEYS[3] with its leases: to the read end of a
 --          list, into a set, or into a sorted set at its highest score
 -- ARGV[8]  the start key's type: list, set or zset
+-- ARGV[9]  group queue key prefix: leases go back to their group's queue
 -- Returns  {requests, start entries}: each a flat list of node id, number returned,
 --          ... (nodes with 0 left out)
--- (priority_score comes from _priority.lua, prepended when loading)
+-- (split_item, push and priority_score come from _shared.lua)
+local F = {queue_prefix = ARGV[9], ready = KEYS[2], waiting = KEYS[4], frontier = KEYS[5]}
 local function give_back_start(key, kind, entries)
   if #entries == 0 then
     return
@@ -66,8 +68,9 @@ for i = 1, #nodes, 2 do
       redis.call('ZREMRANGEBYSCORE', lease_key, '-inf', ARGV[1])
     end
   end
-  for _, item in ipairs(items) do
-    redis.call('ZADD', KEYS[2], priority_score(item), item)
+  for _, member in ipairs(items) do
+    local group, item = split_item(member)
+    push(F, group, priority_score(item), item)
   end
   if #items > 0 then
     table.insert(returned, node)

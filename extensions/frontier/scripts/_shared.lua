@@ -1,0 +1,55 @@
+-- Shared by the scripts (Lua scripts cannot import one another: this file is
+-- prepended to each when it is loaded).
+
+-- The order of a request in its group's queue: priority first (higher first,
+-- clamped to +-2^20 for the order only), then discovery order (lower sequence
+-- number first). Both fit exactly in a double's 53 bits.
+local SEQ_SPAN = 4294967296
+local PRIORITY_SPAN = 1048575
+local function order_score(priority, seq)
+  local p = math.max(-PRIORITY_SPAN, math.min(PRIORITY_SPAN, math.floor(priority)))
+  return -p * SEQ_SPAN + (seq % SEQ_SPAN)
+end
+
+-- The order of a request read back from its JSON (a retry due, a lease handed
+-- back): its priority, ahead of the requests of that priority found since.
+local function priority_score(item)
+  local ok, request = pcall(cjson.decode, item)
+  if ok and type(request) == 'table' and tonumber(request['priority']) then
+    return order_score(tonumber(request['priority']), 0)
+  end
+  return 0
+end
+
+-- The host of a request's URL, for entries written before queues were per group.
+local function host_of(item)
+  local ok, request = pcall(cjson.decode, item)
+  local url = ok and type(request) == 'table' and request['url']
+  if type(url) ~= 'string' then
+    return ''
+  end
+  local authority = string.match(url, '^[%a][%w+.-]*://([^/?#]*)') or ''
+  authority = string.gsub(authority, '^.*@', '')
+  authority = string.gsub(authority, ':%d*$', '')
+  return string.lower(authority)
+end
+
+-- Leases and delayed retries hold "GROUP\nJSON": the group, then the request.
+local function split_item(member)
+  local at = string.find(member, '\n', 1, true)
+  if not at then
+    return host_of(member), member
+  end
+  return string.sub(member, 1, at - 1), string.sub(member, at + 1)
+end
+
+-- Add a request to its group's queue, and the group to the ready ones unless
+-- politeness holds it back. F: {queue_prefix, ready, waiting, frontier}.
+local function push(F, group, score, item)
+  if redis.call('ZADD', F.queue_prefix .. group, score, item) == 1 then
+    redis.call('HINCRBY', F.frontier, 'queued', 1)
+  end
+  if not redis.call('ZSCORE', F.waiting, group) then
+    redis.call('ZADD', F.ready, 'LT', score, group)
+  end
+end
