@@ -99,15 +99,23 @@ def site_hits(site: services.Service) -> dict[str, int]:
         return json.load(response)
 
 
-def scrapy(*args: str, timeout: float = 120, stdin: str | None = None):
-    """Run a ``scrapy`` command of the project; returns the CompletedProcess."""
+def scrapy(
+    *args: str,
+    timeout: float = 120,
+    stdin: str | None = None,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+):
+    """Run a ``scrapy`` command of the project (or of the project in ``cwd``);
+    returns the CompletedProcess."""
     return subprocess.run(
         [sys.executable, "-m", "scrapy", *args],
-        cwd=ROOT,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
         input=stdin,
+        env=env,
     )
 
 

@@ -18,7 +18,7 @@ from demosite import catalog
 from extensions.compat import ScrapyRedisFingerprinter
 from extensions.keys import SpiderKeys
 from extensions.migrate import Migration, spider_stub, unpickle
-from tests.conftest import ROOT, queued, site_hits
+from tests.conftest import ROOT, queued, scrapy, site_hits
 from tests.spiders import ScrapyRedisStyleSpider
 
 PROJECT = Path(__file__).parent / "srproject"
@@ -30,14 +30,7 @@ def project_scrapy(*args: str, switched: bool, timeout: float = 120):
     env.pop("SCRAPY_SETTINGS_MODULE", None)
     if switched:
         env["SWITCHED"] = "1"
-    return subprocess.run(
-        [sys.executable, "-m", "scrapy", *args],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return scrapy(*args, timeout=timeout, cwd=PROJECT, env=env)
 
 
 def paths(hits: dict[str, int]) -> set[str]:
@@ -209,11 +202,8 @@ def test_another_project_uses_the_stack_from_an_installed_checkout(
     assert (target / "extensions" / "frontier" / "scripts" / "enqueue.lua").exists()
     env = {**os.environ, "PYTHONPATH": str(target), "SWITCHED": "1"}
     env.pop("SCRAPY_SETTINGS_MODULE", None)
-    seeded = subprocess.run(
-        [sys.executable, "-m", "scrapy", "seed", "books", demo_site.url + "/about",
-         "-s", f"REDIS_URL={redis_url}"],
-        cwd=PROJECT, capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+    seeded = scrapy("seed", "books", demo_site.url + "/about", "-s", f"REDIS_URL={redis_url}",
+                    cwd=PROJECT, env=env)  # fmt: skip
     assert seeded.returncode == 0, seeded.stderr
     assert redis_client.lrange("books:start_urls", 0, -1) == [(demo_site.url + "/about").encode()]
     located = subprocess.run(

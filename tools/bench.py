@@ -36,16 +36,25 @@ CONCURRENCY = 32
 NO_ADDON = '{"extensions.addon.DistributedAddon": null}'
 STORE = '{"extensions.pipelines.itemstore.ItemStorePipeline": 900}'
 
+BENCH_SPIDERS = "crawler.spiders,tools.bench_spiders"
+# Items as a Scrapy user writes them without this project: a feed export ({workdir}
+# is the run's directory).
+FEED = json.dumps({"{workdir}/items.jsonl": {"format": "jsonlines", "overwrite": True}})
+PLAIN = "plain Scrapy (memory queue, feed export)"
+STOCK = "stock scrapy-redis (RedisSpider, feed export)"
 VARIANTS: dict[str, dict[str, str]] = {
-    "plain Scrapy (memory queue)": {"ADDONS": NO_ADDON, "ITEM_PIPELINES": STORE},
-    "stock scrapy-redis scheduler": {
+    PLAIN: {"ADDONS": NO_ADDON, "SPIDER_MODULES": BENCH_SPIDERS, "FEEDS": FEED},
+    STOCK: {
         "ADDONS": NO_ADDON,
-        "ITEM_PIPELINES": STORE,
+        "SPIDER_MODULES": BENCH_SPIDERS,
+        "FEEDS": FEED,
         "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
         "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
     },
     "this project (leases, delayed retries, checkpoints)": {},
 }
+# the spider each variant runs: the same parsing on every side
+VARIANT_SPIDERS = {PLAIN: "plain_shop", STOCK: "stock_shop"}
 OURS = "this project (leases, delayed retries, checkpoints)"
 # politeness decided at lease time, at a rate above what one node asks of the site
 POLITE = "this project + CLUSTER_HOST_RATE=100000 (at lease)"
@@ -115,6 +124,9 @@ def crawl_once(
     site = services.start_demo_site()
     try:
         client.lpush(f"{spider}:start_urls", site.url + "/")
+        if spider == "plain_shop":  # no Redis: its start URL is an argument
+            spider_args = {**(spider_args or {}), "start": site.url + "/"}
+        settings = {k: v.replace("{workdir}", str(workdir)) for k, v in settings.items()}
         common = {
             "CONCURRENT_REQUESTS": CONCURRENCY,
             "CONCURRENT_REQUESTS_PER_DOMAIN": CONCURRENCY,
@@ -282,10 +294,10 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11").split(",")
 REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
-    "stock scrapy-redis scheduler": VARIANTS["stock scrapy-redis scheduler"],
+    STOCK: VARIANTS[STOCK],
     OURS: {},
     POLITE: {"CLUSTER_HOST_RATE": "100000"},
 }
@@ -386,9 +398,11 @@ def queued_memory(client: redis.Redis) -> dict[str, float]:
         for i in range(QUEUED_REQUESTS):
             host = f"host{i}.example" if name == per_host else "127.0.0.1"
             request = Request(
-                f"http://{host}:8000/product/{i}", callback=spider.parse_product,
-                meta={"depth": 3}, headers={"Referer": f"http://{host}:8000/category/books?page=2"},
-            )  # fmt: skip
+                f"http://{host}:8000/product/{i}",
+                callback=spider.parse_product,
+                meta={"depth": 3},
+                headers={"Referer": f"http://{host}:8000/category/books?page=2"},
+            )
             if name.startswith("stock"):
                 pipe.zadd("s:requests", {picklecompat.dumps(request.to_dict(spider=spider)): 0})
             else:
@@ -425,11 +439,15 @@ def main() -> None:
             wakes: dict[str, list[float]] = {name: [] for name in WAKE_VARIANTS}
             remote = {name: Figures() for name in REMOTE_VARIANTS}
             remote_rtt: list[float] = []
+            aof: dict[str, list[float]] = {name: [] for name in AOF_VARIANTS}
             for run in range(RUNS):
                 if "1" in SECTIONS:
                     for name, settings in VARIANTS.items():
+                        spider = VARIANT_SPIDERS.get(name, "shop")
                         results[name].samples.append(
-                            crawl_once(server.url, settings, 1, work / f"items-{run}")
+                            crawl_once(
+                                server.url, settings, 1, work / f"items-{run}", spider=spider
+                            )
                         )
                 if "2" in SECTIONS:
                     for n in scale:
@@ -477,17 +495,25 @@ def main() -> None:
                     try:
                         remote_rtt.append(round_trip_ms(latency.url))
                         for name, settings in REMOTE_VARIANTS.items():
+                            spider = VARIANT_SPIDERS.get(name, "shop")
                             remote[name].samples.append(
-                                crawl_once(latency.url, settings, 1, work / f"remote-{run}")
+                                crawl_once(
+                                    latency.url, settings, 1, work / f"remote-{run}", spider=spider
+                                )
                             )
                     finally:
                         latency.stop()
+                if "11" in SECTIONS:
+                    for name in AOF_VARIANTS:
+                        aof[name].append(aof_per_page(name, work / f"aof-{run}-{len(aof[name])}"))
                 print(f"run {run + 1}/{RUNS} done", file=sys.stderr)
         finally:
             server.stop()
             proxy.stop()
             if mongo is not None:
                 mongo.stop()
+    if "11" in SECTIONS:
+        report_aof(aof)
     if "1" in SECTIONS:
         report(results)
     if "2" in SECTIONS:
@@ -514,6 +540,35 @@ def main() -> None:
         report_wake(wakes)
     if "10" in SECTIONS:
         report_remote(remote, statistics.median(remote_rtt), results)
+
+
+AOF_VARIANTS = (STOCK, OURS)
+
+
+def aof_per_page(name: str, workdir: Path) -> float:
+    """Bytes Redis appends to its AOF (what every replica receives too) per page
+    of the same crawl: enqueue, lease, release, heartbeats, checkpoints, all of it."""
+    server = services.start_redis(
+        workdir / "redis", appendonly=True, extra_args=("--auto-aof-rewrite-percentage", "0")
+    )
+    try:
+        settings = VARIANTS[name]
+        sample = crawl_once(
+            server.url, settings, 1, workdir, spider=VARIANT_SPIDERS.get(name, "shop")
+        )
+        client = redis.Redis.from_url(server.url)
+        size = int(client.info("persistence")["aof_current_size"])
+        client.close()
+        return size / sample.pages
+    finally:
+        server.stop()
+
+
+def report_aof(aof: dict[str, list[float]]) -> None:
+    print(f"\n11. AOF bytes per crawled page (the replication stream), one node, same crawl, "
+          f"median of {RUNS}")  # fmt: skip
+    for name, sizes in aof.items():
+        print(f"   {name:52s} {statistics.median(sizes):8.0f} B/page")
 
 
 def round_trip_ms(url: str) -> float:
@@ -564,10 +619,10 @@ def report_commands(results: dict[str, Figures]) -> None:
           "INFO commandstats (Lua's inner calls included); round trips counted in redis-py, "
           "all threads and the reactor thread alone")  # fmt: skip
     print(f"   {'variant':52s} {'commands':>8s} {'round trips':>12s} {'on reactor':>11s}")
-    stock = results["stock scrapy-redis scheduler"]
-    ours = results["this project (leases, delayed retries, checkpoints)"]
+    stock = results[STOCK]
+    ours = results[OURS]
     polite = results[POLITE]
-    shown = (("stock scrapy-redis scheduler", stock), (OURS, ours), (POLITE, polite))
+    shown = ((STOCK, stock), (OURS, ours), (POLITE, polite))
     for name, figures in shown:
         print(f"   {name:52s} {figures.calls_per_page:8.2f} {figures.round_trips_per_page:12.3f} "
               f"{figures.reactor_round_trips_per_page:11.3f}")  # fmt: skip
@@ -604,13 +659,13 @@ def report(results: dict[str, Figures]) -> None:
           f"median of {RUNS} alternating runs, {os.cpu_count()} cores")  # fmt: skip
     print(f"   {'variant':52s} {'pages/s':>8s} {'ratio':>7s} {'CPU ms/page':>12s} "
           f"{'Redis cmds/page':>16s}")  # fmt: skip
-    plain = results["plain Scrapy (memory queue)"].rate
+    plain = results[PLAIN].rate
     for name, figures in results.items():
         calls = f"{figures.calls_per_page:16.2f}" if figures.calls_per_page else f"{'-':>16s}"
         print(f"   {name:52s} {figures.rate:8.0f} {figures.rate / plain:6.2f}x "
               f"{figures.cpu_ms_per_page:12.2f} {calls}")  # fmt: skip
     ours = results["this project (leases, delayed retries, checkpoints)"].rate
-    stock = results["stock scrapy-redis scheduler"].rate
+    stock = results[STOCK].rate
     print(f"   this project vs stock scrapy-redis: {ours / stock:.2f}x; "
           f"vs plain Scrapy: {ours / plain:.2f}x; with CLUSTER_HOST_RATE vs without: "
           f"{results[POLITE].rate / ours:.2f}x")  # fmt: skip
