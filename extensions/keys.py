@@ -29,8 +29,11 @@ key                            type    holds
 ``NAME:crawl_delay``           hash    robots.txt Crawl-delay per group, in seconds
 ``NAME:requests``              zset    the queue of earlier versions (converted into the
                                        group queues when a node opens) and of scrapy-redis
-``NAME:dupefilter``            hash    fingerprints of every request ever scheduled: 2-byte
-                                       bucket -> 12-byte tails side by side; 'n' = count
+``NAME:dupefilter``            hash    'n' = how many fingerprints were ever scheduled (and, in
+                                       a crawl begun before levels, 2-byte buckets of 12-byte
+                                       tails, still read)
+``NAME:dupefilter:L:B``        hash    level L, bucket B of the exact dupefilter: 7 bytes of
+                                       each fingerprint as a field (a small listpack)
 ``NAME:bloom:N``               string  with DUPEFILTER_MODE = "bloom": shard N of the filter's
                                        bitmap, instead of NAME:dupefilter
 ``NAME:bloom:count``           string  with DUPEFILTER_MODE = "bloom": fingerprints added

@@ -156,7 +156,7 @@ def test_an_idle_node_takes_a_new_start_url_at_its_next_look(
 
     # A recrawl once the crawl is over and its dupefilter cleared: the node does
     # not drop the URL on the strength of having sent it before.
-    redis_client.delete("shop:dupefilter")
+    redis_client.delete(*redis_client.keys("shop:dupefilter*"))  # the count and its levels
     redis_client.lpush("shop:start_urls", demo_site.url + "/about")
     wait_for(lambda: page_hits(demo_site).get("/about") == 2, 30, "the recrawl")
     node.send_signal(signal.SIGINT)

@@ -294,7 +294,7 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12").split(",")
 REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     STOCK: VARIANTS[STOCK],
@@ -440,6 +440,7 @@ def main() -> None:
             remote = {name: Figures() for name in REMOTE_VARIANTS}
             remote_rtt: list[float] = []
             aof: dict[str, list[float]] = {name: [] for name in AOF_VARIANTS}
+            growth: dict[str, list[tuple[int, float, float, float]]] = {}
             for run in range(RUNS):
                 if "1" in SECTIONS:
                     for name, settings in VARIANTS.items():
@@ -503,6 +504,8 @@ def main() -> None:
                             )
                     finally:
                         latency.stop()
+                if run == 0 and "12" in SECTIONS:  # one long fill: measured once
+                    growth = dupefilter_growth(work)
                 if "11" in SECTIONS:
                     for name in AOF_VARIANTS:
                         aof[name].append(aof_per_page(name, work / f"aof-{run}-{len(aof[name])}"))
@@ -514,6 +517,8 @@ def main() -> None:
                 mongo.stop()
     if "11" in SECTIONS:
         report_aof(aof)
+    if "12" in SECTIONS:
+        report_growth(growth)
     if "1" in SECTIONS:
         report(results)
     if "2" in SECTIONS:
@@ -543,6 +548,79 @@ def main() -> None:
 
 
 AOF_VARIANTS = (STOCK, OURS)
+GROWTH_SIZES = (1_000_000, 10_000_000)  # seen URLs at which the dupefilter's costs are taken
+GROWTH_PROBE = 20_000  # new URLs measured at each size
+GROWTH_VARIANTS = (
+    "stock scrapy-redis (SADD of hex strings)",
+    "this project, exact (levels of small hashes)",
+    "this project, Bloom at 0.1% (one BITFIELD per URL)",
+)
+
+
+def dupefilter_growth(workdir: Path) -> dict[str, list[tuple[int, float, float, float]]]:
+    """Per variant and size: (seen URLs, AOF bytes per new URL, microseconds per
+    new URL, memory bytes per seen URL), new URLs written as a crawl writes them."""
+    import hashlib
+
+    from extensions.frontier.bloom import BloomParams
+    from extensions.frontier.frontier import Frontier
+    from extensions.keys import SpiderKeys
+
+    def digests(start: int, count: int):
+        return [hashlib.sha1(b"http://shop/p/%d" % i).digest() for i in range(start, start + count)]
+
+    results: dict[str, list[tuple[int, float, float, float]]] = {}
+    for name in GROWTH_VARIANTS:
+        server = services.start_redis(
+            workdir / f"growth-{len(results)}", appendonly=True,
+            extra_args=("--auto-aof-rewrite-percentage", "0", "--appendfsync", "no"),
+        )  # fmt: skip
+        client = redis.Redis.from_url(server.url)
+        bloom = BloomParams.for_capacity(max(GROWTH_SIZES) * 2, 0.001) if "Bloom" in name else None
+        frontier = Frontier(client, SpiderKeys.for_spider("s"), "bench", bloom)
+
+        def write(fps: list[bytes], name=name, client=client, frontier=frontier) -> None:
+            if name.startswith("stock"):
+                pipe = client.pipeline(transaction=False)
+                for fp in fps:
+                    pipe.sadd("s:dupefilter", fp.hex())  # one command per link, as it does
+                pipe.execute()
+            else:
+                frontier.enqueue([(fp, "", 0, b"") for fp in fps])
+
+        results[name] = []
+        filled = 0
+        base = used_memory(client)
+        try:
+            for size in GROWTH_SIZES:
+                while filled < size:
+                    step = min(200, size - filled)  # a flush's worth of links
+                    write(digests(filled, step))
+                    filled += step
+                memory = (used_memory(client) - base) / filled
+                before = int(client.info("persistence")["aof_current_size"])
+                began = time.perf_counter()
+                for start in range(filled, filled + GROWTH_PROBE, 200):
+                    write(digests(start, 200))
+                took = time.perf_counter() - began
+                filled += GROWTH_PROBE
+                after = int(client.info("persistence")["aof_current_size"])
+                per_url = (after - before) / GROWTH_PROBE
+                results[name].append((size, per_url, took / GROWTH_PROBE * 1e6, memory))
+        finally:
+            client.close()
+            server.stop()
+    return results
+
+
+def report_growth(growth: dict[str, list[tuple[int, float, float, float]]]) -> None:
+    print(f"\n12. Dupefilter cost as it grows: AOF bytes (what replicas receive too) and "
+          f"client-side microseconds per new URL, over {GROWTH_PROBE:,} new URLs written "
+          f"200 at a time, and Redis memory per seen URL")  # fmt: skip
+    for name, rows in growth.items():
+        for size, aof_bytes, micros, memory in rows:
+            print(f"   {name:52s} at {size / 1e6:4.0f}M seen: {aof_bytes:7.1f} B/URL AOF "
+                  f"{micros:7.2f} us/URL {memory:6.1f} B/URL memory")  # fmt: skip
 
 
 def aof_per_page(name: str, workdir: Path) -> float:

@@ -208,6 +208,7 @@ class Frontier:
         keys = self.keys
         args: list[str | float | bytes | int] = [keys.queue(""), keys.host(""), self.budget]
         if self.bloom is None:
+            args.append(keys.dupefilter + ":")  # its levels' buckets
             for fingerprint, group, priority, data in entries:
                 args.extend((fingerprint[:FINGERPRINT_BYTES], group, priority, data))
             script, first_key = self._enqueue, keys.dupefilter
@@ -248,21 +249,32 @@ class Frontier:
                 self.server.set(key, bytes(size), nx=True)
         self._bloom_ready = True
 
-    def lease(self, count: int, lease_timeout: float) -> tuple[list[bytes], float | None]:
+    def lease(
+        self, count: int, lease_timeout: float, pipe: Pipeline | None = None
+    ) -> tuple[list[bytes], float | None]:
         """Lease up to ``count`` requests to this node, best priority first,
         after moving retries that are due into the queue.
 
-        Returns (leased request data, when the next delayed request is due in
-        seconds since epoch, if nothing was leased and one waits).
+        Returns (leased GROUP newline JSON members, when the next waiting host or
+        delayed request is due in seconds since epoch, if nothing was leased);
+        with ``pipe``, the call is queued on it and ``lease_result`` reads its
+        result from ``pipe.execute()``.
         """
         now = now_ms()
         keys = self.keys
-        items, next_due = self._lease(
-            keys=[self.leases_key, keys.nodes, keys.delayed, keys.ready, keys.waiting,
-                  keys.frontier, keys.rates, keys.crawl_delay],
-            args=[count, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
-                  keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS],
+        result = run_script(
+            self._lease,
+            [keys.leases(self.node_id), keys.nodes, keys.delayed, keys.ready, keys.waiting,
+             keys.frontier, keys.rates, keys.crawl_delay],
+            [count, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
+             keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS],
+            pipe,
         )  # fmt: skip
+        return ([], None) if pipe is not None else self.lease_result(result)
+
+    @staticmethod
+    def lease_result(result: Any) -> tuple[list[bytes], float | None]:
+        items, next_due = result
         return items, (float(next_due) / 1000 if next_due else None)
 
     def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
@@ -334,7 +346,7 @@ class Frontier:
         ]  # fmt: skip
         doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
         self.server.delete(*doomed)
-        for pattern in (keys.bloom_prefix, keys.queue(""), keys.host("")):
+        for pattern in (keys.bloom_prefix, keys.queue(""), keys.host(""), keys.dupefilter + ":"):
             batch = []
             for key in self.server.scan_iter(
                 match=connection.glob_escape(pattern) + "*", count=1000

@@ -356,14 +356,18 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
 
     # --- batching ---------------------------------------------------------------
 
-    def flush(self) -> None:
+    def flush(self, lease: int = 0) -> tuple[list[bytes], float | None] | None:
         """Write discovered requests and retries, then release finished leases,
         in one transaction: a lease never goes before what its request produced
-        (nor a start-URL entry before the requests built from it)."""
+        (nor a start-URL entry before the requests built from it).
+
+        With ``lease``, that many requests are leased in the same round trip,
+        after the writes, and the lease's outcome is returned (None if it failed).
+        """
         self._collect_finished()
         started = self.start_entries.take_done()
         if not (self._to_enqueue or self._to_delay or self._to_release or started):
-            return
+            return self.frontier.lease(lease, self.lease_timeout) if lease else None
         to_enqueue, to_delay, to_release = self._to_enqueue, self._to_delay, self._to_release
         done = self._done - len(to_delay)
         pipe = self.server.pipeline(transaction=True)
@@ -373,23 +377,33 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self.start_leases.ack(started, pipe)
         if done:
             pipe.hincrby(self.keys.checkpoint, "done", done)
+        if lease:
+            self.frontier.lease(lease, self.lease_timeout, pipe)
         try:
-            results = pipe.execute()
-        except redis.ResponseError as exc:
-            if not connection.is_bad_input(exc):
+            results = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            self.start_entries.put_back(started)
+            self.health.failed(exc)
+            return None
+        leased = None
+        if lease:
+            outcome = results.pop()
+            if isinstance(outcome, redis.RedisError):
+                self.health.failed(outcome)
+            else:
+                leased = self.frontier.lease_result(outcome)
+        refused = next((r for r in results if isinstance(r, redis.ResponseError)), None)
+        if refused is not None:
+            if not connection.is_bad_input(refused):
                 self.start_entries.put_back(started)
-                self.health.failed(exc)
-                return
+                self.health.failed(refused)
+                return leased
             # EXEC ran every other command (releases, acknowledgements, the done
             # count); the refused writes are redone one by one, so one entry Redis
             # refuses cannot hold back the rest forever.
             self._to_release, self._done = [], 0
-            self._flush_one_by_one(to_enqueue, to_delay, exc)
-            return
-        except redis.RedisError as exc:
-            self.start_entries.put_back(started)
-            self.health.failed(exc)
-            return
+            self._flush_one_by_one(to_enqueue, to_delay, refused)
+            return leased
         self.health.ok()
         self._to_enqueue, self._to_delay, self._to_release = [], [], []
         self._done = 0
@@ -405,6 +419,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 self._next_poll = 0.0
         if to_release:
             self.stats.inc_value("frontier/released", len(to_release))
+        return leased
 
     def _count_over_budget(self, groups: tuple[str, ...]) -> None:
         if not groups:
@@ -467,15 +482,17 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         now = time.monotonic()
         if now < self._next_poll:
             return
-        self.flush()
+        items: list[bytes] = []
         next_due = None
         try:
-            items, next_due = self.frontier.lease(self.fetch_batch, self.lease_timeout)
-        except redis.RedisError as exc:
+            # the writes waiting and the lease in one round trip
+            outcome = self.flush(lease=self.fetch_batch)
+        except redis.RedisError as exc:  # the lease alone, with nothing to write
             self.health.failed(exc)
-            items = []
         else:
-            self.health.ok()
+            if outcome is not None:
+                items, next_due = outcome
+                self.health.ok()
         for member in items:
             _, _, data = member.partition(b"\n")  # GROUP\nJSON
             try:

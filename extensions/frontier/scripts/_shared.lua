@@ -43,13 +43,25 @@ local function split_item(member)
   return string.sub(member, 1, at - 1), string.sub(member, at + 1)
 end
 
--- Add a request to its group's queue, and the group to the ready ones unless
--- politeness holds it back. F: {queue_prefix, ready, waiting, frontier}.
+-- Add a request to its group's queue. F: {queue_prefix, ready, waiting,
+-- frontier, added = {}}; call settle(F) once at the end of the script.
 local function push(F, group, score, item)
   if redis.call('ZADD', F.queue_prefix .. group, score, item) == 1 then
-    redis.call('HINCRBY', F.frontier, 'queued', 1)
+    local best = F.added[group]
+    F.added[group] = (best and math.min(best, score)) or score
+    F.count = (F.count or 0) + 1
   end
-  if not redis.call('ZSCORE', F.waiting, group) then
-    redis.call('ZADD', F.ready, 'LT', score, group)
+end
+
+-- The queued count, and each group that got work among the ready ones (unless
+-- politeness holds it back): once per script and group, not once per request.
+local function settle(F)
+  if not F.count then return end
+  redis.call('HINCRBY', F.frontier, 'queued', F.count)
+  for group, score in pairs(F.added) do
+    if not redis.call('ZSCORE', F.waiting, group) then
+      redis.call('ZADD', F.ready, 'LT', score, group)
+    end
   end
+  F.added, F.count = {}, nil
 end

@@ -11,7 +11,8 @@
 --          fingerprint)
 -- Returns  {new fingerprints (requests added or over budget), the group of each
 --          request dropped over budget}
-local F = {queue_prefix = ARGV[1], ready = KEYS[2], waiting = KEYS[3], frontier = KEYS[4]}
+local F = {queue_prefix = ARGV[1], ready = KEYS[2], waiting = KEYS[3], frontier = KEYS[4],
+           added = {}}
 local budget = tonumber(ARGV[3])
 local k = tonumber(ARGV[5])
 local stride = k + 4
@@ -25,10 +26,18 @@ while i <= #ARGV do
   local shard = ARGV[i]
   local new = true
   if shard ~= '' then
-    local key = ARGV[4] .. shard
-    new = false
+    -- all k bits in one command: what the AOF and replicas receive per URL is
+    -- one BITFIELD, not k SETBITs
+    local ops = {}
     for j = 1, k do
-      if redis.call('SETBIT', key, ARGV[i + j], 1) == 0 then
+      ops[#ops + 1] = 'SET'
+      ops[#ops + 1] = 'u1'
+      ops[#ops + 1] = ARGV[i + j]
+      ops[#ops + 1] = 1
+    end
+    new = false
+    for _, old in ipairs(redis.call('BITFIELD', ARGV[4] .. shard, unpack(ops))) do
+      if old == 0 then
         new = true
       end
     end
@@ -51,4 +60,5 @@ while i <= #ARGV do
   end
   i = i + stride
 end
+settle(F)
 return {added, over}

@@ -17,7 +17,8 @@
 --          at once (at least one request)
 -- Returns  {leased GROUP\nJSON strings (rate-limited groups first), the time (ms) the next waiting group or
 --          delayed retry is due, or false}: an idle node sleeps until then at most.
-local F = {queue_prefix = ARGV[5], ready = KEYS[4], waiting = KEYS[5], frontier = KEYS[6]}
+local F = {queue_prefix = ARGV[5], ready = KEYS[4], waiting = KEYS[5], frontier = KEYS[6],
+           added = {}}
 local count = tonumber(ARGV[1])
 local now = tonumber(ARGV[4])
 
@@ -28,6 +29,7 @@ for _, member in ipairs(due) do
   local group, item = split_item(member)
   push(F, group, priority_score(item), item)
 end
+settle(F)
 
 -- groups whose politeness wait is over become ready again
 local woken = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 1000)
@@ -52,6 +54,7 @@ local function interval_ms(group)
 end
 
 local leased = {}
+local taken = 0
 local paced = {}  -- rate-limited groups' requests: returned first, so they are sent first
 local candidates = redis.call('ZRANGE', KEYS[4], 0, count - 1)
 local share = math.ceil(count / math.max(#candidates, 1))
@@ -71,18 +74,21 @@ for pass = 1, 2 do
     end
     if #items > 0 then
       redis.call('ZREMRANGEBYRANK', queue, 0, #items - 1)
-      redis.call('HINCRBY', KEYS[6], 'queued', -#items)
+      taken = taken + #items
       local counters = ARGV[6] .. group
       redis.call('HINCRBY', counters, 'leased', #items)
+      local scored = {}
       for _, item in ipairs(items) do
         local member = group .. '\n' .. item
-        redis.call('ZADD', KEYS[1], ARGV[2], member)
+        scored[#scored + 1] = ARGV[2]
+        scored[#scored + 1] = member
         if interval > 0 then
           paced[#paced + 1] = member
         else
           leased[#leased + 1] = member
         end
       end
+      redis.call('ZADD', KEYS[1], unpack(scored))  -- at most ARGV[1] requests
       local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
       if interval > 0 then
         local next_time = now + math.ceil(#items * interval)
@@ -106,6 +112,9 @@ for _, member in ipairs(leased) do
   paced[#paced + 1] = member
 end
 leased = paced
+if taken > 0 then
+  redis.call('HINCRBY', KEYS[6], 'queued', -taken)
+end
 
 if #leased == 0 then
   if redis.call('ZCARD', KEYS[4]) + redis.call('ZCARD', KEYS[5]) == 0 then

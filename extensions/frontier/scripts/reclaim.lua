@@ -19,7 +19,8 @@
 -- Returns  {requests, start entries}: each a flat list of node id, number returned,
 --          ... (nodes with 0 left out)
 -- (split_item, push and priority_score come from _shared.lua)
-local F = {queue_prefix = ARGV[9], ready = KEYS[2], waiting = KEYS[4], frontier = KEYS[5]}
+local F = {queue_prefix = ARGV[9], ready = KEYS[2], waiting = KEYS[4], frontier = KEYS[5],
+           added = {}}
 local function give_back_start(key, kind, entries)
   if #entries == 0 then
     return
@@ -77,4 +78,5 @@ for i = 1, #nodes, 2 do
     table.insert(returned, #items)
   end
 end
+settle(F)
 return {returned, returned_start}
