@@ -27,7 +27,7 @@ import pymongo
 import redis
 
 from extensions.pipelines.mongo import MongoStore
-from tools import services
+from tools import redis_ceiling, services
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 MONGO_ITEMS = 2000  # documents per store measurement (nx-27017 slows as a collection grows)
@@ -294,7 +294,7 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13").split(",")
 REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     STOCK: VARIANTS[STOCK],
@@ -441,6 +441,7 @@ def main() -> None:
             remote_rtt: list[float] = []
             aof: dict[str, list[float]] = {name: [] for name in AOF_VARIANTS}
             growth: dict[str, list[tuple[int, float, float, float]]] = {}
+            ceiling: list[dict] = []
             for run in range(RUNS):
                 if "1" in SECTIONS:
                     for name, settings in VARIANTS.items():
@@ -506,6 +507,8 @@ def main() -> None:
                         latency.stop()
                 if run == 0 and "12" in SECTIONS:  # one long fill: measured once
                     growth = dupefilter_growth(work)
+                if run == 0 and "13" in SECTIONS:
+                    ceiling = [redis_ceiling.measure(server.url, n, 8.0) for n in (1, 2, 3)]
                 if "11" in SECTIONS:
                     for name in AOF_VARIANTS:
                         aof[name].append(aof_per_page(name, work / f"aof-{run}-{len(aof[name])}"))
@@ -519,6 +522,8 @@ def main() -> None:
         report_aof(aof)
     if "12" in SECTIONS:
         report_growth(growth)
+    if "13" in SECTIONS:
+        redis_ceiling.report(ceiling)
     if "1" in SECTIONS:
         report(results)
     if "2" in SECTIONS:

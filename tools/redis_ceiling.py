@@ -1,0 +1,154 @@
+"""How many pages per second one Redis can serve the frontier, with no Scrapy
+and no HTTP: client processes drive the frontier's own scripts as nodes do
+(lease a batch; write its pages' links at a realistic share of repeats, less
+those the client sent before, as a node's local cache drops them, and release
+the leases, in one transaction) for a few seconds, and Redis's own CPU
+time says how far from a full core it was.
+
+    .venv/bin/python -m tools.redis_ceiling [--clients 1,2,4] [--seconds 10]
+
+``make bench`` runs it as section 13.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from tools import services
+
+LINKS_PER_PAGE = 20  # links a page yields
+NEW_SHARE = 0.25  # of those, not seen before (the demo shop's figure after the local cache)
+HOSTS = 50
+LEASE_BATCH = 16
+
+
+def request_json(host: int, n: int) -> bytes:
+    """A request as this crawler stores one (about 200 bytes)."""
+    return json.dumps(
+        {
+            "url": f"http://host{host}.example/product/{n}",
+            "callback": "parse_product",
+            "headers": {"Referer": [f"http://host{host}.example/category/books?page=2"]},
+            "meta": {"depth": 3},
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def drive(url: str, client_id: int, seconds: float, out: multiprocessing.Queue) -> None:
+    from extensions import defaults
+    from extensions.frontier.frontier import Frontier, SentFingerprints
+    from extensions.keys import SpiderKeys
+
+    server = redis.Redis.from_url(url)
+    frontier = Frontier(server, SpiderKeys.for_spider("ceiling"), f"client{client_id}")
+    sent = SentFingerprints(defaults.DUPEFILTER_LOCAL_CACHE)  # as a node drops repeats
+    rng = random.Random(client_id)
+    counter = client_id * 10**9
+    pages = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        leased, _ = frontier.lease(LEASE_BATCH, 600)
+        if not leased:
+            time.sleep(0.001)
+            continue
+        entries = []
+        for _ in leased:
+            for _ in range(LINKS_PER_PAGE):
+                host = rng.randrange(HOSTS)
+                if rng.random() < NEW_SHARE:
+                    counter += 1
+                    n = counter
+                else:
+                    n = rng.randrange(1000)  # one of the few everyone links to: seen
+                data = request_json(host, n)
+                fingerprint = hashlib.sha1(data).digest()
+                if sent.add(fingerprint):
+                    entries.append((fingerprint, f"host{host}.example", 0, data))
+        pipe = server.pipeline(transaction=True)
+        frontier.enqueue(entries, pipe)
+        frontier.release(leased, pipe)
+        pipe.hincrby(frontier.keys.checkpoint, "done", len(leased))
+        pipe.execute()
+        pages += len(leased)
+    out.put(pages)
+
+
+def measure(url: str, clients: int, seconds: float) -> dict[str, float]:
+    from extensions.frontier.frontier import Frontier
+    from extensions.keys import SpiderKeys
+
+    server = redis.Redis.from_url(url)
+    server.flushall()
+    seed = Frontier(server, SpiderKeys.for_spider("ceiling"), "seed")
+    seeds = [(h, 10**8 + n) for h in range(HOSTS) for n in range(200)]
+    seed.enqueue([("", f"host{h}.example", 0, request_json(h, n)) for h, n in seeds])
+    server.config_resetstat()
+    cpu_before = _redis_cpu(server)
+    out: multiprocessing.Queue = multiprocessing.Queue()
+    procs = [
+        multiprocessing.Process(target=drive, args=(url, n, seconds, out)) for n in range(clients)
+    ]
+    began = time.monotonic()
+    for proc in procs:
+        proc.start()
+    pages = sum(out.get(timeout=seconds + 60) for _ in procs)
+    for proc in procs:
+        proc.join(30)
+    took = time.monotonic() - began
+    busy = (_redis_cpu(server) - cpu_before) / took
+    stats = server.info("commandstats")
+    total_usec = sum(v["usec"] for v in stats.values()) or 1
+    top = sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:4]
+    server.close()
+    return {
+        "clients": clients,
+        "pages_per_s": pages / took,
+        "redis_core": busy,
+        "ceiling": pages / took / busy if busy else 0.0,
+        "time_share": {k.removeprefix("cmdstat_"): v["usec"] / total_usec for k, v in top},
+    }
+
+
+def _redis_cpu(server: redis.Redis) -> float:
+    info = server.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def report(rows: list[dict]) -> None:
+    print(f"\n13. The Redis ceiling: client processes driving the frontier's scripts, no Scrapy, "
+          f"{LINKS_PER_PAGE} links a page ({NEW_SHARE:.0%} new), {HOSTS} hosts, "
+          f"{multiprocessing.cpu_count()} cores shared by Redis and the clients")  # fmt: skip
+    print("   (Redis's time by command: EXEC and EVAL include the commands they run)")
+    for row in rows:
+        share = ", ".join(f"{name} {part:.0%}" for name, part in row["time_share"].items())
+        print(f"   {row['clients']} clients: {row['pages_per_s']:8.0f} pages/s, Redis "
+              f"{row['redis_core']:.0%} of a core -> {row['ceiling']:8.0f} pages/s at a full "
+              f"core; its time: {share}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default="1,2,3")
+    parser.add_argument("--seconds", type=float, default=8.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ceiling-") as tmp:
+        server = services.start_redis(Path(tmp) / "redis")
+        try:
+            rows = [measure(server.url, int(n), args.seconds) for n in args.clients.split(",")]
+        finally:
+            server.stop()
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()
