@@ -596,8 +596,10 @@ def dupefilter_growth(workdir: Path) -> dict[str, list[tuple[int, float, float, 
         results[name] = []
         filled = 0
         base = used_memory(client)
+        # the Bloom filter's bits per URL do not depend on how full it is: one size does
+        sizes = GROWTH_SIZES[:1] if bloom else GROWTH_SIZES
         try:
-            for size in GROWTH_SIZES:
+            for size in sizes:
                 while filled < size:
                     step = min(200, size - filled)  # a flush's worth of links
                     write(digests(filled, step))
