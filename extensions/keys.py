@@ -118,9 +118,6 @@ DLQ = "%(name)s:dlq"
 FINGERPRINTER = "%(name)s:fingerprinter"
 MIGRATING = "%(name)s:migrating:%(what)s"
 
-#: Redis types the start key may have: scrapy-redis's three kinds of start key.
-START_TYPES = ("list", "set", "zset")
-
 
 @dataclass(frozen=True)
 class SpiderKeys:
@@ -145,7 +142,7 @@ class SpiderKeys:
     frontier: str
     rates: str
     crawl_delay: str
-    #: the start key's Redis type: "list", "set" or "zset" (``START_TYPES``)
+    #: the start key's Redis type: "list", "set" or "zset" (scrapy-redis's three kinds)
     start_type: str = "list"
 
     @classmethod

@@ -77,10 +77,6 @@ class Report:
     fingerprints: int = 0
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def changed(self) -> bool:
-        return bool(self.requests or self.dead_lettered or self.fingerprints)
-
 
 def spider_stub(spidercls: type[Spider]) -> Spider:
     """An instance to resolve callbacks by name on, without running the

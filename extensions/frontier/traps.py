@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 #: request.meta key: how many pages before this one differed only in numbers
 CHAIN = "trap_chain"
-REASONS = ("repeating_path", "url_length", "query_variants", "chain")
 _NUMBERS = re.compile(r"\d+")
 PATHS_REMEMBERED = 10_000  # (host, path) pairs whose query strings a node counts
 
