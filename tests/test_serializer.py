@@ -81,6 +81,41 @@ def test_nested_set_is_refused(spider):
         dumps_request(request, spider)
 
 
+class AliasingSpider(ShopSpider):
+    name = "aliasing"
+    parse_item = ShopSpider.parse_product  # one method under a second name
+
+    def on_error(self, failure):  # overrides the parent's
+        pass
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: Request("https://example.com/", callback=s.parse_product, errback=s.on_error),
+        lambda s: Request("https://example.com/", callback=s.parse_item),
+        lambda s: FormRequest("https://example.com/", formdata={"a": "1"}, callback=s.parse),
+        # a method of another spider of the same class: Scrapy names it all the same
+        lambda s: Request("https://example.com/", callback=AliasingSpider().parse_product),
+    ],
+)
+def test_callbacks_are_named_for_the_methods_scrapy_finds(make):
+    spider = AliasingSpider()
+    request = make(spider)
+    stored = json.loads(dumps_request(request, spider))
+    scrapy_own = request.to_dict(spider=spider)
+
+    def method(name):
+        return getattr(spider, name).__func__ if name else None
+
+    for field in ("callback", "errback"):
+        # (of two names for one method, either may be stored: both call it)
+        assert method(stored.get(field)) is method(scrapy_own[field])
+    back = loads_request(json.dumps(stored), spider)
+    assert back.callback.__func__ is request.callback.__func__
+    assert back.errback == request.errback
+
+
 def test_callback_that_is_not_a_spider_method_is_refused(spider):
     request = Request("https://example.com/", callback=lambda response: None)
     with pytest.raises(SerializationError):

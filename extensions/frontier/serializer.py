@@ -121,9 +121,41 @@ def callback_problem(spider: Spider, name: Any) -> str | None:
     return None
 
 
+def _method_name(spider: Spider | None, func: Any) -> str | None:
+    """The name under which ``func`` is a method of ``spider``, found directly;
+    None when it is not that simple (Scrapy's own lookup then decides)."""
+    inner = getattr(func, "__func__", None)
+    if spider is None or inner is None or getattr(func, "__self__", None) is not spider:
+        return None
+    name = getattr(inner, "__name__", None)
+    if isinstance(name, str) and getattr(getattr(spider, name, None), "__func__", None) is inner:
+        return name
+    return None
+
+
+def _to_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
+    """``request.to_dict(spider=spider)``, without its cost per request: Scrapy
+    finds a callback's name by listing every attribute of the spider."""
+    names: dict[str, Any] = {}
+    for field in ("callback", "errback"):
+        func = getattr(request, field)
+        if callable(func):
+            names[field] = _method_name(spider, func)
+            if names[field] is None:
+                return request.to_dict(spider=spider)
+        else:
+            names[field] = func
+    out: dict[str, Any] = {"url": request.url, **names, "headers": dict(request.headers)}
+    for attr in request.attributes:
+        out.setdefault(attr, getattr(request, attr))
+    if type(request) is not Request:
+        out["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+    return out
+
+
 def request_to_dict(request: Request, spider: Spider | None = None) -> dict[str, Any]:
     try:
-        raw = request.to_dict(spider=spider)
+        raw = _to_dict(request, spider)
     except ValueError as exc:  # a callback that is not a method of the spider
         raise SerializationError(f"{request.url}: {exc}") from None
     out: dict[str, Any] = {}
