@@ -1,9 +1,15 @@
 """Items a store must not take as they are: rejected with the reason, kept, the
 rest of their batch written."""
 
+import dataclasses
 import json
 
+import pytest
+import scrapy
+from itemadapter import ItemAdapter
+
 from extensions.pipelines.documents import MAX_NESTING, document_problem
+from extensions.pipelines.itemstore import _flat_copy
 from extensions.pipelines.stores import JsonLinesStore
 
 
@@ -56,3 +62,34 @@ def test_json_lines_store_rejects_endless_nesting(tmp_path):
     lines = store.path.read_text().splitlines()
     assert [json.loads(line)["url"] for line in lines] == ["b"]
     assert "nested" in json.loads(store.rejected_path.read_text())["reason"]
+
+
+class _Product(scrapy.Item):
+    url = scrapy.Field()
+    tags = scrapy.Field()
+
+
+@dataclasses.dataclass
+class _Page:
+    url: str
+    depth: int
+    title: str | None = None
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"url": "http://a/", "price": 1.5, "in_stock": True, "note": None},
+        {"url": "http://a/", "nested": {"inner": _Product(url="http://b/")}},
+        _Product(url="http://a/"),
+        _Product(url="http://a/", tags=["x", {"y": 1}]),
+        _Page(url="http://a/", depth=2),
+        _Page(url="http://a/", depth=2, title=_Product(url="http://c/")),  # type: ignore[arg-type]
+    ],
+)
+def test_the_stored_copy_of_an_item_is_itemadapters(item):
+    # flat items are copied directly; nested ones go through itemadapter
+    copy = _flat_copy(item)
+    assert copy is None or copy == ItemAdapter(item).asdict()
+    flat = all(type(v) in (str, int, float, bool, type(None)) for v in ItemAdapter(item).values())
+    assert (copy is not None) == flat

@@ -151,6 +151,7 @@ class RotatingUserAgentMiddleware:
         # What Scrapy's own middlewares put on every request: not a choice to keep.
         self.default_headers = {k.lower(): v for k, v in default_headers.items()}
         self.default_headers["user-agent"] = default_agent
+        self._headers: dict[Identity, dict[str, str]] = {}  # each identity's, built once
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RotatingUserAgentMiddleware:
@@ -190,7 +191,10 @@ class RotatingUserAgentMiddleware:
         identity = self.choose(request)
         for name in CLIENT_HINTS:
             request.headers.pop(name, None)
-        for name, value in identity.headers(self.language).items():
+        headers = self._headers.get(identity)
+        if headers is None:
+            headers = self._headers[identity] = identity.headers(self.language)
+        for name, value in headers.items():
             if name == "User-Agent" or rotated or not self._own(request, name):
                 request.headers[name] = value
         request.meta[ROTATED] = True

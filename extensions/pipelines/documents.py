@@ -1,5 +1,5 @@
 """Checks an item must pass before a store takes it, and a safe copy of a
-rejected one for ``rejected.jsonl``.
+rejected one for ``rejected.jsonl``; what a store's write reports.
 
 MongoDB would silently reinterpret some items: a dotted field name becomes a
 nested field, a ``$`` field an operator, a dict in the key field a query
@@ -9,8 +9,14 @@ are rejected with the reason instead of being changed or lost.
 
 from __future__ import annotations
 
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+KEY_FIELD = "_key_field"  # set by the pipeline when the item class names its own key
 MAX_NESTING = 100  # levels of nested documents and arrays MongoDB accepts
 KEY_TYPES = (str, int, float, bool)
 
@@ -71,3 +77,41 @@ def printable(value: Any, depth: int = 0) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return repr(value)[:10_000]
+
+
+@dataclass
+class WriteReport:
+    """What one ``write`` did; the pipeline adds it to the crawl's stats."""
+
+    written: int = 0
+    retried: int = 0
+    spilled: int = 0
+    replayed: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    #: (id of the rejected document object, why), so the pipeline can tell its item
+    rejections: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, other: WriteReport) -> None:
+        for name in ("written", "retried", "spilled", "replayed", "rejected", "duplicates"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.rejections += other.rejections
+
+
+def keep_rejected(
+    path: Path, doc: dict[str, Any], key: Any, reason: str, report: WriteReport
+) -> None:
+    """Append a rejected item to ``path`` with the reason, durably."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "reason": reason,
+        "key": printable(key, depth=MAX_NESTING - 1),
+        "time": time.time(),
+        "item": printable(doc),
+    }
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    report.rejected += 1
+    report.rejections.append((id(doc), f"{reason}; kept in {path}"))

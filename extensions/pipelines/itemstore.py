@@ -17,6 +17,7 @@ spider's ``item_key_field``), else to JSON Lines files. Every document carries
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
+from scrapy import Item
 from scrapy.exceptions import DropItem
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import defer, task, threads
@@ -32,8 +34,8 @@ from twisted.python.failure import Failure
 
 from extensions import defaults
 from extensions.cluster.checkpoint import node_id_for
-from extensions.pipelines.mongo import KEY_FIELD
-from extensions.pipelines.stores import ItemStore, JsonLinesStore, MongoStore, WriteReport
+from extensions.pipelines.documents import KEY_FIELD, WriteReport
+from extensions.pipelines.stores import ItemStore, JsonLinesStore
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -42,6 +44,25 @@ logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
 COUNTERS = ("written", "retried", "spilled", "replayed", "rejected", "duplicates")
+
+
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat_copy(item: Any) -> dict[str, Any] | None:
+    """A copy of a dict, Scrapy item or dataclass item whose values are all plain
+    scalars, or None: itemadapter's copy looks into every value for a nested item."""
+    if type(item) is dict:
+        values = item
+    elif isinstance(item, Item):
+        values = item._values
+    elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+        values = {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+    else:
+        return None
+    if all(type(value) in _SCALAR_TYPES for value in values.values()):
+        return dict(values)
+    return None
 
 
 class ItemStorePipeline:
@@ -81,6 +102,9 @@ class ItemStorePipeline:
         uri = s.get("MONGO_URI") or defaults.MONGO_URI
         store: ItemStore
         if uri:
+            # imported only when used: pymongo adds a tenth of a second to every start
+            from extensions.pipelines.mongo import MongoStore
+
             store = MongoStore(
                 uri,
                 s.get("MONGO_DATABASE") or defaults.MONGO_DATABASE,
@@ -144,13 +168,15 @@ class ItemStorePipeline:
         return item
 
     def _document(self, item: Any) -> dict[str, Any]:
-        adapter = ItemAdapter(item)
-        try:
-            doc = adapter.asdict()
-        except RecursionError:
-            # Nested too deep to copy: passed on as it is, for the store to reject
-            # with the reason (and keep), rather than lost here.
-            doc = dict(adapter.items())
+        doc = _flat_copy(item)
+        if doc is None:
+            adapter = ItemAdapter(item)
+            try:
+                doc = adapter.asdict()
+            except RecursionError:
+                # Nested too deep to copy: passed on as it is, for the store to reject
+                # with the reason (and keep), rather than lost here.
+                doc = dict(adapter.items())
         spider = self.crawler.spider
         doc.setdefault("_spider", spider.name if spider else "")
         doc.setdefault("_node", self.node_id)

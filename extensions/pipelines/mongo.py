@@ -18,11 +18,8 @@ Runs in the pipeline's worker thread, never on the reactor. For each batch:
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +38,17 @@ from pymongo.errors import (
     WTimeoutError,
 )
 
-from extensions.pipelines.documents import MAX_NESTING, document_problem, printable
+from extensions.pipelines.documents import (
+    KEY_FIELD,
+    WriteReport,
+    document_problem,
+    keep_rejected,
+)
 from extensions.pipelines.journal import Journal
 
 logger = logging.getLogger(__name__)
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-KEY_FIELD = "_key_field"  # set by the pipeline when the item class names its own key
 DUPLICATE_KEY = 11000
 # Server error codes that mean "try again": not primary, shutting down,
 # stepping down, network trouble, time limits.
@@ -61,44 +62,6 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, PyMongoError) and exc.has_error_label("RetryableWriteError"):
         return True
     return isinstance(exc, OperationFailure) and exc.code in TRANSIENT_CODES
-
-
-@dataclass
-class WriteReport:
-    """What one ``write`` did; the pipeline adds it to the crawl's stats."""
-
-    written: int = 0
-    retried: int = 0
-    spilled: int = 0
-    replayed: int = 0
-    rejected: int = 0
-    duplicates: int = 0
-    #: (id of the rejected document object, why), so the pipeline can tell its item
-    rejections: list[tuple[int, str]] = field(default_factory=list)
-
-    def add(self, other: WriteReport) -> None:
-        for name in ("written", "retried", "spilled", "replayed", "rejected", "duplicates"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.rejections += other.rejections
-
-
-def keep_rejected(
-    path: Path, doc: dict[str, Any], key: Any, reason: str, report: WriteReport
-) -> None:
-    """Append a rejected item to ``path`` with the reason, durably."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    record = {
-        "reason": reason,
-        "key": printable(key, depth=MAX_NESTING - 1),
-        "time": time.time(),
-        "item": printable(doc),
-    }
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    report.rejected += 1
-    report.rejections.append((id(doc), f"{reason}; kept in {path}"))
 
 
 class MongoStore:

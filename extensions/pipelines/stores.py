@@ -14,12 +14,11 @@ import os
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from extensions.pipelines.documents import document_problem
-from extensions.pipelines.mongo import MongoStore, WriteReport, keep_rejected
+from extensions.pipelines.documents import WriteReport, document_problem, keep_rejected
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ItemStore", "JsonLinesStore", "MongoStore", "WriteReport"]
+__all__ = ["ItemStore", "JsonLinesStore", "WriteReport"]
 
 
 class ItemStore(Protocol):
