@@ -14,8 +14,11 @@ key                            type    holds
                                        REDIS_START_URLS_AS_SET, a sorted set, highest score
                                        first, with REDIS_START_URLS_AS_ZSET)
 ``NAME:queue:GROUP``           zset    one queue per host (or domain, or download slot:
-                                       FRONTIER_QUEUE_BY): JSON request -> order (priority
-                                       first, then discovery order)
+                                       FRONTIER_QUEUE_BY): request id -> order (priority
+                                       first, then discovery order); a whole JSON request
+                                       in a queue written by an earlier version
+``NAME:data:GROUP``            hash    that group's queued and leased requests: id -> JSON,
+                                       written once when queued, gone when finished
 ``NAME:ready``                 zset    groups with work that may be leased now -> their
                                        first request's order
 ``NAME:waiting``               zset    groups with work held back by politeness -> the time
@@ -38,7 +41,7 @@ key                            type    holds
                                        bitmap, instead of NAME:dupefilter
 ``NAME:bloom:count``           string  with DUPEFILTER_MODE = "bloom": fingerprints added
 ``NAME:leases:NODE``           zset    requests handed to NODE and not yet finished:
-                                       GROUP newline JSON request -> lease deadline (ms)
+                                       GROUP newline id -> lease deadline (ms)
 ``NAME:start_leases:NODE``     list    start-URL entries NODE took from the start list and
                                        has not queued yet; back to the start list if it dies
 ``NAME:delayed``               zset    retries waiting for their backoff to pass:
@@ -74,6 +77,7 @@ if TYPE_CHECKING:
 WRITTEN_BY = {
     "start_urls": "users (LPUSH, scrapy seed); start_lease.lua takes, reclaim.lua gives back",
     "queue": "enqueue*.lua (scheduler flush, scrapy dlq replay), lease.lua, reclaim.lua",
+    "data": "enqueue*.lua, lease.lua (retries due), the scheduler's flush (release)",
     "ready": "enqueue*.lua, lease.lua, reclaim.lua",
     "waiting": "enqueue*.lua, lease.lua",
     "host": "enqueue*.lua (accepted, dropped), lease.lua (next, leased)",
@@ -107,6 +111,7 @@ NODES = "%(name)s:nodes"
 NODE = "%(name)s:node:%(node)s"
 CHECKPOINT = "%(name)s:checkpoint"
 QUEUE = "%(name)s:queue:%(group)s"
+DATA = "%(name)s:data:%(group)s"
 READY = "%(name)s:ready"
 WAITING = "%(name)s:waiting"
 HOST = "%(name)s:host:%(group)s"
@@ -215,6 +220,9 @@ class SpiderKeys:
 
     def queue(self, group: str) -> str:
         return QUEUE % {"name": self.prefix, "group": group}
+
+    def data(self, group: str) -> str:
+        return DATA % {"name": self.prefix, "group": group}
 
     def host(self, group: str) -> str:
         return HOST % {"name": self.prefix, "group": group}

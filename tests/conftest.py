@@ -186,10 +186,15 @@ def read_items(directory: Path) -> list[dict]:
 
 
 def queued(client, name: str) -> list[bytes]:
-    """Every request (JSON) waiting in spider ``name``'s host queues."""
+    """Every request (JSON) waiting in spider ``name``'s host queues (b"" for an
+    id whose JSON is missing)."""
     found: list[bytes] = []
     for key in sorted(client.scan_iter(match=f"{name}:queue:*", count=1000)):
-        found += client.zrange(key, 0, -1)
+        members = client.zrange(key, 0, -1)
+        ids = [m for m in members if not m.startswith(b"{")]
+        data_key = f"{name}:data:" + key.decode().split(":queue:", 1)[1]
+        stored = dict(zip(ids, client.hmget(data_key, ids), strict=True)) if ids else {}
+        found += [m if m.startswith(b"{") else stored[m] or b"" for m in members]
     return found
 
 

@@ -18,17 +18,17 @@ def entry(url: str, priority: int = 0, fingerprint: bytes | str | None = None):
     return (fp, group_for(url), priority, json.dumps(data).encode())
 
 
-def url_of(member: bytes) -> str:
-    """The URL of a leased member (GROUP newline JSON)."""
-    group, _, data = member.partition(b"\n")
+def url_of(leased: tuple[bytes, bytes]) -> str:
+    """The URL of a leased request: (lease member GROUP newline ID, its JSON)."""
+    member, data = leased
     url = json.loads(data)["url"]
-    assert group.decode() == group_for(url)
+    assert member.partition(b"\n")[0].decode() == group_for(url)
     return url
 
 
 def lease_urls(frontier: Frontier, count: int) -> list[str]:
     leased, _ = frontier.lease(count, lease_timeout=60)
-    return [url_of(member) for member in leased]
+    return [url_of(pair) for pair in leased]
 
 
 @pytest.fixture
@@ -62,8 +62,10 @@ def test_lease_moves_best_priority_first_and_keeps_it_leased(redis_client, keys)
     assert (sizes.queued, sizes.in_flight) == (1, 1)
     assert redis_client.zscore(keys.nodes, "n1") is not None
 
-    frontier.release(leased)
+    frontier.release([member for member, _ in leased])
     assert frontier.sizes().in_flight == 0
+    # the JSON went with the lease; the other request's is still there
+    assert redis_client.hlen(keys.data("a")) == 1
 
 
 def test_dead_nodes_leases_return_to_the_queue_with_their_priority(redis_client, keys):
@@ -130,7 +132,7 @@ def test_an_idle_lease_says_when_the_next_retry_is_due(redis_client, keys):
     assert frontier.lease(4, lease_timeout=60) == ([], 2_000_000_000.5)
     frontier.delay([(1.0, "a", b'{"url":"http://a/due"}')])
     items, _ = frontier.lease(4, lease_timeout=60)
-    assert items == [b'a\n{"url":"http://a/due"}']
+    assert [data for _, data in items] == [b'{"url":"http://a/due"}']
     assert frontier.sizes().delayed == 1
 
 
@@ -252,8 +254,8 @@ def test_the_single_queue_of_earlier_versions_is_moved_into_host_queues(redis_cl
     assert not redis_client.exists(keys.requests)
     assert frontier.sizes().queued == 3
     leased, _ = frontier.lease(5, lease_timeout=60)
-    assert leased[0] == b'a\n{"url":"http://a/1","priority":2}'
-    assert b"\nnot json" in leased  # read, and dead-lettered, by the node that leases it
+    assert leased[0][1] == b'{"url":"http://a/1","priority":2}'
+    assert b"not json" in [data for _, data in leased]  # dead-lettered by the node
 
 
 def test_requests_are_grouped_by_host_domain_or_download_slot():
@@ -266,3 +268,45 @@ def test_requests_are_grouped_by_host_domain_or_download_slot():
     assert group_for(url, None, by="slot") == "shop.example.co.uk"
     assert group_for(url, "evil\nslot", by="slot") == "evil slot"  # never splits a lease
     assert group_for("not a url") == ""
+
+
+def test_a_request_json_is_written_once_and_leases_move_its_id(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry("http://a/1")])
+    [request_id] = redis_client.zrange(keys.queue("a"), 0, -1)
+    assert json.loads(redis_client.hget(keys.data("a"), request_id))["url"] == "http://a/1"
+    [(member, data)] = frontier.lease(1, lease_timeout=-1)[0]
+    assert member == b"a\n" + request_id and json.loads(data)["url"] == "http://a/1"
+    assert redis_client.zrange(keys.leases("n1"), 0, -1) == [member]
+    # handed back (its deadline passed): the id returns; its JSON never moved
+    assert frontier.reclaim(node_timeout=30).requests == {"n1": 1}
+    assert redis_client.zrange(keys.queue("a"), 0, -1) == [request_id]
+    # a late release of the lease handed back leaves the JSON for whoever leases it next
+    frontier.release([member])
+    assert lease_urls(Frontier(redis_client, keys, "n2"), 1) == ["http://a/1"]
+
+
+def test_inline_requests_of_earlier_versions_are_leased_and_handed_back_as_they_are(
+    redis_client, keys
+):
+    frontier = Frontier(redis_client, keys, "n1")
+    inline = b'{"url":"http://a/old","priority":1}'
+    redis_client.zadd(keys.queue("a"), {inline: 0})
+    redis_client.zadd(keys.ready, {"a": 0})
+    [(member, data)] = frontier.lease(1, lease_timeout=-1)[0]
+    assert (member, data) == (b"a\n" + inline, inline)
+    assert frontier.reclaim(node_timeout=30).requests == {"n1": 1}
+    assert redis_client.zrange(keys.queue("a"), 0, -1) == [inline]
+    [(member, _)] = frontier.lease(1, lease_timeout=60)[0]
+    frontier.release([member])
+    assert frontier.sizes().in_flight == 0
+
+
+def test_an_id_without_its_json_is_leased_with_none_for_the_node_to_dead_letter(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry("http://a/1"), entry("http://a/2")])
+    first = redis_client.zrange(keys.queue("a"), 0, 0)[0]
+    redis_client.hdel(keys.data("a"), first)  # lost, or never written by a foreign writer
+    leased, _ = frontier.lease(5, lease_timeout=60)
+    assert leased[0][1] == b""
+    assert json.loads(leased[1][1])["url"] == "http://a/2"

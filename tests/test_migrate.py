@@ -142,8 +142,9 @@ def test_bad_queue_entries_are_dead_lettered_and_no_pickled_class_is_loaded(redi
     report = Migration(redis_client, keys, spider, batch=2).run(progress=lambda line: None)
     assert not marker.exists()
     assert (report.requests, report.dead_lettered, report.fingerprints) == (1, 3, 1)
-    [(data, score)] = redis_client.zrange("fromdata:queue:a", 0, -1, withscores=True)
+    [(request_id, score)] = redis_client.zrange("fromdata:queue:a", 0, -1, withscores=True)
     assert score < 0  # priority 3 ahead of priority 0
+    data = redis_client.hget("fromdata:data:a", request_id)
     assert json.loads(data)["headers"] == {"Accept": ["text/html"]}
     letters = [json.loads(raw) for raw in redis_client.lrange("fromdata:dlq", 0, -1)]
     assert {letter["kind"] for letter in letters} == {"unreadable"}

@@ -81,7 +81,7 @@ class RedisDupeFilter(RFPDupeFilter):
         # the enqueue script with no request: it only checks and records the fingerprint
         added, _ = self._check(
             keys=[self.key, "", "", ""],
-            args=["", "", 0, self.key + ":", self.request_fingerprint(request), "", 0, ""],
+            args=["", "", 0, self.key + ":", "", self.request_fingerprint(request), "", 0, ""],
         )
         return int(added) == 0
 

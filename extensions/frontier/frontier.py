@@ -192,6 +192,7 @@ class Frontier:
         self._enqueue_bloom = server.register_script(load_script("enqueue_bloom"))
         self._lease = server.register_script(load_script("lease"))
         self._reclaim = server.register_script(load_script("reclaim"))
+        self._release = server.register_script(load_script("release"))
         self._sizes = server.register_script(load_script("frontier"))
         self._bloom_ready = False
 
@@ -208,13 +209,13 @@ class Frontier:
         keys = self.keys
         args: list[str | float | bytes | int] = [keys.queue(""), keys.host(""), self.budget]
         if self.bloom is None:
-            args.append(keys.dupefilter + ":")  # its levels' buckets
+            args.extend((keys.dupefilter + ":", keys.data("")))  # its levels' buckets
             for fingerprint, group, priority, data in entries:
                 args.extend((fingerprint[:FINGERPRINT_BYTES], group, priority, data))
             script, first_key = self._enqueue, keys.dupefilter
         else:
             self._create_bloom_shards()
-            args.extend((keys.bloom_prefix, self.bloom.hashes))
+            args.extend((keys.bloom_prefix, self.bloom.hashes, keys.data("")))
             for fingerprint, group, priority, data in entries:
                 if fingerprint:
                     raw = fingerprint if isinstance(fingerprint, bytes) else fingerprint.encode()
@@ -251,11 +252,11 @@ class Frontier:
 
     def lease(
         self, count: int, lease_timeout: float, pipe: Pipeline | None = None
-    ) -> tuple[list[bytes], float | None]:
+    ) -> tuple[list[tuple[bytes, bytes]], float | None]:
         """Lease up to ``count`` requests to this node, best priority first,
         after moving retries that are due into the queue.
 
-        Returns (leased GROUP newline JSON members, when the next waiting host or
+        Returns ((lease member, request JSON) pairs, when the next waiting host or
         delayed request is due in seconds since epoch, if nothing was leased);
         with ``pipe``, the call is queued on it and ``lease_result`` reads its
         result from ``pipe.execute()``.
@@ -267,20 +268,21 @@ class Frontier:
             [keys.leases(self.node_id), keys.nodes, keys.delayed, keys.ready, keys.waiting,
              keys.frontier, keys.rates, keys.crawl_delay],
             [count, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
-             keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS],
+             keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data("")],
             pipe,
         )  # fmt: skip
         return ([], None) if pipe is not None else self.lease_result(result)
 
     @staticmethod
-    def lease_result(result: Any) -> tuple[list[bytes], float | None]:
-        items, next_due = result
-        return items, (float(next_due) / 1000 if next_due else None)
+    def lease_result(result: Any) -> tuple[list[tuple[bytes, bytes]], float | None]:
+        members, data, next_due = result
+        return list(zip(members, data, strict=True)), (float(next_due) / 1000 if next_due else None)
 
     def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
-        """Drop finished requests from this node's leases."""
+        """Drop finished requests (lease members) from this node's leases, and
+        their JSON with them."""
         if items:
-            (pipe or self.server).zrem(self.leases_key, *items)
+            run_script(self._release, [self.leases_key], [self.keys.data(""), *items], pipe)
 
     def reclaim(
         self,
@@ -310,6 +312,7 @@ class Frontier:
                 self.keys.start_leases(""),
                 self.keys.start_type,
                 self.keys.queue(""),
+                self.keys.data(""),
             ],
         )
         requests, start_urls = flat
@@ -346,7 +349,9 @@ class Frontier:
         ]  # fmt: skip
         doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
         self.server.delete(*doomed)
-        for pattern in (keys.bloom_prefix, keys.queue(""), keys.host(""), keys.dupefilter + ":"):
+        patterns = (keys.bloom_prefix, keys.queue(""), keys.data(""), keys.host(""),
+                    keys.dupefilter + ":")  # fmt: skip
+        for pattern in patterns:
             batch = []
             for key in self.server.scan_iter(
                 match=connection.glob_escape(pattern) + "*", count=1000

@@ -51,7 +51,7 @@ class ClusterDuties:
     _to_delay: list
     _to_release: list
 
-    def flush(self, lease: int = 0) -> tuple[list[bytes], float | None] | None:
+    def flush(self, lease: int = 0) -> tuple[list[tuple[bytes, bytes]], float | None] | None:
         raise NotImplementedError
 
     def _schedule_wake(self, delay: float) -> None:

@@ -356,7 +356,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
 
     # --- batching ---------------------------------------------------------------
 
-    def flush(self, lease: int = 0) -> tuple[list[bytes], float | None] | None:
+    def flush(self, lease: int = 0) -> tuple[list[tuple[bytes, bytes]], float | None] | None:
         """Write discovered requests and retries, then release finished leases,
         in one transaction: a lease never goes before what its request produced
         (nor a start-URL entry before the requests built from it).
@@ -484,7 +484,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             # (requests this node found are written and leased at once: they
             # may be the only work there is, and must not wait out a back-off)
             return
-        items: list[bytes] = []
+        items: list[tuple[bytes, bytes]] = []
         next_due = None
         try:
             # the writes waiting and the lease in one round trip
@@ -495,9 +495,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             if outcome is not None:
                 items, next_due = outcome
                 self.health.ok()
-        for member in items:
-            _, _, data = member.partition(b"\n")  # GROUP\nJSON
+        for member, data in items:
             try:
+                if not data:  # an id in a queue with no JSON stored for it
+                    raise SerializationError(f"no request stored for queue entry {member!r:.200}")
                 request = loads_request(data, self.spider)
             except SerializationError as exc:
                 logger.error("dead-lettering an unreadable queue entry: %s", exc)

@@ -34,7 +34,27 @@ local function host_of(item)
   return string.lower(authority)
 end
 
--- Leases and delayed retries hold "GROUP\nJSON": the group, then the request.
+-- A queued request is an id in its group's queue (NAME:queue:GROUP); its JSON is
+-- in the group's data hash (NAME:data:GROUP) under that id, written once when it
+-- is queued: leasing, releasing and handing back move the id alone. A queue
+-- member that starts with '{' is a whole JSON request queued by an earlier
+-- version, leased and handed back as it is.
+local function is_inline(item)
+  return string.byte(item, 1) == 123
+end
+
+-- Ids for n new requests: the discovery counter's next n values, as text.
+local function new_ids(F, n)
+  local last = redis.call('HINCRBY', F.frontier, 'seq', n)
+  local ids = {}
+  for i = 1, n do
+    ids[i] = string.format('%.0f', last - n + i)
+  end
+  return ids
+end
+
+-- Leases hold "GROUP\nID" (or "GROUP\nJSON" for an inline request); delayed
+-- retries hold "GROUP\nJSON": the group, then the request.
 local function split_item(member)
   local at = string.find(member, '\n', 1, true)
   if not at then
@@ -43,10 +63,16 @@ local function split_item(member)
   return string.sub(member, 1, at - 1), string.sub(member, at + 1)
 end
 
--- Add a request to its group's queue. F: {queue_prefix, ready, waiting,
--- frontier, added = {}}; call settle(F) once at the end of the script.
-local function push(F, group, score, item)
-  if redis.call('ZADD', F.queue_prefix .. group, score, item) == 1 then
+-- Add a request to its group's queue: its id, with its JSON when the id is new
+-- (item = nil puts back an id whose JSON is stored; id = nil an inline request).
+-- F: {queue_prefix, data_prefix, ready, waiting, frontier, added = {}}; call
+-- settle(F) once at the end of the script.
+local function push(F, group, score, id, item)
+  local member = id or item
+  if id and item then
+    redis.call('HSET', F.data_prefix .. group, id, item)
+  end
+  if redis.call('ZADD', F.queue_prefix .. group, score, member) == 1 then
     local best = F.added[group]
     F.added[group] = (best and math.min(best, score)) or score
     F.count = (F.count or 0) + 1

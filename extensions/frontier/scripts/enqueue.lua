@@ -8,7 +8,8 @@
 -- ARGV[3]  HOST_PAGE_BUDGET: requests a group may ever be given (0 = no limit)
 -- ARGV[4]  level key prefix: the fingerprints live in small hashes
 --          prefix .. LEVEL .. ':' .. BUCKET, one field of 7 bytes each
--- ARGV...  (14-byte fingerprint, group, priority, request JSON) from ARGV[5]: an
+-- ARGV[5]  group data key prefix: each queued request's JSON by id
+-- ARGV...  (14-byte fingerprint, group, priority, request JSON) from ARGV[6]: an
 --          empty fingerprint skips the seen check (dont_filter), empty JSON only
 --          records the fingerprint (a standalone dupefilter check)
 -- Returns  {new fingerprints (requests added or over budget), the group of each
@@ -23,11 +24,11 @@
 local TAIL = 12
 local FIRST_BUCKETS = 4096
 local PER_BUCKET = 90
-local F = {queue_prefix = ARGV[1], ready = KEYS[2], waiting = KEYS[3], frontier = KEYS[4],
-           added = {}}
+local F = {queue_prefix = ARGV[1], data_prefix = ARGV[5], ready = KEYS[2], waiting = KEYS[3],
+           frontier = KEYS[4], added = {}}
 local budget = tonumber(ARGV[3])
 local level_prefix = ARGV[4]
-local count = (#ARGV - 4) / 4
+local count = (#ARGV - 5) / 4
 local seq_base = nil  -- taken on the first request queued: a bare check takes none
 local seq = 0
 local added, over = 0, {}
@@ -70,7 +71,7 @@ local function seen_before(fp)
 end
 
 local new_fingerprints = 0
-for i = 5, #ARGV, 4 do
+for i = 6, #ARGV, 4 do
   seq = seq + 1
   local fp = ARGV[i]
   local new = true
@@ -92,7 +93,8 @@ for i = 5, #ARGV, 4 do
         over[#over + 1] = group
       else
         seq_base = seq_base or redis.call('HINCRBY', KEYS[4], 'seq', count) - count
-        push(F, group, order_score(tonumber(ARGV[i + 2]), seq_base + seq), item)
+        local id = seq_base + seq
+        push(F, group, order_score(tonumber(ARGV[i + 2]), id), string.format('%.0f', id), item)
       end
     end
   end

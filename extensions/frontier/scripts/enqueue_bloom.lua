@@ -6,21 +6,22 @@
 -- ARGV[3]  HOST_PAGE_BUDGET (0 = no limit)
 -- ARGV[4]  shard key prefix; shard N is prefix .. N
 -- ARGV[5]  k, the bit positions per fingerprint
--- ARGV...  per request from ARGV[6]: shard ('' = dont_filter: no check), k
+-- ARGV[6]  group data key prefix: each queued request's JSON by id
+-- ARGV...  per request from ARGV[7]: shard ('' = dont_filter: no check), k
 --          offsets, group, priority, request JSON (empty JSON only records the
 --          fingerprint)
 -- Returns  {new fingerprints (requests added or over budget), the group of each
 --          request dropped over budget}
-local F = {queue_prefix = ARGV[1], ready = KEYS[2], waiting = KEYS[3], frontier = KEYS[4],
-           added = {}}
+local F = {queue_prefix = ARGV[1], data_prefix = ARGV[6], ready = KEYS[2], waiting = KEYS[3],
+           frontier = KEYS[4], added = {}}
 local budget = tonumber(ARGV[3])
 local k = tonumber(ARGV[5])
 local stride = k + 4
-local count = (#ARGV - 5) / stride
+local count = (#ARGV - 6) / stride
 local seq_base = nil  -- taken on the first request queued: a bare check takes none
 local seq = 0
 local added, over = 0, {}
-local i = 6
+local i = 7
 while i <= #ARGV do
   seq = seq + 1
   local shard = ARGV[i]
@@ -54,7 +55,8 @@ while i <= #ARGV do
         over[#over + 1] = group
       else
         seq_base = seq_base or redis.call('HINCRBY', KEYS[4], 'seq', count) - count
-        push(F, group, order_score(tonumber(ARGV[i + k + 2]), seq_base + seq), item)
+        local id = seq_base + seq
+        push(F, group, order_score(tonumber(ARGV[i + k + 2]), id), string.format('%.0f', id), item)
       end
     end
   end

@@ -1,6 +1,6 @@
 -- Lease requests to a node: from the groups (hosts) that are ready, the best
 -- first, a fair share each; politeness is decided here, once per group.
--- KEYS[1]  this node's leases (zset, GROUP\nJSON -> lease deadline in ms)
+-- KEYS[1]  this node's leases (zset, GROUP\nID -> lease deadline in ms)
 -- KEYS[2]  node registry (zset, score = last heartbeat in ms)
 -- KEYS[3]  delayed retries (zset, GROUP\nJSON -> due time in ms)
 -- KEYS[4]  ready groups (zset, group -> order of its first request)
@@ -15,19 +15,22 @@
 -- ARGV[7]  the most seconds a Crawl-delay may ask for
 -- ARGV[8]  seconds of a rate-limited group's requests one lease may hand out
 --          at once (at least one request)
--- Returns  {leased GROUP\nJSON strings (rate-limited groups first), the time (ms) the next waiting group or
+-- ARGV[9]  group data key prefix: each queued request's JSON by id
+-- Returns  {leases (GROUP\nID, rate-limited groups first), their JSON in the same
+--          order ('' for a missing one), the time (ms) the next waiting group or
 --          delayed retry is due, or false}: an idle node sleeps until then at most.
-local F = {queue_prefix = ARGV[5], ready = KEYS[4], waiting = KEYS[5], frontier = KEYS[6],
-           added = {}}
+local F = {queue_prefix = ARGV[5], data_prefix = ARGV[9], ready = KEYS[4], waiting = KEYS[5],
+           frontier = KEYS[6], added = {}}
 local count = tonumber(ARGV[1])
 local now = tonumber(ARGV[4])
 
 -- retries whose backoff has passed go back to their group's queue
 local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 500)
-for _, member in ipairs(due) do
+local due_ids = #due > 0 and new_ids(F, #due) or {}
+for i, member in ipairs(due) do
   redis.call('ZREM', KEYS[3], member)
   local group, item = split_item(member)
-  push(F, group, priority_score(item), item)
+  push(F, group, priority_score(item), due_ids[i], item)
 end
 settle(F)
 
@@ -53,9 +56,10 @@ local function interval_ms(group)
   return math.max(interval, delay)
 end
 
-local leased = {}
+local leased, leased_data = {}, {}
 local taken = 0
-local paced = {}  -- rate-limited groups' requests: returned first, so they are sent first
+-- rate-limited groups' requests: returned first, so they are sent first
+local paced, paced_data = {}, {}
 local candidates = redis.call('ZRANGE', KEYS[4], 0, count - 1)
 local share = math.ceil(count / math.max(#candidates, 1))
 for pass = 1, 2 do
@@ -77,15 +81,28 @@ for pass = 1, 2 do
       taken = taken + #items
       local counters = ARGV[6] .. group
       redis.call('HINCRBY', counters, 'leased', #items)
+      local ids = {}
+      for _, item in ipairs(items) do
+        if not is_inline(item) then ids[#ids + 1] = item end
+      end
+      local stored = #ids > 0 and redis.call('HMGET', F.data_prefix .. group, unpack(ids)) or {}
       local scored = {}
+      local next_stored = 1
       for _, item in ipairs(items) do
         local member = group .. '\n' .. item
+        local data = item
+        if not is_inline(item) then
+          data = stored[next_stored] or ''  -- missing: dead-lettered by the node
+          next_stored = next_stored + 1
+        end
         scored[#scored + 1] = ARGV[2]
         scored[#scored + 1] = member
         if interval > 0 then
           paced[#paced + 1] = member
+          paced_data[#paced_data + 1] = data
         else
           leased[#leased + 1] = member
+          leased_data[#leased_data + 1] = data
         end
       end
       redis.call('ZADD', KEYS[1], unpack(scored))  -- at most ARGV[1] requests
@@ -108,10 +125,11 @@ for pass = 1, 2 do
   if #leased + #paced >= count or share >= count then break end
   share = count - #leased - #paced
 end
-for _, member in ipairs(leased) do
+for i, member in ipairs(leased) do
   paced[#paced + 1] = member
+  paced_data[#paced_data + 1] = leased_data[i]
 end
-leased = paced
+leased, leased_data = paced, paced_data
 if taken > 0 then
   redis.call('HINCRBY', KEYS[6], 'queued', -taken)
 end
@@ -128,9 +146,9 @@ if #leased == 0 then
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
   if #next_times == 0 then
-    return {leased, false}
+    return {leased, leased_data, false}
   end
-  return {leased, tostring(math.min(unpack(next_times)))}
+  return {leased, leased_data, tostring(math.min(unpack(next_times)))}
 end
 redis.call('ZADD', KEYS[2], now, ARGV[3])
-return {leased, false}
+return {leased, leased_data, false}

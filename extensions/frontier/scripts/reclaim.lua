@@ -16,11 +16,13 @@
 --          list, into a set, or into a sorted set at its highest score
 -- ARGV[8]  the start key's type: list, set or zset
 -- ARGV[9]  group queue key prefix: leases go back to their group's queue
+-- ARGV[10] group data key prefix: a lease's id keeps its JSON there, read for
+--          its priority (what the AOF gets is the id alone)
 -- Returns  {requests, start entries}: each a flat list of node id, number returned,
 --          ... (nodes with 0 left out)
 -- (split_item, push and priority_score come from _shared.lua)
-local F = {queue_prefix = ARGV[9], ready = KEYS[2], waiting = KEYS[4], frontier = KEYS[5],
-           added = {}}
+local F = {queue_prefix = ARGV[9], data_prefix = ARGV[10], ready = KEYS[2], waiting = KEYS[4],
+           frontier = KEYS[5], added = {}}
 local function give_back_start(key, kind, entries)
   if #entries == 0 then
     return
@@ -71,7 +73,12 @@ for i = 1, #nodes, 2 do
   end
   for _, member in ipairs(items) do
     local group, item = split_item(member)
-    push(F, group, priority_score(item), item)
+    if is_inline(item) then
+      push(F, group, priority_score(item), nil, item)
+    else
+      local data = redis.call('HGET', F.data_prefix .. group, item) or ''
+      push(F, group, priority_score(data), item, nil)
+    end
   end
   if #items > 0 then
     table.insert(returned, node)

@@ -1,0 +1,29 @@
+-- Drop finished requests from a node's leases, and their JSON with them.
+-- KEYS[1]  the node's leases (zset, GROUP\nID)
+-- ARGV[1]  group data key prefix   ARGV[2..]  the lease members finished
+-- Returns  how many were still leased to the node
+-- A lease already handed back (its node was taken for dead) is left alone: its
+-- id may be queued or leased again, and its JSON is still needed.
+local gone, ids_of = {}, {}
+for i = 2, #ARGV do
+  local member = ARGV[i]
+  if redis.call('ZSCORE', KEYS[1], member) then
+    gone[#gone + 1] = member
+    local group, item = split_item(member)
+    if not is_inline(item) then
+      ids_of[group] = ids_of[group] or {}
+      table.insert(ids_of[group], item)
+    end
+  end
+end
+-- one command per key, in chunks that fit Lua's stack
+local function in_chunks(command, key, values)
+  for from = 1, #values, 1000 do
+    redis.call(command, key, unpack(values, from, math.min(from + 999, #values)))
+  end
+end
+in_chunks('ZREM', KEYS[1], gone)
+for group, ids in pairs(ids_of) do
+  in_chunks('HDEL', ARGV[1] .. group, ids)
+end
+return #gone
