@@ -102,6 +102,8 @@ NODE_STALL_TIME = 120.0  # seconds a live node may go without a page while work 
 # --- metrics ---
 METRICS_PORT = ""  # Prometheus metrics port, or a range such as 9410-9419; empty or 0 = off
 METRICS_ADDRESS = "0.0.0.0"  # interface the metrics listen on (Prometheus scrapes from afar)
+HEALTH_REACTOR_TIMEOUT = 30.0  # seconds without a reactor turn before /healthz fails
+HEALTH_REDIS_GRACE = 60.0  # seconds without Redis before /healthz fails (/readyz at once)
 
 # --- item store -------------------------------------------------------------
 MONGO_URI = ""  # empty = write JSON Lines instead

@@ -4,24 +4,30 @@ as ``9410-9419`` so several nodes of one machine each take the first free port).
 Counters and the download latency histogram are kept as the crawl runs; the
 frontier gauges (queued, in flight, delayed, dead-lettered, seen, done) and the
 per-node health come from Redis when Prometheus scrapes, so every node reports
-the whole cluster. Served by prometheus-client in its own thread. A port that
-is taken is a warning, not a crash.
+the whole cluster. Served in a thread of its own, with ``/healthz`` and
+``/readyz`` for probes (``health.py``); every other path answers the metrics. A
+port that is taken is a warning, not a crash.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import redis
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import MetricsHandler
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
 from extensions.keys import SpiderKeys
+from extensions.observability.health import NodeHealth
 from extensions.observability.status import crawl_status
 
 if TYPE_CHECKING:
@@ -123,6 +129,25 @@ class ClusterCollector:
         yield heartbeat_age
 
 
+class ProbeHandler(MetricsHandler):
+    """The metrics on every path but the two probes'."""
+
+    health: NodeHealth
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if path not in ("/healthz", "/readyz"):
+            super().do_GET()
+            return
+        problems = self.health.liveness() if path == "/healthz" else self.health.readiness()
+        body = ("\n".join(problems) if problems else "ok").encode() + b"\n"
+        self.send_response(503 if problems else 200)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 class PrometheusMetrics:
     def __init__(self, crawler: Crawler, ports: list[int]):
         assert crawler.spidercls is not None
@@ -153,6 +178,8 @@ class PrometheusMetrics:
         )
         server = connection.from_settings(crawler.settings, ping=False)
         self.registry.register(ClusterCollector(crawler, server, self.keys, self.node_id))
+        self.health = NodeHealth(crawler, server, self.keys, self.node_id)
+        self.http: ThreadingHTTPServer | None = None
         self._requests = self.requests.labels(*self._labels)
         self._items = self.items.labels(*self._labels)
         self._latency = self.latency.labels(*self._labels)
@@ -179,13 +206,18 @@ class PrometheusMetrics:
         return self.keys.name, self.node_id
 
     def spider_opened(self, spider: Spider) -> None:
+        handler = type(
+            "NodeHandler", (ProbeHandler,), {"registry": self.registry, "health": self.health}
+        )
         for port in self.ports:
             try:
-                start_http_server(port, addr=self.address, registry=self.registry)
+                self.http = ThreadingHTTPServer((self.address, port), handler)
             except OSError:
                 continue  # taken, most likely by another node of this machine
+            self.http.daemon_threads = True
+            threading.Thread(target=self.http.serve_forever, name="metrics", daemon=True).start()
             self.port = port
-            logger.info("Prometheus metrics on port %d", port)
+            logger.info("Prometheus metrics on port %d (probes: /healthz, /readyz)", port)
             return
         logger.warning(
             "METRICS_PORT %s: no free port, metrics are off for this node",
