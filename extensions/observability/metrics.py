@@ -45,6 +45,8 @@ STATS_COUNTERS = {
     "crawler_proxy_bans_total": "proxies/banned",
     "crawler_items_dropped_total": "item_dropped_count",
     "crawler_redis_errors_total": "redis/errors",
+    "crawler_items_spilled_total": "mongo/spilled",
+    "crawler_proxies_all_resting_total": "proxies/all_resting_waits",
 }
 
 
