@@ -480,7 +480,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
 
     def _refill(self) -> None:
         now = time.monotonic()
-        if now < self._next_poll and not self._to_enqueue:
+        if now < self._next_poll:
             # (requests this node found are written and leased at once: they
             # may be the only work there is, and must not wait out a back-off)
             return
