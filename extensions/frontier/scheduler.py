@@ -481,8 +481,6 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
     def _refill(self) -> None:
         now = time.monotonic()
         if now < self._next_poll:
-            # (requests this node found are written and leased at once: they
-            # may be the only work there is, and must not wait out a back-off)
             return
         items: list[tuple[bytes, bytes]] = []
         next_due = None
