@@ -520,8 +520,8 @@ def main() -> None:
                 if run == 0 and "13" in SECTIONS:
                     ceiling = [redis_ceiling.measure(server.url, n, 8.0) for n in (1, 2, 3)]
                 if "11" in SECTIONS:
-                    for name in AOF_VARIANTS:
-                        aof[name].append(aof_per_page(name, work / f"aof-{run}-{len(aof[name])}"))
+                    for n, name in enumerate(AOF_VARIANTS):  # a directory each: a fresh AOF
+                        aof[name].append(aof_per_page(name, work / f"aof-{run}-{n}"))
                 print(f"run {run + 1}/{RUNS} done", file=sys.stderr)
         finally:
             server.stop()
