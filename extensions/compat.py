@@ -177,6 +177,30 @@ def start_key_problem(kind: str, spider_keys: keys.SpiderKeys) -> str | None:
             f"{spider_keys.start_type}: {how}")  # fmt: skip
 
 
+def shards_problem(server: Any, spider_keys: keys.SpiderKeys) -> str | None:
+    """Why the crawl in Redis cannot be run with FRONTIER_SHARDS as set, or None:
+    a URL's shard follows the shard count, so another count would look for what
+    was seen, and queued, in the wrong shards."""
+    stored = server.get(spider_keys.shards_key)
+    shards = spider_keys.shards
+    if stored is None:
+        if shards == 1:
+            return None
+        unsharded = (spider_keys.frontier, spider_keys.dupefilter, spider_keys.bloom_count)
+        if not server.exists(*unsharded):
+            return None
+        was = "1"
+    else:
+        was = connection.text(stored)
+        if was == str(shards):
+            return None
+    return (
+        f"the crawl of {spider_keys.name} in Redis was started with FRONTIER_SHARDS={was}; "
+        f"this node has FRONTIER_SHARDS={shards}: set it back to {was} (a crawl cannot "
+        "change its shard count), or clear the crawl first"
+    )
+
+
 def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
     """One line per key holding state this crawler cannot read as it is
     (scrapy-redis's set dupefilter or pickled queue, a start key of another
@@ -207,6 +231,9 @@ def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
         found.append(f"{spider_keys.fingerprinter} = {fingerprinter!r:.60} names no fingerprint "
                      f"scheme this crawler knows (only {SCRAPY_REDIS_FINGERPRINTS!r})")  # fmt: skip
     problem = start_key_problem(start, spider_keys)
+    if problem:
+        found.append(problem)
+    problem = shards_problem(server, spider_keys)
     if problem:
         found.append(problem)
     if to_migrate:

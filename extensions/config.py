@@ -159,6 +159,7 @@ CHECKS: dict[str, Check] = {
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_CRAWL_DELAY_MAX": _number(float, 0),
     "FRONTIER_QUEUE_BY": _choice(*QUEUE_BY),
+    "FRONTIER_SHARDS": _number(int, 1, 4096),
     "HOST_PAGE_BUDGET": _number(int, 0),
     "TRAP_CHAIN_LIMIT": _number(int, 0),
     "TRAP_REPEATED_SEGMENTS": _number(int, 0),

@@ -59,12 +59,19 @@ key                            type    holds
                                        dupefilter holds scrapy-redis's request fingerprints
 ``NAME:migrating:WHAT``       any     scrapy-redis's queue (``requests``) and dupefilter while
                                        ``scrapy migrate`` converts them (gone once converted)
+``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
+                                       a node with another count is refused
+``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
+                                       ready, waiting, frontier, rates, crawl_delay, delayed,
+                                       leases, nodes and dupefilter keys (as above, under
+                                       the hash tag ``{NAME:K}``); the rest stay under NAME
 =============================  ======  ==================================================
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from extensions import defaults
@@ -97,6 +104,7 @@ WRITTEN_BY = {
     "dlq": "deadletter.py (for the scheduler, spiders, retry middleware); scrapy dlq replay/purge",
     "fingerprinter": "scrapy migrate; Frontier.clear (forget)",
     "migrating": "scrapy migrate",
+    "shards": "scheduler.py (the first node of a sharded crawl); Frontier.clear (forget)",
 }
 
 START_URLS = "%(name)s:start_urls"
@@ -122,6 +130,7 @@ PROXIES = "%(name)s:proxies"
 DLQ = "%(name)s:dlq"
 FINGERPRINTER = "%(name)s:fingerprinter"
 MIGRATING = "%(name)s:migrating:%(what)s"
+SHARDS = "%(name)s:shards"
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,10 @@ class SpiderKeys:
     crawl_delay: str
     #: the start key's Redis type: "list", "set" or "zset" (scrapy-redis's three kinds)
     start_type: str = "list"
+    #: FRONTIER_SHARDS: how many parts the frontier is split into, each under a hash
+    #: tag of its own (``{NAME:K}``); 1 keeps every key under NAME
+    shards: int = 1
+    shards_key: str = ""
 
     @classmethod
     def for_spider(
@@ -158,7 +171,10 @@ class SpiderKeys:
         *,
         hash_tag: bool = False,
         start_type: str = "list",
+        shards: int = 1,
     ) -> SpiderKeys:
+        if shards < 1:
+            raise ValueError(f"FRONTIER_SHARDS must be at least 1, not {shards}")
         prefix = f"{{{name}}}" if hash_tag else name
         subs = {"name": prefix, "spider": prefix}
         start_urls = start_urls_template % subs
@@ -187,6 +203,8 @@ class SpiderKeys:
             rates=RATES % subs,
             crawl_delay=CRAWL_DELAY % subs,
             start_type=start_type,
+            shards=shards,
+            shards_key=SHARDS % subs,
         )
 
     @classmethod
@@ -199,7 +217,13 @@ class SpiderKeys:
             "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
         )
         hash_tag = settings.getbool("REDIS_CLUSTER", defaults.REDIS_CLUSTER)
-        return cls.for_spider(name, template, hash_tag=hash_tag, start_type=start_type(settings))
+        return cls.for_spider(
+            name,
+            template,
+            hash_tag=hash_tag,
+            start_type=start_type(settings),
+            shards=settings.getint("FRONTIER_SHARDS", defaults.FRONTIER_SHARDS),
+        )
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> SpiderKeys:
@@ -232,6 +256,28 @@ class SpiderKeys:
 
     def leases_prefix(self) -> str:
         return self.leases("")
+
+    def shard(self, index: int) -> SpiderKeys:
+        """The keys of frontier shard ``index``: these keys themselves when the
+        frontier is whole; else every key under the hash tag ``{NAME:index}``, so
+        one shard's queues, leases, politeness state and dupefilter share a slot
+        (its start list, registry and the like are its own, and stay empty but
+        for its registry)."""
+        if self.shards == 1:
+            return self
+        if not 0 <= index < self.shards:
+            raise IndexError(f"shard {index} of {self.shards}")
+        keys = SpiderKeys.for_spider(f"{self.name}:{index}", hash_tag=True)
+        return replace(keys, name=self.name)
+
+    def all_shards(self) -> list[SpiderKeys]:
+        return [self.shard(index) for index in range(self.shards)]
+
+    def shard_of(self, group: str) -> int:
+        """The shard of a queue group: a stable hash of it, mod FRONTIER_SHARDS."""
+        if self.shards == 1:
+            return 0
+        return zlib.crc32(group.encode("utf-8", "surrogateescape")) % self.shards
 
 
 def start_type(settings: BaseSettings) -> str:

@@ -139,6 +139,12 @@ class Migration:
     # --- doing it -------------------------------------------------------------------
 
     def run(self, progress: Callable[[str], None] = logger.info) -> Report:
+        if self.keys.shards > 1:
+            # scrapy-redis's fingerprints do not say their host, so not their shard
+            raise ConfigError(
+                "scrapy migrate carries a crawl over into one frontier shard: run it, and "
+                "the crawl, with FRONTIER_SHARDS=1"
+            )
         report = Report()
         legacy_fingerprints = (
             self.foreign_dupefilter()

@@ -103,6 +103,12 @@ class Checkpoint:
                 pipe.hincrby(self.keys.checkpoint, name, value - self._reported[name])
         pipe.execute()
         self._reported = progress
+        if self.keys.shards > 1:
+            # each shard's registry too: its leases go back by what it says
+            beats = self.server.pipeline(transaction=False)
+            for keys in self.keys.all_shards():
+                beats.zadd(keys.nodes, {self.node_id: now_ms()})
+            beats.execute()
 
     def crawl_progress(self) -> dict[str, float]:
         raw = self.server.hgetall(self.keys.checkpoint)

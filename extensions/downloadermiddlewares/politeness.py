@@ -77,9 +77,12 @@ class ClusterPolitenessMiddleware:
     def publish_rates(self) -> None:
         """Write this node's rates for every lease to read (replacing the last ones)."""
         rates = {DEFAULT_RATE_FIELD: self.default_rate, **self.host_rates}
-        pipe = self.server.pipeline(transaction=True)
-        pipe.delete(self.keys.rates)
-        pipe.hset(self.keys.rates, mapping=rates)  # type: ignore[arg-type]
+        # (a sharded frontier's leases read their own shard's copy; one
+        # transaction per copy, as the copies live in different hash slots)
+        pipe = self.server.pipeline(transaction=self.keys.shards == 1)
+        for keys in self.keys.all_shards():
+            pipe.delete(keys.rates)
+            pipe.hset(keys.rates, mapping=rates)  # type: ignore[arg-type]
         try:
             pipe.execute()
         except redis.RedisError as exc:
@@ -107,7 +110,8 @@ class ClusterPolitenessMiddleware:
         if not delay or delay <= 0:
             return
         try:
-            self.server.hset(self.keys.crawl_delay, group, float(delay))
+            shard = self.keys.shard(self.keys.shard_of(group))
+            self.server.hset(shard.crawl_delay, group, float(delay))
         except redis.RedisError as exc:
             self.health.failed(exc)
             return

@@ -93,7 +93,11 @@ class DeadLetters:
                 unreplayable += 1
             elif limit is None or len(chosen) < limit:
                 chosen.append((raw, request))
-        pipe = self.server.pipeline(transaction=True)
+        # Sharded, the queues and the list live in different hash slots: the
+        # requests are queued first, and only then do their records go.
+        sharded = frontier.keys.shards > 1
+        pipe = self.server.pipeline(transaction=not sharded)
+        removals = self.server.pipeline(transaction=False) if sharded else pipe
         for raw, request in chosen:
             meta = request.get("meta", {})
             for key in FRESH_RETRY_DROPS:
@@ -105,8 +109,10 @@ class DeadLetters:
             group = group_for(request["url"], slot, queue_by)
             # dont_filter: it was seen, and is to be fetched again
             frontier.enqueue([("", group, int(request.get("priority", 0)), data)], pipe)
-            pipe.lrem(self.key, -1, raw)  # type: ignore[arg-type]  # bytes go as they are
+            removals.lrem(self.key, -1, raw)  # type: ignore[arg-type]  # bytes go as they are
         pipe.execute()
+        if sharded:
+            removals.execute()
         return len(chosen), unreplayable
 
     def purge(self) -> int:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from extensions import connection, defaults
 from extensions.keys import SpiderKeys
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from extensions.frontier.bloom import BloomParams
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 #: (fingerprint or "" for dont_filter, group, priority, request JSON or b"")
@@ -47,6 +48,12 @@ class Added:
     def of(cls, result: Any) -> Added:
         new, over = result
         return cls(int(new), tuple(connection.text(group) for group in over))
+
+    @classmethod
+    def combine(cls, results: list[Any]) -> Added:
+        """What the enqueue calls of one batch (one per shard) did together."""
+        parts = [cls.of(result) for result in results]
+        return cls(sum(p.new for p in parts), tuple(g for p in parts for g in p.over_budget))
 
 
 # Bytes of Scrapy's request fingerprint the exact dupefilter keeps: 2 name the
@@ -194,19 +201,33 @@ class Frontier:
         self._reclaim = server.register_script(load_script("reclaim"))
         self._release = server.register_script(load_script("release"))
         self._sizes = server.register_script(load_script("frontier"))
-        self._bloom_ready = False
+        self._bloom_ready: set[str] = set()  # the bitmaps known to exist, by prefix
 
-    def enqueue(self, entries: list[Entry], pipe: Pipeline | None = None) -> Added | None:
+    def _by_shard(self, items: Sequence[T], group_of: Callable[[T], str]) -> dict[int, list[T]]:
+        parts: dict[int, list[T]] = {}
+        for item in items:
+            parts.setdefault(self.keys.shard_of(group_of(item)), []).append(item)
+        return parts
+
+    def enqueue(self, entries: list[Entry], pipe: Pipeline | None = None) -> Added | int:
         """Add (fingerprint, group, priority, data) entries to their groups' queues.
 
         A fingerprint is Scrapy's (at least 16 bytes), or empty for dont_filter;
         empty data only records the fingerprint. Returns what was new and what
-        went over HOST_PAGE_BUDGET; with ``pipe``, the call is queued on it and
-        ``Added.of`` reads its result from ``pipe.execute()``.
+        went over HOST_PAGE_BUDGET; with ``pipe``, one call per shard is queued
+        on it and their number returned (``Added.combine`` reads their results
+        from ``pipe.execute()``).
         """
-        if not entries:
-            return Added(0)
-        keys = self.keys
+        parts = self._by_shard(entries, lambda entry: entry[1])
+        if pipe is not None:
+            for shard, part in parts.items():
+                self._enqueue_shard(self.keys.shard(shard), part, pipe)
+            return len(parts)
+        return Added.combine(
+            [self._enqueue_shard(self.keys.shard(shard), part) for shard, part in parts.items()]
+        )
+
+    def _enqueue_shard(self, keys: SpiderKeys, entries: list[Entry], pipe: Pipeline | None = None):
         args: list[str | float | bytes | int] = [keys.queue(""), keys.host(""), self.budget]
         if self.bloom is None:
             args.extend((keys.dupefilter + ":", keys.data("")))  # its levels' buckets
@@ -214,7 +235,7 @@ class Frontier:
                 args.extend((fingerprint[:FINGERPRINT_BYTES], group, priority, data))
             script, first_key = self._enqueue, keys.dupefilter
         else:
-            self._create_bloom_shards()
+            self._create_bloom_shards(keys)
             args.extend((keys.bloom_prefix, self.bloom.hashes, keys.data("")))
             for fingerprint, group, priority, data in entries:
                 if fingerprint:
@@ -227,62 +248,72 @@ class Frontier:
                 args.extend((group, priority, data))
             script, first_key = self._enqueue_bloom, keys.bloom_count
         script_keys = [first_key, keys.ready, keys.waiting, keys.frontier]
-        result = run_script(script, script_keys, args, pipe)
-        return None if pipe is not None else Added.of(result)
+        return run_script(script, script_keys, args, pipe)
 
     def delay(self, entries: list[tuple[float, str, bytes]], pipe: Pipeline | None = None) -> None:
         """Park (due time in seconds since epoch, group, data) entries until they are due."""
-        if entries:
-            mapping = {
-                group.encode() + b"\n" + data: int(due * 1000) for due, group, data in entries
-            }
-            (pipe or self.server).zadd(self.keys.delayed, mapping)
+        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+            mapping = {group.encode() + b"\n" + data: int(due * 1000) for due, group, data in part}
+            (pipe or self.server).zadd(self.keys.shard(shard).delayed, mapping)
 
-    def _create_bloom_shards(self) -> None:
-        """Create each shard at its full size once: grown bit by bit, Redis would
+    def _create_bloom_shards(self, keys: SpiderKeys) -> None:
+        """Create each bitmap at its full size once: grown bit by bit, Redis would
         over-allocate a string by up to 1 MB (or double a small one)."""
-        if self._bloom_ready or self.bloom is None:
+        if self.bloom is None or keys.bloom_prefix in self._bloom_ready:
             return
         size = -(-self.bloom.shard_bits // 8)
         for shard in range(self.bloom.shards):
-            key = f"{self.keys.bloom_prefix}{shard}"
+            key = f"{keys.bloom_prefix}{shard}"
             if not self.server.exists(key):
                 self.server.set(key, bytes(size), nx=True)
-        self._bloom_ready = True
+        self._bloom_ready.add(keys.bloom_prefix)
 
     def lease(
         self, count: int, lease_timeout: float, pipe: Pipeline | None = None
-    ) -> tuple[list[tuple[bytes, bytes]], float | None]:
+    ) -> tuple[list[tuple[bytes, bytes]], float | None] | int:
         """Lease up to ``count`` requests to this node, best priority first,
         after moving retries that are due into the queue.
 
         Returns ((lease member, request JSON) pairs, when the next waiting host or
         delayed request is due in seconds since epoch, if nothing was leased);
-        with ``pipe``, the call is queued on it and ``lease_result`` reads its
-        result from ``pipe.execute()``.
+        with ``pipe``, one call per shard is queued on it and their number
+        returned (``lease_result`` reads their results from ``pipe.execute()``).
+        A sharded frontier asks every shard for its share in one round trip.
         """
-        now = now_ms()
-        keys = self.keys
-        result = run_script(
-            self._lease,
-            [keys.leases(self.node_id), keys.nodes, keys.delayed, keys.ready, keys.waiting,
-             keys.frontier, keys.rates, keys.crawl_delay],
-            [count, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
-             keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data("")],
-            pipe,
-        )  # fmt: skip
-        return ([], None) if pipe is not None else self.lease_result(result)
+        each = -(-count // self.keys.shards)
+        target = pipe if pipe is not None else self.server.pipeline(transaction=False)
+        for keys in self.keys.all_shards():
+            now = now_ms()
+            run_script(
+                self._lease,
+                [keys.leases(self.node_id), keys.nodes, keys.delayed, keys.ready, keys.waiting,
+                 keys.frontier, keys.rates, keys.crawl_delay],
+                [each, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
+                 keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data("")],
+                target,
+            )  # fmt: skip
+        if pipe is not None:
+            return self.keys.shards
+        return self.lease_result(target.execute())
 
     @staticmethod
-    def lease_result(result: Any) -> tuple[list[tuple[bytes, bytes]], float | None]:
-        members, data, next_due = result
-        return list(zip(members, data, strict=True)), (float(next_due) / 1000 if next_due else None)
+    def lease_result(results: list[Any]) -> tuple[list[tuple[bytes, bytes]], float | None]:
+        """The leases of one lease call's results (one per shard)."""
+        leased: list[tuple[bytes, bytes]] = []
+        due: list[float] = []
+        for members, data, next_due in results:
+            leased += zip(members, data, strict=True)
+            if next_due:
+                due.append(float(next_due) / 1000)
+        return leased, (min(due) if due and not leased else None)
 
     def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
         """Drop finished requests (lease members) from this node's leases, and
         their JSON with them."""
-        if items:
-            run_script(self._release, [self.leases_key], [self.keys.data(""), *items], pipe)
+        parts = self._by_shard(items, lambda member: connection.text(member.partition(b"\n")[0]))
+        for shard, part in parts.items():
+            keys = self.keys.shard(shard)
+            run_script(self._release, [keys.leases(self.node_id)], [keys.data(""), *part], pipe)
 
     def reclaim(
         self,
@@ -292,76 +323,92 @@ class Frontier:
         forget_after: float = defaults.NODE_FORGET_AFTER,
     ) -> Reclaimed:
         """Return leases of dead nodes (start leases too), expired leases, and
-        those of ``closing_node``; forget nodes silent for ``forget_after`` seconds."""
+        those of ``closing_node``; forget nodes silent for ``forget_after`` seconds.
+        A sharded frontier does it in each shard (its leases) and under NAME (the
+        start leases and the node registry)."""
         now = now_ms()
-        flat = self._reclaim(
-            keys=[
-                self.keys.nodes,
-                self.keys.ready,
-                self.keys.start_urls,
-                self.keys.waiting,
-                self.keys.frontier,
-            ],
-            args=[
-                now,
-                now - int(node_timeout * 1000),
-                self.keys.leases_prefix(),
-                closing_node,
-                now - int(forget_after * 1000),
-                self.keys.node(""),
-                self.keys.start_leases(""),
-                self.keys.start_type,
-                self.keys.queue(""),
-                self.keys.data(""),
-            ],
-        )
-        requests, start_urls = flat
-        return Reclaimed(_counts(requests), _counts(start_urls))
+        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.keys.all_shards()]
+        requests: dict[str, int] = {}
+        start_urls: dict[str, int] = {}
+        for keys in scopes:
+            returned, started = self._reclaim(
+                keys=[keys.nodes, keys.ready, keys.start_urls, keys.waiting, keys.frontier],
+                args=[
+                    now, now - int(node_timeout * 1000), keys.leases_prefix(), closing_node,
+                    now - int(forget_after * 1000), keys.node(""), keys.start_leases(""),
+                    keys.start_type, keys.queue(""), keys.data(""),
+                ],
+            )  # fmt: skip
+            for totals, counts in ((requests, _counts(returned)), (start_urls, _counts(started))):
+                for node, count in counts.items():
+                    totals[node] = totals.get(node, 0) + count
+        return Reclaimed(requests, start_urls)
+
+    def registries(self) -> list[str]:
+        """The node registries a heartbeat goes to: NAME:nodes, and each shard's
+        (a shard's leases are taken back by what its own registry says)."""
+        if self.keys.shards == 1:
+            return [self.keys.nodes]
+        return [self.keys.nodes, *(keys.nodes for keys in self.keys.all_shards())]
 
     def heartbeat(self, pipe: Pipeline | None = None) -> None:
-        (pipe or self.server).zadd(self.keys.nodes, {self.node_id: now_ms()})
+        beat = {self.node_id: now_ms()}
+        for registry in self.registries():
+            (pipe or self.server).zadd(registry, beat)
 
     def sizes(self) -> FrontierSizes:
-        keys = self.keys
-        values = self._sizes(
-            keys=[
-                keys.start_urls, keys.frontier, keys.nodes, keys.dupefilter, keys.dlq,
-                keys.delayed, keys.bloom_count, keys.ready, keys.waiting,
-            ],
-            args=[keys.leases_prefix(), keys.start_leases(""), keys.start_type],
-        )  # fmt: skip
-        return FrontierSizes(*(int(v) for v in values))
+        """The whole frontier's sizes: a sharded one's summed over its shards."""
+        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.keys.all_shards()]
+        pipe = self.server.pipeline(transaction=False)
+        for keys in scopes:
+            run_script(
+                self._sizes,
+                [keys.start_urls, keys.frontier, keys.nodes, keys.dupefilter, keys.dlq,
+                 keys.delayed, keys.bloom_count, keys.ready, keys.waiting],
+                [keys.leases_prefix(), keys.start_leases(""), keys.start_type],
+                pipe,
+            )  # fmt: skip
+        totals = [sum(int(v) for v in column) for column in zip(*pipe.execute(), strict=True)]
+        return FrontierSizes(*totals)
 
     def clear(self) -> None:
         """Forget the crawl: queue, seen fingerprints, every node's leases and
         progress. Start URLs waiting to be read (those a node had taken go back
         to the start list) and the dead letters stay."""
-        nodes = [connection.text(n) for n in self.server.zrange(self.keys.nodes, 0, -1)]
+        nodes = sorted(
+            {
+                connection.text(n)
+                for key in self.registries()
+                for n in self.server.zrange(key, 0, -1)
+            }
+        )
         for node in nodes:
             entries = self.server.lrange(self.keys.start_leases(node), 0, -1)
             if entries:
                 push_start_entries(self.server, self.keys, entries, back=True)
                 self.server.delete(self.keys.start_leases(node))
-        keys = self.keys
-        doomed = [
-            keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
-            keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
-        ]  # fmt: skip
-        doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
-        self.server.delete(*doomed)
-        patterns = (keys.bloom_prefix, keys.queue(""), keys.data(""), keys.host(""),
-                    keys.dupefilter + ":")  # fmt: skip
-        for pattern in patterns:
-            batch = []
-            for key in self.server.scan_iter(
-                match=connection.glob_escape(pattern) + "*", count=1000
-            ):
-                batch.append(key)
-                if len(batch) >= 1000:
+        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.keys.all_shards()]
+        for keys in scopes:
+            doomed = [
+                keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
+                keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
+                keys.bloom_count, keys.shards_key,
+            ]  # fmt: skip
+            doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
+            self.server.delete(*doomed)
+            patterns = (keys.bloom_prefix, keys.queue(""), keys.data(""), keys.host(""),
+                        keys.dupefilter + ":")  # fmt: skip
+            for pattern in patterns:
+                batch = []
+                for key in self.server.scan_iter(
+                    match=connection.glob_escape(pattern) + "*", count=1000
+                ):
+                    batch.append(key)
+                    if len(batch) >= 1000:
+                        self.server.delete(*batch)
+                        batch = []
+                if batch:
                     self.server.delete(*batch)
-                    batch = []
-            if batch:
-                self.server.delete(*batch)
 
     def convert_legacy_queue(self, group_of: Callable[[dict[str, Any]], str]) -> int:
         """Move the single queue of earlier versions (``NAME:requests``, JSON)

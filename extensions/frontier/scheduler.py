@@ -193,6 +193,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         if self.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
+        self._record_shards()
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
         self.checkpoint.write(self.stats)
         reclaimed: dict[str, int] = {}
@@ -225,6 +226,17 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             loop = task.LoopingCall(func)
             loop.start(interval, now=False)
             self._loops.append(loop)
+
+    def _record_shards(self) -> None:
+        """Check FRONTIER_SHARDS against the crawl in Redis, and record it for
+        the nodes that join later (`scrapy crawl` has said why before it got here;
+        this catches a node that started otherwise, or two that raced)."""
+        problem = compat.shards_problem(self.server, self.keys)
+        if problem is None and self.keys.shards > 1:
+            self.server.set(self.keys.shards_key, self.keys.shards, nx=True)
+            problem = compat.shards_problem(self.server, self.keys)
+        if problem:
+            raise RuntimeError(problem)
 
     def _convert_legacy_queue(self) -> None:
         """Requests queued by an earlier version in the single ``NAME:requests``
@@ -363,38 +375,74 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
 
         With ``lease``, that many requests are leased in the same round trip,
         after the writes, and the lease's outcome is returned (None if it failed).
+
+        A sharded frontier (FRONTIER_SHARDS) spans hash slots, which no
+        transaction can: its writes go first, in one round trip, and the
+        releases, acknowledgements and lease follow in a second once they all
+        succeeded.
         """
         self._collect_finished()
         started = self.start_entries.take_done()
         if not (self._to_enqueue or self._to_delay or self._to_release or started):
-            return self.frontier.lease(lease, self.lease_timeout) if lease else None
+            if not lease:
+                return None
+            outcome = self.frontier.lease(lease, self.lease_timeout)
+            assert not isinstance(outcome, int)
+            return outcome
         to_enqueue, to_delay, to_release = self._to_enqueue, self._to_delay, self._to_release
         done = self._done - len(to_delay)
-        pipe = self.server.pipeline(transaction=True)
-        self.frontier.enqueue(to_enqueue, pipe)
+        sharded = self.keys.shards > 1
+        pipe = self.server.pipeline(transaction=not sharded)
+        enqueue_calls = self.frontier.enqueue(to_enqueue, pipe) if to_enqueue else 0
+        assert isinstance(enqueue_calls, int)
         self.frontier.delay(to_delay, pipe)
+        results: list[Any] = []
+        if sharded:
+            if to_enqueue or to_delay:
+                try:
+                    results = pipe.execute(raise_on_error=False)
+                except redis.RedisError as exc:
+                    self.start_entries.put_back(started)
+                    self.health.failed(exc)
+                    return None
+                refused = next((r for r in results if isinstance(r, redis.ResponseError)), None)
+                if refused is not None:
+                    # nothing released yet: the releases wait for the next flush
+                    self.start_entries.put_back(started)
+                    if connection.is_bad_input(refused):
+                        self._flush_one_by_one(to_enqueue, to_delay, refused)
+                    else:
+                        self.health.failed(refused)
+                    return None
+                self._to_enqueue, self._to_delay = [], []
+                self._count_added(to_enqueue, results[:enqueue_calls])
+            pipe = self.server.pipeline(transaction=False)
         self.frontier.release(to_release, pipe)
         self.start_leases.ack(started, pipe)
         if done:
             pipe.hincrby(self.keys.checkpoint, "done", done)
-        if lease:
-            self.frontier.lease(lease, self.lease_timeout, pipe)
+        lease_calls = self.frontier.lease(lease, self.lease_timeout, pipe) if lease else 0
+        assert isinstance(lease_calls, int)
         try:
-            results = pipe.execute(raise_on_error=False)
+            outcomes = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
             self.start_entries.put_back(started)
             self.health.failed(exc)
             return None
         leased = None
-        if lease:
-            outcome = results.pop()
-            if isinstance(outcome, redis.RedisError):
-                self.health.failed(outcome)
+        if lease_calls:
+            lease_outcomes = outcomes[-lease_calls:]
+            del outcomes[-lease_calls:]
+            failed = next((o for o in lease_outcomes if isinstance(o, redis.RedisError)), None)
+            if failed is not None:
+                self.health.failed(failed)
             else:
-                leased = self.frontier.lease_result(outcome)
-        refused = next((r for r in results if isinstance(r, redis.ResponseError)), None)
+                leased = self.frontier.lease_result(lease_outcomes)
+        if not sharded:
+            results = outcomes
+        refused = next((r for r in outcomes if isinstance(r, redis.ResponseError)), None)
         if refused is not None:
-            if not connection.is_bad_input(refused):
+            if sharded or not connection.is_bad_input(refused):
                 self.start_entries.put_back(started)
                 self.health.failed(refused)
                 return leased
@@ -407,19 +455,24 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self.health.ok()
         self._to_enqueue, self._to_delay, self._to_release = [], [], []
         self._done = 0
-        if to_enqueue:
-            result = Added.of(results[0])
-            added = result.new - len(result.over_budget)
-            self.stats.inc_value("frontier/added", added)
-            self.stats.inc_value("dupefilter/filtered", len(to_enqueue) - result.new)
-            self._count_over_budget(result.over_budget)
-            if added:
-                # New work is in the queue: an idle node's back-off must not delay it.
-                self._poll_delay = self.idle_poll_min
-                self._next_poll = 0.0
+        if not sharded:
+            self._count_added(to_enqueue, results[:enqueue_calls])
         if to_release:
             self.stats.inc_value("frontier/released", len(to_release))
         return leased
+
+    def _count_added(self, to_enqueue: list[Entry], results: list[Any]) -> None:
+        if not to_enqueue:
+            return
+        result = Added.combine(results)
+        added = result.new - len(result.over_budget)
+        self.stats.inc_value("frontier/added", added)
+        self.stats.inc_value("dupefilter/filtered", len(to_enqueue) - result.new)
+        self._count_over_budget(result.over_budget)
+        if added:
+            # New work is in the queue: an idle node's back-off must not delay it.
+            self._poll_delay = self.idle_poll_min
+            self._next_poll = 0.0
 
     def _count_over_budget(self, groups: tuple[str, ...]) -> None:
         if not groups:

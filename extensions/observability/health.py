@@ -102,7 +102,10 @@ class NodeHealth:
             if self.opened and not redis_problem and idle > self.stall_time:
                 try:
                     sizes = Frontier(self.server, self.keys, node_id="").sizes()
-                    held = int(self.server.zcard(self.keys.leases(self.node_id)))
+                    held = sum(
+                        int(self.server.zcard(shard.leases(self.node_id)))
+                        for shard in self.keys.all_shards()
+                    )
                 except redis.RedisError:
                     sizes, held = None, 0
                 waiting = sizes and sizes.queued + sizes.delayed + sizes.start_urls + held

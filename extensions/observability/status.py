@@ -65,7 +65,9 @@ def crawl_status(
                 "seconds_since_progress": round(idle_for, 1),
                 "pages": int(_number(record.get("pages"))),
                 "items": int(_number(record.get("items"))),
-                "in_flight": server.zcard(keys.leases(node_id)),
+                "in_flight": sum(
+                    server.zcard(shard.leases(node_id)) for shard in keys.all_shards()
+                ),
                 "host": record.get("host", ""),
                 "pid": int(_number(record.get("pid"))),
             }
@@ -96,6 +98,12 @@ def host_status(
 ) -> list[dict[str, Any]]:
     """One row per queue group (host) that was ever given work, busiest first:
     queued, in flight, fetched, rate, next allowed time, budget left, dropped."""
+    rows = [row for shard in keys.all_shards() for row in _shard_hosts(server, shard, budget)]
+    rows.sort(key=lambda row: (-row["queued"], -row["in_flight"], -row["fetched"], row["host"]))
+    return rows[:limit] if limit else rows
+
+
+def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dict[str, Any]]:
     prefix = keys.host("")
     groups = {
         text(key)[len(prefix) :]
@@ -147,8 +155,7 @@ def host_status(
                     },
                 }
             )
-    rows.sort(key=lambda row: (-row["queued"], -row["in_flight"], -row["fetched"], row["host"]))
-    return rows[:limit] if limit else rows
+    return rows
 
 
 def top_errors(server: redis.Redis, keys: SpiderKeys, sample: int = 500) -> list[tuple[str, int]]:

@@ -67,7 +67,8 @@ class TrapMiddleware:
         counts, self._unwritten = self._unwritten, Counter()
         pipe = self.server.pipeline(transaction=False)
         for (group, reason), count in counts.items():
-            pipe.hincrby(self.keys.host(group), f"dropped:{reason}", count)
+            shard = self.keys.shard(self.keys.shard_of(group))
+            pipe.hincrby(shard.host(group), f"dropped:{reason}", count)
         try:
             pipe.execute()
         except redis.RedisError as exc:

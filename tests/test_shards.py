@@ -1,0 +1,181 @@
+"""FRONTIER_SHARDS: one crawl's frontier split by host into shards, each under a
+hash tag of its own ({NAME:K}), on one Redis and on a Redis Cluster."""
+
+import hashlib
+import json
+
+import pytest
+
+from extensions import compat, connection
+from extensions.frontier.frontier import Added, Frontier, now_ms
+from extensions.frontier.groups import group_for
+from extensions.keys import SpiderKeys
+from tests.conftest import read_items, scrapy, site_hits
+from tests.test_cluster import all_keys, cluster_client, redis_cluster  # noqa: F401 (fixtures)
+from tools import services
+
+HOSTS = [f"host{n}.example" for n in range(24)]
+
+
+def entry(url: str, priority: int = 0) -> tuple:
+    data = json.dumps({"url": url, **({"priority": priority} if priority else {})}).encode()
+    return (hashlib.sha1(url.encode()).digest(), group_for(url), priority, data)
+
+
+def test_shard_keys_carry_their_own_hash_tag_and_one_shard_is_the_crawl_as_before():
+    whole = SpiderKeys.for_spider("shop")
+    assert whole.shard(0) is whole and whole.shard_of("a.example") == 0
+    keys = SpiderKeys.for_spider("shop", shards=4)
+    second = keys.shard(1)
+    assert second.queue("a.example") == "{shop:1}:queue:a.example"
+    assert second.data("a.example") == "{shop:1}:data:a.example"
+    assert (second.ready, second.leases("n1"), second.dupefilter) == (
+        "{shop:1}:ready", "{shop:1}:leases:n1", "{shop:1}:dupefilter"
+    )  # fmt: skip
+    assert second.name == "shop"
+    # what users look at stays where it was
+    assert (keys.start_urls, keys.dlq, keys.checkpoint, keys.nodes) == (
+        "shop:start_urls", "shop:dlq", "shop:checkpoint", "shop:nodes"
+    )  # fmt: skip
+    # a host's shard is a stable hash of it, the same on every node
+    assert {keys.shard_of(host) for host in HOSTS} == {0, 1, 2, 3}
+    assert [keys.shard_of(h) for h in HOSTS] == [keys.shard_of(h) for h in HOSTS]
+    with pytest.raises(ValueError, match="FRONTIER_SHARDS"):
+        SpiderKeys.for_spider("shop", shards=0)
+
+
+def test_a_sharded_frontier_queues_leases_releases_and_hands_back_across_shards(redis_client):
+    keys = SpiderKeys.for_spider("t", shards=3)
+    frontier = Frontier(redis_client, keys, "n1")
+    urls = [f"http://{host}/{n}" for host in HOSTS for n in range(2)]
+    assert frontier.enqueue([entry(u) for u in urls]).new == len(urls)
+    assert frontier.enqueue([entry(u) for u in urls[:5]]).new == 0  # seen, in their shards
+    for host in HOSTS:
+        shard = keys.shard(keys.shard_of(host))
+        assert redis_client.zcard(shard.queue(host)) == 2
+    assert not list(redis_client.scan_iter("t:queue:*"))  # nothing in the unsharded layout
+    sizes = frontier.sizes()
+    assert (sizes.queued, sizes.seen, sizes.hosts) == (len(urls), len(urls), len(HOSTS))
+
+    leased, _ = frontier.lease(30, lease_timeout=600)
+    assert len(leased) >= 30 and len({m.split(b"\n")[0] for m, _ in leased}) > 3
+    assert frontier.sizes().in_flight == len(leased)
+    done, kept = leased[:10], leased[10:]
+    frontier.release([member for member, _ in done])
+    assert frontier.sizes().in_flight == len(kept)
+
+    # the node dies: every shard hands its leases back
+    redis_client.zadd(keys.nodes, {"n1": now_ms() - 60_000})
+    for shard in keys.all_shards():
+        redis_client.zadd(shard.nodes, {"n1": now_ms() - 60_000})
+    other = Frontier(redis_client, keys, "n2")
+    assert other.reclaim(node_timeout=30).requests == {"n1": len(kept)}
+    sizes = other.sizes()
+    assert (sizes.queued, sizes.in_flight) == (len(urls) - 10, 0)
+    back = {json.loads(data)["url"] for _, data in other.lease(100, lease_timeout=600)[0]}
+    assert back == set(urls) - {json.loads(data)["url"] for _, data in done}
+
+    other.delay([(1.0, "host3.example", b'{"url":"http://host3.example/later"}')])
+    assert redis_client.zcard(keys.shard(keys.shard_of("host3.example")).delayed) == 1
+    other.clear()
+    assert not [k for k in redis_client.scan_iter("*") if b"{t:" in k]
+
+
+def test_a_node_heartbeat_reaches_every_shard(redis_client):
+    keys = SpiderKeys.for_spider("t", shards=3)
+    Frontier(redis_client, keys, "n1").heartbeat()
+    for registry in (keys.nodes, *(shard.nodes for shard in keys.all_shards())):
+        assert redis_client.zscore(registry, "n1")
+
+
+def test_changing_the_shard_count_of_a_crawl_is_refused(redis_client):
+    whole = SpiderKeys.for_spider("t")
+    Frontier(redis_client, whole, "n1").enqueue([entry("http://a.example/")])
+    three = SpiderKeys.for_spider("t", shards=3)
+    problem = compat.shards_problem(redis_client, three)
+    assert problem and "FRONTIER_SHARDS=1" in problem and "FRONTIER_SHARDS=3" in problem
+    assert compat.shards_problem(redis_client, whole) is None
+    redis_client.flushall()
+    redis_client.set(three.shards_key, 3)  # as the first node of a 3-shard crawl records it
+    assert compat.shards_problem(redis_client, three) is None
+    for other in (whole, SpiderKeys.for_spider("t", shards=2)):
+        problem = compat.shards_problem(redis_client, other)
+        assert problem and "set it back to 3" in problem
+
+
+def test_scrapy_crawl_refuses_another_shard_count_with_one_line(redis_url, redis_client):
+    redis_client.set("shop:shards", 4)
+    result = scrapy("crawl", "shop", "-s", f"REDIS_URL={redis_url}", "-s", "FRONTIER_SHARDS=2")
+    assert result.returncode == 1
+    assert "started with FRONTIER_SHARDS=4" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_two_nodes_crawl_two_hosts_once_on_a_sharded_frontier(
+    redis_url, redis_client, nodes, tmp_path
+):
+    site = services.start_demo_site()
+    try:
+        # one site under two host names: two queue groups, in different shards
+        other = site.url.replace("127.0.0.1", "localhost")
+        keys = SpiderKeys.for_spider("site", shards=4)
+        assert keys.shard_of("127.0.0.1") != keys.shard_of("localhost")
+        redis_client.lpush("site:start_urls", site.url + "/category/books",
+                           other + "/category/garden")  # fmt: skip
+        for name in ("s1", "s2"):
+            nodes.start("site", redis_url, spider_args={"allow": "/category/,/product/"},
+                        NODE_ID=name, FRONTIER_SHARDS=4, MAX_IDLE_TIME_BEFORE_CLOSE=2)  # fmt: skip
+        assert nodes.wait(240) == [0, 0], nodes.tail()
+        hits = site_hits(site)
+        assert hits and all(count == 1 for path, count in hits.items() if path != "/robots.txt")
+        items = read_items(tmp_path / "items")
+        assert len(items) == len({item["url"] for item in items})  # each page stored once
+        assert {item["_node"] for item in items} == {"s1", "s2"}
+        for host in ("127.0.0.1", "localhost"):  # each host's counters in its own shard
+            shard = keys.shard(keys.shard_of(host))
+            assert int(redis_client.hget(shard.host(host), "leased") or 0) > 0
+        status = scrapy("status", "site", "--json", "-s", f"REDIS_URL={redis_url}",
+                        "-s", "FRONTIER_SHARDS=4")  # fmt: skip
+        assert status.returncode == 0, status.stderr
+        report = json.loads(status.stdout)
+        assert report["done"] == report["seen"] > len(items) / 2
+        assert report["queued"] == report["in_flight"] == 0
+    finally:
+        site.stop()
+
+
+def test_a_sharded_frontier_spreads_one_crawl_over_the_primaries_of_a_cluster(
+    redis_cluster,  # noqa: F811
+    cluster_client,  # noqa: F811
+):
+    client = connection.connect(redis_cluster.url, cluster=True)
+    keys = SpiderKeys.for_spider("t", hash_tag=True, shards=12)
+    frontier = Frontier(client, keys, "n1")
+    urls = [f"http://{host}/{n}" for host in HOSTS for n in range(3)]
+    pipe = client.pipeline(transaction=False)  # as the scheduler writes a sharded frontier
+    calls = frontier.enqueue([entry(u) for u in urls], pipe)
+    frontier.heartbeat(pipe)
+    assert calls == len({keys.shard_of(h) for h in HOSTS})
+    assert Added.combine(pipe.execute()[:calls]).new == len(urls)
+    sizes = frontier.sizes()
+    assert (sizes.queued, sizes.seen) == (len(urls), len(urls))
+
+    shard_keys = [k for k in all_keys(cluster_client) if k.startswith("{t:")]
+    for key in shard_keys:  # each shard's keys share one slot, its tag's
+        assert cluster_client.keyslot(key) == cluster_client.keyslot(key.split("}")[0] + "}")
+    holders = {
+        cluster_client.get_node_from_key(key).name for key in shard_keys
+    }  # the primaries holding some of the crawl
+    assert len(holders) == 3
+
+    leased: list = []
+    for _ in range(20):  # each lease asks every shard for its share
+        leased += frontier.lease(16, lease_timeout=600)[0]
+    assert len(leased) == len(urls)
+    pipe = client.pipeline(transaction=False)
+    frontier.release([member for member, _ in leased], pipe)
+    pipe.execute()
+    sizes = frontier.sizes()
+    assert (sizes.queued, sizes.in_flight) == (0, 0)
+    frontier.clear()
+    assert not [k for k in all_keys(cluster_client) if k.startswith("{t:")]
