@@ -17,6 +17,7 @@ here, and said out loud where they do not.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -199,6 +200,18 @@ def shards_problem(server: Any, spider_keys: keys.SpiderKeys) -> str | None:
         f"this node has FRONTIER_SHARDS={shards}: set it back to {was} (a crawl cannot "
         "change its shard count), or clear the crawl first"
     )
+
+
+def as_recorded(server: Any, spider_keys: keys.SpiderKeys) -> keys.SpiderKeys:
+    """The keys with the shard count the crawl in Redis recorded: a command
+    (status, dlq) reads and writes the crawl as it is, whatever FRONTIER_SHARDS
+    the machine it runs on has."""
+    stored = server.get(spider_keys.shards_key)
+    try:
+        shards = int(stored) if stored is not None else spider_keys.shards
+    except ValueError:
+        return spider_keys  # not a count: shards_problem says so
+    return dataclasses.replace(spider_keys, shards=shards) if shards >= 1 else spider_keys
 
 
 def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:

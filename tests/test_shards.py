@@ -134,8 +134,8 @@ def test_two_nodes_crawl_two_hosts_once_on_a_sharded_frontier(
         for host in ("127.0.0.1", "localhost"):  # each host's counters in its own shard
             shard = keys.shard(keys.shard_of(host))
             assert int(redis_client.hget(shard.host(host), "leased") or 0) > 0
-        status = scrapy("status", "site", "--json", "-s", f"REDIS_URL={redis_url}",
-                        "-s", "FRONTIER_SHARDS=4")  # fmt: skip
+        # status reads the crawl with the shard count it recorded, set here or not
+        status = scrapy("status", "site", "--json", "-s", f"REDIS_URL={redis_url}")
         assert status.returncode == 0, status.stderr
         report = json.loads(status.stdout)
         assert report["done"] == report["seen"] > len(items) / 2
@@ -179,3 +179,21 @@ def test_a_sharded_frontier_spreads_one_crawl_over_the_primaries_of_a_cluster(
     assert (sizes.queued, sizes.in_flight) == (0, 0)
     frontier.clear()
     assert not [k for k in all_keys(cluster_client) if k.startswith("{t:")]
+
+
+def test_dead_letters_replay_into_the_shards_the_crawl_recorded(redis_url, redis_client):
+    from extensions.frontier.deadletter import DeadLetters
+
+    redis_client.set("shop:shards", 3)  # a 3-shard crawl; this command is not told so
+    letters = DeadLetters(redis_client, "shop:dlq", node_id="n1")
+    for host in HOSTS[:6]:
+        request = json.dumps({"url": f"http://{host}/p", "callback": "parse_product"})
+        letters.add(kind="http_error", url=f"http://{host}/p", error="500", request=request)
+    result = scrapy("dlq", "shop", "replay", "-s", f"REDIS_URL={redis_url}")
+    assert result.returncode == 0, result.stderr
+    assert "replayed 6 requests" in result.stdout
+    keys = SpiderKeys.for_spider("shop", shards=3)
+    for host in HOSTS[:6]:
+        assert redis_client.zcard(keys.shard(keys.shard_of(host)).queue(host)) == 1
+    assert redis_client.llen("shop:dlq") == 0
+    assert Frontier(redis_client, keys, "n").sizes().queued == 6

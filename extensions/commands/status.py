@@ -120,6 +120,7 @@ class Command(ProjectCommand):
         assert self.settings is not None
         keys = spider_keys(self.settings, args[0])
         server = redis_for_command(self.settings)
+        keys = compat.as_recorded(server, keys)
         node_timeout = self.settings.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT)
         stall_time = self.settings.getfloat("NODE_STALL_TIME", defaults.NODE_STALL_TIME)
         foreign = compat.foreign_state(server, keys)
