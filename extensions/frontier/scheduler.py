@@ -399,12 +399,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         results: list[Any] = []
         if sharded:
             if to_enqueue or to_delay:
-                try:
-                    results = pipe.execute(raise_on_error=False)
-                except redis.RedisError as exc:
-                    self.start_entries.put_back(started)
-                    self.health.failed(exc)
+                written = self._execute(pipe, started)
+                if written is None:
                     return None
+                results = written
                 refused = next((r for r in results if isinstance(r, redis.ResponseError)), None)
                 if refused is not None:
                     # nothing released yet: the releases wait for the next flush
@@ -423,11 +421,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             pipe.hincrby(self.keys.checkpoint, "done", done)
         lease_calls = self.frontier.lease(lease, self.lease_timeout, pipe) if lease else 0
         assert isinstance(lease_calls, int)
-        try:
-            outcomes = pipe.execute(raise_on_error=False)
-        except redis.RedisError as exc:
-            self.start_entries.put_back(started)
-            self.health.failed(exc)
+        outcomes = self._execute(pipe, started)
+        if outcomes is None:
             return None
         leased = None
         if lease_calls:
@@ -460,6 +455,16 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         if to_release:
             self.stats.inc_value("frontier/released", len(to_release))
         return leased
+
+    def _execute(self, pipe: Any, started: list[bytes]) -> list[Any] | None:
+        """The pipeline's results, or None if Redis failed (the start entries it
+        would have acknowledged are put back)."""
+        try:
+            return pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            self.start_entries.put_back(started)
+            self.health.failed(exc)
+            return None
 
     def _count_added(self, to_enqueue: list[Entry], results: list[Any]) -> None:
         if not to_enqueue:
