@@ -28,9 +28,9 @@ def test_a_node_is_healthy_then_stalled_then_not_ready_without_redis(nodes, tmp_
         client.lpush("site:start_urls", quick.url + "/about")
         port = services.free_port()
         nodes.start(
-            "site", server.url, METRICS_PORT=port, METRICS_ADDRESS="127.0.0.1",
-            MAX_IDLE_TIME_BEFORE_CLOSE=0, NODE_STALL_TIME=2, HEALTH_REDIS_GRACE=600,
-            DOWNLOAD_TIMEOUT=120, CONCURRENT_REQUESTS=1,
+            "site", server.url, spider_args={"allow": "/about$"}, METRICS_PORT=port,
+            METRICS_ADDRESS="127.0.0.1", MAX_IDLE_TIME_BEFORE_CLOSE=0, NODE_STALL_TIME=2,
+            HEALTH_REDIS_GRACE=600, DOWNLOAD_TIMEOUT=120, CONCURRENT_REQUESTS=1,
         )  # fmt: skip
         wait_for(lambda: probe(port, "/readyz")[0] == 200, 60, "the node ready")
         wait_for(lambda: client.hget("site:checkpoint", "done") == b"1", 60, "the page done")
@@ -50,7 +50,9 @@ def test_a_node_is_healthy_then_stalled_then_not_ready_without_redis(nodes, tmp_
         # Within HEALTH_REDIS_GRACE an outage makes the node unready, not restarted.
         assert probe(port, "/healthz") == (200, "ok\n")
     finally:
+        for node in nodes.procs:  # its download hangs for a minute: no graceful stop
+            node.kill()
         nodes.stop_all()
         quick.stop()
-        hanging.stop()
+        hanging.stop(timeout=2)  # its handler sleeps: no graceful stop to wait for
         server.stop()
