@@ -3,6 +3,7 @@ hash tag of its own ({NAME:K}), on one Redis and on a Redis Cluster."""
 
 import hashlib
 import json
+import signal
 
 import pytest
 
@@ -12,6 +13,7 @@ from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits
 from tests.test_cluster import all_keys, cluster_client, redis_cluster  # noqa: F401 (fixtures)
+from tests.test_scheduler import wait_for
 from tools import services
 
 HOSTS = [f"host{n}.example" for n in range(24)]
@@ -197,3 +199,53 @@ def test_dead_letters_replay_into_the_shards_the_crawl_recorded(redis_url, redis
         assert redis_client.zcard(keys.shard(keys.shard_of(host)).queue(host)) == 1
     assert redis_client.llen("shop:dlq") == 0
     assert Frontier(redis_client, keys, "n").sizes().queued == 6
+
+
+@pytest.mark.chaos
+def test_kill_9_on_a_sharded_cluster_loses_no_page_and_doubles_no_item(
+    redis_cluster,  # noqa: F811
+    cluster_client,  # noqa: F811
+    mongo_db,
+    nodes,
+):
+    """Two hosts in their shards on a three-primary cluster, the Bloom dupefilter,
+    one host rate-limited, retries and dead letters: one of three nodes killed."""
+    from tests.test_chaos import ALLOW, HOPELESS, SETTINGS, good_pages
+
+    site = services.start_demo_site(latency=0.1)
+    try:
+        mongo_uri, database, db = mongo_db
+        other = site.url.replace("127.0.0.1", "localhost")
+        keys = SpiderKeys.for_spider("site", hash_tag=True, shards=4)
+        assert keys.shard_of("127.0.0.1") != keys.shard_of("localhost")
+        settings = {**SETTINGS, "MONGO_URI": mongo_uri, "MONGO_DATABASE": database,
+                    "REDIS_CLUSTER": True, "FRONTIER_SHARDS": 4, "DUPEFILTER_MODE": "bloom",
+                    "CLUSTER_HOST_RATES": json.dumps({"localhost": 20})}  # fmt: skip
+        cluster_client.lpush(keys.start_urls, site.url + "/category/books", other + "/flaky/")
+        for n in (1, 2, 3):
+            nodes.start("site", redis_cluster.url, spider_args={"allow": ALLOW}, NODE_ID=f"n{n}",
+                        **settings)  # fmt: skip
+        wait_for(lambda: sum(site_hits(site).values()) >= 30, 60, "crawl start")
+        nodes.procs[1].send_signal(signal.SIGKILL)
+        nodes.procs[1].wait(10)
+        codes = nodes.wait(240)
+        assert codes == [0, -signal.SIGKILL, 0], nodes.tail()
+
+        def path(url: str) -> str:
+            return url.removeprefix(site.url).removeprefix(other)
+
+        stored = [path(doc["url"]) for doc in db["site"].find({}, {"url": 1})]
+        assert len(stored) == len(set(stored)), "a page was stored twice"
+        assert set(stored) == good_pages(), "pages lost or extra"
+        letters = [json.loads(raw) for raw in cluster_client.lrange(keys.dlq, 0, -1)]
+        assert {letter["url"] for letter in letters} == {other + page for page in HOPELESS}
+        # the crawl lived in its shards, on more than one primary
+        shard_keys = [k for k in all_keys(cluster_client) if k.startswith("{site:")]
+        assert {cluster_client.get_node_from_key(k).name for k in shard_keys} >= {
+            cluster_client.get_node_from_key(keys.shard(keys.shard_of(h)).ready).name
+            for h in ("127.0.0.1", "localhost")
+        }
+        assert all(cluster_client.zcard(s.delayed) == 0 for s in keys.all_shards())
+        assert not [k for k in all_keys(cluster_client) if k.startswith("{site}:queue:")]
+    finally:
+        site.stop()
