@@ -28,7 +28,7 @@ import pymongo
 import redis
 
 from extensions.pipelines.mongo import MongoStore
-from tools import redis_ceiling, services
+from tools import redis_ceiling, services, shard_spread
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 MONGO_ITEMS = 2000  # documents per store measurement (nx-27017 slows as a collection grows)
@@ -295,7 +295,7 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13,14").split(",")
 REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     STOCK: VARIANTS[STOCK],
@@ -322,6 +322,8 @@ WAKE_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     ),
     OURS: ("shop", {}),
 }
+SPREAD_SHARDS = [1, 12, 48, 96]  # section 14: FRONTIER_SHARDS on a three-primary cluster
+SPREAD_PAGES = 10_000
 SEEN_URLS = 1_000_000
 QUEUED_REQUESTS = 100_000
 
@@ -452,6 +454,7 @@ def main() -> None:
             aof: dict[str, list[float]] = {name: [] for name in AOF_VARIANTS}
             growth: dict[str, list[tuple[int, float, float, float]]] = {}
             ceiling: list[dict] = []
+            spread: list[tuple[int, dict]] = []
             for run in range(RUNS):
                 if "1" in SECTIONS:
                     for name, settings in VARIANTS.items():
@@ -519,6 +522,12 @@ def main() -> None:
                     growth = dupefilter_growth(work)
                 if run == 0 and "13" in SECTIONS:
                     ceiling = [redis_ceiling.measure(server.url, n, 8.0) for n in (1, 2, 3)]
+                if run == 0 and "14" in SECTIONS:  # placement is not noisy: measured once
+                    cluster = services.start_redis_cluster(work / "cluster")
+                    try:
+                        spread = shard_spread.measure(cluster.url, SPREAD_SHARDS, SPREAD_PAGES)
+                    finally:
+                        cluster.stop()
                 if "11" in SECTIONS:
                     for n, name in enumerate(AOF_VARIANTS):  # a directory each: a fresh AOF
                         aof[name].append(aof_per_page(name, work / f"aof-{run}-{n}"))
@@ -534,6 +543,8 @@ def main() -> None:
         report_growth(growth)
     if "13" in SECTIONS:
         redis_ceiling.report(ceiling)
+    if "14" in SECTIONS:
+        shard_spread.report(spread, SPREAD_PAGES)
     if "1" in SECTIONS:
         report(results)
     if "2" in SECTIONS:
