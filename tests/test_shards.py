@@ -249,3 +249,22 @@ def test_kill_9_on_a_sharded_cluster_loses_no_page_and_doubles_no_item(
         assert not [k for k in all_keys(cluster_client) if k.startswith("{site}:queue:")]
     finally:
         site.stop()
+
+
+def test_a_lease_asks_a_moving_window_of_shards_no_more_than_it_wants(redis_client):
+    keys = SpiderKeys.for_spider("t", shards=8)
+    frontier = Frontier(redis_client, keys, "n1")
+    urls = [f"http://{host}/1" for host in HOSTS]
+    frontier.enqueue([entry(u) for u in urls])
+    leased: list = []
+    for _ in range(4 * len(urls)):  # 2 shards asked each time, 1 request from each
+        batch, _ = frontier.lease(2, lease_timeout=600)
+        assert len(batch) <= 2
+        leased += batch
+    assert len(leased) == len(urls)  # no shard starved
+    fresh = Frontier(redis_client, keys, "n2")
+    for _ in range(3):  # three empty windows of two: six of the eight shards seen
+        assert fresh.lease(2, lease_timeout=600)[0] == []
+        assert not fresh.looked_everywhere
+    assert fresh.lease(2, lease_timeout=600)[0] == []
+    assert fresh.looked_everywhere

@@ -202,6 +202,14 @@ class Frontier:
         self._release = server.register_script(load_script("release"))
         self._sizes = server.register_script(load_script("frontier"))
         self._bloom_ready: set[str] = set()  # the bitmaps known to exist, by prefix
+        self.shards = keys.all_shards()  # each shard's keys, built once
+        # A lease asks at most as many shards as it wants requests, a window that
+        # moves on each time: over-leasing many times FRONTIER_FETCH_BATCH from many
+        # shards would starve the other nodes. Empty windows in a row say how much
+        # of the frontier a node has looked through.
+        self._window_start = 0
+        self._empty_windows = 0
+        self._windows_per_cycle = 1
 
     def _by_shard(self, items: Sequence[T], group_of: Callable[[T], str]) -> dict[int, list[T]]:
         parts: dict[int, list[T]] = {}
@@ -221,10 +229,10 @@ class Frontier:
         parts = self._by_shard(entries, lambda entry: entry[1])
         if pipe is not None:
             for shard, part in parts.items():
-                self._enqueue_shard(self.keys.shard(shard), part, pipe)
+                self._enqueue_shard(self.shards[shard], part, pipe)
             return len(parts)
         return Added.combine(
-            [self._enqueue_shard(self.keys.shard(shard), part) for shard, part in parts.items()]
+            [self._enqueue_shard(self.shards[shard], part) for shard, part in parts.items()]
         )
 
     def _enqueue_shard(self, keys: SpiderKeys, entries: list[Entry], pipe: Pipeline | None = None):
@@ -254,7 +262,7 @@ class Frontier:
         """Park (due time in seconds since epoch, group, data) entries until they are due."""
         for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
             mapping = {group.encode() + b"\n" + data: int(due * 1000) for due, group, data in part}
-            (pipe or self.server).zadd(self.keys.shard(shard).delayed, mapping)
+            (pipe or self.server).zadd(self.shards[shard].delayed, mapping)
 
     def _create_bloom_shards(self, keys: SpiderKeys) -> None:
         """Create each bitmap at its full size once: grown bit by bit, Redis would
@@ -280,9 +288,10 @@ class Frontier:
         returned (``lease_result`` reads their results from ``pipe.execute()``).
         A sharded frontier asks every shard for its share in one round trip.
         """
-        each = -(-count // self.keys.shards)
+        window = self._lease_window(count)
+        each = -(-count // len(window))
         target = pipe if pipe is not None else self.server.pipeline(transaction=False)
-        for keys in self.keys.all_shards():
+        for keys in window:
             now = now_ms()
             run_script(
                 self._lease,
@@ -293,26 +302,41 @@ class Frontier:
                 target,
             )  # fmt: skip
         if pipe is not None:
-            return self.keys.shards
+            return len(window)
         return self.lease_result(target.execute())
 
-    @staticmethod
-    def lease_result(results: list[Any]) -> tuple[list[tuple[bytes, bytes]], float | None]:
-        """The leases of one lease call's results (one per shard)."""
+    def _lease_window(self, count: int) -> list[SpiderKeys]:
+        if len(self.shards) <= count:
+            self._windows_per_cycle = 1
+            return self.shards
+        self._windows_per_cycle = -(-len(self.shards) // count)
+        start = self._window_start
+        self._window_start = (start + count) % len(self.shards)
+        return [self.shards[(start + i) % len(self.shards)] for i in range(count)]
+
+    def lease_result(self, results: list[Any]) -> tuple[list[tuple[bytes, bytes]], float | None]:
+        """The leases of one lease call's results (one per shard asked)."""
         leased: list[tuple[bytes, bytes]] = []
         due: list[float] = []
         for members, data, next_due in results:
             leased += zip(members, data, strict=True)
             if next_due:
                 due.append(float(next_due) / 1000)
+        self._empty_windows = 0 if leased else self._empty_windows + 1
         return leased, (min(due) if due and not leased else None)
+
+    @property
+    def looked_everywhere(self) -> bool:
+        """Whether the last leases came back empty from every shard: until then
+        an idle node looks again at once, in the next shards."""
+        return self._empty_windows >= self._windows_per_cycle
 
     def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
         """Drop finished requests (lease members) from this node's leases, and
         their JSON with them."""
         parts = self._by_shard(items, lambda member: connection.text(member.partition(b"\n")[0]))
         for shard, part in parts.items():
-            keys = self.keys.shard(shard)
+            keys = self.shards[shard]
             run_script(self._release, [keys.leases(self.node_id)], [keys.data(""), *part], pipe)
 
     def reclaim(
@@ -327,7 +351,7 @@ class Frontier:
         A sharded frontier does it in each shard (its leases) and under NAME (the
         start leases and the node registry)."""
         now = now_ms()
-        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.keys.all_shards()]
+        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
         requests: dict[str, int] = {}
         start_urls: dict[str, int] = {}
         for keys in scopes:
@@ -349,7 +373,7 @@ class Frontier:
         (a shard's leases are taken back by what its own registry says)."""
         if self.keys.shards == 1:
             return [self.keys.nodes]
-        return [self.keys.nodes, *(keys.nodes for keys in self.keys.all_shards())]
+        return [self.keys.nodes, *(keys.nodes for keys in self.shards)]
 
     def heartbeat(self, pipe: Pipeline | None = None) -> None:
         beat = {self.node_id: now_ms()}
@@ -358,7 +382,7 @@ class Frontier:
 
     def sizes(self) -> FrontierSizes:
         """The whole frontier's sizes: a sharded one's summed over its shards."""
-        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.keys.all_shards()]
+        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
         pipe = self.server.pipeline(transaction=False)
         for keys in scopes:
             run_script(
@@ -387,7 +411,7 @@ class Frontier:
             if entries:
                 push_start_entries(self.server, self.keys, entries, back=True)
                 self.server.delete(self.keys.start_leases(node))
-        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.keys.all_shards()]
+        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
         for keys in scopes:
             doomed = [
                 keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,

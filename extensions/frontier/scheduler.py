@@ -542,6 +542,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             return
         items: list[tuple[bytes, bytes]] = []
         next_due = None
+        outcome = None
         try:
             # the writes waiting and the lease in one round trip
             outcome = self.flush(lease=self.fetch_batch)
@@ -572,6 +573,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self.stats.inc_value("frontier/leased", len(items))
             self._poll_delay = self.idle_poll_min
             self._next_poll = 0.0
+        elif outcome is not None and not self.frontier.looked_everywhere:
+            # the next shards may have work: look there at once, no back-off yet
+            self._next_poll = 0.0
+            self._schedule_wake(0)
         else:
             # Nothing there: look again later, backing off (but no later than the
             # next parked request is due), and wake the engine then so it does
