@@ -44,6 +44,25 @@ def request_json(host: int, n: int) -> bytes:
     ).encode()
 
 
+def page_links(pages: int, hosts: int, rng: random.Random, sent, counter: int) -> tuple[list, int]:
+    """The links ``pages`` pages yield, NEW_SHARE of them new (numbered from
+    ``counter`` on), less those ``sent`` (a node's local cache) already holds:
+    frontier entries, and the counter after them."""
+    entries = []
+    for _ in range(pages * LINKS_PER_PAGE):
+        host = rng.randrange(hosts)
+        if rng.random() < NEW_SHARE:
+            counter += 1
+            n = counter
+        else:
+            n = rng.randrange(1000)  # one of the few everyone links to: seen
+        data = request_json(host, n)
+        fingerprint = hashlib.sha1(data).digest()
+        if sent.add(fingerprint):
+            entries.append((fingerprint, f"host{host}.example", 0, data))
+    return entries, counter
+
+
 def drive(url: str, client_id: int, seconds: float, out: multiprocessing.Queue) -> None:
     from extensions import defaults
     from extensions.frontier.frontier import Frontier, SentFingerprints
@@ -61,19 +80,7 @@ def drive(url: str, client_id: int, seconds: float, out: multiprocessing.Queue) 
         if not leased:
             time.sleep(0.001)
             continue
-        entries = []
-        for _ in leased:
-            for _ in range(LINKS_PER_PAGE):
-                host = rng.randrange(HOSTS)
-                if rng.random() < NEW_SHARE:
-                    counter += 1
-                    n = counter
-                else:
-                    n = rng.randrange(1000)  # one of the few everyone links to: seen
-                data = request_json(host, n)
-                fingerprint = hashlib.sha1(data).digest()
-                if sent.add(fingerprint):
-                    entries.append((fingerprint, f"host{host}.example", 0, data))
+        entries, counter = page_links(len(leased), HOSTS, rng, sent, counter)
         pipe = server.pipeline(transaction=True)
         frontier.enqueue(entries, pipe)
         frontier.release([member for member, _ in leased], pipe)

@@ -12,13 +12,12 @@ Reports each primary's share of the commands and of the memory the crawl took.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import random
 import tempfile
 from pathlib import Path
 
 from tools import services
-from tools.redis_ceiling import LINKS_PER_PAGE, NEW_SHARE, request_json
+from tools.redis_ceiling import page_links, request_json
 
 HOSTS = 500  # hosts the crawl finds links to
 LEASE_BATCH = 16
@@ -42,24 +41,12 @@ def crawl(url: str, shards: int, pages: int) -> dict[str, list[float]]:
     sent = SentFingerprints(100_000)
     seeds = [("", f"host{h}.example", 0, request_json(h, 0)) for h in range(HOSTS)]
     frontier.enqueue(seeds)
-    counter, done = 0, 0
+    counter, done = 10**6, 0  # past the ids of the links everyone repeats
     while done < pages:
         leased, _ = frontier.lease(LEASE_BATCH, 600)
         if not leased:
             break
-        entries = []
-        for _ in leased:
-            for _ in range(LINKS_PER_PAGE):
-                host = rng.randrange(HOSTS)
-                if rng.random() < NEW_SHARE:
-                    counter += 1
-                    n = counter
-                else:
-                    n = rng.randrange(1, 1000)
-                data = request_json(host, n)
-                fingerprint = hashlib.sha1(data).digest()
-                if sent.add(fingerprint):
-                    entries.append((fingerprint, f"host{host}.example", 0, data))
+        entries, counter = page_links(len(leased), HOSTS, rng, sent, counter)
         writes = client.pipeline(transaction=False)  # as a node writes a sharded frontier
         frontier.enqueue(entries, writes)
         writes.execute()
