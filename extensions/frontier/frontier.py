@@ -305,6 +305,11 @@ class Frontier:
             return len(window)
         return self.lease_result(target.execute())
 
+    @property
+    def scopes(self) -> list[SpiderKeys]:
+        """Where the frontier's state lives: under NAME, and in each shard."""
+        return [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
+
     def _lease_window(self, count: int) -> list[SpiderKeys]:
         if len(self.shards) <= count:
             self._windows_per_cycle = 1
@@ -351,10 +356,9 @@ class Frontier:
         A sharded frontier does it in each shard (its leases) and under NAME (the
         start leases and the node registry)."""
         now = now_ms()
-        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
         requests: dict[str, int] = {}
         start_urls: dict[str, int] = {}
-        for keys in scopes:
+        for keys in self.scopes:
             returned, started = self._reclaim(
                 keys=[keys.nodes, keys.ready, keys.start_urls, keys.waiting, keys.frontier],
                 args=[
@@ -382,9 +386,8 @@ class Frontier:
 
     def sizes(self) -> FrontierSizes:
         """The whole frontier's sizes: a sharded one's summed over its shards."""
-        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
         pipe = self.server.pipeline(transaction=False)
-        for keys in scopes:
+        for keys in self.scopes:
             run_script(
                 self._sizes,
                 [keys.start_urls, keys.frontier, keys.nodes, keys.dupefilter, keys.dlq,
@@ -411,8 +414,7 @@ class Frontier:
             if entries:
                 push_start_entries(self.server, self.keys, entries, back=True)
                 self.server.delete(self.keys.start_leases(node))
-        scopes = [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
-        for keys in scopes:
+        for keys in self.scopes:
             doomed = [
                 keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
                 keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
