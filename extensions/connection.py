@@ -165,8 +165,26 @@ def glob_escape(pattern: str) -> str:
     return "".join(f"\\{c}" if c in "*?[]\\" else c for c in pattern)
 
 
-def is_bad_input(exc: redis.ResponseError) -> bool:
-    """True if Redis refused a write because of what was written."""
+# redis-py strips the code from the errors it has a class for, so those are
+# known by their class; the codes above catch any it passes on as they came.
+_SERVER_SIDE_ERRORS = (
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.NoScriptError,
+    redis.exceptions.NoPermissionError,
+    redis.exceptions.ExecAbortError,
+    redis.exceptions.ClusterError,  # CLUSTERDOWN, MASTERDOWN
+    redis.exceptions.AskError,  # ASK, MOVED
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterCrossSlotError,
+)
+
+
+def is_bad_input(exc: Exception) -> bool:
+    """True if Redis refused a write because of what was written: never for a
+    lost connection, a cluster in failover, or a server that is full."""
+    if not isinstance(exc, redis.ResponseError) or isinstance(exc, _SERVER_SIDE_ERRORS):
+        return False
     text = str(exc)
     return not any(marker in text for marker in _SERVER_SIDE)
 

@@ -48,3 +48,31 @@ def test_password_and_database_number(password_redis):
     with pytest.raises(RedisUnavailable, match="refused the credentials") as error:
         connection.connect(f"redis://:wrong@127.0.0.1:{port}/0")
     assert "wrong" not in str(error.value)
+
+
+def test_what_redis_refuses_is_the_entrys_fault_only_when_the_server_is_well(tmp_path):
+    """An entry Redis refuses is dead-lettered, so a full, read-only or gone
+    server must never count as a bad entry."""
+    server = services.start_redis(tmp_path / "redis")
+    client = redis.Redis.from_url(server.url)
+    try:
+
+        def error_of(*command) -> Exception:
+            try:
+                client.execute_command(*command)
+            except redis.RedisError as exc:
+                return exc
+            raise AssertionError(f"{command} was accepted")
+
+        assert connection.is_bad_input(error_of("ZADD", "q", "not-a-number", "m"))
+        client.config_set("maxmemory", 1)  # full: noeviction refuses writes (OOM)
+        assert not connection.is_bad_input(error_of("SET", "k", "v"))
+        client.config_set("maxmemory", 0)
+        client.execute_command("REPLICAOF", "127.0.0.1", services.free_port())
+        assert not connection.is_bad_input(error_of("SET", "k", "v"))  # READONLY
+        client.execute_command("REPLICAOF", "NO", "ONE")
+        server.stop()
+        assert not connection.is_bad_input(error_of("SET", "k", "v"))  # connection lost
+    finally:
+        client.close()
+        server.stop()

@@ -6,6 +6,8 @@ import json
 import signal
 
 import pytest
+import redis
+from redis.cluster import RedisCluster
 
 from extensions import compat, connection
 from extensions.frontier.frontier import Added, Frontier, now_ms
@@ -236,7 +238,7 @@ def test_kill_9_on_a_sharded_cluster_loses_no_page_and_doubles_no_item(
 
         stored = [path(doc["url"]) for doc in db["site"].find({}, {"url": 1})]
         assert len(stored) == len(set(stored)), "a page was stored twice"
-        assert set(stored) == good_pages(), "pages lost or extra"
+        assert set(stored) == good_pages(), f"lost: {good_pages() - set(stored)}"
         letters = [json.loads(raw) for raw in cluster_client.lrange(keys.dlq, 0, -1)]
         assert {letter["url"] for letter in letters} == {other + page for page in HOPELESS}
         # the crawl lived in its shards, on more than one primary
@@ -268,3 +270,64 @@ def test_a_lease_asks_a_moving_window_of_shards_no_more_than_it_wants(redis_clie
         assert not fresh.looked_everywhere
     assert fresh.lease(2, lease_timeout=600)[0] == []
     assert fresh.looked_everywhere
+
+
+@pytest.fixture
+def replicated_cluster(tmp_path):
+    """Three primaries with a replica each, promoted 1 s after its primary goes."""
+    cluster = services.start_redis_cluster(
+        tmp_path / "cluster", replicas=True, node_timeout_ms=1000
+    )
+    yield cluster
+    cluster.stop()
+
+
+@pytest.mark.chaos
+def test_a_primary_failing_over_mid_crawl_loses_no_page_and_doubles_no_item(
+    replicated_cluster, mongo_db, nodes
+):
+    """The primary holding a host's shard is killed (-9) mid-crawl; its replica
+    is promoted, and the nodes ride through the errors and the moved slots."""
+    from tests.test_chaos import ALLOW, HOPELESS, SETTINGS, good_pages
+
+    site = services.start_demo_site(latency=0.1)
+    client = RedisCluster.from_url(replicated_cluster.url)
+    try:
+        mongo_uri, database, db = mongo_db
+        other = site.url.replace("127.0.0.1", "localhost")
+        keys = SpiderKeys.for_spider("site", hash_tag=True, shards=4)
+        settings = {**SETTINGS, "MONGO_URI": mongo_uri, "MONGO_DATABASE": database,
+                    "REDIS_CLUSTER": True, "FRONTIER_SHARDS": 4,
+                    "DUPEFILTER_MODE": "bloom"}  # fmt: skip
+        client.lpush(keys.start_urls, site.url + "/category/books", other + "/flaky/")
+        for n in (1, 2):
+            nodes.start("site", replicated_cluster.url, spider_args={"allow": ALLOW},
+                        NODE_ID=f"n{n}", **settings)  # fmt: skip
+        wait_for(lambda: sum(site_hits(site).values()) >= 30, 60, "crawl start")
+
+        holder = client.get_node_from_key(keys.shard(keys.shard_of("127.0.0.1")).ready)
+        primary = next(n for n in replicated_cluster.nodes if n.url.endswith(f":{holder.port}/0"))
+        index = replicated_cluster.nodes.index(primary)
+        primary.proc.kill()  # no chance to write anything out
+        primary.proc.wait(10)
+        hits_at_failover = sum(site_hits(site).values())
+        replica = redis.Redis.from_url(replicated_cluster.replicas[index].url)
+        wait_for(
+            lambda: replica.info("replication")["role"] == "master", 30, "the replica promoted"
+        )
+        replica.close()
+
+        assert nodes.wait(240) == [0, 0], nodes.tail()
+        assert sum(site_hits(site).values()) > hits_at_failover, "the crawl ended before it"
+
+        def path(url: str) -> str:
+            return url.removeprefix(site.url).removeprefix(other)
+
+        stored = [path(doc["url"]) for doc in db["site"].find({}, {"url": 1})]
+        assert len(stored) == len(set(stored)), "a page was stored twice"
+        assert set(stored) == good_pages(), f"lost: {good_pages() - set(stored)}"
+        letters = [json.loads(raw) for raw in client.lrange(keys.dlq, 0, -1)]
+        assert {letter["url"] for letter in letters} == {other + page for page in HOPELESS}
+    finally:
+        client.close()
+        site.stop()

@@ -403,7 +403,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 if written is None:
                     return None
                 results = written
-                refused = next((r for r in results if isinstance(r, redis.ResponseError)), None)
+                # a cluster pipeline hands back each command's error, connection errors
+                # too: any of them means the writes are not all in
+                refused = next((r for r in results if isinstance(r, redis.RedisError)), None)
                 if refused is not None:
                     # nothing released yet: the releases wait for the next flush
                     self.start_entries.put_back(started)
@@ -435,7 +437,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 leased = self.frontier.lease_result(lease_outcomes)
         if not sharded:
             results = outcomes
-        refused = next((r for r in outcomes if isinstance(r, redis.ResponseError)), None)
+        refused = next((r for r in outcomes if isinstance(r, redis.RedisError)), None)
         if refused is not None:
             if sharded or not connection.is_bad_input(refused):
                 self.start_entries.put_back(started)
