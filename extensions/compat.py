@@ -24,6 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from redis.cluster import RedisCluster
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.python import to_unicode
 from w3lib.url import canonicalize_url
@@ -178,10 +179,36 @@ def start_key_problem(kind: str, spider_keys: keys.SpiderKeys) -> str | None:
             f"{spider_keys.start_type}: {how}")  # fmt: skip
 
 
+# Shards per primary for FRONTIER_SHARDS = "auto": a shard's slot follows its
+# name, so it takes about 30 per primary before each holds within ~15 % of an
+# even share (docs/SCALING.md, `make bench` section 14).
+AUTO_SHARDS_PER_PRIMARY = 32
+
+
+def auto_shards(server: Any, spider_keys: keys.SpiderKeys) -> int:
+    """FRONTIER_SHARDS = "auto": the count the crawl recorded; else 1 for a
+    crawl begun unsharded or on a single Redis; else 32 per primary of the
+    Redis Cluster the node finds (so nodes that start together agree)."""
+    stored = server.get(spider_keys.shards_key)
+    if stored is not None:
+        try:
+            return min(max(int(stored), 1), keys.MAX_SHARDS)
+        except ValueError:
+            return 1  # not a count: shards_problem says so
+    if not isinstance(server, RedisCluster):
+        return 1
+    unsharded = (spider_keys.frontier, spider_keys.dupefilter, spider_keys.bloom_count)
+    if server.exists(*unsharded):
+        return 1
+    return min(len(server.get_primaries()) * AUTO_SHARDS_PER_PRIMARY, keys.MAX_SHARDS)
+
+
 def shards_problem(server: Any, spider_keys: keys.SpiderKeys) -> str | None:
     """Why the crawl in Redis cannot be run with FRONTIER_SHARDS as set, or None:
     a URL's shard follows the shard count, so another count would look for what
     was seen, and queued, in the wrong shards."""
+    if spider_keys.auto_shards:
+        return None  # the node adopts the count the crawl recorded
     stored = server.get(spider_keys.shards_key)
     shards = spider_keys.shards
     if stored is None:
@@ -211,7 +238,9 @@ def as_recorded(server: Any, spider_keys: keys.SpiderKeys) -> keys.SpiderKeys:
         shards = int(stored) if stored is not None else spider_keys.shards
     except ValueError:
         return spider_keys  # not a count: shards_problem says so
-    return dataclasses.replace(spider_keys, shards=shards) if shards >= 1 else spider_keys
+    if shards < 1:
+        return spider_keys
+    return dataclasses.replace(spider_keys, shards=shards, auto_shards=False)
 
 
 def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:

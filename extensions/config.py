@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.misc import load_object
 
-from extensions import compat, defaults, engine
+from extensions import compat, defaults, engine, keys
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 
@@ -46,6 +46,13 @@ def _number(kind: type, low: float | None = None, high: float | None = None, *,
         return None
 
     return check
+
+
+def _shards(settings: BaseSettings, name: str) -> str | None:
+    if str(settings.get(name, defaults.FRONTIER_SHARDS)).strip().lower() == keys.AUTO:
+        return None
+    problem = _number(int, 1, keys.MAX_SHARDS)(settings, name)
+    return f'{problem}, or "auto"' if problem else None
 
 
 def _flag(settings: BaseSettings, name: str) -> str | None:
@@ -159,7 +166,7 @@ CHECKS: dict[str, Check] = {
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_CRAWL_DELAY_MAX": _number(float, 0),
     "FRONTIER_QUEUE_BY": _choice(*QUEUE_BY),
-    "FRONTIER_SHARDS": _number(int, 1, 4096),
+    "FRONTIER_SHARDS": _shards,
     "HOST_PAGE_BUDGET": _number(int, 0),
     "TRAP_CHAIN_LIMIT": _number(int, 0),
     "TRAP_REPEATED_SEGMENTS": _number(int, 0),

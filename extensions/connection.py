@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis._parsers.commands import CommandPolicies, RequestPolicy, ResponsePolicy
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.commands.policies import StaticPolicyResolver
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from scrapy.settings import SETTINGS_PRIORITIES
@@ -113,11 +115,36 @@ def connect(
     return client
 
 
+_KEYED = CommandPolicies(RequestPolicy.DEFAULT_KEYED, ResponsePolicy.DEFAULT_KEYED)
+
+
+class _ScriptsRouteByTheirKeys(StaticPolicyResolver):
+    """redis-py 8's cluster pipeline asks the server where each EVAL goes
+    (COMMAND GETKEYS, with the whole script body: a round trip per script),
+    though the keys are in the command (numkeys), as its direct path knows."""
+
+    def resolve(self, command_name: str) -> CommandPolicies | None:
+        if command_name in ("eval", "evalsha"):
+            return _KEYED
+        return super().resolve(command_name)
+
+
+_SCRIPT_POLICIES = _ScriptsRouteByTheirKeys()
+
+
+class _Cluster(RedisCluster):
+    def pipeline(self, transaction=None, shard_hint=None):
+        pipe = super().pipeline(transaction, shard_hint)
+        pipe._policy_resolver = _SCRIPT_POLICIES  # pipeline() passes none of its own
+        return pipe
+
+
 def _connect_cluster(url: str, options: dict) -> redis.Redis:
     # RedisCluster asks the node for the slot map as it is built, so reaching
     # the cluster is checked here whether or not the caller wants a ping.
     try:
-        return RedisCluster.from_url(url, **options)  # type: ignore[return-value]
+        client = _Cluster.from_url(url, policy_resolver=_SCRIPT_POLICIES, **options)
+        return client  # type: ignore[return-value]
     except redis.AuthenticationError as exc:
         raise RedisUnavailable(f"Redis at {mask_url(url)} refused the credentials: {exc}") from None
     except RedisClusterException as exc:

@@ -68,7 +68,10 @@ CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay ho
 # what a queue is kept per: "host", "domain" (registered domain) or "slot" (the
 # request's download_slot meta when set, else the host)
 FRONTIER_QUEUE_BY = "host"
-FRONTIER_SHARDS = 1  # parts the frontier is split into by host, each under its own hash tag
+# parts the frontier is split into by host, each under its own hash tag: a count,
+# or "auto": the count the crawl recorded, else 1 on a single Redis and 32 per
+# primary on a Redis Cluster
+FRONTIER_SHARDS = "auto"
 HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl; 0 = no limit
 
 # --- crawler traps (extensions/frontier/traps.py); 0 turns a rule off ---

@@ -132,6 +132,9 @@ FINGERPRINTER = "%(name)s:fingerprinter"
 MIGRATING = "%(name)s:migrating:%(what)s"
 SHARDS = "%(name)s:shards"
 
+AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
+MAX_SHARDS = 4096
+
 
 @dataclass(frozen=True)
 class SpiderKeys:
@@ -162,6 +165,9 @@ class SpiderKeys:
     #: tag of its own (``{NAME:K}``); 1 keeps every key under NAME
     shards: int = 1
     shards_key: str = ""
+    #: FRONTIER_SHARDS = "auto" and the count not yet resolved against Redis
+    #: (``for_crawler`` resolves it; a command adopts what the crawl recorded)
+    auto_shards: bool = False
 
     @classmethod
     def for_spider(
@@ -217,21 +223,37 @@ class SpiderKeys:
             "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
         )
         hash_tag = settings.getbool("REDIS_CLUSTER", defaults.REDIS_CLUSTER)
-        return cls.for_spider(
+        shards = shards_setting(settings)
+        keys = cls.for_spider(
             name,
             template,
             hash_tag=hash_tag,
             start_type=start_type(settings),
-            shards=settings.getint("FRONTIER_SHARDS", defaults.FRONTIER_SHARDS),
+            shards=shards or 1,
         )
+        return replace(keys, auto_shards=True) if shards is None else keys
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> SpiderKeys:
-        """The keys of the crawler's spider (its ``redis_key`` template, if any)."""
+        """The keys of the crawler's spider (its ``redis_key`` template, if any),
+        with FRONTIER_SHARDS = "auto" resolved once per crawler against Redis."""
         spidercls = crawler.spidercls
         assert spidercls is not None
         template = getattr(spidercls, "redis_key", None)
-        return cls.from_settings(spidercls.name, crawler.settings, template)
+        keys = cls.from_settings(spidercls.name, crawler.settings, template)
+        if not keys.auto_shards:
+            return keys
+        shards = getattr(crawler, "_frontier_shards", None)
+        if shards is None:
+            from extensions import compat, connection
+
+            server = connection.from_settings(crawler.settings)
+            try:
+                shards = compat.auto_shards(server, keys)
+            finally:
+                server.close()
+            crawler._frontier_shards = shards  # type: ignore[attr-defined]
+        return replace(keys, shards=shards, auto_shards=False)
 
     def leases(self, node: str) -> str:
         return LEASES % {"name": self.prefix, "node": node}
@@ -278,6 +300,14 @@ class SpiderKeys:
         if self.shards == 1:
             return 0
         return zlib.crc32(group.encode("utf-8", "surrogateescape")) % self.shards
+
+
+def shards_setting(settings: BaseSettings) -> int | None:
+    """FRONTIER_SHARDS as a count, or None for "auto"."""
+    value = settings.get("FRONTIER_SHARDS", defaults.FRONTIER_SHARDS)
+    if str(value).strip().lower() == AUTO:
+        return None
+    return int(value)
 
 
 def start_type(settings: BaseSettings) -> str:

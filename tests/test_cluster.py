@@ -5,6 +5,7 @@ import json
 import pytest
 from redis.cluster import RedisCluster
 
+from extensions.keys import SpiderKeys
 from tests.conftest import scrapy
 from tests.test_retry import FLAKY_SETTINGS
 from tests.test_scheduler import SHOP_PAGES, assert_shop_crawled_once, page_hits
@@ -32,9 +33,10 @@ def all_keys(client: RedisCluster) -> list[str]:
     )
 
 
-def test_two_nodes_crawl_the_shop_with_every_key_of_the_spider_in_one_slot(
+def test_two_nodes_crawl_the_shop_with_the_frontier_spread_over_the_cluster_by_default(
     redis_cluster, cluster_client, demo_site, nodes, tmp_path
 ):
+    """FRONTIER_SHARDS = "auto": 32 shards per primary, recorded by the first node."""
     cluster = ("-s", f"REDIS_URL={redis_cluster.url}", "-s", "REDIS_CLUSTER=True")
     seeded = scrapy("seed", "shop", demo_site.url + "/", *cluster)
     assert seeded.returncode == 0, seeded.stderr
@@ -47,10 +49,12 @@ def test_two_nodes_crawl_the_shop_with_every_key_of_the_spider_in_one_slot(
     items = assert_shop_crawled_once(demo_site, tmp_path / "items")
     assert {item["_node"] for item in items} == {"n1", "n2"}
 
+    assert cluster_client.get("{shop}:shards") == b"96"
     keys = all_keys(cluster_client)
-    assert "{shop}:dupefilter" in keys and "{shop}:checkpoint" in keys
-    assert all(key.startswith("{shop}:") for key in keys), keys
-    assert len({cluster_client.keyslot(key) for key in keys}) == 1
+    assert "{shop}:checkpoint" in keys and "{shop}:nodes" in keys  # what users look at
+    shard = SpiderKeys.for_spider("shop", hash_tag=True, shards=96).shard_of("127.0.0.1")
+    assert f"{{shop:{shard}}}:dupefilter" in keys  # the host's dedupe in its shard
+    assert all(key.startswith(("{shop}:", "{shop:")) for key in keys), keys
 
     status = scrapy("status", "shop", "--json", *cluster)
     assert status.returncode == 0, status.stderr
@@ -59,12 +63,25 @@ def test_two_nodes_crawl_the_shop_with_every_key_of_the_spider_in_one_slot(
     assert report["queued"] == report["in_flight"] == 0
 
 
+def test_one_shard_keeps_every_key_of_the_spider_in_one_slot(
+    redis_cluster, cluster_client, demo_site, nodes
+):
+    cluster_client.lpush("{shop}:start_urls", demo_site.url + "/category/books")
+    nodes.start("shop", redis_cluster.url, REDIS_CLUSTER=True, FRONTIER_SHARDS=1,
+                MAX_IDLE_TIME_BEFORE_CLOSE=1)  # fmt: skip
+    assert nodes.wait(120) == [0], nodes.tail()
+    keys = all_keys(cluster_client)
+    assert "{shop}:dupefilter" in keys and "{shop}:shards" not in keys
+    assert all(key.startswith("{shop}:") for key in keys), keys
+    assert len({cluster_client.keyslot(key) for key in keys}) == 1
+
+
 def test_retries_dead_letters_bloom_and_politeness_on_a_cluster(
     redis_cluster, cluster_client, demo_site, nodes
 ):
     cluster_client.lpush("{site}:start_urls", demo_site.url + "/flaky/")
     nodes.start("site", redis_cluster.url, REDIS_CLUSTER=True, DUPEFILTER_MODE="bloom",
-                CLUSTER_HOST_RATE=1000, **FLAKY_SETTINGS)  # fmt: skip
+                FRONTIER_SHARDS=1, CLUSTER_HOST_RATE=1000, **FLAKY_SETTINGS)  # fmt: skip
     assert nodes.wait(120) == [0], nodes.tail()
 
     hits = page_hits(demo_site)

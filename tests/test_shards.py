@@ -331,3 +331,55 @@ def test_a_primary_failing_over_mid_crawl_loses_no_page_and_doubles_no_item(
     finally:
         client.close()
         site.stop()
+
+
+def test_a_lease_asks_the_shards_that_have_work_for_the_bulk_and_looks_into_the_others(
+    redis_client,
+):
+    """One busy host among 32 shards: each lease takes most of what it wants from
+    that host's shard, and work another node adds elsewhere is still found."""
+    keys = SpiderKeys.for_spider("t", shards=32)
+    busy = "busy.example"
+    writer = Frontier(redis_client, keys, "writer")
+    writer.enqueue([entry(f"http://{busy}/{n}") for n in range(200)])
+    node = Frontier(redis_client, keys, "n1")
+    first, _ = node.lease(16, lease_timeout=600)  # a fresh node: it sweeps first
+    batches = [first]
+    for _ in range(6):
+        batch, _ = node.lease(16, lease_timeout=600)
+        assert len(batch) <= 16
+        batches.append(batch)
+    assert all(len(batch) >= 14 for batch in batches[2:]), [len(b) for b in batches]
+    # another node's work in a shard this node has not seen: found within a cycle
+    quiet = next(h for h in HOSTS if keys.shard_of(h) != keys.shard_of(busy))
+    writer.enqueue([entry(f"http://{quiet}/1")])
+    found = []
+    for _ in range(32):
+        found += [m for m, _ in node.lease(16, lease_timeout=600)[0] if quiet.encode() in m]
+        if found:
+            break
+    assert found, "a shard with work was never asked"
+
+
+def test_a_cluster_pipeline_routes_scripts_by_their_keys_without_asking_the_server(
+    redis_cluster,  # noqa: F811
+    cluster_client,  # noqa: F811
+):
+    """redis-py's cluster pipeline would send COMMAND GETKEYS, with the whole
+    script, before each EVAL; the crawler's client knows the keys itself."""
+    client = connection.connect(redis_cluster.url, cluster=True)
+    keys = SpiderKeys.for_spider("t", hash_tag=True, shards=12)
+    frontier = Frontier(client, keys, "n1")
+    primaries = cluster_client.get_primaries()
+    cluster_client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
+    pipe = client.pipeline(transaction=False)
+    frontier.enqueue([entry(f"http://{h}/1") for h in HOSTS], pipe)
+    frontier.lease(16, 600, pipe)
+    pipe.execute()
+
+    def calls(command: str) -> int:
+        stats = [cluster_client.info("commandstats", target_nodes=n) for n in primaries]
+        return sum(s.get(f"cmdstat_{command}", {}).get("calls", 0) for s in stats)
+
+    assert calls("evalsha") + calls("eval") >= len({keys.shard_of(h) for h in HOSTS})
+    assert calls("command|getkeys") == calls("command") == 0

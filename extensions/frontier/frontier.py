@@ -17,6 +17,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from extensions import connection, defaults
+from extensions.frontier.leaseplan import LeasePlanner
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -203,13 +204,8 @@ class Frontier:
         self._sizes = server.register_script(load_script("frontier"))
         self._bloom_ready: set[str] = set()  # the bitmaps known to exist, by prefix
         self.shards = keys.all_shards()  # each shard's keys, built once
-        # A lease asks at most as many shards as it wants requests, a window that
-        # moves on each time: over-leasing many times FRONTIER_FETCH_BATCH from many
-        # shards would starve the other nodes. Empty windows in a row say how much
-        # of the frontier a node has looked through.
-        self._window_start = 0
-        self._empty_windows = 0
-        self._windows_per_cycle = 1
+        self._planner = LeasePlanner(len(self.shards))
+        self._asked: list[int] = []  # the shards the last lease asked, in order
 
     def _by_shard(self, items: Sequence[T], group_of: Callable[[T], str]) -> dict[int, list[T]]:
         parts: dict[int, list[T]] = {}
@@ -227,6 +223,7 @@ class Frontier:
         from ``pipe.execute()``).
         """
         parts = self._by_shard(entries, lambda entry: entry[1])
+        self._planner.mark_hot(parts)
         if pipe is not None:
             for shard, part in parts.items():
                 self._enqueue_shard(self.shards[shard], part, pipe)
@@ -286,23 +283,25 @@ class Frontier:
         delayed request is due in seconds since epoch, if nothing was leased);
         with ``pipe``, one call per shard is queued on it and their number
         returned (``lease_result`` reads their results from ``pipe.execute()``).
-        A sharded frontier asks every shard for its share in one round trip.
+        A sharded frontier asks the shards that last had work for the bulk and
+        a few others in turn (``leaseplan``), in one round trip.
         """
-        window = self._lease_window(count)
-        each = -(-count // len(window))
+        plan = self._planner.plan(count)
+        self._asked = [shard for shard, _ in plan]
         target = pipe if pipe is not None else self.server.pipeline(transaction=False)
-        for keys in window:
+        for shard, wanted in plan:
+            keys = self.shards[shard]
             now = now_ms()
             run_script(
                 self._lease,
                 [keys.leases(self.node_id), keys.nodes, keys.delayed, keys.ready, keys.waiting,
                  keys.frontier, keys.rates, keys.crawl_delay],
-                [each, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
+                [wanted, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
                  keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data("")],
                 target,
             )  # fmt: skip
         if pipe is not None:
-            return len(window)
+            return len(plan)
         return self.lease_result(target.execute())
 
     @property
@@ -310,31 +309,25 @@ class Frontier:
         """Where the frontier's state lives: under NAME, and in each shard."""
         return [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
 
-    def _lease_window(self, count: int) -> list[SpiderKeys]:
-        if len(self.shards) <= count:
-            self._windows_per_cycle = 1
-            return self.shards
-        self._windows_per_cycle = -(-len(self.shards) // count)
-        start = self._window_start
-        self._window_start = (start + count) % len(self.shards)
-        return [self.shards[(start + i) % len(self.shards)] for i in range(count)]
-
     def lease_result(self, results: list[Any]) -> tuple[list[tuple[bytes, bytes]], float | None]:
         """The leases of one lease call's results (one per shard asked)."""
         leased: list[tuple[bytes, bytes]] = []
         due: list[float] = []
-        for members, data, next_due in results:
+        outcome = []
+        for shard, (members, data, next_due) in zip(self._asked, results, strict=True):
             leased += zip(members, data, strict=True)
+            outcome.append((shard, len(members), bool(next_due)))
             if next_due:
                 due.append(float(next_due) / 1000)
-        self._empty_windows = 0 if leased else self._empty_windows + 1
+        self._planner.record(outcome)
         return leased, (min(due) if due and not leased else None)
 
     @property
     def looked_everywhere(self) -> bool:
-        """Whether the last leases came back empty from every shard: until then
-        an idle node looks again at once, in the next shards."""
-        return self._empty_windows >= self._windows_per_cycle
+        """Whether the last lease came back empty and every shard has been
+        looked into since work was last found: until then an idle node looks
+        again at once, in other shards."""
+        return self._planner.looked_everywhere
 
     def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
         """Drop finished requests (lease members) from this node's leases, and
