@@ -38,6 +38,9 @@ BAD_VALUES = [
     ("ITEM_STORE_BATCH_SIZE", 0),
     ("ITEM_STORE_FLUSH_INTERVAL", 0),
     ("START_URL_META_KEYS", [""]),
+    ("FRONTIER_SHARDS", 0),
+    ("FRONTIER_SHARDS", "some"),
+    ("FRONTIER_SHARDS", 5000),
 ]
 
 

@@ -8,9 +8,10 @@ import signal
 import pytest
 import redis
 from redis.cluster import RedisCluster
+from scrapy.settings import Settings
 
 from extensions import compat, connection
-from extensions.frontier.frontier import Added, Frontier, now_ms
+from extensions.frontier.frontier import Added, Frontier, execute, now_ms
 from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits
@@ -107,6 +108,30 @@ def test_changing_the_shard_count_of_a_crawl_is_refused(redis_client):
         assert problem and "set it back to 3" in problem
 
 
+def test_auto_takes_the_recorded_count_else_one_on_a_single_redis_else_32_per_primary(
+    redis_client,
+    redis_cluster,  # noqa: F811
+    cluster_client,  # noqa: F811
+):
+    auto = SpiderKeys.from_settings("t", Settings({"FRONTIER_SHARDS": "auto"}))
+    assert auto.auto_shards and compat.shards_problem(redis_client, auto) is None
+    assert compat.auto_shards(redis_client, auto) == 1
+    redis_client.set(auto.shards_key, 7)  # a crawl begun with 7: every node adopts it
+    assert compat.auto_shards(redis_client, auto) == 7
+    assert compat.shards_problem(redis_client, auto) is None
+    assert compat.as_recorded(redis_client, auto).shards == 7
+
+    client = connection.connect(redis_cluster.url, cluster=True)
+    on_cluster = SpiderKeys.from_settings("t", Settings({"REDIS_CLUSTER": True}))
+    assert on_cluster.auto_shards  # "auto" is the default
+    assert compat.auto_shards(client, on_cluster) == 3 * compat.AUTO_SHARDS_PER_PRIMARY
+    Frontier(client, on_cluster, "n1").enqueue([entry("http://a.example/")])
+    assert compat.auto_shards(client, on_cluster) == 1  # a crawl begun unsharded stays so
+    explicit = SpiderKeys.from_settings("t", Settings({"REDIS_CLUSTER": True,
+                                                       "FRONTIER_SHARDS": 4}))  # fmt: skip
+    assert not explicit.auto_shards and compat.shards_problem(client, explicit)
+
+
 def test_scrapy_crawl_refuses_another_shard_count_with_one_line(redis_url, redis_client):
     redis_client.set("shop:shards", 4)
     result = scrapy("crawl", "shop", "-s", f"REDIS_URL={redis_url}", "-s", "FRONTIER_SHARDS=2")
@@ -160,7 +185,7 @@ def test_a_sharded_frontier_spreads_one_crawl_over_the_primaries_of_a_cluster(
     calls = frontier.enqueue([entry(u) for u in urls], pipe)
     frontier.heartbeat(pipe)
     assert calls == len({keys.shard_of(h) for h in HOSTS})
-    assert Added.combine(pipe.execute()[:calls]).new == len(urls)
+    assert Added.combine(execute(pipe)[:calls]).new == len(urls)
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.seen) == (len(urls), len(urls))
 
@@ -178,7 +203,7 @@ def test_a_sharded_frontier_spreads_one_crawl_over_the_primaries_of_a_cluster(
     assert len(leased) == len(urls)
     pipe = client.pipeline(transaction=False)
     frontier.release([member for member, _ in leased], pipe)
-    pipe.execute()
+    execute(pipe)
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight) == (0, 0)
     frontier.clear()
@@ -361,25 +386,33 @@ def test_a_lease_asks_the_shards_that_have_work_for_the_bulk_and_looks_into_the_
     assert found, "a shard with work was never asked"
 
 
-def test_a_cluster_pipeline_routes_scripts_by_their_keys_without_asking_the_server(
+def test_a_cluster_pipeline_routes_scripts_by_their_keys_and_runs_those_redis_lost_again(
     redis_cluster,  # noqa: F811
     cluster_client,  # noqa: F811
 ):
-    """redis-py's cluster pipeline would send COMMAND GETKEYS, with the whole
-    script, before each EVAL; the crawler's client knows the keys itself."""
+    """Outside a transaction scripts go by their hash (EVALSHA); redis-py's
+    cluster pipeline would ask the server where each goes (COMMAND GETKEYS, with
+    the whole script) and the crawler's client does not. Scripts Redis no longer
+    has (a restart, a failover) are loaded and run again, in their place."""
     client = connection.connect(redis_cluster.url, cluster=True)
     keys = SpiderKeys.for_spider("t", hash_tag=True, shards=12)
     frontier = Frontier(client, keys, "n1")
     primaries = cluster_client.get_primaries()
+    cluster_client.script_flush()  # on every primary
     cluster_client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
     pipe = client.pipeline(transaction=False)
-    frontier.enqueue([entry(f"http://{h}/1") for h in HOSTS], pipe)
-    frontier.lease(16, 600, pipe)
-    pipe.execute()
+    calls = frontier.enqueue([entry(f"http://{h}/1") for h in HOSTS], pipe)
+    pipe.hincrby(keys.checkpoint, "done", 1)
+    assert isinstance(calls, int)
+    results = execute(pipe)
+    assert Added.combine(results[:calls]).new == len(HOSTS)
+    assert results[calls] == 1
+    assert frontier.sizes().queued == len(HOSTS)
 
-    def calls(command: str) -> int:
+    def count(command: str) -> int:
         stats = [cluster_client.info("commandstats", target_nodes=n) for n in primaries]
         return sum(s.get(f"cmdstat_{command}", {}).get("calls", 0) for s in stats)
 
-    assert calls("evalsha") + calls("eval") >= len({keys.shard_of(h) for h in HOSTS})
-    assert calls("command|getkeys") == calls("command") == 0
+    assert count("evalsha") >= 2 * calls  # each failed once (NOSCRIPT), then ran
+    assert count("eval") == 0
+    assert count("command|getkeys") == count("command") == 0

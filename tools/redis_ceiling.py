@@ -63,13 +63,29 @@ def page_links(pages: int, hosts: int, rng: random.Random, sent, counter: int) -
     return entries, counter
 
 
-def drive(url: str, client_id: int, seconds: float, out: multiprocessing.Queue) -> None:
-    from extensions import defaults
-    from extensions.frontier.frontier import Frontier, SentFingerprints
+def _frontier(url: str, name: str, shards: int, cluster: bool):
+    from extensions import connection
+    from extensions.frontier.frontier import Frontier
     from extensions.keys import SpiderKeys
 
-    server = redis.Redis.from_url(url)
-    frontier = Frontier(server, SpiderKeys.for_spider("ceiling"), f"client{client_id}")
+    server = connection.connect(url, cluster=cluster)
+    keys = SpiderKeys.for_spider("ceiling", hash_tag=cluster, shards=shards)
+    return server, Frontier(server, keys, name)
+
+
+def drive(
+    url: str,
+    client_id: int,
+    seconds: float,
+    out: multiprocessing.Queue,
+    shards: int = 1,
+    cluster: bool = False,
+    hosts: int = HOSTS,
+) -> None:
+    from extensions import defaults
+    from extensions.frontier.frontier import SentFingerprints, execute
+
+    server, frontier = _frontier(url, f"client{client_id}", shards, cluster)
     sent = SentFingerprints(defaults.DUPEFILTER_LOCAL_CACHE)  # as a node drops repeats
     rng = random.Random(client_id)
     counter = client_id * 10**9
@@ -80,30 +96,44 @@ def drive(url: str, client_id: int, seconds: float, out: multiprocessing.Queue) 
         if not leased:
             time.sleep(0.001)
             continue
-        entries, counter = page_links(len(leased), HOSTS, rng, sent, counter)
-        pipe = server.pipeline(transaction=True)
+        entries, counter = page_links(len(leased), hosts, rng, sent, counter)
+        # as the scheduler flushes: one transaction on one slot; across shards,
+        # the writes first and the releases once they are in
+        pipe = server.pipeline(transaction=shards == 1)
         frontier.enqueue(entries, pipe)
+        if shards > 1:
+            execute(pipe)
+            pipe = server.pipeline(transaction=False)
         frontier.release([member for member, _ in leased], pipe)
         pipe.hincrby(frontier.keys.checkpoint, "done", len(leased))
-        pipe.execute()
+        execute(pipe)
         pages += len(leased)
     out.put(pages)
 
 
-def measure(url: str, clients: int, seconds: float) -> dict[str, float]:
-    from extensions.frontier.frontier import Frontier
-    from extensions.keys import SpiderKeys
-
-    server = redis.Redis.from_url(url)
-    server.flushall()
-    seed = Frontier(server, SpiderKeys.for_spider("ceiling"), "seed")
-    seeds = [(h, 10**8 + n) for h in range(HOSTS) for n in range(200)]
+def measure(
+    url: str,
+    clients: int,
+    seconds: float,
+    *,
+    shards: int = 1,
+    cluster: bool = False,
+    hosts: int = HOSTS,
+) -> dict:
+    """Pages/s ``clients`` processes get through, and each primary's CPU."""
+    server, seed = _frontier(url, "seed", shards, cluster)
+    primaries = _primaries(server)
+    for client in primaries:
+        client.flushall()
+    seeds = [(h, 10**8 + n) for h in range(hosts) for n in range(200 * HOSTS // hosts)]
     seed.enqueue([("", f"host{h}.example", 0, request_json(h, n)) for h, n in seeds])
-    server.config_resetstat()
-    cpu_before = _redis_cpu(server)
+    for client in primaries:
+        client.config_resetstat()
+    cpu_before = [_redis_cpu(client) for client in primaries]
     out: multiprocessing.Queue = multiprocessing.Queue()
     procs = [
-        multiprocessing.Process(target=drive, args=(url, n, seconds, out)) for n in range(clients)
+        multiprocessing.Process(target=drive, args=(url, n, seconds, out, shards, cluster, hosts))
+        for n in range(clients)
     ]
     began = time.monotonic()
     for proc in procs:
@@ -112,18 +142,37 @@ def measure(url: str, clients: int, seconds: float) -> dict[str, float]:
     for proc in procs:
         proc.join(30)
     took = time.monotonic() - began
-    busy = (_redis_cpu(server) - cpu_before) / took
-    stats = server.info("commandstats")
+    per_primary = [
+        (_redis_cpu(client) - before) / took
+        for client, before in zip(primaries, cpu_before, strict=True)
+    ]
+    busy = sum(per_primary)
+    stats: dict[str, dict] = {}
+    for client in primaries:
+        for name, values in client.info("commandstats").items():
+            stats.setdefault(name, {"usec": 0})["usec"] += values["usec"]
+        client.close()
     total_usec = sum(v["usec"] for v in stats.values()) or 1
     top = sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:4]
     server.close()
     return {
         "clients": clients,
+        "shards": shards,
         "pages_per_s": pages / took,
         "redis_core": busy,
+        "per_primary": per_primary,
         "ceiling": pages / took / busy if busy else 0.0,
         "time_share": {k.removeprefix("cmdstat_"): v["usec"] / total_usec for k, v in top},
     }
+
+
+def _primaries(server) -> list[redis.Redis]:
+    """A plain client per primary (the server itself when it is not a cluster)."""
+    from redis.cluster import RedisCluster
+
+    if not isinstance(server, RedisCluster):
+        return [redis.Redis(connection_pool=server.connection_pool)]
+    return [redis.Redis(host=node.host, port=node.port) for node in server.get_primaries()]
 
 
 def _redis_cpu(server: redis.Redis) -> float:

@@ -27,7 +27,7 @@ def crawl(url: str, shards: int, pages: int) -> dict[str, list[float]]:
     """Drive ``pages`` pages through a ``shards``-shard frontier; per primary, its
     share of the commands and of the memory the crawl added."""
     from extensions import connection
-    from extensions.frontier.frontier import Frontier, SentFingerprints
+    from extensions.frontier.frontier import Frontier, SentFingerprints, execute
     from extensions.keys import SpiderKeys
 
     client = connection.connect(url, cluster=True)
@@ -49,11 +49,11 @@ def crawl(url: str, shards: int, pages: int) -> dict[str, list[float]]:
         entries, counter = page_links(len(leased), HOSTS, rng, sent, counter)
         writes = client.pipeline(transaction=False)  # as a node writes a sharded frontier
         frontier.enqueue(entries, writes)
-        writes.execute()
+        execute(writes)
         releases = client.pipeline(transaction=False)
         frontier.release([member for member, _ in leased], releases)
         releases.hincrby(keys.checkpoint, "done", len(leased))
-        releases.execute()
+        execute(releases)
         done += len(leased)
     commands = _per_primary(
         client, primaries, lambda r: sum(v["calls"] for v in r.info("commandstats").values())

@@ -19,6 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from extensions.frontier.frontier import execute
 from extensions.frontier.groups import group_for
 from extensions.frontier.serializer import entry_problem
 
@@ -110,7 +111,7 @@ class DeadLetters:
             # dont_filter: it was seen, and is to be fetched again
             frontier.enqueue([("", group, int(request.get("priority", 0)), data)], pipe)
             removals.lrem(self.key, -1, raw)  # type: ignore[arg-type]  # bytes go as they are
-        pipe.execute()
+        execute(pipe)
         if sharded:
             removals.execute()
         return len(chosen), unreplayable

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import redis
+from redis.cluster import TransactionStrategy
+
 from extensions import connection, defaults
 from extensions.frontier.leaseplan import LeasePlanner
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
-    import redis
     from redis.client import Pipeline
     from redis.commands.core import Script
 
@@ -100,14 +102,50 @@ class SentFingerprints:
 
 def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = None):
     """Call ``script``, or queue it on ``pipe`` (its result then comes from
-    ``pipe.execute()``)."""
-    if pipe is not None:
-        # EVAL carries the script itself, where redis-py would send EVALSHA after
-        # a SCRIPT EXISTS round trip before every execute: one trip fewer per
-        # flush, no NOSCRIPT failing one command inside a MULTI block after a
-        # Redis restart, and cluster pipelines, which refuse EVALSHA, take it.
+    ``execute(pipe)``).
+
+    In a transaction the script goes as EVAL, carrying itself: a script Redis
+    does not know (after a restart or a failover) would fail inside the
+    transaction, which cannot be run again in part; and redis-py would send
+    SCRIPT EXISTS before every execute. Outside one it goes as EVALSHA, 40
+    bytes instead of a few KB that Redis would hash on every call (a sharded
+    flush sends one per shard it touches); ``execute`` runs any that Redis no
+    longer knows again in full.
+    """
+    if pipe is None:
+        return script(keys=keys, args=args)
+    if _in_transaction(pipe):
         return pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
-    return script(keys=keys, args=args)
+    queued: dict[int, tuple[Script, list, list]] = pipe.__dict__.setdefault(_BY_HASH, {})
+    queued[len(pipe)] = (script, keys, args)
+    return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+_BY_HASH = "_scripts_by_hash"  # on a pipeline: its EVALSHA commands, by position
+
+
+def _in_transaction(pipe: Pipeline) -> bool:
+    strategy = getattr(pipe, "_execution_strategy", None)
+    if strategy is not None:  # a cluster pipeline (its ``transaction`` is a method)
+        return isinstance(strategy, TransactionStrategy)
+    return bool(pipe.transaction)
+
+
+def execute(pipe: Pipeline, *, raise_on_error: bool = True) -> list[Any]:
+    """``pipe.execute()``; each script Redis did not know is loaded and run
+    again on its own (it did not run: NOSCRIPT), in its place in the results."""
+    results = pipe.execute(raise_on_error=False)
+    for index, (script, keys, args) in pipe.__dict__.pop(_BY_HASH, {}).items():
+        if isinstance(results[index], redis.exceptions.NoScriptError):
+            try:
+                results[index] = script(keys=keys, args=args)  # loads it, then runs it
+            except redis.RedisError as exc:
+                results[index] = exc
+    if raise_on_error:
+        failed = next((r for r in results if isinstance(r, Exception)), None)
+        if failed is not None:
+            raise failed
+    return results
 
 
 def push_start_entries(
@@ -302,7 +340,7 @@ class Frontier:
             )  # fmt: skip
         if pipe is not None:
             return len(plan)
-        return self.lease_result(target.execute())
+        return self.lease_result(execute(target))
 
     @property
     def scopes(self) -> list[SpiderKeys]:
@@ -388,7 +426,7 @@ class Frontier:
                 [keys.leases_prefix(), keys.start_leases(""), keys.start_type],
                 pipe,
             )  # fmt: skip
-        totals = [sum(int(v) for v in column) for column in zip(*pipe.execute(), strict=True)]
+        totals = [sum(int(v) for v in column) for column in zip(*execute(pipe), strict=True)]
         return FrontierSizes(*totals)
 
     def clear(self) -> None:

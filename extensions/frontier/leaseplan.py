@@ -17,6 +17,9 @@ from collections.abc import Iterable
 # cold shards a busy node looks into per lease: enough to find work another
 # node put there within (shards / LEASE_PROBES) leases, cheap when they are empty
 LEASE_PROBES = 2
+# requests asked of each hot shard at least: a shard holds many hosts, and a
+# script call per request would cost Redis more than the request itself
+HOT_SHARE = 4
 
 
 class LeasePlanner:
@@ -47,7 +50,7 @@ class LeasePlanner:
         if probes == 0 and cold:  # one request wanted: hot and cold shards take turns
             self._alternate = not self._alternate
             probes = 1 if self._alternate else 0
-        take = min(len(hot), width - probes)
+        take = min(len(hot), width - probes, max((count - probes) // HOT_SHARE, 1))
         asked_hot = hot[:take]
         self._hot_cursor += take
         self._probed = self._next_cold(probes)

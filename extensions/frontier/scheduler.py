@@ -36,7 +36,7 @@ from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import Added, Entry, Frontier, SentFingerprints
+from extensions.frontier.frontier import Added, Entry, Frontier, SentFingerprints, execute
 from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, START_ENTRY, priority_problem
@@ -462,7 +462,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         """The pipeline's results, or None if Redis failed (the start entries it
         would have acknowledged are put back)."""
         try:
-            return pipe.execute(raise_on_error=False)
+            return execute(pipe, raise_on_error=False)
         except redis.RedisError as exc:
             self.start_entries.put_back(started)
             self.health.failed(exc)
