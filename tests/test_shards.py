@@ -416,3 +416,34 @@ def test_a_cluster_pipeline_routes_scripts_by_their_keys_and_runs_those_redis_lo
     assert count("evalsha") >= 2 * calls  # each failed once (NOSCRIPT), then ran
     assert count("eval") == 0
     assert count("command|getkeys") == count("command") == 0
+
+
+def test_a_heartbeat_reads_and_reclaims_a_turn_of_shards_and_every_shard_in_a_few(
+    redis_client,
+):
+    """With many shards a heartbeat visits 16 of them (and NAME), not all."""
+    from extensions.frontier.frontier import HEARTBEAT_SHARDS
+
+    keys = SpiderKeys.for_spider("t", shards=40)
+    hosts = [f"h{n}.example" for n in range(400)]
+    node = Frontier(redis_client, keys, "n1")
+    node.enqueue([entry(f"http://{h}/") for h in hosts])
+    leased: list = []
+    while batch := node.lease(64, lease_timeout=600)[0]:
+        leased += batch
+    assert len(leased) == len(hosts)
+    for registry in node.registries():  # the node is dead
+        redis_client.zadd(registry, {"n1": now_ms() - 60_000})
+    other = Frontier(redis_client, keys, "n2")
+    assert other.sizes().in_flight == len(hosts)
+    rounds = -(-40 // HEARTBEAT_SHARDS)
+    returned = [sum(other.reclaim(node_timeout=30, in_turn=True).requests.values())]
+    assert 0 < returned[0] < len(hosts)  # one turn's shards
+    for _ in range(rounds - 1):
+        returned.append(sum(other.reclaim(node_timeout=30, in_turn=True).requests.values()))
+    assert sum(returned) == len(hosts)  # every shard within a few heartbeats
+    sizes = other.sizes(in_turn=True)
+    assert sizes.in_flight > 0  # the shards not in this turn, as last read
+    for _ in range(rounds - 1):
+        sizes = other.sizes(in_turn=True)
+    assert (sizes.in_flight, sizes.queued) == (0, len(hosts))

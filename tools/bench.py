@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pymongo
 import redis
+from redis.cluster import RedisCluster
 
 from extensions.pipelines.mongo import MongoStore
 from tools import redis_ceiling, services, shard_spread
@@ -104,9 +105,18 @@ class Figures:
         return statistics.median(s.reactor_round_trips / s.pages for s in self.samples)
 
 
-def redis_calls(client: redis.Redis) -> int:
-    stats = client.info("commandstats")
-    return sum(v["calls"] for k, v in stats.items() if not k.endswith(("info", "config")))
+def redis_calls(client: redis.Redis | RedisCluster) -> int:
+    if isinstance(client, RedisCluster):  # one dict per primary
+        per_node = client.info("commandstats", target_nodes=RedisCluster.PRIMARIES)
+        stats_list = list(per_node.values())
+    else:
+        stats_list = [client.info("commandstats")]
+    return sum(
+        v["calls"]
+        for stats in stats_list
+        for k, v in stats.items()
+        if not k.endswith(("info", "config", "cluster", "command"))
+    )
 
 
 def crawl_once(
@@ -118,13 +128,23 @@ def crawl_once(
     spider: str = "shop",
     spider_args: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
+    cluster: bool = False,
 ) -> Sample:
-    client = redis.Redis.from_url(redis_url)
-    client.flushall()
-    client.config_resetstat()
+    client: redis.Redis | RedisCluster
+    if cluster:
+        client = RedisCluster.from_url(redis_url)
+        client.flushall(target_nodes=RedisCluster.PRIMARIES)
+        client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
+        settings = {**settings, "REDIS_CLUSTER": "True"}
+    else:
+        client = redis.Redis.from_url(redis_url)
+        client.flushall()
+        client.config_resetstat()
     site = services.start_demo_site()
     try:
-        client.lpush(f"{spider}:start_urls", site.url + "/")
+        client.lpush(
+            f"{{{spider}}}:start_urls" if cluster else f"{spider}:start_urls", site.url + "/"
+        )
         if spider == "plain_shop":  # no Redis: its start URL is an argument
             spider_args = {**(spider_args or {}), "start": site.url + "/"}
         settings = {k: v.replace("{workdir}", str(workdir)) for k, v in settings.items()}
@@ -295,7 +315,7 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13,14").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13,14,15").split(",")
 REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     STOCK: VARIANTS[STOCK],
@@ -324,6 +344,13 @@ WAKE_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
 }
 SPREAD_SHARDS = [1, 12, 48, 96]  # section 14: FRONTIER_SHARDS on a three-primary cluster
 SPREAD_PAGES = 10_000
+# section 15: one node's crawl on a single Redis and on a three-primary cluster
+SHARDING_VARIANTS: dict[str, tuple[bool, dict[str, str]]] = {
+    "single Redis (FRONTIER_SHARDS auto: 1)": (False, {}),
+    "3-primary cluster, one slot (FRONTIER_SHARDS=1)": (True, {"FRONTIER_SHARDS": "1"}),
+    "3-primary cluster, FRONTIER_SHARDS auto (96)": (True, {}),
+}
+CEILING_HOSTS = 500  # enough to put work in all 96 shards
 SEEN_URLS = 1_000_000
 QUEUED_REQUESTS = 100_000
 
@@ -455,6 +482,11 @@ def main() -> None:
             growth: dict[str, list[tuple[int, float, float, float]]] = {}
             ceiling: list[dict] = []
             spread: list[tuple[int, dict]] = []
+            sharding = {name: Figures() for name in SHARDING_VARIANTS}
+            sharded_ceiling: list[dict] = []
+            cluster = None
+            if "15" in SECTIONS:
+                cluster = services.start_redis_cluster(work / "cluster-15")
             for run in range(RUNS):
                 if "1" in SECTIONS:
                     for name, settings in VARIANTS.items():
@@ -528,6 +560,21 @@ def main() -> None:
                         spread = shard_spread.measure(cluster.url, SPREAD_SHARDS, SPREAD_PAGES)
                     finally:
                         cluster.stop()
+                if "15" in SECTIONS and cluster is not None:
+                    for name, (on_cluster, settings) in SHARDING_VARIANTS.items():
+                        url = cluster.url if on_cluster else server.url
+                        sharding[name].samples.append(
+                            crawl_once(url, settings, 1, work / f"shard-{run}", cluster=on_cluster)
+                        )
+                    if run == 0:
+                        for shards in (1, 96):
+                            for clients in (1, 2):
+                                sharded_ceiling.append(
+                                    redis_ceiling.measure(
+                                        cluster.url, clients, 8.0, shards=shards,
+                                        cluster=True, hosts=CEILING_HOSTS,
+                                    )
+                                )  # fmt: skip
                 if "11" in SECTIONS:
                     for n, name in enumerate(AOF_VARIANTS):  # a directory each: a fresh AOF
                         aof[name].append(aof_per_page(name, work / f"aof-{run}-{n}"))
@@ -535,6 +582,8 @@ def main() -> None:
         finally:
             server.stop()
             proxy.stop()
+            if cluster is not None:
+                cluster.stop()
             if mongo is not None:
                 mongo.stop()
     if "11" in SECTIONS:
@@ -545,6 +594,8 @@ def main() -> None:
         redis_ceiling.report(ceiling)
     if "14" in SECTIONS:
         shard_spread.report(spread, SPREAD_PAGES)
+    if "15" in SECTIONS:
+        report_sharding(sharding, sharded_ceiling)
     if "1" in SECTIONS:
         report(results)
     if "2" in SECTIONS:
@@ -775,6 +826,22 @@ def report(results: dict[str, Figures]) -> None:
     print(f"   this project vs stock scrapy-redis: {ours / stock:.2f}x; "
           f"vs plain Scrapy: {ours / plain:.2f}x; with CLUSTER_HOST_RATE vs without: "
           f"{results[POLITE].rate / ours:.2f}x")  # fmt: skip
+
+
+def report_sharding(sharding: dict[str, Figures], ceiling: list[dict]) -> None:
+    print(f"\n15. The cost of sharding: one node, the shop crawl (one host), median of {RUNS}")
+    base = sharding[next(iter(sharding))]
+    for name, figures in sharding.items():
+        print(f"   {name:50s} {figures.rate:8.0f} pages/s {figures.rate / base.rate:6.2f}x   "
+              f"{figures.cpu_ms_per_page:5.2f} CPU ms/page   "
+              f"{figures.calls_per_page:5.2f} Redis commands/page")  # fmt: skip
+    print(f"   The Redis ceiling on the cluster (section 13's load generator, {CEILING_HOSTS} "
+          "hosts; Redis and the clients share this machine's cores):")  # fmt: skip
+    for row in ceiling:
+        cpu = " / ".join(f"{part:.0%}" for part in row["per_primary"])
+        print(f"   FRONTIER_SHARDS={row['shards']:<3} {row['clients']} client"
+              f"{'s' if row['clients'] > 1 else ' '} {row['pages_per_s']:7.0f} pages/s   "
+              f"primaries' CPU {cpu}   -> {row['ceiling']:6.0f} pages/s per busy core")  # fmt: skip
 
 
 def report_scale(scale: dict[int, Figures]) -> None:

@@ -121,6 +121,7 @@ def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = N
     return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
 
+HEARTBEAT_SHARDS = 16  # shards a heartbeat reads sizes from and reclaims in
 _BY_HASH = "_scripts_by_hash"  # on a pipeline: its EVALSHA commands, by position
 
 
@@ -244,6 +245,8 @@ class Frontier:
         self.shards = keys.all_shards()  # each shard's keys, built once
         self._planner = LeasePlanner(len(self.shards))
         self._asked: list[int] = []  # the shards the last lease asked, in order
+        self._round_start: dict[str, int] = {}  # the next heartbeat's first shard
+        self._scope_sizes: dict[int, list[int]] = {}  # sizes() per scope, last read
 
     def _by_shard(self, items: Sequence[T], group_of: Callable[[T], str]) -> dict[int, list[T]]:
         parts: dict[int, list[T]] = {}
@@ -347,6 +350,16 @@ class Frontier:
         """Where the frontier's state lives: under NAME, and in each shard."""
         return [self.keys] if self.keys.shards == 1 else [self.keys, *self.shards]
 
+    def _next_round(self, purpose: str) -> list[int]:
+        """Indexes into ``scopes`` for a heartbeat's ``purpose``: NAME, and the
+        next HEARTBEAT_SHARDS shards in turn, so a heartbeat's cost does not
+        grow with the shard count (each shard is seen every few heartbeats)."""
+        if len(self.shards) <= HEARTBEAT_SHARDS:
+            return list(range(len(self.scopes)))
+        start = self._round_start.get(purpose, 0)
+        self._round_start[purpose] = (start + HEARTBEAT_SHARDS) % len(self.shards)
+        return [0] + [1 + (start + n) % len(self.shards) for n in range(HEARTBEAT_SHARDS)]
+
     def lease_result(self, results: list[Any]) -> tuple[list[tuple[bytes, bytes]], float | None]:
         """The leases of one lease call's results (one per shard asked)."""
         leased: list[tuple[bytes, bytes]] = []
@@ -381,23 +394,30 @@ class Frontier:
         *,
         closing_node: str = "",
         forget_after: float = defaults.NODE_FORGET_AFTER,
+        in_turn: bool = False,
     ) -> Reclaimed:
         """Return leases of dead nodes (start leases too), expired leases, and
         those of ``closing_node``; forget nodes silent for ``forget_after`` seconds.
         A sharded frontier does it in each shard (its leases) and under NAME (the
-        start leases and the node registry)."""
+        start leases and the node registry); ``in_turn``, under NAME and in the
+        heartbeat's turn of shards."""
         now = now_ms()
+        scopes = self.scopes
+        chosen = self._next_round("reclaim") if in_turn else range(len(scopes))
+        pipe = self.server.pipeline(transaction=False)
+        for index in chosen:
+            keys = scopes[index]
+            run_script(
+                self._reclaim,
+                [keys.nodes, keys.ready, keys.start_urls, keys.waiting, keys.frontier],
+                [now, now - int(node_timeout * 1000), keys.leases_prefix(), closing_node,
+                 now - int(forget_after * 1000), keys.node(""), keys.start_leases(""),
+                 keys.start_type, keys.queue(""), keys.data("")],
+                pipe,
+            )  # fmt: skip
         requests: dict[str, int] = {}
         start_urls: dict[str, int] = {}
-        for keys in self.scopes:
-            returned, started = self._reclaim(
-                keys=[keys.nodes, keys.ready, keys.start_urls, keys.waiting, keys.frontier],
-                args=[
-                    now, now - int(node_timeout * 1000), keys.leases_prefix(), closing_node,
-                    now - int(forget_after * 1000), keys.node(""), keys.start_leases(""),
-                    keys.start_type, keys.queue(""), keys.data(""),
-                ],
-            )  # fmt: skip
+        for returned, started in execute(pipe):
             for totals, counts in ((requests, _counts(returned)), (start_urls, _counts(started))):
                 for node, count in counts.items():
                     totals[node] = totals.get(node, 0) + count
@@ -415,10 +435,15 @@ class Frontier:
         for registry in self.registries():
             (pipe or self.server).zadd(registry, beat)
 
-    def sizes(self) -> FrontierSizes:
-        """The whole frontier's sizes: a sharded one's summed over its shards."""
+    def sizes(self, in_turn: bool = False) -> FrontierSizes:
+        """The whole frontier's sizes: a sharded one's summed over its shards.
+        ``in_turn`` reads NAME and the heartbeat's turn of shards, and takes
+        the others as they were last read."""
+        scopes = self.scopes
+        chosen = self._next_round("sizes") if in_turn else range(len(scopes))
         pipe = self.server.pipeline(transaction=False)
-        for keys in self.scopes:
+        for index in chosen:
+            keys = scopes[index]
             run_script(
                 self._sizes,
                 [keys.start_urls, keys.frontier, keys.nodes, keys.dupefilter, keys.dlq,
@@ -426,8 +451,10 @@ class Frontier:
                 [keys.leases_prefix(), keys.start_leases(""), keys.start_type],
                 pipe,
             )  # fmt: skip
-        totals = [sum(int(v) for v in column) for column in zip(*execute(pipe), strict=True)]
-        return FrontierSizes(*totals)
+        for index, counts in zip(chosen, execute(pipe), strict=True):
+            self._scope_sizes[index] = [int(v) for v in counts]
+        read = self._scope_sizes.values() if in_turn else [self._scope_sizes[i] for i in chosen]
+        return FrontierSizes(*(sum(column) for column in zip(*read, strict=True)))
 
     def clear(self) -> None:
         """Forget the crawl: queue, seen fingerprints, every node's leases and

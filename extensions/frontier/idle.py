@@ -65,9 +65,9 @@ class ClusterDuties:
 
     def _heartbeat(self) -> None:
         try:
-            sizes = self.frontier.sizes()
+            sizes = self.frontier.sizes(in_turn=True)
             self.checkpoint.write(self.stats, sizes)
-            self._reclaim()
+            self._reclaim(in_turn=True)
             if time.monotonic() - self._last_cluster_log >= self.log_interval:
                 self._log_cluster(sizes)
         except redis.RedisError as exc:
@@ -90,10 +90,13 @@ class ClusterDuties:
             alive,
         )  # fmt: skip
 
-    def _reclaim(self, closing_node: str = "") -> dict[str, int]:
+    def _reclaim(self, closing_node: str = "", in_turn: bool = False) -> dict[str, int]:
         """Reclaim; returns {node: requests returned to the queue}."""
         returned = self.frontier.reclaim(
-            self.node_timeout, closing_node=closing_node, forget_after=self.node_forget_after
+            self.node_timeout,
+            closing_node=closing_node,
+            forget_after=self.node_forget_after,
+            in_turn=in_turn,
         )
         for node, count in returned.start_urls.items():
             logger.warning(
