@@ -63,19 +63,6 @@ def test_two_nodes_crawl_the_shop_with_the_frontier_spread_over_the_cluster_by_d
     assert report["queued"] == report["in_flight"] == 0
 
 
-def test_one_shard_keeps_every_key_of_the_spider_in_one_slot(
-    redis_cluster, cluster_client, demo_site, nodes
-):
-    cluster_client.lpush("{shop}:start_urls", demo_site.url + "/category/books")
-    nodes.start("shop", redis_cluster.url, REDIS_CLUSTER=True, FRONTIER_SHARDS=1,
-                MAX_IDLE_TIME_BEFORE_CLOSE=1)  # fmt: skip
-    assert nodes.wait(120) == [0], nodes.tail()
-    keys = all_keys(cluster_client)
-    assert "{shop}:dupefilter" in keys and "{shop}:shards" not in keys
-    assert all(key.startswith("{shop}:") for key in keys), keys
-    assert len({cluster_client.keyslot(key) for key in keys}) == 1
-
-
 def test_retries_dead_letters_bloom_and_politeness_on_a_cluster(
     redis_cluster, cluster_client, demo_site, nodes
 ):
@@ -91,6 +78,8 @@ def test_retries_dead_letters_bloom_and_politeness_on_a_cluster(
     keys = all_keys(cluster_client)
     assert any(key.startswith("{site}:bloom:") for key in keys)
     assert "{site}:rates" in keys and "{site}:host:127.0.0.1" in keys  # politeness state
+    # FRONTIER_SHARDS=1: every key of the spider in one slot, as before shards
+    assert "{site}:shards" not in keys and all(key.startswith("{site}:") for key in keys)
     assert len({cluster_client.keyslot(key) for key in keys}) == 1
 
     listed = scrapy("dlq", "site", "list", "--json", "-s", f"REDIS_URL={redis_cluster.url}",

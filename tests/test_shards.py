@@ -228,56 +228,6 @@ def test_dead_letters_replay_into_the_shards_the_crawl_recorded(redis_url, redis
     assert Frontier(redis_client, keys, "n").sizes().queued == 6
 
 
-@pytest.mark.chaos
-def test_kill_9_on_a_sharded_cluster_loses_no_page_and_doubles_no_item(
-    redis_cluster,  # noqa: F811
-    cluster_client,  # noqa: F811
-    mongo_db,
-    nodes,
-):
-    """Two hosts in their shards on a three-primary cluster, the Bloom dupefilter,
-    one host rate-limited, retries and dead letters: one of three nodes killed."""
-    from tests.test_chaos import ALLOW, HOPELESS, SETTINGS, good_pages
-
-    site = services.start_demo_site(latency=0.1)
-    try:
-        mongo_uri, database, db = mongo_db
-        other = site.url.replace("127.0.0.1", "localhost")
-        keys = SpiderKeys.for_spider("site", hash_tag=True, shards=4)
-        assert keys.shard_of("127.0.0.1") != keys.shard_of("localhost")
-        settings = {**SETTINGS, "MONGO_URI": mongo_uri, "MONGO_DATABASE": database,
-                    "REDIS_CLUSTER": True, "FRONTIER_SHARDS": 4, "DUPEFILTER_MODE": "bloom",
-                    "CLUSTER_HOST_RATES": json.dumps({"localhost": 20})}  # fmt: skip
-        cluster_client.lpush(keys.start_urls, site.url + "/category/books", other + "/flaky/")
-        for n in (1, 2, 3):
-            nodes.start("site", redis_cluster.url, spider_args={"allow": ALLOW}, NODE_ID=f"n{n}",
-                        **settings)  # fmt: skip
-        wait_for(lambda: sum(site_hits(site).values()) >= 30, 60, "crawl start")
-        nodes.procs[1].send_signal(signal.SIGKILL)
-        nodes.procs[1].wait(10)
-        codes = nodes.wait(240)
-        assert codes == [0, -signal.SIGKILL, 0], nodes.tail()
-
-        def path(url: str) -> str:
-            return url.removeprefix(site.url).removeprefix(other)
-
-        stored = [path(doc["url"]) for doc in db["site"].find({}, {"url": 1})]
-        assert len(stored) == len(set(stored)), "a page was stored twice"
-        assert set(stored) == good_pages(), f"lost: {good_pages() - set(stored)}"
-        letters = [json.loads(raw) for raw in cluster_client.lrange(keys.dlq, 0, -1)]
-        assert {letter["url"] for letter in letters} == {other + page for page in HOPELESS}
-        # the crawl lived in its shards, on more than one primary
-        shard_keys = [k for k in all_keys(cluster_client) if k.startswith("{site:")]
-        assert {cluster_client.get_node_from_key(k).name for k in shard_keys} >= {
-            cluster_client.get_node_from_key(keys.shard(keys.shard_of(h)).ready).name
-            for h in ("127.0.0.1", "localhost")
-        }
-        assert all(cluster_client.zcard(s.delayed) == 0 for s in keys.all_shards())
-        assert not [k for k in all_keys(cluster_client) if k.startswith("{site}:queue:")]
-    finally:
-        site.stop()
-
-
 def test_a_lease_asks_a_moving_window_of_shards_no_more_than_it_wants(redis_client):
     keys = SpiderKeys.for_spider("t", shards=8)
     frontier = Frontier(redis_client, keys, "n1")
@@ -308,11 +258,14 @@ def replicated_cluster(tmp_path):
 
 
 @pytest.mark.chaos
-def test_a_primary_failing_over_mid_crawl_loses_no_page_and_doubles_no_item(
+def test_a_node_killed_and_a_primary_failing_over_mid_crawl_lose_no_page_and_double_no_item(
     replicated_cluster, mongo_db, nodes
 ):
-    """The primary holding a host's shard is killed (-9) mid-crawl; its replica
-    is promoted, and the nodes ride through the errors and the moved slots."""
+    """Two hosts in their shards on a three-primary cluster with replicas, the
+    Bloom dupefilter, one host rate-limited, retries and dead letters: one of
+    three nodes is killed (-9), then the primary holding a host's shard (-9);
+    its replica is promoted, and the nodes ride through the errors and the
+    moved slots."""
     from tests.test_chaos import ALLOW, HOPELESS, SETTINGS, good_pages
 
     site = services.start_demo_site(latency=0.1)
@@ -321,14 +274,17 @@ def test_a_primary_failing_over_mid_crawl_loses_no_page_and_doubles_no_item(
         mongo_uri, database, db = mongo_db
         other = site.url.replace("127.0.0.1", "localhost")
         keys = SpiderKeys.for_spider("site", hash_tag=True, shards=4)
+        assert keys.shard_of("127.0.0.1") != keys.shard_of("localhost")
         settings = {**SETTINGS, "MONGO_URI": mongo_uri, "MONGO_DATABASE": database,
-                    "REDIS_CLUSTER": True, "FRONTIER_SHARDS": 4,
-                    "DUPEFILTER_MODE": "bloom"}  # fmt: skip
+                    "REDIS_CLUSTER": True, "FRONTIER_SHARDS": 4, "DUPEFILTER_MODE": "bloom",
+                    "CLUSTER_HOST_RATES": json.dumps({"localhost": 20})}  # fmt: skip
         client.lpush(keys.start_urls, site.url + "/category/books", other + "/flaky/")
-        for n in (1, 2):
+        for n in (1, 2, 3):
             nodes.start("site", replicated_cluster.url, spider_args={"allow": ALLOW},
                         NODE_ID=f"n{n}", **settings)  # fmt: skip
         wait_for(lambda: sum(site_hits(site).values()) >= 30, 60, "crawl start")
+        nodes.procs[1].send_signal(signal.SIGKILL)
+        nodes.procs[1].wait(10)
 
         holder = client.get_node_from_key(keys.shard(keys.shard_of("127.0.0.1")).ready)
         primary = next(n for n in replicated_cluster.nodes if n.url.endswith(f":{holder.port}/0"))
@@ -342,7 +298,7 @@ def test_a_primary_failing_over_mid_crawl_loses_no_page_and_doubles_no_item(
         )
         replica.close()
 
-        assert nodes.wait(240) == [0, 0], nodes.tail()
+        assert nodes.wait(240) == [0, -signal.SIGKILL, 0], nodes.tail()
         assert sum(site_hits(site).values()) > hits_at_failover, "the crawl ended before it"
 
         def path(url: str) -> str:
@@ -353,6 +309,8 @@ def test_a_primary_failing_over_mid_crawl_loses_no_page_and_doubles_no_item(
         assert set(stored) == good_pages(), f"lost: {good_pages() - set(stored)}"
         letters = [json.loads(raw) for raw in client.lrange(keys.dlq, 0, -1)]
         assert {letter["url"] for letter in letters} == {other + page for page in HOPELESS}
+        assert all(client.zcard(s.delayed) == 0 for s in keys.all_shards())
+        assert not [k for k in all_keys(client) if k.startswith("{site}:queue:")]
     finally:
         client.close()
         site.stop()
