@@ -16,6 +16,9 @@ and other schemes, redirects there, a huge response, a page with 300,000
 links (``demosite/hostile.py``). ``/trap/`` (not linked either) leads into
 crawler traps: an endless calendar, a looping path, endless filter combinations
 (``demosite/traps.py``).
+``/sitemap.xml`` (named in robots.txt) is a sitemap index of
+``/sitemap-categories.xml`` and one ``/sitemap-products-CATEGORY.xml`` per category,
+each URL with a lastmod.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt.
 """
@@ -118,7 +121,49 @@ async def product(request: web.Request) -> web.Response:
 async def robots(request: web.Request) -> web.Response:
     delay = request.app["crawl_delay"]
     text = ROBOTS + (f"Crawl-delay: {delay}\n" if delay else "")
+    text += f"Sitemap: {_origin(request)}/sitemap.xml\n"
     return web.Response(text=text, content_type="text/plain")
+
+
+def _origin(request: web.Request) -> str:
+    return f"{request.scheme}://{request.host}"
+
+
+def _xml(body: str) -> web.Response:
+    text = f'<?xml version="1.0" encoding="UTF-8"?>\n{body}'
+    return web.Response(text=text, content_type="application/xml")
+
+
+SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+
+
+async def sitemap_index(request: web.Request) -> web.Response:
+    """A sitemap index (named in robots.txt): the categories, and the products
+    of each category in a sitemap of their own."""
+    origin = _origin(request)
+    parts = ["categories"] + [f"products-{c}" for c in catalog.CATEGORIES]
+    entries = "".join(f"<sitemap><loc>{origin}/sitemap-{p}.xml</loc></sitemap>" for p in parts)
+    return _xml(f'<sitemapindex xmlns="{SITEMAP_NS}">{entries}</sitemapindex>')
+
+
+async def sitemap(request: web.Request) -> web.Response:
+    """Every category's first page, or one category's products, each with a lastmod."""
+    origin = _origin(request)
+    part = request.match_info["part"]
+    category = part.removeprefix("products-")
+    if part == "categories":
+        paths = [(f"/category/{c}", "2026-11-01") for c in catalog.CATEGORIES]
+    elif category in catalog.CATEGORIES:
+        paths = [
+            (f"/product/{i}", f"2026-11-{1 + i % 28:02d}") for i in catalog.product_ids(category)
+        ]
+    else:
+        raise web.HTTPNotFound()
+    urls = "".join(
+        f"<url><loc>{origin}{path}</loc><lastmod>{lastmod}</lastmod></url>"
+        for path, lastmod in paths
+    )
+    return _xml(f'<urlset xmlns="{SITEMAP_NS}">{urls}</urlset>')
 
 
 async def private(request: web.Request) -> web.Response:
@@ -184,6 +229,8 @@ def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     app.router.add_get("/category/{name}", category)
     app.router.add_get("/product/{id}", product)
     app.router.add_get("/robots.txt", robots)
+    app.router.add_get("/sitemap.xml", sitemap_index)
+    app.router.add_get("/sitemap-{part}.xml", sitemap)
     app.router.add_get("/private/{rest:.*}", private)
     app.router.add_get("/flaky/", flaky_index)
     app.router.add_get("/flaky/{kind}/{n}", flaky)

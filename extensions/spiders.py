@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
-from scrapy.spiders import CrawlSpider
+from scrapy.spiders import CrawlSpider, SitemapSpider
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
@@ -160,7 +160,15 @@ class DistributedMixin:
 
         Raise InvalidStartURL for an entry that must be dead-lettered.
         """
-        return parse_entry(data, self.start_entry_rules).to_request()
+        entry = parse_entry(data, self.start_entry_rules)
+        if entry.sitemap:
+            if not isinstance(self, SitemapSpider):
+                raise InvalidStartURL(
+                    f"a sitemap entry, but spider {self.name!r} does not read sitemaps "
+                    "(base it on DistributedSitemapSpider)"
+                )
+            return entry.to_request(callback=self._parse_sitemap)
+        return entry.to_request()
 
     def _read_start_urls_when_idle(self) -> None:
         found = False
@@ -189,3 +197,17 @@ class DistributedSpider(DistributedMixin, Spider):
 
 class DistributedCrawlSpider(DistributedMixin, CrawlSpider):
     """A ``CrawlSpider`` (rules) fed from Redis."""
+
+
+class DistributedSitemapSpider(DistributedMixin, SitemapSpider):
+    """A ``SitemapSpider`` (``sitemap_urls``, ``sitemap_rules``, ``sitemap_follow``)
+    fed from Redis too: entries pushed with ``scrapy seed NAME --sitemap URL`` (a
+    sitemap, a sitemap index or a robots.txt) are read as sitemaps, other entries
+    as pages. Sitemaps and the URLs they list go through the frontier's
+    dupefilter, so every node may start from the same ``sitemap_urls`` and each
+    sitemap and page is still fetched once by the whole cluster."""
+
+    def _own_start_requests(self) -> Iterable[Any]:
+        for url in self.sitemap_urls:
+            yield Request(url, callback=self._parse_sitemap)
+        yield from super()._own_start_requests()

@@ -2,7 +2,7 @@
 
 from scrapy import Request, Spider
 
-from extensions.spiders import DistributedSpider
+from extensions.spiders import DistributedSitemapSpider, DistributedSpider
 
 
 class OwnStartSpider(DistributedSpider):
@@ -77,3 +77,14 @@ class PlainSpider(Spider):
 
     def parse(self, response):
         yield {"url": response.url}
+
+
+class BooksSitemapSpider(DistributedSitemapSpider):
+    """The books' product pages, found from robots.txt through the sitemap index."""
+
+    name = "books_sitemap"
+    sitemap_follow = [r"sitemap\.xml$", r"-books\.xml$"]
+    sitemap_rules = [("/product/", "parse_product")]
+
+    def parse_product(self, response):
+        yield {"url": response.url, "name": response.css(".name::text").get()}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
+from scrapy.spiders import SitemapSpider
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import InvalidStartURL
@@ -23,7 +25,7 @@ PUSH_BATCH = 1000
 
 class Command(ProjectCommand):
     def syntax(self) -> str:
-        return "NAME [URL ...] [-f FILE]"
+        return "NAME [URL ...] [-f FILE] [--sitemap]"
 
     def short_desc(self) -> str:
         return "Validate start URLs and push them to the spider's Redis start list"
@@ -43,6 +45,11 @@ class Command(ProjectCommand):
         parser.add_argument(
             "-f", "--file", dest="files", action="append", default=[], metavar="FILE",
             help="read entries from FILE, one per line ('-' = standard input)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--sitemap", action="store_true",
+            help="the URLs are sitemaps, sitemap indexes or robots.txt files to read page "
+                 "URLs from (the spider must be a DistributedSitemapSpider)",
         )  # fmt: skip
         parser.add_argument(
             "--score", type=float, default=0.0,
@@ -65,6 +72,13 @@ class Command(ProjectCommand):
                 f"spider {name!r} does not read start URLs from Redis (make it a "
                 "DistributedSpider or DistributedCrawlSpider): nothing would take them"
             )
+        if opts.sitemap:
+            if not issubclass(spidercls, SitemapSpider):
+                raise UsageError(
+                    f"spider {name!r} does not read sitemaps (make it a "
+                    "DistributedSitemapSpider): --sitemap entries would be refused"
+                )
+            entries = [_as_sitemap(entry) for entry in entries]
 
         rules = EntryRules.from_settings(self.settings)
         valid: list[str] = []
@@ -88,6 +102,20 @@ class Command(ProjectCommand):
         print(f", refused {refused}" if refused else "")
         if refused:
             self.exitcode = 1
+
+
+def _as_sitemap(entry: str) -> str:
+    """A URL, or a JSON entry, marked as a sitemap to read."""
+    text = entry.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text  # refused, with the reason, when checked
+        if isinstance(data, dict):
+            return json.dumps({**data, "sitemap": True})
+        return text
+    return json.dumps({"url": text, "sitemap": True})
 
 
 def _read_entries(path: str) -> list[str]:

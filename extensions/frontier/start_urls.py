@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from extensions.keys import SpiderKeys
 
-_KNOWN_KEYS = {"url", "meta", "priority", "method", "dont_filter"}
+_KNOWN_KEYS = {"url", "meta", "priority", "method", "dont_filter", "sitemap"}
 MAX_ENTRY_BYTES = 1024 * 1024  # an entry longer than this is not read as JSON
 
 
@@ -107,6 +107,8 @@ class StartEntry:
     method: str = "GET"
     dont_filter: bool = False
     formdata: dict[str, str] = field(default_factory=dict)
+    #: a sitemap (or robots.txt) to read URLs from: ``"sitemap": true``
+    sitemap: bool = False
 
     def to_request(self, **kwargs: Any) -> Request:
         common = {
@@ -173,7 +175,11 @@ def parse_entry(raw: bytes | str, rules: EntryRules = DEFAULT_RULES) -> StartEnt
     dont_filter = data.get("dont_filter", rules.dont_filter)
     if not isinstance(dont_filter, bool):
         raise InvalidStartURL("'dont_filter' must be true or false")
+    sitemap = data.get("sitemap", False)
+    if not isinstance(sitemap, bool):
+        raise InvalidStartURL("'sitemap' must be true or false")
     return StartEntry(
+        sitemap=sitemap,
         url=validate_url(url, rules),
         meta=meta,
         priority=priority,
