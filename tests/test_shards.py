@@ -169,6 +169,25 @@ def test_two_nodes_crawl_two_hosts_once_on_a_sharded_frontier(
         report = json.loads(status.stdout)
         assert report["done"] == report["seen"] > len(items) / 2
         assert report["queued"] == report["in_flight"] == 0
+        # and one shard at a time: the shards' seen URLs add up to the crawl's
+        redis_args = ("-s", f"REDIS_URL={redis_url}")
+        seen = 0
+        for shard in range(4):
+            one = scrapy("status", "site", "--json", "--shard", str(shard), *redis_args)
+            assert one.returncode == 0, one.stderr
+            part = json.loads(one.stdout)
+            assert (part["shard"], part["shards"], part["keys"]) == (
+                shard,
+                4,
+                f"{{site:{shard}}}:*",
+            )
+            seen += part["seen"]
+        assert seen == report["seen"]
+        hosts = scrapy("status", "site", "--hosts", "--json", "--shard",
+                       str(keys.shard_of("localhost")), *redis_args)  # fmt: skip
+        assert [row["host"] for row in json.loads(hosts.stdout)["hosts"]] == ["localhost"]
+        wrong = scrapy("status", "site", "--shard", "4", *redis_args)
+        assert wrong.returncode != 0 and "--shard must be from 0 to 3" in wrong.stderr
     finally:
         site.stop()
 

@@ -16,7 +16,13 @@ from scrapy.exceptions import UsageError
 
 from extensions import compat, defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.observability.status import crawl_status, host_status, top_errors
+from extensions.observability.status import (
+    SHARD_FIELDS,
+    crawl_status,
+    host_status,
+    shard_status,
+    top_errors,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -73,6 +79,12 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
     return "\n".join(lines)
 
 
+def render_shard(report: dict[str, Any]) -> str:
+    head = f"{report['spider']}: shard {report['shard']} of {report['shards']}"
+    counts = ", ".join(f"{report[k]} {k.replace('_', ' ')}" for k in SHARD_FIELDS)
+    return f"{head} ({report['keys']})\n{counts}"
+
+
 def render_hosts(rows: list[dict[str, Any]]) -> str:
     lines = [
         f"{'host':32s} {'queued':>8s} {'flight':>6s} {'fetched':>8s} {'rate/s':>7s} "
@@ -94,7 +106,9 @@ def render_hosts(rows: list[dict[str, Any]]) -> str:
 
 class Command(ProjectCommand):
     def syntax(self) -> str:
-        return "NAME [--json] [--watch [--interval S] [--count N]] [--hosts [--limit N]]"
+        return (
+            "NAME [--json] [--watch [--interval S] [--count N]] [--hosts [--limit N]] [--shard K]"
+        )
 
     def short_desc(self) -> str:
         return "Show a distributed crawl's progress, frontier and nodes"
@@ -111,6 +125,9 @@ class Command(ProjectCommand):
                             help="the busiest hosts (queue groups) instead")  # fmt: skip
         parser.add_argument("--limit", type=int, default=20, metavar="N",
                             help="with --hosts, at most N hosts (default 20; 0 = all)")  # fmt: skip
+        parser.add_argument("--shard", type=int, default=None, metavar="K",
+                            help="one shard of a sharded frontier (FRONTIER_SHARDS): "
+                                 "its sizes, or with --hosts its hosts")  # fmt: skip
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -126,9 +143,20 @@ class Command(ProjectCommand):
         foreign = compat.foreign_state(server, keys)
         if foreign:
             raise SystemExit("error: " + "\n       ".join(foreign))
+        if opts.shard is not None:
+            if not 0 <= opts.shard < keys.shards:
+                raise UsageError(
+                    f"--shard must be from 0 to {keys.shards - 1}: the crawl of "
+                    f"{keys.name} has {keys.shards} shard{'s' if keys.shards > 1 else ''}"
+                )
+            if not opts.hosts:
+                report = shard_status(server, keys, opts.shard)
+                print(json.dumps(report) if opts.json else render_shard(report))
+                return
         if opts.hosts:
             budget = self.settings.getint("HOST_PAGE_BUDGET", defaults.HOST_PAGE_BUDGET)
-            rows = host_status(server, keys, budget, opts.limit or None)
+            scope = keys if opts.shard is None else keys.shard(opts.shard)
+            rows = host_status(server, scope, budget, opts.limit or None)
             print(json.dumps({"hosts": rows}) if opts.json else render_hosts(rows))
             return
 

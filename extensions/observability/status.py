@@ -93,6 +93,22 @@ def crawl_status(
     }
 
 
+SHARD_FIELDS = ("queued", "in_flight", "delayed", "seen", "hosts", "ready_hosts")
+
+
+def shard_status(server: redis.Redis, keys: SpiderKeys, shard: int) -> dict[str, Any]:
+    """One shard of a sharded frontier: its sizes, where its keys are."""
+    scope = keys.shard(shard)
+    sizes = Frontier(server, scope, node_id="").sizes()
+    return {
+        "spider": keys.name,
+        "shard": shard,
+        "shards": keys.shards,
+        "keys": f"{scope.prefix}:*",
+        **{field: getattr(sizes, field) for field in SHARD_FIELDS},
+    }
+
+
 def host_status(
     server: redis.Redis, keys: SpiderKeys, budget: int = 0, limit: int | None = None
 ) -> list[dict[str, Any]]:
