@@ -16,6 +16,9 @@ and other schemes, redirects there, a huge response, a page with 300,000
 links (``demosite/hostile.py``). ``/trap/`` (not linked either) leads into
 crawler traps: an endless calendar, a looping path, endless filter combinations
 (``demosite/traps.py``).
+``/changing/`` (not linked) lists pages whose content changes every
+CHANGE_EVERY requests, with ETag and Last-Modified, answering 304 to a
+conditional request that matches (``GET /__not_modified`` counts those).
 ``/sitemap.xml`` (named in robots.txt) is a sitemap index of
 ``/sitemap-categories.xml`` and one ``/sitemap-products-CATEGORY.xml`` per category,
 each URL with a lastmod.
@@ -200,6 +203,41 @@ async def flaky(request: web.Request) -> web.Response:
     return page(f"Flaky {kind} {request.match_info['n']}", f"<p>{kind} recovered</p>")
 
 
+CHANGING_PAGES = 3
+CHANGE_EVERY = 3  # requests (304s included) between two versions of a changing page
+
+
+async def changing_index(request: web.Request) -> web.Response:
+    links = "".join(
+        f"<li><a href='/changing/{n}'>page {n}</a></li>" for n in range(1, CHANGING_PAGES + 1)
+    )
+    return page("Changing pages", f"<h1>Changing pages</h1><ul>{links}</ul>")
+
+
+async def changing(request: web.Request) -> web.Response:
+    """A page whose content changes every CHANGE_EVERY requests, with an ETag and
+    a Last-Modified per version, answering 304 to a request that has it."""
+    n = request.match_info["n"]
+    if not n.isdigit() or not 1 <= int(n) <= CHANGING_PAGES:
+        raise web.HTTPNotFound()
+    version = (request.app["hits"][request.path_qs] - 1) // CHANGE_EVERY
+    etag = f'"{n}-v{version}"'
+    modified = time.strftime(
+        "%a, %d %b %Y %H:%M:%S GMT", time.gmtime(1_767_225_600 + version * 86400)
+    )
+    validators = {"ETag": etag, "Last-Modified": modified}
+    if request.headers.get("If-None-Match") == etag:
+        request.app["not_modified"][request.path_qs] += 1
+        return web.Response(status=304, headers=validators)
+    response = page(f"Changing {n}", f"<p>version {version}</p>")
+    response.headers.update(validators)
+    return response
+
+
+async def not_modified(request: web.Request) -> web.Response:
+    return web.json_response(dict(request.app["not_modified"]))
+
+
 async def hits(request: web.Request) -> web.Response:
     return web.json_response(dict(request.app["hits"]))
 
@@ -222,6 +260,7 @@ def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     app = web.Application(middlewares=[count_hits])
     app["crawl_delay"] = crawl_delay
     app["hits"] = Counter()
+    app["not_modified"] = Counter()
     app["times"] = defaultdict(list)
     app["latency"] = latency
     app.router.add_get("/", home)
@@ -236,6 +275,9 @@ def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     app.router.add_get("/flaky/{kind}/{n}", flaky)
     hostile.add_routes(app)
     traps.add_routes(app)
+    app.router.add_get("/changing/", changing_index)
+    app.router.add_get("/changing/{n}", changing)
+    app.router.add_get("/__not_modified", not_modified)
     app.router.add_get("/__hits", hits)
     app.router.add_get("/__times", times)
     return app

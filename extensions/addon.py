@@ -18,6 +18,8 @@ SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 # downloader middlewares, at scrapy-rotating-proxies' documented places; each
 # switches itself off when not configured (no proxies, no rate, rotation off)
 DOWNLOADER_MIDDLEWARES = {
+    # below the retry and compression middlewares: sees the final, decoded answer
+    "extensions.downloadermiddlewares.recrawl.RecrawlMiddleware": 540,
     "extensions.downloadermiddlewares.retry.BackoffRetryMiddleware": 550,
     # above the retry middleware: it sees a refused address before a retry is planned
     "extensions.downloadermiddlewares.urlpolicy.UrlPolicyMiddleware": 560,

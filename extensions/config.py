@@ -10,6 +10,7 @@ halfway through.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,21 @@ def _host_rates(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+def _recrawl_rules(settings: BaseSettings, name: str) -> str | None:
+    try:
+        rules = {pattern: float(seconds) for pattern, seconds in settings.getdict(name).items()}
+    except (TypeError, ValueError):
+        return 'must map URL regexes to seconds, e.g. {"/news/": 3600}'
+    if any(not math.isfinite(s) or s < 0 for s in rules.values()):
+        return "intervals must be 0 (never again) or positive"
+    for pattern in rules:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"{pattern!r} is not a regular expression: {exc}"
+    return None
+
+
 def _metrics_port(settings: BaseSettings, name: str) -> str | None:
     text = str(settings.get(name) or "").strip()
     if text in ("", "0"):
@@ -172,6 +188,12 @@ CHECKS: dict[str, Check] = {
     "TRAP_REPEATED_SEGMENTS": _number(int, 0),
     "TRAP_QUERY_VARIANTS": _number(int, 0),
     "CLUSTER_HOST_RATES": _host_rates,
+    "RECRAWL_AFTER": _number(float, 0),
+    "RECRAWL_RULES": _recrawl_rules,
+    "RECRAWL_ADAPTIVE": _flag,
+    "RECRAWL_MIN": _number(float, 0, above=True),
+    "RECRAWL_MAX": _number(float, 0, above=True),
+    "RECRAWL_FEED_BATCH": _number(int, 1),
     "PROXY_BAN_STATUSES": _int_list(100, 599, "HTTP status codes"),
     "USER_AGENT_ROTATION": _flag,
     "USER_AGENT_POOL_SIZE": _number(int, 1),

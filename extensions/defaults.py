@@ -119,3 +119,11 @@ ITEMS_DIR = "data"  # folder of the JSON Lines store: ITEMS_DIR/NAME/NODE.jsonl
 ITEM_STORE_BATCH_SIZE = 500  # items per write
 ITEM_STORE_FLUSH_INTERVAL = 1.0  # seconds an item waits at most before its batch is written
 ITEM_STORE_MAX_PENDING = 5000  # items buffered or being written before the crawl is made to wait
+
+# --- recrawls (extensions/downloadermiddlewares/recrawl.py) ---
+RECRAWL_AFTER = 0.0  # seconds until a fetched page is fetched again; 0 = never
+RECRAWL_RULES: dict[str, float] = {}  # URL regex -> seconds, before RECRAWL_AFTER
+RECRAWL_ADAPTIVE = False  # unchanged pages wait longer, changed ones less
+RECRAWL_MIN = 3600.0  # seconds: the adaptive interval's floor
+RECRAWL_MAX = 30 * 86400.0  # seconds: the adaptive interval's ceiling
+RECRAWL_FEED_BATCH = 500  # due pages a heartbeat moves into the queue, per shard

@@ -59,12 +59,18 @@ key                            type    holds
                                        dupefilter holds scrapy-redis's request fingerprints
 ``NAME:migrating:WHAT``       any     scrapy-redis's queue (``requests``) and dupefilter while
                                        ``scrapy migrate`` converts them (gone once converted)
+``NAME:revisit``               hash    RECRAWL_AFTER: request fingerprint (hex) -> "GROUP\nJSON",
+                                       the request to fetch again, its validators and
+                                       content fingerprint in its meta ``recrawl``
+``NAME:due``                   zset    RECRAWL_AFTER: request fingerprint -> when it is due
+                                       again (ms since epoch)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
                                        ready, waiting, frontier, rates, crawl_delay, delayed,
-                                       leases, nodes and dupefilter keys (as above, under
-                                       the hash tag ``{NAME:K}``); the rest stay under NAME
+                                       leases, nodes, dupefilter, revisit and due keys (as
+                                       above, under the hash tag ``{NAME:K}``); the rest
+                                       stay under NAME
 =============================  ======  ==================================================
 """
 
@@ -131,6 +137,8 @@ DLQ = "%(name)s:dlq"
 FINGERPRINTER = "%(name)s:fingerprinter"
 MIGRATING = "%(name)s:migrating:%(what)s"
 SHARDS = "%(name)s:shards"
+REVISIT = "%(name)s:revisit"
+DUE = "%(name)s:due"
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -149,6 +157,8 @@ class SpiderKeys:
     bloom_prefix: str
     bloom_count: str
     delayed: str
+    revisit: str
+    due: str
     nodes: str
     checkpoint: str
     dlq: str
@@ -198,6 +208,8 @@ class SpiderKeys:
             bloom_prefix=BLOOM % subs,
             bloom_count=BLOOM_COUNT % subs,
             delayed=DELAYED % subs,
+            revisit=REVISIT % subs,
+            due=DUE % subs,
             nodes=NODES % subs,
             checkpoint=CHECKPOINT % subs,
             dlq=DLQ % subs,

@@ -241,6 +241,7 @@ class Frontier:
         self._reclaim = server.register_script(load_script("reclaim"))
         self._release = server.register_script(load_script("release"))
         self._sizes = server.register_script(load_script("frontier"))
+        self._feed = server.register_script(load_script("recrawl_feed"))
         self._bloom_ready: set[str] = set()  # the bitmaps known to exist, by prefix
         self.shards = keys.all_shards()  # each shard's keys, built once
         self._planner = LeasePlanner(len(self.shards))
@@ -301,6 +302,39 @@ class Frontier:
         for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
             mapping = {group.encode() + b"\n" + data: int(due * 1000) for due, group, data in part}
             (pipe or self.server).zadd(self.shards[shard].delayed, mapping)
+
+    def revisit(
+        self, entries: list[tuple[str, str, float, bytes]], pipe: Pipeline | None = None
+    ) -> None:
+        """Schedule pages to be fetched again: (request fingerprint in hex, group,
+        due time in seconds since epoch, the request's JSON) entries."""
+        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+            keys = self.shards[shard]
+            target = pipe or self.server
+            target.hset(
+                keys.revisit,
+                mapping={fp: group.encode() + b"\n" + data for fp, group, _, data in part},
+            )
+            target.zadd(keys.due, {fp: int(due * 1000) for fp, _, due, _ in part})
+
+    def feed_due(self, limit: int) -> int:
+        """Queue up to ``limit`` pages per shard whose recrawl is due, in a
+        heartbeat's turn of shards; returns how many were queued."""
+        scopes = self.scopes
+        chosen = self._next_round("feed")
+        pipe = self.server.pipeline(transaction=False)
+        now = now_ms()
+        for index in chosen:
+            keys = scopes[index]
+            if keys is self.keys and self.keys.shards > 1:
+                continue  # sharded, the due pages live in the shards only
+            run_script(
+                self._feed,
+                [keys.due, keys.revisit, keys.ready, keys.waiting, keys.frontier],
+                [now, limit, keys.queue(""), keys.data("")],
+                pipe,
+            )
+        return sum(int(n) for n in execute(pipe))
 
     def _create_bloom_shards(self, keys: SpiderKeys) -> None:
         """Create each bitmap at its full size once: grown bit by bit, Redis would
@@ -476,7 +510,7 @@ class Frontier:
             doomed = [
                 keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
                 keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
-                keys.bloom_count, keys.shards_key,
+                keys.bloom_count, keys.shards_key, keys.revisit, keys.due,
             ]  # fmt: skip
             doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
             self.server.delete(*doomed)

@@ -39,6 +39,7 @@ class ClusterDuties:
     start_entries: Any
     node_timeout: float
     node_forget_after: float
+    recrawl_feed_batch: int
     max_idle_time: float
     idle_poll_max: float
     log_interval: float
@@ -68,12 +69,21 @@ class ClusterDuties:
             sizes = self.frontier.sizes(in_turn=True)
             self.checkpoint.write(self.stats, sizes)
             self._reclaim(in_turn=True)
+            self._feed_due()
             if time.monotonic() - self._last_cluster_log >= self.log_interval:
                 self._log_cluster(sizes)
         except redis.RedisError as exc:
             self.health.failed(exc)
         else:
             self.health.ok()
+
+    def _feed_due(self) -> None:
+        """Pages due for a recrawl back into the queue (any node, each once)."""
+        fed = self.frontier.feed_due(self.recrawl_feed_batch)
+        if fed:
+            self.stats.inc_value("recrawl/queued", fed)
+            self._next_poll = 0.0
+            engine.wake(self.crawler)
 
     def _log_cluster(self, sizes: FrontierSizes) -> None:
         """Scrapy's LogStats line speaks for this node; this one for the cluster."""

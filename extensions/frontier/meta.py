@@ -21,6 +21,13 @@ FIRST_FAILURE = "retry_first_failure"
 DEAD_LETTERED = "_dead_lettered"
 #: the start-URL entry a request was built from (node-local, never stored)
 START_ENTRY = "_start_entry"
+#: a page's recrawl state (validators, content fingerprint, interval), carried
+#: by the request that fetches it again
+RECRAWL = "recrawl"
+#: seconds until this page is fetched again (RECRAWL_AFTER for one request)
+RECRAWL_AFTER = "recrawl_after"
+#: the revisit record a fetched page leaves for the scheduler (node-local)
+REVISIT = "_revisit"
 
 #: the largest request priority taken (either sign); the queue orders by at
 #: most +-2**20 of it (scripts/_shared.lua), with the discovery order below it
@@ -87,6 +94,8 @@ CONTROL_KEYS: dict[str, Any] = {
     FIRST_FAILURE: _number,
     DEAD_LETTERED: _flag,
     START_ENTRY: _text,
+    RECRAWL: dict,
+    RECRAWL_AFTER: _number,
     "trap_chain": _integer,  # extensions.frontier.traps.CHAIN
     "retry_times": _integer,
     "retry_backoff_base": _number,

@@ -39,7 +39,13 @@ from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Added, Entry, Frontier, SentFingerprints, execute
 from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
-from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, START_ENTRY, priority_problem
+from extensions.frontier.meta import (
+    DEAD_LETTERED,
+    DELAY_UNTIL,
+    REVISIT,
+    START_ENTRY,
+    priority_problem,
+)
 from extensions.frontier.serializer import dumps_request, loads_request
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.keys import SpiderKeys
@@ -81,6 +87,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         node_timeout: float = defaults.NODE_TIMEOUT,
         log_interval: float = 60.0,
         node_forget_after: float = defaults.NODE_FORGET_AFTER,
+        recrawl_feed_batch: int = defaults.RECRAWL_FEED_BATCH,
         bloom: BloomParams | None = None,
         local_cache: int = defaults.DUPEFILTER_LOCAL_CACHE,
         url_policy: UrlPolicy | None = None,
@@ -101,6 +108,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self._sent = SentFingerprints(local_cache)
         self.bloom = bloom
         self.node_forget_after = node_forget_after
+        self.recrawl_feed_batch = recrawl_feed_batch
         self.crawler = crawler
         # Scrapy's, unless the crawl was carried over from scrapy-redis (see open)
         self.fingerprinter: Any = crawler.request_fingerprinter
@@ -122,6 +130,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self._leased: dict[Request, bytes] = {}
         self._to_enqueue: list[Entry] = []
         self._to_delay: list[tuple[float, str, bytes]] = []
+        # pages to fetch again (RECRAWL_AFTER), written with the release of their lease
+        self._to_revisit: list[tuple[str, str, float, bytes]] = []
         self._to_release: list[bytes] = []
         # Requests finished since the last flush, less those that went to the
         # dead-letter queue; parked copies (retries, waits) are subtracted when
@@ -162,6 +172,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             node_timeout=s.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT),
             log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
             node_forget_after=s.getfloat("NODE_FORGET_AFTER", defaults.NODE_FORGET_AFTER),
+            recrawl_feed_batch=s.getint("RECRAWL_FEED_BATCH", defaults.RECRAWL_FEED_BATCH),
             bloom=bloom_from_settings(s),
             local_cache=s.getint("DUPEFILTER_LOCAL_CACHE", defaults.DUPEFILTER_LOCAL_CACHE),
             url_policy=UrlPolicy.from_settings(s),
@@ -383,22 +394,26 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         """
         self._collect_finished()
         started = self.start_entries.take_done()
-        if not (self._to_enqueue or self._to_delay or self._to_release or started):
+        if not (
+            self._to_enqueue or self._to_delay or self._to_release or self._to_revisit or started
+        ):
             if not lease:
                 return None
             outcome = self.frontier.lease(lease, self.lease_timeout)
             assert not isinstance(outcome, int)
             return outcome
         to_enqueue, to_delay, to_release = self._to_enqueue, self._to_delay, self._to_release
+        to_revisit = self._to_revisit
         done = self._done - len(to_delay)
         sharded = self.keys.shards > 1
         pipe = self.server.pipeline(transaction=not sharded)
         enqueue_calls = self.frontier.enqueue(to_enqueue, pipe) if to_enqueue else 0
         assert isinstance(enqueue_calls, int)
         self.frontier.delay(to_delay, pipe)
+        self.frontier.revisit(to_revisit, pipe)
         results: list[Any] = []
         if sharded:
-            if to_enqueue or to_delay:
+            if to_enqueue or to_delay or to_revisit:
                 written = self._execute(pipe, started)
                 if written is None:
                     return None
@@ -414,7 +429,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                     else:
                         self.health.failed(refused)
                     return None
-                self._to_enqueue, self._to_delay = [], []
+                self._to_enqueue, self._to_delay, self._to_revisit = [], [], []
                 self._count_added(to_enqueue, results[:enqueue_calls])
             pipe = self.server.pipeline(transaction=False)
         self.frontier.release(to_release, pipe)
@@ -446,12 +461,12 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             # EXEC ran every other command (releases, acknowledgements, the done
             # count); the refused writes are redone one by one, so one entry Redis
             # refuses cannot hold back the rest forever.
-            self._to_release, self._done = [], 0
+            self._to_release, self._to_revisit, self._done = [], [], 0
             self._flush_one_by_one(to_enqueue, to_delay, refused)
             return leased
         self.health.ok()
         self._to_enqueue, self._to_delay, self._to_release = [], [], []
-        self._done = 0
+        self._to_revisit, self._done = [], 0
         if not sharded:
             self._count_added(to_enqueue, results[:enqueue_calls])
         if to_release:
@@ -535,6 +550,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         finished = [request for request in self._leased if request not in in_progress]
         for request in finished:
             self._to_release.append(self._leased.pop(request))
+            revisit = request.meta.get(REVISIT)
+            if revisit is not None:
+                self._to_revisit.append(revisit)
             if not request.meta.get(DEAD_LETTERED):
                 self._done += 1
 

@@ -1,0 +1,64 @@
+"""Recrawls: pages fetched again after RECRAWL_AFTER, conditionally, with change detection."""
+
+import json
+import re
+import urllib.request
+
+from demosite.server import CHANGE_EVERY, CHANGING_PAGES
+from tests.conftest import read_items, site_hits
+from tools import services
+
+PAGES = {f"/changing/{n}" for n in range(1, CHANGING_PAGES + 1)}
+
+
+def stats_of(log: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"'(recrawl/[a-z_]+)': (\d+)", log)}
+
+
+def test_pages_come_back_after_their_interval_and_a_304_is_not_parsed_again(
+    redis_url, redis_client, nodes, tmp_path
+):
+    site = services.start_demo_site()
+    try:
+        redis_client.lpush("site:start_urls", site.url + "/changing/")
+        nodes.start("site", redis_url, spider_args={"allow": "/changing/"},
+                    RECRAWL_RULES=json.dumps({"/changing/[0-9]": 0.5}),
+                    NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=10,
+                    MAX_IDLE_TIME_BEFORE_CLOSE=0)  # fmt: skip
+        assert nodes.wait(60) == [0], nodes.tail()
+        hits = site_hits(site)
+        assert hits["/changing/"] == 1  # no rule for the index: fetched once
+        fetches = CHANGE_EVERY + 2  # past one change of each page
+        assert all(hits[page] >= fetches for page in PAGES), hits
+        with urllib.request.urlopen(site.url + "/__not_modified", timeout=10) as answer:
+            not_modified = json.load(answer)
+        assert all(not_modified.get(page, 0) >= CHANGE_EVERY - 1 for page in PAGES)
+
+        # a 304 is not parsed: items only for the full answers, each a new version
+        items = [i["url"].removeprefix(site.url) for i in read_items(tmp_path / "items")]
+        for page in PAGES:
+            assert items.count(page) == hits[page] - not_modified[page]
+        stats = stats_of(nodes.log(0))
+        assert stats["recrawl/not_modified"] == sum(not_modified.get(p, 0) for p in PAGES)
+        assert stats["recrawl/changed"] >= len(PAGES)  # the version changed under them
+        assert stats.get("recrawl/unchanged", 0) == 0  # the site answers 304 when it is
+        assert redis_client.zcard("site:due") == len(PAGES)  # each waits for its next turn
+    finally:
+        site.stop()
+
+
+def test_an_adaptive_interval_grows_while_a_page_stays_the_same_and_shrinks_when_it_changes():
+    from scrapy.utils.test import get_crawler
+
+    from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
+
+    settings = {"RECRAWL_ADAPTIVE": True, "RECRAWL_MIN": 60, "RECRAWL_MAX": 1000}
+    middleware = RecrawlMiddleware(get_crawler(settings_dict=settings))
+    first = middleware._next_interval(100, {}, changed=True)
+    assert first == 100  # the first fetch takes the page's own interval
+    grown = [first]
+    for _ in range(8):  # unchanged each time
+        grown.append(middleware._next_interval(100, {"interval": grown[-1]}, changed=False))
+    assert grown[:3] == [100, 150, 225] and grown[-1] == 1000  # up, capped by RECRAWL_MAX
+    assert middleware._next_interval(100, {"interval": 400}, changed=True) == 200
+    assert middleware._next_interval(100, {"interval": 90}, changed=True) == 60  # RECRAWL_MIN
