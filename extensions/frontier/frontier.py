@@ -320,21 +320,16 @@ class Frontier:
     def feed_due(self, limit: int) -> int:
         """Queue up to ``limit`` pages per shard whose recrawl is due, in a
         heartbeat's turn of shards; returns how many were queued."""
-        scopes = self.scopes
-        chosen = self._next_round("feed")
-        pipe = self.server.pipeline(transaction=False)
         now = now_ms()
-        for index in chosen:
-            keys = scopes[index]
-            if keys is self.keys and self.keys.shards > 1:
-                continue  # sharded, the due pages live in the shards only
-            run_script(
-                self._feed,
+        results = self._in_scopes(
+            self._feed,
+            lambda keys: (
                 [keys.due, keys.revisit, keys.ready, keys.waiting, keys.frontier],
                 [now, limit, keys.queue(""), keys.data("")],
-                pipe,
-            )
-        return sum(int(n) for n in execute(pipe))
+            ),
+            "feed",
+        )
+        return sum(int(queued) for _, queued in results)
 
     def _create_bloom_shards(self, keys: SpiderKeys) -> None:
         """Create each bitmap at its full size once: grown bit by bit, Redis would
@@ -394,6 +389,21 @@ class Frontier:
         self._round_start[purpose] = (start + HEARTBEAT_SHARDS) % len(self.shards)
         return [0] + [1 + (start + n) % len(self.shards) for n in range(HEARTBEAT_SHARDS)]
 
+    def _in_scopes(
+        self,
+        script: Script,
+        keys_and_args: Callable[[SpiderKeys], tuple[list, list]],
+        turn: str | None = None,
+    ) -> list[tuple[int, Any]]:
+        """Run ``script`` under NAME and in each shard (with ``turn``, in that
+        heartbeat duty's turn of shards), in one round trip: (scope index, result)."""
+        scopes = self.scopes
+        chosen = self._next_round(turn) if turn else list(range(len(scopes)))
+        pipe = self.server.pipeline(transaction=False)
+        for index in chosen:
+            run_script(script, *keys_and_args(scopes[index]), pipe)
+        return list(zip(chosen, execute(pipe), strict=True))
+
     def lease_result(self, results: list[Any]) -> tuple[list[tuple[bytes, bytes]], float | None]:
         """The leases of one lease call's results (one per shard asked)."""
         leased: list[tuple[bytes, bytes]] = []
@@ -436,22 +446,28 @@ class Frontier:
         start leases and the node registry); ``in_turn``, under NAME and in the
         heartbeat's turn of shards."""
         now = now_ms()
-        scopes = self.scopes
-        chosen = self._next_round("reclaim") if in_turn else range(len(scopes))
-        pipe = self.server.pipeline(transaction=False)
-        for index in chosen:
-            keys = scopes[index]
-            run_script(
-                self._reclaim,
+        results = self._in_scopes(
+            self._reclaim,
+            lambda keys: (
                 [keys.nodes, keys.ready, keys.start_urls, keys.waiting, keys.frontier],
-                [now, now - int(node_timeout * 1000), keys.leases_prefix(), closing_node,
-                 now - int(forget_after * 1000), keys.node(""), keys.start_leases(""),
-                 keys.start_type, keys.queue(""), keys.data("")],
-                pipe,
-            )  # fmt: skip
+                [
+                    now,
+                    now - int(node_timeout * 1000),
+                    keys.leases_prefix(),
+                    closing_node,
+                    now - int(forget_after * 1000),
+                    keys.node(""),
+                    keys.start_leases(""),
+                    keys.start_type,
+                    keys.queue(""),
+                    keys.data(""),
+                ],
+            ),
+            "reclaim" if in_turn else None,
+        )
         requests: dict[str, int] = {}
         start_urls: dict[str, int] = {}
-        for returned, started in execute(pipe):
+        for _, (returned, started) in results:
             for totals, counts in ((requests, _counts(returned)), (start_urls, _counts(started))):
                 for node, count in counts.items():
                     totals[node] = totals.get(node, 0) + count
@@ -473,21 +489,27 @@ class Frontier:
         """The whole frontier's sizes: a sharded one's summed over its shards.
         ``in_turn`` reads NAME and the heartbeat's turn of shards, and takes
         the others as they were last read."""
-        scopes = self.scopes
-        chosen = self._next_round("sizes") if in_turn else range(len(scopes))
-        pipe = self.server.pipeline(transaction=False)
-        for index in chosen:
-            keys = scopes[index]
-            run_script(
-                self._sizes,
-                [keys.start_urls, keys.frontier, keys.nodes, keys.dupefilter, keys.dlq,
-                 keys.delayed, keys.bloom_count, keys.ready, keys.waiting],
+        results = self._in_scopes(
+            self._sizes,
+            lambda keys: (
+                [
+                    keys.start_urls,
+                    keys.frontier,
+                    keys.nodes,
+                    keys.dupefilter,
+                    keys.dlq,
+                    keys.delayed,
+                    keys.bloom_count,
+                    keys.ready,
+                    keys.waiting,
+                ],
                 [keys.leases_prefix(), keys.start_leases(""), keys.start_type],
-                pipe,
-            )  # fmt: skip
-        for index, counts in zip(chosen, execute(pipe), strict=True):
+            ),
+            "sizes" if in_turn else None,
+        )
+        for index, counts in results:
             self._scope_sizes[index] = [int(v) for v in counts]
-        read = self._scope_sizes.values() if in_turn else [self._scope_sizes[i] for i in chosen]
+        read = self._scope_sizes.values() if in_turn else [self._scope_sizes[i] for i, _ in results]
         return FrontierSizes(*(sum(column) for column in zip(*read, strict=True)))
 
     def clear(self) -> None:
