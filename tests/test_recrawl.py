@@ -23,7 +23,7 @@ def test_pages_come_back_after_their_interval_and_a_304_is_not_parsed_again(
         redis_client.lpush("site:start_urls", site.url + "/changing/")
         nodes.start("site", redis_url, spider_args={"allow": "/changing/"},
                     RECRAWL_RULES=json.dumps({"/changing/[0-9]": 0.5}),
-                    NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=10,
+                    NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=7,
                     MAX_IDLE_TIME_BEFORE_CLOSE=0)  # fmt: skip
         assert nodes.wait(60) == [0], nodes.tail()
         hits = site_hits(site)
