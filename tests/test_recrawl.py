@@ -62,3 +62,20 @@ def test_an_adaptive_interval_grows_while_a_page_stays_the_same_and_shrinks_when
     assert grown[:3] == [100, 150, 225] and grown[-1] == 1000  # up, capped by RECRAWL_MAX
     assert middleware._next_interval(100, {"interval": 400}, changed=True) == 200
     assert middleware._next_interval(100, {"interval": 90}, changed=True) == 60  # RECRAWL_MIN
+
+
+def test_a_pages_validators_do_not_follow_its_meta_into_another_pages_request():
+    """A spider that copies response.meta into the requests it makes must not send
+    the page's ETag for another page (a wrong 304 would hide that page)."""
+    from scrapy import Request
+
+    from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
+
+    state = {"url": "http://a.example/1", "etag": '"v1"', "last_modified": "x"}
+    middleware = RecrawlMiddleware.__new__(RecrawlMiddleware)
+    same = Request("http://a.example/1", meta={"recrawl": state})
+    middleware.process_request(same)
+    assert same.headers[b"If-None-Match"] == b'"v1"'
+    other = Request("http://a.example/2", meta=dict(same.meta))
+    middleware.process_request(other)
+    assert b"If-None-Match" not in other.headers and b"If-Modified-Since" not in other.headers

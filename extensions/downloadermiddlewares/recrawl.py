@@ -23,17 +23,19 @@ import hashlib
 import logging
 import re
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
+from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 
 from extensions import defaults
 from extensions.frontier.groups import group_for
-from extensions.frontier.meta import RECRAWL, RECRAWL_AFTER, REVISIT
+from extensions.frontier.meta import RECRAWL, RECRAWL_AFTER
 from extensions.frontier.serializer import SerializationError, dumps_request
 
 if TYPE_CHECKING:
-    from scrapy import Request, Spider
+    from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -64,8 +66,8 @@ class RecrawlMiddleware:
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:
-        state = request.meta.get(RECRAWL)
-        if not isinstance(state, dict):
+        state = _state_of(request)
+        if not state:
             return
         etag, modified = state.get("etag"), state.get("last_modified")
         if isinstance(etag, str) and etag and b"If-None-Match" not in request.headers:
@@ -75,8 +77,7 @@ class RecrawlMiddleware:
 
     def process_response(self, request: Request, response: Response) -> Any:
         spider: Any = self.crawler.spider
-        state = request.meta.get(RECRAWL)
-        state = state if isinstance(state, dict) else {}
+        state = _state_of(request)
         not_modified = response.status == 304 and bool(state)
         if not (200 <= response.status < 300 or not_modified):
             return response
@@ -101,6 +102,7 @@ class RecrawlMiddleware:
             "last_modified": _text(modified) if modified else state.get("last_modified"),
             "fingerprint": fingerprint,
             "interval": interval,
+            "url": request.url,
             "fetched_at": now,
             "changed_at": changed_at,
         }
@@ -156,7 +158,7 @@ class RecrawlMiddleware:
             return
         fingerprint = self.crawler.request_fingerprinter.fingerprint(request).hex()
         group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
-        request.meta[REVISIT] = (fingerprint, group, due, data)
+        pending_revisits[request] = (fingerprint, group, due, data)
         self.stats.inc_value("recrawl/scheduled")
 
 
@@ -164,6 +166,23 @@ class RecrawlMiddleware:
 _TRANSIENT = {"download_latency", "download_slot_key", "redirect_times",
               "redirect_ttl", "redirect_urls", "redirect_reasons", "retry_times",
               "recrawl_changed", "recrawl_changed_at"}  # fmt: skip
+
+
+# A fetched page's revisit record, for the scheduler to write with the release of
+# the page's lease: node-local, by request, so a spider that copies response.meta
+# into the requests it makes does not copy it along.
+pending_revisits: weakref.WeakKeyDictionary[Request, tuple[str, str, float, bytes]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _state_of(request: Request) -> dict:
+    """The page's recrawl state, if it is this page's: a spider copying
+    response.meta into another page's request copies it too."""
+    state = request.meta.get(RECRAWL)
+    if isinstance(state, dict) and state.get("url") == request.url:
+        return state
+    return {}
 
 
 def _number(value: Any) -> float | None:

@@ -26,8 +26,6 @@ START_ENTRY = "_start_entry"
 RECRAWL = "recrawl"
 #: seconds until this page is fetched again (RECRAWL_AFTER for one request)
 RECRAWL_AFTER = "recrawl_after"
-#: the revisit record a fetched page leaves for the scheduler (node-local)
-REVISIT = "_revisit"
 
 #: the largest request priority taken (either sign); the queue orders by at
 #: most +-2**20 of it (scripts/_shared.lua), with the discovery order below it

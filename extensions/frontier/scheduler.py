@@ -33,6 +33,7 @@ from twisted.internet import task
 
 from extensions import compat, connection, defaults, engine
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
+from extensions.downloadermiddlewares.recrawl import pending_revisits
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
@@ -42,7 +43,6 @@ from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.meta import (
     DEAD_LETTERED,
     DELAY_UNTIL,
-    REVISIT,
     START_ENTRY,
     priority_problem,
 )
@@ -550,7 +550,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         finished = [request for request in self._leased if request not in in_progress]
         for request in finished:
             self._to_release.append(self._leased.pop(request))
-            revisit = request.meta.get(REVISIT)
+            revisit = pending_revisits.pop(request, None)
             if revisit is not None:
                 self._to_revisit.append(revisit)
             if not request.meta.get(DEAD_LETTERED):
