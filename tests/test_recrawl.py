@@ -79,3 +79,66 @@ def test_a_pages_validators_do_not_follow_its_meta_into_another_pages_request():
     other = Request("http://a.example/2", meta=dict(same.meta))
     middleware.process_request(other)
     assert b"If-None-Match" not in other.headers and b"If-Modified-Since" not in other.headers
+
+
+def _keep_for_recrawl(redis_url, pages):
+    """Revisit records as nodes leave them: (path, last fetch, due) each."""
+    import redis
+
+    from extensions.frontier.frontier import Frontier
+    from extensions.keys import SpiderKeys
+
+    server = redis.Redis.from_url(redis_url)
+    frontier = Frontier(server, SpiderKeys.for_spider("site"), "test")
+    entries = []
+    for path, fetched_at, due in pages:
+        url = "http://shop.test" + path
+        request = {"url": url, "dont_filter": True, "meta": {"recrawl": {
+            "url": url, "fetched_at": fetched_at, "interval": 3600}}}  # fmt: skip
+        entries.append((f"{len(entries):040x}", "shop.test", due, json.dumps(request).encode()))
+    frontier.revisit(entries)
+    return frontier
+
+
+def test_scrapy_recrawl_queues_the_pages_it_selects_now_and_status_shows_what_falls_due(
+    redis_url, redis_client
+):
+    import time
+
+    from tests.conftest import scrapy
+
+    now = time.time()
+    day = 86400
+    frontier = _keep_for_recrawl(redis_url, [
+        ("/old/1", now - 10 * day, now + 3000),   # due within the hour
+        ("/old/2", now - 9 * day, now + 5400),    # in the second hour
+        ("/new/1", now - 60, now + 30 * day),
+        ("/other", now - 20 * day, now + 30 * day),
+        ("/past", now - 8 * day, now - 5),        # due already
+    ])  # fmt: skip
+    redis_client.hset("site:revisit", "f" * 40, b"shop.test\nnot json")  # anyone can write here
+    settings = ("-s", f"REDIS_URL={redis_url}")
+
+    status = json.loads(scrapy("status", "site", "--json", *settings).stdout)
+    assert (status["recrawl"], status["due"]) == (6, 1)  # records kept, the bad one too
+    assert status["due_by_hour"][:2] == [1, 1] and sum(status["due_by_hour"]) == 2
+    assert "recrawl: 6 pages kept, 1 due now" in scrapy("status", "site", *settings).stdout
+
+    done = scrapy("recrawl", "site", "--older-than", "7d", "--match", "/old/", *settings)
+    assert done.returncode == 0, done.stderr
+    assert "2 pages of site made due now; 3 due pages queued" in done.stdout
+    assert "skipped 1 unreadable" in done.stdout
+    assert frontier.sizes().queued == 3  # the two selected and the one due already
+    assert redis_client.zcard("site:due") == 2  # /new/1 and /other keep their date
+    again = scrapy("recrawl", "site", "--match", "/old/", *settings)
+    assert "0 pages of site made due now; 0 due pages queued" in again.stdout  # queued once
+
+    limited = scrapy("recrawl", "site", "--limit", "1", *settings)
+    assert "1 pages of site made due now; 1 due pages queued" in limited.stdout
+    assert frontier.sizes().queued == 4
+
+    for bad, said in ((("--older-than", "soon"), "expected a number"),
+                      (("--match", "("), "not a regular expression"),
+                      (("--limit", "0"), "positive")):  # fmt: skip
+        refused = scrapy("recrawl", "site", *bad, *settings)
+        assert refused.returncode != 0 and said in refused.stdout + refused.stderr

@@ -61,6 +61,12 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
         f"queued {status['queued']}   in flight {status['in_flight']}   delayed "
         f"{status['delayed']}   dead-lettered {status['dlq']}   start URLs {status['start_urls']}"
     )
+    if status.get("recrawl"):
+        ahead = status.get("due_by_hour") or []
+        lines.append(
+            f"recrawl: {status['recrawl']} pages kept, {status['due']} due now"
+            + (f"; due per hour ahead: {' '.join(map(str, ahead))}" if ahead else "")
+        )
     if errors:
         lines.append("top errors: " + "; ".join(f"{reason} ({n})" for reason, n in errors))
     lines.append(

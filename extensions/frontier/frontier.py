@@ -21,6 +21,7 @@ from redis.cluster import TransactionStrategy
 
 from extensions import connection, defaults
 from extensions.frontier.leaseplan import LeasePlanner
+from extensions.frontier.meta import RECRAWL
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ T = TypeVar("T")
 Entry = tuple[str | bytes, str, float, bytes]
 #: seconds of a rate-limited group's requests one lease may hand out at once
 RATE_BURST_SECONDS = 0.05
+HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,38 @@ class Reclaimed:
 
 
 @dataclass(frozen=True)
+class RecrawlSchedule:
+    #: pages kept for a recrawl (queued, in flight or waiting for their date)
+    pages: int
+    #: of them, waiting and due now
+    due: int
+    #: waiting and falling due in each of the next hours
+    due_by_hour: list[int]
+
+
+def _left(limit: int | None, done: int) -> int | None:
+    return None if limit is None else max(limit - done, 0)
+
+
+def revisit_page(record: bytes) -> tuple[str, float | None] | None:
+    """A revisit record's URL and last fetch time, or None if it is not one
+    (anyone who can write to Redis can write there)."""
+    _, _, data = record.partition(b"\n")
+    try:
+        request = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or not isinstance(request.get("url"), str):
+        return None
+    meta = request.get("meta")
+    state = meta.get(RECRAWL) if isinstance(meta, dict) else None
+    fetched = state.get("fetched_at") if isinstance(state, dict) else None
+    if isinstance(fetched, bool) or not isinstance(fetched, (int, float)):
+        fetched = None
+    return request["url"], fetched
+
+
+@dataclass(frozen=True)
 class FrontierSizes:
     start_urls: int
     queued: int
@@ -317,9 +351,9 @@ class Frontier:
             )
             target.zadd(keys.due, {fp: int(due * 1000) for fp, _, due, _ in part})
 
-    def feed_due(self, limit: int) -> int:
+    def feed_due(self, limit: int, in_turn: bool = True) -> int:
         """Queue up to ``limit`` pages per shard whose recrawl is due, in a
-        heartbeat's turn of shards; returns how many were queued."""
+        heartbeat's turn of shards (or in every shard); returns how many were queued."""
         now = now_ms()
         results = self._in_scopes(
             self._feed,
@@ -327,9 +361,73 @@ class Frontier:
                 [keys.due, keys.revisit, keys.ready, keys.waiting, keys.frontier],
                 [now, limit, keys.queue(""), keys.data("")],
             ),
-            "feed",
+            "feed" if in_turn else None,
         )
         return sum(int(queued) for _, queued in results)
+
+    def recrawl_schedule(self, hours: int = 24) -> RecrawlSchedule:
+        """The pages kept for a recrawl, how many are due now, and how many fall
+        due in each of the next ``hours`` hours."""
+        now = now_ms()
+        pipe = self.server.pipeline(transaction=False)
+        for keys in self.shards:
+            pipe.hlen(keys.revisit)
+            pipe.zcount(keys.due, "-inf", now)
+            for hour in range(hours):
+                start, end = now + hour * HOUR_MS, now + (hour + 1) * HOUR_MS
+                pipe.zcount(keys.due, f"({start}", end)
+        counts = [int(n) for n in execute(pipe)]
+        stride = hours + 2
+        shards = [counts[i : i + stride] for i in range(0, len(counts), stride)]
+        return RecrawlSchedule(
+            pages=sum(shard[0] for shard in shards),
+            due=sum(shard[1] for shard in shards),
+            due_by_hour=[sum(shard[2 + hour] for shard in shards) for hour in range(hours)],
+        )
+
+    def recrawl_now(
+        self, wanted: Callable[[str, float | None], bool], limit: int | None = None
+    ) -> tuple[int, int]:
+        """Make the recorded pages ``wanted(url, last fetch time)`` accepts due
+        now, at most ``limit`` of them: (pages made due, unreadable records).
+        Reads every record (HSCAN): a by-hand operation, not a node's.
+
+        A page already queued or in flight is left alone (ZADD XX); one due
+        earlier keeps its date (LT): so none is queued twice."""
+        now = now_ms()
+        chosen = unreadable = 0
+        for keys in self.shards:
+            batch: list[bytes] = []
+            for fingerprint, record in self.server.hscan_iter(keys.revisit, count=1000):
+                page = revisit_page(record)
+                if page is None:
+                    unreadable += 1
+                elif wanted(*page):
+                    batch.append(fingerprint)
+                    if len(batch) >= 1000:
+                        chosen += self._due_now(keys, batch, now, _left(limit, chosen))
+                        batch = []
+                        if _left(limit, chosen) == 0:
+                            break
+            chosen += self._due_now(keys, batch, now, _left(limit, chosen))
+            if _left(limit, chosen) == 0:
+                break
+        return chosen, unreadable
+
+    def _due_now(
+        self, keys: SpiderKeys, fingerprints: list[bytes], now: int, limit: int | None
+    ) -> int:
+        if not fingerprints or limit == 0:
+            return 0
+        # only pages waiting for their date (XX): the others are queued or in flight
+        pipe = self.server.pipeline(transaction=False)
+        for fingerprint in fingerprints:
+            pipe.zscore(keys.due, fingerprint)
+        scores = execute(pipe)
+        waiting = [fp for fp, score in zip(fingerprints, scores, strict=True) if score][:limit]
+        if waiting:
+            self.server.zadd(keys.due, dict.fromkeys(waiting, now), xx=True, lt=True)
+        return len(waiting)
 
     def _create_bloom_shards(self, keys: SpiderKeys) -> None:
         """Create each bitmap at its full size once: grown bit by bit, Redis would

@@ -87,14 +87,16 @@ class ClusterCollector:
             family.add_metric(labels, float(stats.get(key, 0)))
             yield family
         try:
-            status = crawl_status(self.server, self.keys, self.node_timeout, self.stall_time)
+            status = crawl_status(
+                self.server, self.keys, self.node_timeout, self.stall_time, hours_ahead=0
+            )
         except redis.RedisError as exc:
             logger.debug("metrics: Redis unavailable (%s)", exc)
             return
         frontier = GaugeMetricFamily(
             "crawler_frontier", "the cluster's frontier by part", labels=["spider", "part"]
         )
-        for part in ("queued", "in_flight", "delayed", "dlq", "seen", "start_urls"):
+        for part in ("queued", "in_flight", "delayed", "dlq", "seen", "start_urls", "due"):
             frontier.add_metric([self.keys.name, part], status[part])
         yield frontier
         hosts = GaugeMetricFamily(

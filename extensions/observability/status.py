@@ -32,9 +32,13 @@ def crawl_status(
     keys: SpiderKeys,
     node_timeout: float = defaults.NODE_TIMEOUT,
     stall_time: float = defaults.NODE_STALL_TIME,
+    hours_ahead: int = 24,
 ) -> dict[str, Any]:
-    """One snapshot of the crawl: what ``--json`` prints and the metrics export."""
-    sizes = Frontier(server, keys, node_id="").sizes()
+    """One snapshot of the crawl: what ``--json`` prints and the metrics export
+    (with the recrawls due in each of the next ``hours_ahead`` hours)."""
+    frontier = Frontier(server, keys, node_id="")
+    sizes = frontier.sizes()
+    schedule = frontier.recrawl_schedule(hours_ahead)
     checkpoint = {text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
     now = time.time()
     work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
@@ -89,6 +93,9 @@ def crawl_status(
         "dlq": sizes.dlq,
         "hosts": sizes.hosts,
         "ready_hosts": sizes.ready_hosts,
+        "recrawl": schedule.pages,
+        "due": schedule.due,
+        "due_by_hour": schedule.due_by_hour,
         "nodes": nodes,
     }
 
