@@ -31,6 +31,8 @@ DOWNLOADER_MIDDLEWARES = {
 # closest to the spider: counts what its callbacks yield before anything else
 SPIDER_MIDDLEWARES = {
     "extensions.spidermiddlewares.linklimit.LinkLimitMiddleware": 950,
+    # next to the spider: hashes the items it yields, before anything drops one
+    "extensions.downloadermiddlewares.recrawl.RecrawlItemsMiddleware": 990,
     # before Scrapy's UrlLengthMiddleware (800), so an over-long URL counts as a trap
     "extensions.spidermiddlewares.traps.TrapMiddleware": 850,
 }

@@ -148,6 +148,13 @@ def _meta_keys(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+def _names(settings: BaseSettings, name: str) -> str | None:
+    names = settings.getlist(name, [])
+    if not all(isinstance(n, str) and n for n in names):
+        return 'must be a list of field names, e.g. ["fetched_at"]'
+    return None
+
+
 CHECKS: dict[str, Check] = {
     "REDIS_URL": _redis_url,
     "REDIS_SOCKET_TIMEOUT": _number(float, 0, above=True),
@@ -194,6 +201,8 @@ CHECKS: dict[str, Check] = {
     "RECRAWL_MIN": _number(float, 0, above=True),
     "RECRAWL_MAX": _number(float, 0, above=True),
     "RECRAWL_FEED_BATCH": _number(int, 1),
+    "RECRAWL_FINGERPRINT": _choice("body", "items"),
+    "RECRAWL_IGNORE_FIELDS": _names,
     "PROXY_BAN_STATUSES": _int_list(100, 599, "HTTP status codes"),
     "USER_AGENT_ROTATION": _flag,
     "USER_AGENT_POOL_SIZE": _number(int, 1),

@@ -126,4 +126,6 @@ RECRAWL_RULES: dict[str, float] = {}  # URL regex -> seconds, before RECRAWL_AFT
 RECRAWL_ADAPTIVE = False  # unchanged pages wait longer, changed ones less
 RECRAWL_MIN = 3600.0  # seconds: the adaptive interval's floor
 RECRAWL_MAX = 30 * 86400.0  # seconds: the adaptive interval's ceiling
+RECRAWL_FINGERPRINT = "body"  # what tells a change: "body", or "items" the page yields
+RECRAWL_IGNORE_FIELDS: list[str] = []  # item fields that are not content (a timestamp)
 RECRAWL_FEED_BATCH = 500  # due pages a heartbeat moves into the queue, per shard

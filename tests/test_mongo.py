@@ -31,6 +31,35 @@ def test_bulk_upsert_is_idempotent_and_keeps_first_seen(make_store, mongo_db):
     assert "_fetched_at" in again
 
 
+def test_changed_at_moves_only_when_an_items_fields_change(make_store, mongo_db):
+    _, _, db = mongo_db
+    store = make_store(node_id="n1")
+    store.write(docs(4, price=1))
+    first = {d["url"]: str(d["_changed_at"]) for d in db.items.find()}
+    assert len(first) == 4  # a new document has changed at its first write
+
+    # the same fields fetched again (another node, a later fetch time): no change
+    report = store.write(docs(4, price=1, _node="n2", _fetched_at="later"))
+    assert report.changed == 0
+    assert {d["url"]: str(d["_changed_at"]) for d in db.items.find()} == first
+
+    # two prices change, in a batch where one page appears with its old price too
+    changed = docs(2, price=2) + docs(1, start=3, price=1)
+    report = store.write(changed)
+    assert report.changed == 2
+    after = {d["url"]: str(d["_changed_at"]) for d in db.items.find()}
+    moved = {url for url in after if after[url] != first[url]}
+    assert moved == {"http://shop/p/0", "http://shop/p/1"}
+    assert db.items.find_one({"url": "http://shop/p/0"})["price"] == 2
+
+    # an item's own _changed_at or hash is not taken: the store keeps them
+    store.write([{"url": "http://shop/p/3", "n": 3, "price": 1, "_changed_at": "forged",
+                  "_content_hash": "forged"}])  # fmt: skip
+    kept = db.items.find_one({"url": "http://shop/p/3"})
+    assert str(kept["_changed_at"]) == first["http://shop/p/3"]
+    assert kept["_content_hash"] != "forged"
+
+
 def test_two_nodes_writing_the_same_pages_leave_one_document_each(make_store, mongo_db):
     _, _, db = mongo_db
     one, two = make_store(node_id="n1"), make_store(node_id="n2")

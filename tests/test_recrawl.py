@@ -142,3 +142,52 @@ def test_scrapy_recrawl_queues_the_pages_it_selects_now_and_status_shows_what_fa
                       (("--limit", "0"), "positive")):  # fmt: skip
         refused = scrapy("recrawl", "site", *bad, *settings)
         assert refused.returncode != 0 and said in refused.stdout + refused.stderr
+
+
+def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
+    """A page whose markup changes on every fetch (a clock, an ad) but whose items do
+    not is unchanged; the spider's own fetch time is not content."""
+    from scrapy import Request, Spider
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.test import get_crawler
+
+    from extensions.downloadermiddlewares.recrawl import (
+        RecrawlItemsMiddleware,
+        RecrawlMiddleware,
+        pending_revisits,
+    )
+
+    class Prices(Spider):
+        name = "prices"
+        recrawl_fingerprint = "items"
+        recrawl_ignore_fields = ("fetched_at",)
+
+    crawler = get_crawler(Prices, {"RECRAWL_AFTER": 60})
+    crawler.spider = Prices()
+    crawler._apply_settings()
+    fetcher = RecrawlMiddleware(crawler)
+    hasher = RecrawlItemsMiddleware.from_crawler(crawler)
+    url = "http://shop.test/p/1"
+
+    def fetch(state, body, price, fetched_at):
+        request = Request(url, meta={"recrawl": state} if state else {})
+        response = HtmlResponse(url, body=body, request=request)
+        assert fetcher.process_response(request, response) is response
+        item = {"url": url, "price": price, "fetched_at": fetched_at}
+        assert list(hasher.process_spider_output(response, [item, Request(url + "?x")])) != []
+        _, _, _, data = pending_revisits.pop(request)
+        return json.loads(data)["meta"]["recrawl"], request.meta["recrawl_changed"]
+
+    state, _ = fetch(None, b"<p>10:00</p>", 5, "t1")
+    state, changed = fetch(state, b"<p>10:05</p>", 5, "t2")
+    assert not changed  # new markup, same items
+    state, changed = fetch(state, b"<p>10:10</p>", 6, "t3")
+    assert changed and state["changed_at"] == state["fetched_at"]
+    stats = crawler.stats.get_stats()
+    assert (stats["recrawl/unchanged"], stats["recrawl/changed"]) == (1, 1)
+
+    # the callback failed before its items were all seen: settled with what was seen
+    request = Request(url, meta={"recrawl": state})
+    fetcher.process_response(request, HtmlResponse(url, body=b"x", request=request))
+    settle = pending_revisits.get(request)
+    assert callable(settle) and settle() is not None

@@ -10,6 +10,7 @@ from extensions.spiders import DistributedSpider
 
 class ShopSpider(DistributedSpider):
     name = "shop"
+    recrawl_ignore_fields = ("fetched_at",)  # set by the spider: no change
 
     def parse(self, response):
         """The home page: one request per category."""

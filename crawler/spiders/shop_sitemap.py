@@ -11,6 +11,7 @@ from extensions.spiders import DistributedSitemapSpider
 
 class ShopSitemapSpider(DistributedSitemapSpider):
     name = "shop_sitemap"
+    recrawl_ignore_fields = ("fetched_at",)  # set by the spider: no change
     sitemap_rules = [("/product/", "parse_product")]
 
     parse_product = ShopSpider.parse_product

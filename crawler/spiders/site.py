@@ -26,6 +26,7 @@ from extensions.spiders import DistributedSpider
 class SiteSpider(DistributedSpider):
     name = "site"
     link_limit = 0
+    recrawl_ignore_fields = ("fetched_at",)  # set by the spider: no change
 
     def __init__(self, *args, allow: str = "", **kwargs):
         super().__init__(*args, **kwargs)

@@ -20,14 +20,17 @@ page's halves, within ``RECRAWL_MIN`` and ``RECRAWL_MAX``.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import time
 import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from itemadapter import ItemAdapter
 from scrapy import Request
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from extensions import defaults
 from extensions.frontier.groups import group_for
@@ -58,6 +61,11 @@ class RecrawlMiddleware:
         self.shortest = s.getfloat("RECRAWL_MIN", defaults.RECRAWL_MIN)
         self.longest = s.getfloat("RECRAWL_MAX", defaults.RECRAWL_MAX)
         self.queue_by = s.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
+        self.fingerprint_of = s.get("RECRAWL_FINGERPRINT", defaults.RECRAWL_FINGERPRINT)
+        if self.fingerprint_of not in FINGERPRINTS:
+            raise ValueError(
+                f"RECRAWL_FINGERPRINT must be one of {FINGERPRINTS}, not {self.fingerprint_of!r}"
+            )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
@@ -85,33 +93,55 @@ class RecrawlMiddleware:
         if not base:
             return response
         now = time.time()
-        if not_modified:
-            fingerprint, changed = state.get("fingerprint"), False
-            self.stats.inc_value("recrawl/not_modified")
-        else:
-            fingerprint = hashlib.sha1(response.body).hexdigest()[:16]
-            changed = state.get("fingerprint") != fingerprint
-            if state:
-                self.stats.inc_value("recrawl/changed" if changed else "recrawl/unchanged")
-        interval = self._next_interval(base, state, changed)
-        changed_at = now if changed else _number(state.get("changed_at")) or now
         etag = response.headers.get(b"ETag") if not not_modified else None
         modified = response.headers.get(b"Last-Modified") if not not_modified else None
         record = {
             "etag": _text(etag) if etag else state.get("etag"),
             "last_modified": _text(modified) if modified else state.get("last_modified"),
-            "fingerprint": fingerprint,
-            "interval": interval,
             "url": request.url,
             "fetched_at": now,
+        }
+        if not_modified:
+            self.stats.inc_value("recrawl/not_modified")
+            self._settle(request, record, state, base, state.get("fingerprint"), counted=False)
+            raise IgnoreRequest(f"not modified since the last fetch: {request.url}")
+        if getattr(spider, "recrawl_fingerprint", self.fingerprint_of) == "items":
+            # settled when the callback's items are known (RecrawlItemsMiddleware),
+            # or with what is known when the scheduler is done with the request
+            items_digest[request] = hashlib.sha1()
+            pending_revisits[request] = lambda: self._settle(
+                request, record, state, base, _digest_of(request)
+            )
+            return response
+        self._settle(request, record, state, base, hashlib.sha1(response.body).hexdigest()[:16])
+        return response
+
+    def _settle(
+        self,
+        request: Request,
+        record: dict,
+        state: dict,
+        base: float,
+        fingerprint: Any,
+        counted: bool = True,
+    ) -> RevisitEntry | None:
+        """Complete the page's record with its fingerprint and leave it for the
+        scheduler; returns it. ``counted``: as changed or unchanged (a 304 is
+        counted as not modified instead)."""
+        now = record["fetched_at"]
+        changed = state.get("fingerprint") != fingerprint  # a first fetch is a change
+        if state and counted:
+            self.stats.inc_value("recrawl/changed" if changed else "recrawl/unchanged")
+        changed_at = now if changed else _number(state.get("changed_at")) or now
+        record |= {
+            "fingerprint": fingerprint,
+            "interval": self._next_interval(base, state, changed),
             "changed_at": changed_at,
         }
         request.meta["recrawl_changed"] = changed
         request.meta["recrawl_changed_at"] = changed_at
-        self._leave_record(request, spider, record, now + interval)
-        if not_modified:
-            raise IgnoreRequest(f"not modified since the last fetch: {request.url}")
-        return response
+        spider: Any = self.crawler.spider
+        return self._leave_record(request, spider, record, now + record["interval"])
 
     def _interval(self, request: Request, response: Response, spider: Spider) -> float:
         """The page's revisit interval: meta, then the spider, then the rules, then
@@ -138,7 +168,9 @@ class RecrawlMiddleware:
         step = SHRINK if changed else GROW
         return min(max(last * step if state else base, self.shortest), self.longest)
 
-    def _leave_record(self, request: Request, spider: Spider, record: dict, due: float) -> None:
+    def _leave_record(
+        self, request: Request, spider: Spider, record: dict, due: float
+    ) -> RevisitEntry | None:
         again = request.replace(
             dont_filter=True,
             meta={
@@ -155,11 +187,79 @@ class RecrawlMiddleware:
         except SerializationError as exc:
             logger.warning("%s will not be fetched again: %s", request.url, exc)
             self.stats.inc_value("recrawl/unserializable")
-            return
+            pending_revisits.pop(request, None)
+            return None
         fingerprint = self.crawler.request_fingerprinter.fingerprint(request).hex()
         group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
-        pending_revisits[request] = (fingerprint, group, due, data)
+        entry = (fingerprint, group, due, data)
+        pending_revisits[request] = entry
         self.stats.inc_value("recrawl/scheduled")
+        return entry
+
+
+def ignored_fields(crawler: Crawler) -> frozenset[str]:
+    """Item fields that are not content (the spider's own fetch time, say): a
+    change in them is no change. The spider's ``recrawl_ignore_fields``, else
+    ``RECRAWL_IGNORE_FIELDS``."""
+    fields = getattr(crawler.spidercls, "recrawl_ignore_fields", None)
+    if fields is None:
+        fields = crawler.settings.getlist("RECRAWL_IGNORE_FIELDS", defaults.RECRAWL_IGNORE_FIELDS)
+    return frozenset([fields] if isinstance(fields, str) else fields)
+
+
+class RecrawlItemsMiddleware:
+    """Where a page's fingerprint is its items' (``RECRAWL_FINGERPRINT = "items"``
+    or a spider's ``recrawl_fingerprint = "items"``): hashes the items the
+    callback yields, in order, and settles the page's record when it is done, so
+    a page whose markup changed but whose items did not counts as unchanged."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RecrawlItemsMiddleware:
+        setting = crawler.settings.get("RECRAWL_FINGERPRINT", defaults.RECRAWL_FINGERPRINT)
+        if getattr(crawler.spidercls, "recrawl_fingerprint", setting) != "items":
+            raise NotConfigured("pages are told apart by their bodies")
+        return cls(ignored_fields(crawler))
+
+    def __init__(self, ignored: frozenset[str] = frozenset()):
+        self.ignored = ignored
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        async for element in result:
+            self._hash(response.request, element)
+            yield element
+        self._done(response.request)
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Any = None
+    ) -> Iterator[Any]:
+        for element in result:
+            self._hash(response.request, element)
+            yield element
+        self._done(response.request)
+
+    def _hash(self, request: Request | None, element: Any) -> None:
+        digest = items_digest.get(request) if request is not None else None
+        if digest is None or isinstance(element, Request):
+            return
+        try:
+            fields = ItemAdapter(element).asdict()
+        except TypeError:  # not an item
+            return
+        content = {k: v for k, v in fields.items() if k not in self.ignored}
+        digest.update(json.dumps(content, sort_keys=True, default=repr).encode())
+
+    @staticmethod
+    def _done(request: Request | None) -> None:
+        settle = pending_revisits.get(request) if request is not None else None
+        if callable(settle):
+            settle()
+
+
+def _digest_of(request: Request) -> str:
+    digest = items_digest.pop(request, None)
+    return digest.hexdigest()[:16] if digest is not None else ""
 
 
 # meta Scrapy sets per download: not carried into the next fetch
@@ -168,12 +268,19 @@ _TRANSIENT = {"download_latency", "download_slot_key", "redirect_times",
               "recrawl_changed", "recrawl_changed_at"}  # fmt: skip
 
 
+FINGERPRINTS = ("body", "items")
+#: (request fingerprint in hex, group, due time, the request's JSON)
+RevisitEntry = tuple[str, str, float, bytes]
+
 # A fetched page's revisit record, for the scheduler to write with the release of
 # the page's lease: node-local, by request, so a spider that copies response.meta
-# into the requests it makes does not copy it along.
-pending_revisits: weakref.WeakKeyDictionary[Request, tuple[str, str, float, bytes]] = (
-    weakref.WeakKeyDictionary()
-)
+# into the requests it makes does not copy it along. Where the record waits for
+# the page's items, a function that completes it.
+pending_revisits: weakref.WeakKeyDictionary[
+    Request, RevisitEntry | Callable[[], RevisitEntry | None]
+] = weakref.WeakKeyDictionary()
+# The items' digest of a page whose fingerprint is its items', while they come.
+items_digest: weakref.WeakKeyDictionary[Request, Any] = weakref.WeakKeyDictionary()
 
 
 def _state_of(request: Request) -> dict:

@@ -551,6 +551,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         for request in finished:
             self._to_release.append(self._leased.pop(request))
             revisit = pending_revisits.pop(request, None)
+            if callable(revisit):  # waiting for items the callback never finished
+                revisit = revisit()
+                pending_revisits.pop(request, None)
             if revisit is not None:
                 self._to_revisit.append(revisit)
             if not request.meta.get(DEAD_LETTERED):

@@ -79,6 +79,9 @@ def printable(value: Any, depth: int = 0) -> Any:
     return repr(value)[:10_000]
 
 
+COUNTED = ("written", "retried", "spilled", "replayed", "rejected", "duplicates", "changed")
+
+
 @dataclass
 class WriteReport:
     """What one ``write`` did; the pipeline adds it to the crawl's stats."""
@@ -89,11 +92,13 @@ class WriteReport:
     replayed: int = 0
     rejected: int = 0
     duplicates: int = 0
+    #: stored documents whose fields changed (their ``_changed_at`` moved)
+    changed: int = 0
     #: (id of the rejected document object, why), so the pipeline can tell its item
     rejections: list[tuple[int, str]] = field(default_factory=list)
 
     def add(self, other: WriteReport) -> None:
-        for name in ("written", "retried", "spilled", "replayed", "rejected", "duplicates"):
+        for name in COUNTED:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.rejections += other.rejections
 

@@ -34,7 +34,8 @@ from twisted.python.failure import Failure
 
 from extensions import defaults
 from extensions.cluster.checkpoint import node_id_for
-from extensions.pipelines.documents import KEY_FIELD, WriteReport
+from extensions.downloadermiddlewares.recrawl import ignored_fields
+from extensions.pipelines.documents import COUNTED, KEY_FIELD, WriteReport
 from extensions.pipelines.stores import ItemStore, JsonLinesStore
 
 if TYPE_CHECKING:
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
-
-COUNTERS = ("written", "retried", "spilled", "replayed", "rejected", "duplicates")
 
 
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
@@ -114,6 +113,7 @@ class ItemStorePipeline:
                 journal_dir=Path(s.get("MONGO_JOURNAL_DIR", defaults.MONGO_JOURNAL_DIR)) / name,
                 mode=s.get("MONGO_WRITE_MODE", defaults.MONGO_WRITE_MODE),
                 retry_time=s.getfloat("MONGO_RETRY_TIME", defaults.MONGO_RETRY_TIME),
+                ignore_fields=ignored_fields(crawler),
             )
         else:
             store = JsonLinesStore(
@@ -147,7 +147,7 @@ class ItemStorePipeline:
         self._count(report)
         prefix = self.store.stats_prefix
         counts = ", ".join(
-            f"{self.stats.get_value(f'{prefix}/{name}', 0)} {name}" for name in COUNTERS
+            f"{self.stats.get_value(f'{prefix}/{name}', 0)} {name}" for name in COUNTED
         )
         logger.info("item store %s closed: %s", self.store.describe(), counts)
 
@@ -236,7 +236,7 @@ class ItemStorePipeline:
         if report is None:
             return
         prefix = self.store.stats_prefix
-        for name in COUNTERS:
+        for name in COUNTED:
             value = getattr(report, name)
             if value:
                 self.stats.inc_value(f"{prefix}/{name}", value)

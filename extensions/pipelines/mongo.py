@@ -18,8 +18,10 @@ Runs in the pipeline's worker thread, never on the reactor. For each batch:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,24 @@ DUPLICATE_KEY = 11000
 # stepping down, network trouble, time limits.
 TRANSIENT_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
 WRITE_MODES = ("upsert", "insert")
+CHANGED_AT = "_changed_at"  # when the item's fields last changed
+CONTENT_HASH = "_content_hash"  # of the item's own fields, to tell a change
+# Fields the store sets itself: an item's own value for them is not written.
+_STORE_FIELDS = frozenset(
+    {"_id", "_collection", KEY_FIELD, "_first_seen", CHANGED_AT, CONTENT_HASH}
+)
+
+
+def content_hash(doc: dict[str, Any], ignored: Collection[str] = ()) -> str:
+    """A digest of the item's own fields (not those starting with ``_``, which
+    the crawl sets, nor the ``ignored`` ones, such as the spider's own fetch
+    time), stable across nodes and field order."""
+    fields = {k: doc[k] for k in sorted(doc) if not k.startswith("_") and k not in ignored}
+    try:
+        encoded = bson.encode(fields)
+    except (InvalidDocument, TypeError, ValueError, OverflowError):
+        encoded = repr(fields).encode()  # the write will reject it with the reason
+    return hashlib.sha1(encoded).hexdigest()[:20]
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -77,6 +97,7 @@ class MongoStore:
         mode: str = "upsert",
         retry_time: float = 30.0,
         server_selection_timeout: float = 5.0,
+        ignore_fields: Collection[str] = (),
     ):
         if mode not in WRITE_MODES:
             raise ValueError(f"MONGO_WRITE_MODE must be one of {WRITE_MODES}, not {mode!r}")
@@ -86,6 +107,7 @@ class MongoStore:
         self.key_field = key_field
         self.mode = mode
         self.retry_time = retry_time
+        self.ignore_fields = frozenset(ignore_fields)  # not content: no change when they differ
         self.server_selection_timeout = server_selection_timeout
         self.journal = Journal(Path(journal_dir), node_id)
         self.rejected_path = Path(journal_dir) / "rejected.jsonl"
@@ -267,7 +289,12 @@ class MongoStore:
         for name, group in self._by_collection(docs).items():
             self._ensure_indexes(name, self._key_of(group[0]))
             collection = self.client[self.database_name][name]
-            operations = [self._operation(doc, now) for doc in group]
+            hashes = [content_hash(doc, self.ignore_fields) for doc in group]
+            if self.mode == "upsert":
+                group, hashes = self._mark_changed(collection, group, hashes, report, now, retry)
+                if not group:
+                    continue
+            operations = [self._operation(d, h, now) for d, h in zip(group, hashes, strict=True)]
             try:
                 result = collection.bulk_write(operations, ordered=False)
             except BulkWriteError as exc:
@@ -291,15 +318,52 @@ class MongoStore:
             report.written += result.upserted_count + result.matched_count + result.inserted_count
         return retry
 
-    def _operation(self, doc: dict[str, Any], now: dt.datetime):
-        fields = {k: v for k, v in doc.items() if k not in ("_id", "_collection", KEY_FIELD)}
+    def _mark_changed(
+        self,
+        collection: Any,
+        docs: list[dict[str, Any]],
+        hashes: list[str],
+        report: WriteReport,
+        now: dt.datetime,
+        retry: list[dict[str, Any]],
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """Move ``_changed_at`` of the stored documents whose fields differ from
+        the new version's, before the upsert writes the new version: a separate
+        write, as an update's own filter cannot both match and compare. Returns
+        the documents to upsert; those that met a transient error wait in ``retry``."""
+        marks = [
+            UpdateOne(
+                {self._key_of(doc): doc[self._key_of(doc)], CONTENT_HASH: {"$ne": digest}},
+                {"$set": {CHANGED_AT: now}},
+            )
+            for doc, digest in zip(docs, hashes, strict=True)
+        ]
+        try:
+            result = collection.bulk_write(marks, ordered=False)
+        except BulkWriteError as exc:
+            # Other refusals are the upsert's to report, with the document kept.
+            again = {
+                error["index"]
+                for error in exc.details.get("writeErrors", [])
+                if error.get("code") in TRANSIENT_CODES
+            }
+            report.changed += exc.details.get("nModified", 0)
+            retry += [doc for index, doc in enumerate(docs) if index in again]
+            kept = [i for i in range(len(docs)) if i not in again]
+            return [docs[i] for i in kept], [hashes[i] for i in kept]
+        report.changed += result.modified_count
+        return docs, hashes
+
+    def _operation(self, doc: dict[str, Any], digest: str, now: dt.datetime):
+        fields = {k: v for k, v in doc.items() if k not in _STORE_FIELDS}
+        fields[CONTENT_HASH] = digest
         key_field = self._key_of(doc)
         if self.mode == "insert":
-            return InsertOne({**fields, "_first_seen": now, "_updated_at": now})
+            return InsertOne({**fields, "_first_seen": now, "_updated_at": now, CHANGED_AT: now})
         fields["_updated_at"] = now
         return UpdateOne(
             {key_field: doc[key_field]},
-            {"$set": fields, "$setOnInsert": {"_first_seen": now}},
+            {"$set": fields, "$setOnInsert": {"_first_seen": now, CHANGED_AT: now}},
             upsert=True,
         )
 
