@@ -13,7 +13,7 @@ import redis
 
 from demosite import catalog
 from demosite.server import FLAKY_KINDS, FLAKY_PER_KIND, RETRY_AFTER
-from tests.conftest import read_items, site_hits
+from tests.conftest import queued, read_items, site_hits
 from tests.test_retry import site_times
 from tests.test_scheduler import page_hits, wait_for
 from tools import services
@@ -160,3 +160,57 @@ def test_kill_9_then_the_same_command_resumes_at_once(redis_url, redis_client, s
     }
     books = {p for p in good_pages() if not p.startswith("/flaky/")}
     assert stored == books
+
+
+def _urls_in_leases(client, name: str) -> list[str]:
+    urls = []
+    for key in client.scan_iter(match=f"{name}:leases:*", count=1000):
+        for member in client.zrange(key, 0, -1):
+            group, _, entry_id = member.partition(b"\n")
+            data = client.hget(f"{name}:data:{group.decode()}", entry_id)
+            urls.append(json.loads(data)["url"] if data else f"<no JSON for {member!r}>")
+    return urls
+
+
+def test_kill_9_during_a_recrawl_leaves_every_page_kept_once(
+    redis_url, redis_client, slow_site, nodes
+):
+    """Product pages come back every second while nodes are killed: at the end each
+    is in exactly one place (waiting for its date, queued, or leased), none lost,
+    none twice."""
+    from collections import Counter
+
+    from extensions.frontier.frontier import revisit_page
+
+    rng = random.Random(1)
+    settings = {**SETTINGS, "RECRAWL_RULES": json.dumps({"/product/": 1}),
+                "NODE_HEARTBEAT_INTERVAL": 0.3, "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
+                "CLOSESPIDER_TIMEOUT": 10}  # fmt: skip
+    redis_client.lpush("site:start_urls", slow_site.url + "/category/books")
+    allow = {"allow": "/category/books,/product/"}
+    for n in (1, 2, 3):
+        nodes.start("site", redis_url, spider_args=allow, NODE_ID=f"n{n}", **settings)
+    products = {f"/product/{i}" for i in catalog.product_ids("books")}
+
+    def recrawled() -> int:
+        hits = site_hits(slow_site)
+        return sum(1 for page in products if hits.get(page, 0) >= 2)
+
+    wait_for(lambda: recrawled() >= 20, 60, "recrawls under way")
+    for victim_index in rng.sample(range(3), 2):  # two kills, a replacement after each
+        time.sleep(rng.uniform(0.2, 1.5))
+        nodes.procs[victim_index].send_signal(signal.SIGKILL)
+        nodes.procs[victim_index].wait(10)
+        nodes.start("site", redis_url, spider_args=allow, NODE_ID=f"r{victim_index}", **settings)
+    codes = nodes.wait(120)
+    assert codes.count(-signal.SIGKILL) == 2
+    assert [c for c in codes if c != -signal.SIGKILL] == [0, 0, 0], nodes.tail()
+    assert recrawled() == len(products)  # the recrawl went on through the kills
+
+    kept = {fp: revisit_page(record) for fp, record in redis_client.hgetall("site:revisit").items()}
+    assert {page[0].removeprefix(slow_site.url) for page in kept.values()} == products
+    places = Counter(kept[fp][0] for fp in redis_client.zrange("site:due", 0, -1))
+    places.update(json.loads(data)["url"] for data in queued(redis_client, "site"))
+    places.update(_urls_in_leases(redis_client, "site"))
+    assert {url.removeprefix(slow_site.url) for url in places} == products  # none lost
+    assert {url: n for url, n in places.items() if n != 1} == {}  # none twice
