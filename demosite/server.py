@@ -21,7 +21,7 @@ CHANGE_EVERY requests, with ETag and Last-Modified, answering 304 to a
 conditional request that matches (``GET /__not_modified`` counts those).
 ``/sitemap.xml`` (named in robots.txt) is a sitemap index of
 ``/sitemap-categories.xml`` and one ``/sitemap-products-CATEGORY.xml`` per category,
-each URL with a lastmod.
+each URL with a lastmod (``POST /__edit?path=/product/N`` sets a product's to now).
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt.
 """
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import html
 import signal
 import sys
@@ -157,8 +158,10 @@ async def sitemap(request: web.Request) -> web.Response:
     if part == "categories":
         paths = [(f"/category/{c}", "2026-11-01") for c in catalog.CATEGORIES]
     elif category in catalog.CATEGORIES:
+        edited = request.app["edited"]
         paths = [
-            (f"/product/{i}", f"2026-11-{1 + i % 28:02d}") for i in catalog.product_ids(category)
+            (f"/product/{i}", edited.get(f"/product/{i}", f"2026-11-{1 + i % 28:02d}"))
+            for i in catalog.product_ids(category)
         ]
     else:
         raise web.HTTPNotFound()
@@ -234,6 +237,16 @@ async def changing(request: web.Request) -> web.Response:
     return response
 
 
+async def edit(request: web.Request) -> web.Response:
+    """``POST /__edit?path=/product/5``: the product's sitemap entry gets a lastmod
+    of now, as a shop's would after an edit."""
+    path = request.query.get("path", "")
+    if not path.startswith("/product/"):
+        raise web.HTTPBadRequest(text="path must be a product page")
+    request.app["edited"][path] = dt.datetime.now(dt.UTC).isoformat()
+    return web.json_response(request.app["edited"])
+
+
 async def not_modified(request: web.Request) -> web.Response:
     return web.json_response(dict(request.app["not_modified"]))
 
@@ -261,6 +274,7 @@ def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     app["crawl_delay"] = crawl_delay
     app["hits"] = Counter()
     app["not_modified"] = Counter()
+    app["edited"] = {}
     app["times"] = defaultdict(list)
     app["latency"] = latency
     app.router.add_get("/", home)
@@ -278,6 +292,7 @@ def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     app.router.add_get("/changing/", changing_index)
     app.router.add_get("/changing/{n}", changing)
     app.router.add_get("/__not_modified", not_modified)
+    app.router.add_post("/__edit", edit)
     app.router.add_get("/__hits", hits)
     app.router.add_get("/__times", times)
     return app

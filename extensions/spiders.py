@@ -20,7 +20,9 @@ with the reason, and the spider goes on.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import re
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,8 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.deadletter import DeadLetters
+from extensions.frontier.frontier import Frontier
+from extensions.frontier.groups import group_for
 from extensions.frontier.meta import START_ENTRY
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
 from extensions.keys import SpiderKeys
@@ -207,7 +211,78 @@ class DistributedSitemapSpider(DistributedMixin, SitemapSpider):
     dupefilter, so every node may start from the same ``sitemap_urls`` and each
     sitemap and page is still fetched once by the whole cluster."""
 
+    #: Trust ``<lastmod>`` for pages kept for a recrawl: one listed as changed since
+    #: its last fetch is fetched now, one listed as unchanged has its recrawl put off
+    #: by its interval. False for a site whose lastmod dates cannot be trusted.
+    sitemap_trust_lastmod = True
+
     def _own_start_requests(self) -> Iterable[Any]:
         for url in self.sitemap_urls:
             yield Request(url, callback=self._parse_sitemap)
         yield from super()._own_start_requests()
+
+    def _get_urls_and_callbacks_from_urlset(self, entries: Iterable[dict[str, Any]]):
+        dated: list[tuple[Any, Any]] = []
+
+        def noting(entries: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+            for entry in entries:
+                if entry.get("lastmod") and self.sitemap_trust_lastmod:
+                    dated.append((entry.get("loc"), entry["lastmod"]))
+                yield entry
+
+        yield from super()._get_urls_and_callbacks_from_urlset(noting(entries))
+        if dated:
+            self._apply_lastmods(dated)
+
+    def _apply_lastmods(self, dated: list[tuple[Any, Any]]) -> None:
+        """Tell the pages kept for a recrawl what the sitemap says of them."""
+        stats = self.crawler.stats
+        assert stats is not None
+        queue_by = self.crawler.settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
+        fingerprinter = self.crawler.request_fingerprinter
+        entries = []
+        for loc, text in dated:
+            when = parse_lastmod(text)
+            try:
+                request = Request(loc)
+            except (TypeError, ValueError):
+                when = None
+            if when is None:
+                stats.inc_value("recrawl/lastmod_unreadable")
+                continue
+            fingerprint = fingerprinter.fingerprint(request).hex()
+            entries.append((fingerprint, group_for(request.url, None, queue_by), when))
+        if not hasattr(self, "_lastmod_frontier"):
+            keys = SpiderKeys.for_crawler(self.crawler)
+            self._lastmod_frontier = Frontier(self.server, keys, node_id_for(self.crawler))
+        sooner = later = 0
+        try:
+            for start in range(0, len(entries), LASTMOD_BATCH):
+                moved = self._lastmod_frontier.lastmod(entries[start : start + LASTMOD_BATCH])
+                sooner, later = sooner + moved[0], later + moved[1]
+        except redis.RedisError as exc:
+            # the pages keep their dates: nothing is lost, the next read tries again
+            logger.warning("could not apply a sitemap's lastmod dates: %s", exc)
+        stats.inc_value("recrawl/lastmod_changed", sooner)
+        stats.inc_value("recrawl/lastmod_unchanged", later)
+
+
+LASTMOD_BATCH = 1000  # sitemap entries looked up in one round trip
+
+
+def parse_lastmod(text: Any) -> float | None:
+    """A sitemap ``<lastmod>`` (W3C datetime: ``2026-11-30``,
+    ``2026-11-30T10:00:00+01:00``, ``...Z``, or just a year and month) in seconds
+    since the epoch, UTC when it names no zone; None if it is none of these."""
+    if not isinstance(text, str) or len(text) > 64:
+        return None
+    text = text.strip()
+    if re.fullmatch(r"\d{4}(-\d{2})?", text):
+        text += "-01-01"[: 10 - len(text)]
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()

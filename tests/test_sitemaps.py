@@ -45,3 +45,43 @@ def test_a_sitemap_entry_is_refused_where_no_spider_reads_sitemaps(redis_url, re
     assert entry.sitemap and entry.url == "http://example.com/s.xml"
     with pytest.raises(InvalidStartURL, match="'sitemap' must be true or false"):
         parse_entry(json.dumps({"url": "http://example.com/s.xml", "sitemap": "yes"}))
+
+
+def test_a_sitemaps_lastmod_fetches_an_edited_page_at_once_and_puts_the_others_off(
+    redis_url, redis_client, demo_site, nodes
+):
+    """The books' sitemap is read again every half second; the pages are kept for a
+    recrawl in an hour. A page the shop edits is fetched again at once; the others,
+    listed as unchanged, have their recrawl put off."""
+    import re
+    import urllib.request
+
+    from extensions.frontier.frontier import revisit_page
+    from tests.test_scheduler import wait_for
+
+    entry = {"url": demo_site.url + "/robots.txt", "sitemap": True}
+    redis_client.lpush("books_sitemap:start_urls", json.dumps(entry))
+    rules = {"sitemap-products-books": 0.5, "/product/": 3600}
+    nodes.start("books_sitemap", redis_url, NODE_ID="n1", SPIDER_MODULES="tests.spiders",
+                RECRAWL_RULES=json.dumps(rules), NODE_HEARTBEAT_INTERVAL=0.3,
+                MAX_IDLE_TIME_BEFORE_CLOSE=0, CLOSESPIDER_TIMEOUT=10)  # fmt: skip
+    books = {f"/product/{i}" for i in catalog.product_ids("books")}
+    wait_for(lambda: books <= set(page_hits(demo_site)), 30, "every book fetched")
+    edited = sorted(books)[3]
+    request = urllib.request.Request(demo_site.url + "/__edit?path=" + edited, method="POST")
+    urllib.request.urlopen(request, timeout=10).close()
+    wait_for(lambda: page_hits(demo_site).get(edited) == 2, 30, "the edited page fetched again")
+    assert nodes.wait(60) == [0], nodes.tail()
+
+    hits = page_hits(demo_site)
+    assert hits[edited] == 2 and all(hits[page] == 1 for page in books - {edited})
+    assert hits["/sitemap-products-books.xml"] >= 3  # read again and again
+    stats = dict(re.findall(r"'(recrawl/lastmod_[a-z]+)': (\d+)", nodes.log(0)))
+    assert stats["recrawl/lastmod_changed"] == "1"
+    put_off = 0
+    for fingerprint, record in redis_client.hgetall("books_sitemap:revisit").items():
+        url, fetched_at = revisit_page(record)
+        if url.removeprefix(demo_site.url) in books:
+            due = redis_client.zscore("books_sitemap:due", fingerprint) / 1000
+            put_off += due > fetched_at + 3600 + 0.2  # a later read of the sitemap moved it
+    assert put_off >= len(books) - 1

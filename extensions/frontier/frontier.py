@@ -216,6 +216,12 @@ def _left(limit: int | None, done: int) -> int | None:
 def revisit_page(record: bytes) -> tuple[str, float | None] | None:
     """A revisit record's URL and last fetch time, or None if it is not one
     (anyone who can write to Redis can write there)."""
+    page = _revisit_state(record)
+    return None if page is None else page[:2]
+
+
+def _revisit_state(record: bytes) -> tuple[str, float | None, float | None] | None:
+    """A revisit record's URL, last fetch time and interval."""
     _, _, data = record.partition(b"\n")
     try:
         request = json.loads(data)
@@ -225,10 +231,15 @@ def revisit_page(record: bytes) -> tuple[str, float | None] | None:
         return None
     meta = request.get("meta")
     state = meta.get(RECRAWL) if isinstance(meta, dict) else None
-    fetched = state.get("fetched_at") if isinstance(state, dict) else None
-    if isinstance(fetched, bool) or not isinstance(fetched, (int, float)):
-        fetched = None
-    return request["url"], fetched
+    if not isinstance(state, dict):
+        return request["url"], None, None
+    return request["url"], _seconds(state.get("fetched_at")), _seconds(state.get("interval"))
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value < 1e11 else None
 
 
 @dataclass(frozen=True)
@@ -413,6 +424,39 @@ class Frontier:
             if _left(limit, chosen) == 0:
                 break
         return chosen, unreadable
+
+    def lastmod(self, entries: list[tuple[str, str, float]]) -> tuple[int, int]:
+        """What a sitemap's ``<lastmod>`` says of pages kept for a recrawl:
+        (request fingerprint in hex, group, lastmod in seconds since epoch)
+        entries. A page changed since its last fetch is made due now; one that
+        did not has its recrawl put off by its interval from now. Only pages
+        waiting for their date are moved (ZADD XX), so none is queued twice.
+        Returns (made due, put off)."""
+        now = now_ms()
+        sooner = later = 0
+        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+            keys = self.shards[shard]
+            records: list[Any] = self.server.hmget(keys.revisit, [fp for fp, _, _ in part])
+            due_now: dict[str, int] = {}
+            put_off: dict[str, int] = {}
+            for (fp, _, modified), record in zip(part, records, strict=True):
+                page = _revisit_state(record) if record else None
+                _, fetched_at, interval = page or ("", None, None)
+                if fetched_at is None:
+                    continue  # never fetched: the dupefilter decides, as for any link
+                if modified > fetched_at:
+                    due_now[fp] = now
+                elif interval:
+                    put_off[fp] = now + int(interval * 1000)
+            pipe = self.server.pipeline(transaction=False)
+            if due_now:
+                pipe.zadd(keys.due, due_now, xx=True, lt=True, ch=True)
+            if put_off:
+                pipe.zadd(keys.due, put_off, xx=True, gt=True, ch=True)
+            results = iter(execute(pipe))
+            sooner += int(next(results)) if due_now else 0
+            later += int(next(results)) if put_off else 0
+        return sooner, later
 
     def _due_now(
         self, keys: SpiderKeys, fingerprints: list[bytes], now: int, limit: int | None
