@@ -232,7 +232,7 @@ async def changing(request: web.Request) -> web.Response:
     if request.headers.get("If-None-Match") == etag:
         request.app["not_modified"][request.path_qs] += 1
         return web.Response(status=304, headers=validators)
-    response = page(f"Changing {n}", f"<p>version {version}</p>")
+    response = page(f"Changing {n}, version {version}", f"<p>version {version}</p>")
     response.headers.update(validators)
     return response
 

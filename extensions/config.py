@@ -202,6 +202,8 @@ CHECKS: dict[str, Check] = {
     "RECRAWL_MAX": _number(float, 0, above=True),
     "RECRAWL_FEED_BATCH": _number(int, 1),
     "RECRAWL_FINGERPRINT": _choice("body", "items"),
+    "RECRAWL_STORE": _choice("auto", "redis", "mongo"),
+    "RECRAWL_CLAIM_TIMEOUT": _number(float, 0, above=True),
     "RECRAWL_IGNORE_FIELDS": _names,
     "PROXY_BAN_STATUSES": _int_list(100, 599, "HTTP status codes"),
     "USER_AGENT_ROTATION": _flag,

@@ -128,4 +128,6 @@ RECRAWL_MIN = 3600.0  # seconds: the adaptive interval's floor
 RECRAWL_MAX = 30 * 86400.0  # seconds: the adaptive interval's ceiling
 RECRAWL_FINGERPRINT = "body"  # what tells a change: "body", or "items" the page yields
 RECRAWL_IGNORE_FIELDS: list[str] = []  # item fields that are not content (a timestamp)
+RECRAWL_STORE = "auto"  # where pages' recrawl state lives: redis, mongo (auto: mongo if MONGO_URI)
+RECRAWL_CLAIM_TIMEOUT = 600.0  # s: due pages a node took from MongoDB are its own this long
 RECRAWL_FEED_BATCH = 500  # due pages a heartbeat moves into the queue, per shard

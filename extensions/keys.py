@@ -61,7 +61,9 @@ key                            type    holds
                                        ``scrapy migrate`` converts them (gone once converted)
 ``NAME:revisit``               hash    RECRAWL_AFTER: request fingerprint (hex) -> "GROUP\nJSON",
                                        the request to fetch again, its validators and
-                                       content fingerprint in its meta ``recrawl``
+                                       content fingerprint in its meta ``recrawl``; with
+                                       RECRAWL_STORE = "mongo", only the pages moved from
+                                       MongoDB into the queue: fingerprint -> group
 ``NAME:due``                   zset    RECRAWL_AFTER: request fingerprint -> when it is due
                                        again (ms since epoch)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:

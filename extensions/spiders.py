@@ -30,6 +30,7 @@ import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.spiders import CrawlSpider, SitemapSpider
+from twisted.internet import threads
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
@@ -39,6 +40,7 @@ from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
 from extensions.frontier.meta import START_ENTRY
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
+from extensions.frontier.statusstore import MongoStatusStore, store_kind
 from extensions.keys import SpiderKeys
 from extensions.urlpolicy import mask_credentials
 
@@ -252,19 +254,37 @@ class DistributedSitemapSpider(DistributedMixin, SitemapSpider):
                 continue
             fingerprint = fingerprinter.fingerprint(request).hex()
             entries.append((fingerprint, group_for(request.url, None, queue_by), when))
-        if not hasattr(self, "_lastmod_frontier"):
-            keys = SpiderKeys.for_crawler(self.crawler)
-            self._lastmod_frontier = Frontier(self.server, keys, node_id_for(self.crawler))
+        if not hasattr(self, "_lastmod_target"):
+            self._lastmod_target: Any = (
+                MongoStatusStore.from_settings(self.crawler.settings, self.name)
+                if store_kind(self.crawler.settings) == "mongo"
+                else Frontier(self.server, SpiderKeys.for_crawler(self.crawler), "")
+            )
+        if isinstance(self._lastmod_target, Frontier):
+            self._count_lastmods(self._apply_lastmod_batches(entries))
+        else:  # MongoDB: off the reactor thread
+            applied = threads.deferToThread(self._apply_lastmod_batches, entries)
+            applied.addBoth(self._count_lastmods)
+
+    def _apply_lastmod_batches(self, entries: list[tuple[str, str, float]]) -> Any:
         sooner = later = 0
         try:
             for start in range(0, len(entries), LASTMOD_BATCH):
-                moved = self._lastmod_frontier.lastmod(entries[start : start + LASTMOD_BATCH])
+                moved = self._lastmod_target.lastmod(entries[start : start + LASTMOD_BATCH])
                 sooner, later = sooner + moved[0], later + moved[1]
-        except redis.RedisError as exc:
+        except redis.RedisError as exc:  # MongoDB's errors reach _count_lastmods
             # the pages keep their dates: nothing is lost, the next read tries again
             logger.warning("could not apply a sitemap's lastmod dates: %s", exc)
-        stats.inc_value("recrawl/lastmod_changed", sooner)
-        stats.inc_value("recrawl/lastmod_unchanged", later)
+        return sooner, later
+
+    def _count_lastmods(self, moved: Any) -> None:
+        stats = self.crawler.stats
+        if isinstance(moved, tuple) and stats is not None:
+            stats.inc_value("recrawl/lastmod_changed", moved[0])
+            stats.inc_value("recrawl/lastmod_unchanged", moved[1])
+        elif not isinstance(moved, tuple):
+            message = moved.getErrorMessage() if hasattr(moved, "getErrorMessage") else moved
+            logger.warning("could not apply a sitemap's lastmod dates: %s", message)
 
 
 LASTMOD_BATCH = 1000  # sitemap entries looked up in one round trip

@@ -47,6 +47,48 @@ def test_pages_come_back_after_their_interval_and_a_304_is_not_parsed_again(
         site.stop()
 
 
+def test_with_mongodb_the_recrawl_state_lives_in_a_status_collection_and_changes_are_dated(
+    redis_url, redis_client, mongo_db, nodes
+):
+    """RECRAWL_STORE = "mongo" (the default with MONGO_URI): the pages' state goes to
+    NAME_status, Redis holds only the pages moved from there into the queue, and each
+    stored item's _changed_at moves when its version does."""
+    mongo_uri, database, db = mongo_db
+    site = services.start_demo_site()
+    try:
+        redis_client.lpush("site:start_urls", site.url + "/changing/")
+        nodes.start("site", redis_url, spider_args={"allow": "/changing/"},
+                    MONGO_URI=mongo_uri, MONGO_DATABASE=database,
+                    RECRAWL_RULES=json.dumps({"/changing/[0-9]": 0.5}),
+                    NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=7,
+                    MAX_IDLE_TIME_BEFORE_CLOSE=0)  # fmt: skip
+        assert nodes.wait(60) == [0], nodes.tail()
+        hits = site_hits(site)
+        fetches = CHANGE_EVERY + 1  # past one change of each page
+        assert all(hits[page] >= fetches for page in PAGES), hits
+        assert "pages kept for a recrawl go to MongoDB" in nodes.log(0)
+
+        status = {doc["url"].removeprefix(site.url): doc for doc in db["site_status"].find()}
+        assert set(status) == PAGES  # one document a page, however often fetched
+        for doc in status.values():
+            request = json.loads(doc["request"])
+            assert request["url"] == doc["url"] and request["dont_filter"] is True
+            assert request["meta"]["recrawl"]["etag"]  # the validators for the next fetch
+        assert redis_client.zcard("site:due") == 0  # no dates in Redis
+        assert redis_client.hlen("site:revisit") <= len(PAGES)  # only pages queued now
+        stats = stats_of(nodes.log(0))
+        assert stats["recrawl/stored"] >= len(PAGES) * fetches
+        assert stats["recrawl/queued"] >= len(PAGES) * (fetches - 1)
+
+        # each version is a new title: the item's _changed_at moved, at its last version
+        changed = re.search(r"'mongo/changed': (\d+)", nodes.log(0))
+        assert changed and int(changed[1]) >= len(PAGES)
+        for doc in db["site"].find({"url": {"$regex": "/changing/[0-9]"}}):
+            assert str(doc["_changed_at"]) != str(doc["_first_seen"]), doc
+    finally:
+        site.stop()
+
+
 def test_an_adaptive_interval_grows_while_a_page_stays_the_same_and_shrinks_when_it_changes():
     from scrapy.utils.test import get_crawler
 
@@ -191,3 +233,81 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
     fetcher.process_response(request, HtmlResponse(url, body=b"x", request=request))
     settle = pending_revisits.get(request)
     assert callable(settle) and settle() is not None
+
+
+def test_a_node_dying_while_moving_due_pages_out_of_mongodb_leaves_none_behind_and_none_twice(
+    redis_url, redis_client, mongo_db
+):
+    import time
+
+    import redis
+
+    from extensions.frontier.frontier import Frontier
+    from extensions.frontier.statusstore import MongoStatusStore
+    from extensions.keys import SpiderKeys
+    from tests.conftest import queued
+
+    uri, database, db = mongo_db
+    one, two = (MongoStatusStore(uri, database, "site_status", node) for node in ("n1", "n2"))
+    frontier = Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider("site"), "n1")
+    now = time.time()
+    pages = []
+    for n in range(10):
+        url = f"http://shop.test/p/{n}"
+        request = {"url": url, "dont_filter": True, "meta": {"recrawl": {"url": url,
+                   "fetched_at": now - 100}}}  # fmt: skip
+        pages.append((f"{n:040x}", "shop.test", now - 10, json.dumps(request).encode()))
+    one.write(pages)
+    hostile = {"_id": "hostile", "due": now - 5, "request": {"$where": 1}}  # due last
+    db["site_status"].insert_one(hostile)
+
+    # n1 takes six and queues them, then dies before telling MongoDB
+    claim = one.claim(6, hold=60)
+    assert len(claim.ids) == 6 and frontier.requeue(claim.pages) == len(claim.pages)
+    # n2 meanwhile moves the others, never n1's; the hostile document is set aside
+    assert two.feed(frontier, 100, hold=60) == 4
+    assert db["site_status"].find_one({"_id": "hostile"})["due"] is None
+    # once n1's hold is over, n2 takes its six: they are queued already, not again
+    again = two.claim(100, hold=60, now=time.time() + 61)
+    assert sorted(again.ids) == sorted(claim.ids)
+    assert frontier.requeue(again.pages) == 0
+    two.mark_queued(again)
+    urls = sorted(json.loads(data)["url"] for data in queued(redis_client, "site"))
+    assert urls == sorted(f"http://shop.test/p/{n}" for n in range(10))  # each once
+    assert len(list(db["site_status"].find({"due": None}))) == 11
+
+    # fetched again: the new status clears any claim; the mark goes with the release
+    one.write(pages[:1])
+    frontier.unmark([(pages[0][0], "shop.test")])
+    assert one.claim(100, hold=60).pages[0][0] == pages[0][0]
+    one.close()
+    two.close()
+
+
+def test_scrapy_recrawl_and_status_read_the_mongodb_status_collection(
+    redis_url, redis_client, mongo_db
+):
+    import time
+
+    from extensions.frontier.statusstore import MongoStatusStore
+    from tests.conftest import queued, scrapy
+
+    uri, database, _ = mongo_db
+    store = MongoStatusStore(uri, database, "site_status")
+    now, day = time.time(), 86400
+    entries = []
+    for n, (fetched, due) in enumerate([(now - 9 * day, now + 1800), (now - 60, now + 5400),
+                                        (now - 9 * day, now - 5)]):  # fmt: skip
+        url = f"http://shop.test/p/{n}"
+        request = {"url": url, "meta": {"recrawl": {"url": url, "fetched_at": fetched}}}
+        entries.append((f"{n:040x}", "shop.test", due, json.dumps(request).encode()))
+    store.write(entries)
+    store.close()
+    settings = ("-s", f"REDIS_URL={redis_url}", "-s", f"MONGO_URI={uri}",
+                "-s", f"MONGO_DATABASE={database}")  # fmt: skip
+
+    status = json.loads(scrapy("status", "site", "--json", *settings).stdout)
+    assert (status["recrawl"], status["due"], status["due_by_hour"][:2]) == (3, 1, [1, 1])
+    done = scrapy("recrawl", "site", "--older-than", "7d", *settings)
+    assert "1 pages of site made due now; 2 due pages queued" in done.stdout, done.stderr
+    assert sorted(json.loads(d)["url"][-1] for d in queued(redis_client, "site")) == ["0", "2"]

@@ -85,3 +85,55 @@ def test_a_sitemaps_lastmod_fetches_an_edited_page_at_once_and_puts_the_others_o
             due = redis_client.zscore("books_sitemap:due", fingerprint) / 1000
             put_off += due > fetched_at + 3600 + 0.2  # a later read of the sitemap moved it
     assert put_off >= len(books) - 1
+
+
+@pytest.mark.parametrize("store", ["redis", "mongo"])
+def test_lastmod_moves_a_changed_page_to_now_and_an_unchanged_one_an_interval_out(
+    store, redis_url, mongo_db
+):
+    import time
+
+    import redis
+
+    from extensions.frontier.frontier import Frontier
+    from extensions.frontier.statusstore import MongoStatusStore
+    from extensions.keys import SpiderKeys
+
+    frontier = Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider("s"), "n1")
+    uri, database, _ = mongo_db
+    target = frontier if store == "redis" else MongoStatusStore(uri, database, "s_status")
+    now, hour = time.time(), 3600
+    entries = []
+    for n in range(4):
+        url = f"http://shop.test/p/{n}"
+        request = {"url": url, "meta": {"recrawl": {"url": url, "fetched_at": now - hour,
+                                                    "interval": 2 * hour}}}  # fmt: skip
+        entries.append((f"{n:040x}", "shop.test", now + hour, json.dumps(request).encode()))
+    (frontier.revisit if store == "redis" else target.write)(entries)
+
+    def due(n: int) -> float:
+        if store == "redis":
+            return frontier.server.zscore("s:due", entries[n][0]) / 1000
+        return target.collection.find_one({"_id": entries[n][0]})["due"]
+
+    said = [
+        (entries[0][0], "shop.test", now - 60),  # edited since the last fetch
+        (entries[1][0], "shop.test", now - 2 * hour),  # not since
+        (entries[2][0], "shop.test", now - 2 * hour),
+        ("f" * 40, "shop.test", now),
+    ]  # fmt: skip  (never fetched: not kept)
+    assert target.lastmod(said) == (1, 2)
+    assert due(0) <= time.time()
+    assert all(now + 2 * hour - 1 <= due(n) <= time.time() + 2 * hour for n in (1, 2))
+    assert abs(due(3) - (now + hour)) < 0.01  # not in the sitemap: unchanged
+
+    # a page queued meanwhile (no date: it is being fetched) is left alone
+    if store == "redis":
+        frontier.server.zrem("s:due", entries[0][0])
+    else:
+        target.collection.update_one({"_id": entries[0][0]}, {"$set": {"due": None}})
+    assert target.lastmod(said[:1]) == (0, 0)
+    if store == "redis":
+        assert frontier.server.zscore("s:due", entries[0][0]) is None
+    else:
+        assert target.collection.find_one({"_id": entries[0][0]})["due"] is None

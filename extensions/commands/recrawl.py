@@ -12,6 +12,7 @@ from scrapy.exceptions import UsageError
 from extensions import compat, config, defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.frontier import Frontier
+from extensions.frontier.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
     import argparse
@@ -76,12 +77,25 @@ class Command(ProjectCommand):
             return cutoff is None or fetched_at is None or fetched_at < cutoff
 
         frontier = Frontier(server, keys, "recrawl", budget=0)
-        chosen, unreadable = frontier.recrawl_now(wanted, opts.limit)
         settings = config.effective(self.settings)
         batch = settings.getint("RECRAWL_FEED_BATCH", defaults.RECRAWL_FEED_BATCH)
+        unreadable = 0
+        if store_kind(settings) == "mongo":
+            store = MongoStatusStore.from_settings(settings, keys.name, "recrawl")
+            chosen = store.make_due(pattern, cutoff, opts.limit)
+            hold = settings.getfloat("RECRAWL_CLAIM_TIMEOUT", defaults.RECRAWL_CLAIM_TIMEOUT)
+
+            def feed() -> int:
+                return store.feed(frontier, batch, hold)
+        else:
+            chosen, unreadable = frontier.recrawl_now(wanted, opts.limit)
+
+            def feed() -> int:
+                return frontier.feed_due(batch, in_turn=False)
+
         queued = 0
         for _ in range(FEED_ROUNDS):
-            fed = frontier.feed_due(batch, in_turn=False)
+            fed = feed()
             queued += fed
             if not fed:
                 break

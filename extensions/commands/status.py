@@ -16,6 +16,7 @@ from scrapy.exceptions import UsageError
 
 from extensions import compat, defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
+from extensions.frontier.statusstore import MongoStatusStore, store_kind
 from extensions.observability.status import (
     SHARD_FIELDS,
     crawl_status,
@@ -166,8 +167,12 @@ class Command(ProjectCommand):
             print(json.dumps({"hosts": rows}) if opts.json else render_hosts(rows))
             return
 
+        store = None
+        if store_kind(self.settings) == "mongo":
+            store = MongoStatusStore.from_settings(self.settings, keys.name)
+
         def snapshot() -> dict[str, Any]:
-            return crawl_status(server, keys, node_timeout, stall_time)
+            return crawl_status(server, keys, node_timeout, stall_time, status_store=store)
 
         if opts.json:
             print(json.dumps(snapshot()))

@@ -287,6 +287,7 @@ class Frontier:
         self._release = server.register_script(load_script("release"))
         self._sizes = server.register_script(load_script("frontier"))
         self._feed = server.register_script(load_script("recrawl_feed"))
+        self._requeue = server.register_script(load_script("recrawl_requeue"))
         self._bloom_ready: set[str] = set()  # the bitmaps known to exist, by prefix
         self.shards = keys.all_shards()  # each shard's keys, built once
         self._planner = LeasePlanner(len(self.shards))
@@ -375,6 +376,27 @@ class Frontier:
             "feed" if in_turn else None,
         )
         return sum(int(queued) for _, queued in results)
+
+    def requeue(self, entries: list[tuple[str, str, bytes]]) -> int:
+        """Queue (fingerprint in hex, group, request JSON) pages a status store
+        outside Redis found due, each marked in NAME:revisit; a page marked
+        already is queued or in flight, and is not queued again. Returns how
+        many were queued."""
+        queued = 0
+        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+            keys = self.shards[shard]
+            args: list[Any] = [keys.queue(""), keys.data("")]
+            for fingerprint, group, data in part:
+                args.extend((fingerprint, group, data))
+            script_keys = [keys.revisit, keys.ready, keys.waiting, keys.frontier]
+            queued += int(run_script(self._requeue, script_keys, args))
+        return queued
+
+    def unmark(self, entries: list[tuple[str, str]], pipe: Pipeline | None = None) -> None:
+        """Forget the queued marks of (fingerprint in hex, group) pages whose new
+        status is in the store outside Redis."""
+        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+            (pipe or self.server).hdel(self.shards[shard].revisit, *(fp for fp, _ in part))
 
     def recrawl_schedule(self, hours: int = 24) -> RecrawlSchedule:
         """The pages kept for a recrawl, how many are due now, and how many fall

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy.exceptions import DontCloseSpider
 from twisted.internet import reactor as _reactor
+from twisted.internet import threads
+from twisted.python.failure import Failure
 
 from extensions import engine
 
@@ -40,6 +42,9 @@ class ClusterDuties:
     node_timeout: float
     node_forget_after: float
     recrawl_feed_batch: int
+    recrawl_claim_timeout: float
+    status_store: Any
+    _feeding: bool
     max_idle_time: float
     idle_poll_max: float
     log_interval: float
@@ -79,9 +84,28 @@ class ClusterDuties:
 
     def _feed_due(self) -> None:
         """Pages due for a recrawl back into the queue (any node, each once)."""
-        fed = self.frontier.feed_due(self.recrawl_feed_batch)
-        if fed:
-            self.stats.inc_value("recrawl/queued", fed)
+        if self.status_store is not None:
+            if not self._feeding:  # one feed at a time, in a worker thread
+                self._feeding = True
+                fed = threads.deferToThread(
+                    self.status_store.feed,
+                    self.frontier,
+                    self.recrawl_feed_batch,
+                    self.recrawl_claim_timeout,
+                )
+                fed.addBoth(self._fed)
+            return
+        self._fed(self.frontier.feed_due(self.recrawl_feed_batch))
+
+    def _fed(self, result: Any) -> None:
+        self._feeding = False
+        if isinstance(result, Failure):
+            # the claimed pages are due again after RECRAWL_CLAIM_TIMEOUT
+            logger.warning("moving due pages into the queue failed: %s", result.getErrorMessage())
+            self.stats.inc_value("recrawl/feed_errors")
+            return
+        if result:
+            self.stats.inc_value("recrawl/queued", result)
             self._next_poll = 0.0
             engine.wake(self.crawler)
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
-from twisted.internet import task
+from twisted.internet import task, threads
 
 from extensions import compat, connection, defaults, engine
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
@@ -48,6 +48,7 @@ from extensions.frontier.meta import (
 )
 from extensions.frontier.serializer import dumps_request, loads_request
 from extensions.frontier.start_urls import StartLeases, tracker_for
+from extensions.frontier.statusstore import MongoStatusStore, store_kind
 from extensions.keys import SpiderKeys
 from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
@@ -88,6 +89,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         log_interval: float = 60.0,
         node_forget_after: float = defaults.NODE_FORGET_AFTER,
         recrawl_feed_batch: int = defaults.RECRAWL_FEED_BATCH,
+        recrawl_store: str = "redis",
+        recrawl_claim_timeout: float = defaults.RECRAWL_CLAIM_TIMEOUT,
         bloom: BloomParams | None = None,
         local_cache: int = defaults.DUPEFILTER_LOCAL_CACHE,
         url_policy: UrlPolicy | None = None,
@@ -109,6 +112,16 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self.bloom = bloom
         self.node_forget_after = node_forget_after
         self.recrawl_feed_batch = recrawl_feed_batch
+        self.recrawl_store = recrawl_store
+        self.recrawl_claim_timeout = recrawl_claim_timeout
+        # RECRAWL_STORE = "mongo": the store, the finished requests whose revisit
+        # record it has yet to take (their leases wait for it), and the pages whose
+        # queued mark goes with the release of their lease
+        self.status_store: Any = None
+        self._status_pending: list[tuple[bytes, tuple[str, str, float, bytes]]] = []
+        self._status_writing = False
+        self._to_unmark: list[tuple[str, str]] = []
+        self._feeding = False
         self.crawler = crawler
         # Scrapy's, unless the crawl was carried over from scrapy-redis (see open)
         self.fingerprinter: Any = crawler.request_fingerprinter
@@ -173,6 +186,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
             node_forget_after=s.getfloat("NODE_FORGET_AFTER", defaults.NODE_FORGET_AFTER),
             recrawl_feed_batch=s.getint("RECRAWL_FEED_BATCH", defaults.RECRAWL_FEED_BATCH),
+            recrawl_store=store_kind(s),
+            recrawl_claim_timeout=s.getfloat(
+                "RECRAWL_CLAIM_TIMEOUT", defaults.RECRAWL_CLAIM_TIMEOUT
+            ),
             bloom=bloom_from_settings(s),
             local_cache=s.getint("DUPEFILTER_LOCAL_CACHE", defaults.DUPEFILTER_LOCAL_CACHE),
             url_policy=UrlPolicy.from_settings(s),
@@ -201,6 +218,11 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
+        if self.recrawl_store == "mongo":
+            self.status_store = MongoStatusStore.from_settings(
+                self.crawler.settings, spider.name, self.node_id
+            )
+            logger.info("pages kept for a recrawl go to %s", self.status_store.describe())
         if self.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
@@ -275,7 +297,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 loop.stop()
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
+        self._write_statuses(now=True)
         self.flush()
+        if self.status_store is not None:
+            self.status_store.close()
         try:
             # Whatever this node still holds (its local buffer, requests cut
             # short by a forced stop) goes back to the queue at once.
@@ -393,6 +418,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         succeeded.
         """
         self._collect_finished()
+        self._write_statuses()
         started = self.start_entries.take_done()
         if not (
             self._to_enqueue or self._to_delay or self._to_release or self._to_revisit or started
@@ -403,7 +429,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             assert not isinstance(outcome, int)
             return outcome
         to_enqueue, to_delay, to_release = self._to_enqueue, self._to_delay, self._to_release
-        to_revisit = self._to_revisit
+        to_revisit, to_unmark = self._to_revisit, self._to_unmark
         done = self._done - len(to_delay)
         sharded = self.keys.shards > 1
         pipe = self.server.pipeline(transaction=not sharded)
@@ -433,6 +459,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 self._count_added(to_enqueue, results[:enqueue_calls])
             pipe = self.server.pipeline(transaction=False)
         self.frontier.release(to_release, pipe)
+        self.frontier.unmark(to_unmark, pipe)
         self.start_leases.ack(started, pipe)
         if done:
             pipe.hincrby(self.keys.checkpoint, "done", done)
@@ -461,12 +488,12 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             # EXEC ran every other command (releases, acknowledgements, the done
             # count); the refused writes are redone one by one, so one entry Redis
             # refuses cannot hold back the rest forever.
-            self._to_release, self._to_revisit, self._done = [], [], 0
+            self._to_release, self._to_revisit, self._to_unmark, self._done = [], [], [], 0
             self._flush_one_by_one(to_enqueue, to_delay, refused)
             return leased
         self.health.ok()
         self._to_enqueue, self._to_delay, self._to_release = [], [], []
-        self._to_revisit, self._done = [], 0
+        self._to_revisit, self._to_unmark, self._done = [], [], 0
         if not sharded:
             self._count_added(to_enqueue, results[:enqueue_calls])
         if to_release:
@@ -549,15 +576,59 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             return
         finished = [request for request in self._leased if request not in in_progress]
         for request in finished:
-            self._to_release.append(self._leased.pop(request))
+            member = self._leased.pop(request)
             revisit = pending_revisits.pop(request, None)
             if callable(revisit):  # waiting for items the callback never finished
                 revisit = revisit()
                 pending_revisits.pop(request, None)
-            if revisit is not None:
+            if revisit is None:
+                self._to_release.append(member)
+            elif self.status_store is not None:
+                self._status_pending.append((member, revisit))  # released once stored
+            else:
+                self._to_release.append(member)
                 self._to_revisit.append(revisit)
             if not request.meta.get(DEAD_LETTERED):
                 self._done += 1
+
+    def _write_statuses(self, now: bool = False) -> None:
+        """Hand the revisit records of finished requests to the status store, in a
+        worker thread (``now``: here, at close); their leases are released, with
+        their queued marks, once it has them."""
+        if self.status_store is None or not self._status_pending or self._status_writing:
+            return
+        batch, self._status_pending = self._status_pending, []
+        entries = [entry for _, entry in batch]
+        if now:
+            from pymongo.errors import PyMongoError
+
+            try:
+                self.status_store.write(entries)
+            except PyMongoError as exc:
+                logger.error("could not store %d pages' recrawl status: %s", len(batch), exc)
+                return  # their leases stay: the pages are fetched and stored again
+            self._statuses_written(None, batch)
+            return
+        self._status_writing = True
+        written = threads.deferToThread(self.status_store.write, entries)
+        written.addCallback(self._statuses_written, batch)
+        written.addErrback(self._statuses_not_written, batch)
+
+    def _statuses_written(self, _: Any, batch: list) -> None:
+        self._status_writing = False
+        self._to_release += [member for member, _ in batch]
+        self._to_unmark += [(fingerprint, group) for _, (fingerprint, group, _, _) in batch]
+        self.stats.inc_value("recrawl/stored", len(batch))
+
+    def _statuses_not_written(self, failure: Any, batch: list) -> None:
+        self._status_writing = False
+        self._status_pending = batch + self._status_pending  # tried again at the next flush
+        self.stats.inc_value("recrawl/store_errors")
+        logger.error(
+            "could not store %d pages' recrawl status (%s); trying again",
+            len(batch),
+            failure.getErrorMessage(),
+        )
 
     def _refill(self) -> None:
         now = time.monotonic()

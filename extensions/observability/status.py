@@ -33,12 +33,14 @@ def crawl_status(
     node_timeout: float = defaults.NODE_TIMEOUT,
     stall_time: float = defaults.NODE_STALL_TIME,
     hours_ahead: int = 24,
+    status_store: Any = None,
 ) -> dict[str, Any]:
     """One snapshot of the crawl: what ``--json`` prints and the metrics export
-    (with the recrawls due in each of the next ``hours_ahead`` hours)."""
+    (with the recrawls due in each of the next ``hours_ahead`` hours, from
+    ``status_store`` where the crawl keeps them in MongoDB)."""
     frontier = Frontier(server, keys, node_id="")
     sizes = frontier.sizes()
-    schedule = frontier.recrawl_schedule(hours_ahead)
+    schedule = (status_store or frontier).recrawl_schedule(hours_ahead)
     checkpoint = {text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
     now = time.time()
     work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
