@@ -18,7 +18,8 @@ crawler traps: an endless calendar, a looping path, endless filter combinations
 (``demosite/traps.py``).
 ``/changing/`` (not linked) lists pages whose content changes every
 CHANGE_EVERY requests, with ETag and Last-Modified, answering 304 to a
-conditional request that matches (``GET /__not_modified`` counts those).
+conditional request that matches (``GET /__not_modified`` counts those); the
+shop's own pages carry an ETag of their body and answer 304 the same way.
 ``/sitemap.xml`` (named in robots.txt) is a sitemap index of
 ``/sitemap-categories.xml`` and one ``/sitemap-products-CATEGORY.xml`` per category,
 each URL with a lastmod (``POST /__edit?path=/product/N`` sets a product's to now).
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import hashlib
 import html
 import signal
 import sys
@@ -269,8 +271,28 @@ async def count_hits(request: web.Request, handler):
     return await handler(request)
 
 
+SHOP_PAGES = ("/category/", "/product/")  # static: an ETag each, 304 when it matches
+
+
+@web.middleware
+async def shop_etags(request: web.Request, handler):
+    """The shop's pages never change: each gets an ETag from its body, and a
+    request that has it gets a 304, as from a web server serving files."""
+    response = await handler(request)
+    if request.path != "/" and not request.path.startswith(SHOP_PAGES):
+        return response
+    if not isinstance(response, web.Response) or response.status != 200 or not response.body:
+        return response
+    etag = '"' + hashlib.sha1(response.body).hexdigest()[:16] + '"'  # type: ignore[arg-type]
+    if request.headers.get("If-None-Match") == etag:
+        request.app["not_modified"][request.path_qs] += 1
+        return web.Response(status=304, headers={"ETag": etag})
+    response.headers["ETag"] = etag
+    return response
+
+
 def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
-    app = web.Application(middlewares=[count_hits])
+    app = web.Application(middlewares=[count_hits, shop_etags])
     app["crawl_delay"] = crawl_delay
     app["hits"] = Counter()
     app["not_modified"] = Counter()

@@ -29,7 +29,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from extensions.pipelines.mongo import MongoStore
-from tools import redis_ceiling, services, shard_spread
+from tools import recrawl_bench, redis_ceiling, services, shard_spread
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 MONGO_ITEMS = 2000  # documents per store measurement (nx-27017 slows as a collection grows)
@@ -315,7 +315,7 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13,14,15").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13,14,15,16").split(",")
 REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     STOCK: VARIANTS[STOCK],
@@ -463,7 +463,7 @@ def main() -> None:
         proxy = services.start_forward_proxy()
         mongo = None
         uri = os.environ.get("TEST_MONGO_URI")
-        if not uri and "6" in SECTIONS:
+        if not uri and ("6" in SECTIONS or "16" in SECTIONS):
             mongo = services.start_mongo_wire(work / "mongo")
             uri = mongo.url
         try:
@@ -484,6 +484,7 @@ def main() -> None:
             spread: list[tuple[int, dict]] = []
             sharding = {name: Figures() for name in SHARDING_VARIANTS}
             sharded_ceiling: list[dict] = []
+            freshness: dict[str, dict] = {}
             cluster = None
             if "15" in SECTIONS:
                 cluster = services.start_redis_cluster(work / "cluster-15")
@@ -575,6 +576,9 @@ def main() -> None:
                                         cluster=True, hosts=CEILING_HOSTS,
                                     )
                                 )  # fmt: skip
+                if run == 0 and "16" in SECTIONS:
+                    assert uri is not None
+                    freshness = recrawl_bench.measure(server.url, uri, work / "fresh", CONCURRENCY)
                 if "11" in SECTIONS:
                     for n, name in enumerate(AOF_VARIANTS):  # a directory each: a fresh AOF
                         aof[name].append(aof_per_page(name, work / f"aof-{run}-{n}"))
@@ -622,6 +626,10 @@ def main() -> None:
         report_wake(wakes)
     if "10" in SECTIONS:
         report_remote(remote, statistics.median(remote_rtt), results)
+    if "16" in SECTIONS:
+        recrawl_bench.report(
+            freshness, "a real MongoDB" if mongo is None else "nx-27017, over SQLite"
+        )
 
 
 AOF_VARIANTS = (STOCK, OURS)
