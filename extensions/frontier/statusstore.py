@@ -129,7 +129,7 @@ class MongoStatusStore:
     def claim(self, limit: int, hold: float, now: float | None = None) -> Claim:
         """Take up to ``limit`` due pages for ``hold`` seconds."""
         now = time.time() if now is None else now
-        self.ensure_indexes()
+        # no index made here: a crawl that keeps no page for a recrawl gets no collection
         found = self.collection.find({"due": {"$lte": now}}, {"_id": 1}).sort("due", 1)
         ids = [doc["_id"] for doc in found.limit(limit)]
         token = f"{self.node_id}:{uuid.uuid4().hex}"
