@@ -43,6 +43,13 @@ def test_pages_come_back_after_their_interval_and_a_304_is_not_parsed_again(
         assert stats["recrawl/changed"] >= len(PAGES)  # the version changed under them
         assert stats.get("recrawl/unchanged", 0) == 0  # the site answers 304 when it is
         assert redis_client.zcard("site:due") == len(PAGES)  # each waits for its next turn
+
+        # a record is the request as leased: what the downloader added comes afresh
+        # (a new user agent each time), and the validators ride in meta only
+        for record in redis_client.hvals("site:revisit"):
+            request = json.loads(record.partition(b"\n")[2])
+            assert set(request.get("headers", {})) <= {"Referer"}, request
+            assert set(request["meta"]) <= {"recrawl", "root_host", "depth"}, request
     finally:
         site.stop()
 

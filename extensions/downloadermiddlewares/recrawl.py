@@ -92,15 +92,14 @@ class RecrawlMiddleware:
         base = self._interval(request, response, spider)
         if not base:
             return response
-        now = time.time()
+        now = round(time.time(), 3)  # a millisecond is fine enough, and shorter JSON
         etag = response.headers.get(b"ETag") if not not_modified else None
         modified = response.headers.get(b"Last-Modified") if not not_modified else None
-        record = {
-            "etag": _text(etag) if etag else state.get("etag"),
-            "last_modified": _text(modified) if modified else state.get("last_modified"),
-            "url": request.url,
-            "fetched_at": now,
-        }
+        record = {"url": request.url, "fetched_at": now}
+        for name, value in (("etag", etag), ("last_modified", modified)):
+            kept = _text(value) if value else state.get(name)
+            if kept:  # absent rather than null: every page's record has them
+                record[name] = kept
         if not_modified:
             self.stats.inc_value("recrawl/not_modified")
             self._settle(request, record, state, base, state.get("fingerprint"), counted=False)
@@ -171,17 +170,25 @@ class RecrawlMiddleware:
     def _leave_record(
         self, request: Request, spider: Spider, record: dict, due: float
     ) -> RevisitEntry | None:
+        # the request as it was leased: what the downloader's middlewares add (user
+        # agent, Accept, client hints, cookies, timeouts) is added again next time
+        headers, meta_keys = as_leased.get(request) or (None, None)
         again = request.replace(
             dont_filter=True,
             meta={
                 k: v
                 for k, v in request.meta.items()
-                if not k.startswith("_") and k not in _TRANSIENT
+                if not k.startswith("_")
+                and k not in _TRANSIENT
+                and (meta_keys is None or k in meta_keys)
             }
             | {RECRAWL: record},
+            headers={
+                name: values
+                for name, values in request.headers.items()
+                if (headers is None or name in headers) and name not in _CONDITIONAL
+            },
         )
-        for header in (b"If-None-Match", b"If-Modified-Since"):
-            again.headers.pop(header, None)
         try:
             data = dumps_request(again, spider)
         except SerializationError as exc:
@@ -190,7 +197,8 @@ class RecrawlMiddleware:
             pending_revisits.pop(request, None)
             return None
         fingerprint = self.crawler.request_fingerprinter.fingerprint(request).hex()
-        group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
+        slot = again.meta.get("download_slot")  # the spider's own, not the downloader's
+        group = group_for(request.url, slot, self.queue_by)
         entry = (fingerprint, group, due, data)
         pending_revisits[request] = entry
         self.stats.inc_value("recrawl/scheduled")
@@ -271,6 +279,19 @@ _TRANSIENT = {"download_latency", "download_slot_key", "redirect_times",
 FINGERPRINTS = ("body", "items")
 #: (request fingerprint in hex, group, due time, the request's JSON)
 RevisitEntry = tuple[str, str, float, bytes]
+
+_CONDITIONAL = {b"If-None-Match", b"If-Modified-Since"}
+
+# The header names and meta keys of each request as the scheduler handed it out,
+# before the downloader's middlewares added theirs (see _leave_record).
+as_leased: weakref.WeakKeyDictionary[Request, tuple[frozenset[bytes], frozenset[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def remember_as_leased(request: Request) -> None:
+    as_leased[request] = (frozenset(request.headers), frozenset(request.meta))
+
 
 # A fetched page's revisit record, for the scheduler to write with the release of
 # the page's lease: node-local, by request, so a spider that copies response.meta

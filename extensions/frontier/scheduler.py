@@ -33,7 +33,7 @@ from twisted.internet import task, threads
 
 from extensions import compat, connection, defaults, engine
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
-from extensions.downloadermiddlewares.recrawl import pending_revisits
+from extensions.downloadermiddlewares.recrawl import pending_revisits, remember_as_leased
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
@@ -399,6 +399,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 return None
         request, data = self._buffer.popleft()
         self._leased[request] = data
+        remember_as_leased(request)
         self.stats.inc_value("frontier/dequeued")
         return request
 
