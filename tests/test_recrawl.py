@@ -204,6 +204,7 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
         RecrawlItemsMiddleware,
         RecrawlMiddleware,
         pending_revisits,
+        remember_as_leased,
     )
 
     class Prices(Spider):
@@ -220,6 +221,7 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
 
     def fetch(state, body, price, fetched_at):
         request = Request(url, meta={"recrawl": state} if state else {})
+        remember_as_leased(request)  # as the scheduler does
         response = HtmlResponse(url, body=body, request=request)
         assert fetcher.process_response(request, response) is response
         item = {"url": url, "price": price, "fetched_at": fetched_at}
@@ -237,9 +239,15 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
 
     # the callback failed before its items were all seen: settled with what was seen
     request = Request(url, meta={"recrawl": state})
+    remember_as_leased(request)
     fetcher.process_response(request, HtmlResponse(url, body=b"x", request=request))
     settle = pending_revisits.get(request)
     assert callable(settle) and settle() is not None
+
+    # a request the frontier never handed out (robots.txt, engine.download) is not kept
+    robots = Request("http://shop.test/robots.txt")
+    fetcher.process_response(robots, HtmlResponse(robots.url, body=b"x", request=robots))
+    assert robots not in pending_revisits
 
 
 def test_a_node_dying_while_moving_due_pages_out_of_mongodb_leaves_none_behind_and_none_twice(

@@ -84,6 +84,8 @@ class RecrawlMiddleware:
             request.headers[b"If-Modified-Since"] = modified
 
     def process_response(self, request: Request, response: Response) -> Any:
+        if request not in as_leased:
+            return response  # not from the frontier (robots.txt, engine.download): not kept
         spider: Any = self.crawler.spider
         state = _state_of(request)
         not_modified = response.status == 304 and bool(state)
@@ -172,21 +174,19 @@ class RecrawlMiddleware:
     ) -> RevisitEntry | None:
         # the request as it was leased: what the downloader's middlewares add (user
         # agent, Accept, client hints, cookies, timeouts) is added again next time
-        headers, meta_keys = as_leased.get(request) or (None, None)
+        headers, meta_keys = as_leased[request]
         again = request.replace(
             dont_filter=True,
             meta={
                 k: v
                 for k, v in request.meta.items()
-                if not k.startswith("_")
-                and k not in _TRANSIENT
-                and (meta_keys is None or k in meta_keys)
+                if not k.startswith("_") and k not in _TRANSIENT and k in meta_keys
             }
             | {RECRAWL: record},
             headers={
                 name: values
                 for name, values in request.headers.items()
-                if (headers is None or name in headers) and name not in _CONDITIONAL
+                if name in headers and name not in _CONDITIONAL
             },
         )
         try:
