@@ -225,7 +225,7 @@ class RecrawlItemsMiddleware:
     def from_crawler(cls, crawler: Crawler) -> RecrawlItemsMiddleware:
         setting = crawler.settings.get("RECRAWL_FINGERPRINT", defaults.RECRAWL_FINGERPRINT)
         if getattr(crawler.spidercls, "recrawl_fingerprint", setting) != "items":
-            raise NotConfigured("pages are told apart by their bodies")
+            raise NotConfigured  # pages are told apart by their bodies: nothing to hash
         return cls(ignored_fields(crawler))
 
     def __init__(self, ignored: frozenset[str] = frozenset()):
