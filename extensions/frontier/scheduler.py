@@ -297,6 +297,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 loop.stop()
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
+        # the last pages' recrawl status, before their leases go (one still being
+        # written in a thread has its lease handed back: the page is fetched again)
+        self._collect_finished()
         self._write_statuses(now=True)
         self.flush()
         if self.status_store is not None:
