@@ -326,3 +326,48 @@ def test_scrapy_recrawl_and_status_read_the_mongodb_status_collection(
     done = scrapy("recrawl", "site", "--older-than", "7d", *settings)
     assert "1 pages of site made due now; 2 due pages queued" in done.stdout, done.stderr
     assert sorted(json.loads(d)["url"][-1] for d in queued(redis_client, "site")) == ["0", "2"]
+
+
+def test_a_kept_page_that_fails_for_good_stays_kept_and_one_that_is_gone_is_dropped():
+    """A site down for an hour must not take its pages off the schedule: a recrawl
+    dead-lettered after its retries is kept as it was, due again after its interval.
+    A 404 or 410 says the page is gone: it is dropped."""
+    import time
+
+    from scrapy import Request, Spider
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.test import get_crawler
+
+    from extensions.downloadermiddlewares.recrawl import (
+        RecrawlMiddleware,
+        after_failure,
+        pending_revisits,
+        remember_as_leased,
+    )
+
+    crawler = get_crawler(Spider, {"RECRAWL_AFTER": 60})
+    crawler.spider = Spider("s")
+    crawler._apply_settings()
+    fetcher = RecrawlMiddleware.from_crawler(crawler)
+    url = "http://shop.test/p/1"
+    state = {"url": url, "fetched_at": 1000.0, "interval": 600.0, "etag": '"v1"'}
+
+    failed = Request(url, meta={"recrawl": state})  # the scheduler saw it dead-lettered
+    remember_as_leased(failed)
+    entry = after_failure(crawler, failed)
+    assert entry is not None
+    _, _, due, data = entry
+    assert time.time() + 590 < due <= time.time() + 600
+    kept = json.loads(data)["meta"]["recrawl"]
+    assert kept["fetched_at"] == 1000.0 and kept["etag"] == '"v1"'  # as it was
+
+    first = Request(url)  # never kept: nothing to keep after a failure
+    remember_as_leased(first)
+    assert after_failure(crawler, first) is None
+
+    gone = Request(url, meta={"recrawl": state})
+    remember_as_leased(gone)
+    fetcher.process_response(gone, HtmlResponse(url, status=404, body=b"", request=gone))
+    assert gone not in pending_revisits
+    stats = crawler.stats.get_stats()
+    assert (stats["recrawl/failed"], stats["recrawl/gone"]) == (1, 1)

@@ -71,7 +71,21 @@ class RecrawlMiddleware:
     def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
         # always on: a single request may ask for a revisit (meta["recrawl_after"]),
         # and a page with no interval costs a meta lookup
-        return cls(crawler)
+        middleware = cls(crawler)
+        _by_crawler[crawler] = middleware
+        return middleware
+
+    def after_failure(self, request: Request) -> RevisitEntry | None:
+        """A page kept for a recrawl whose fetch failed for good (dead-lettered):
+        kept as it was, due again after its interval, so an outage of the site
+        does not take it off the schedule."""
+        state = _state_of(request)
+        interval = _number(state.get("interval"))
+        if request not in as_leased or not interval or interval <= 0:
+            return None
+        self.stats.inc_value("recrawl/failed")
+        spider: Any = self.crawler.spider
+        return self._leave_record(request, spider, dict(state), time.time() + interval)
 
     def process_request(self, request: Request) -> None:
         state = _state_of(request)
@@ -90,6 +104,8 @@ class RecrawlMiddleware:
         state = _state_of(request)
         not_modified = response.status == 304 and bool(state)
         if not (200 <= response.status < 300 or not_modified):
+            if state and response.status in GONE:
+                self.stats.inc_value("recrawl/gone")  # not kept: fetched again if linked anew
             return response
         base = self._interval(request, response, spider)
         if not base:
@@ -277,6 +293,7 @@ _TRANSIENT = {"download_latency", "download_slot_key", "redirect_times",
 
 
 FINGERPRINTS = ("body", "items")
+GONE = (404, 410)  # a kept page answering these is dropped from the schedule
 #: (request fingerprint in hex, group, due time, the request's JSON)
 RevisitEntry = tuple[str, str, float, bytes]
 
@@ -291,6 +308,16 @@ as_leased: weakref.WeakKeyDictionary[Request, tuple[frozenset[bytes], frozenset[
 
 def remember_as_leased(request: Request) -> None:
     as_leased[request] = (frozenset(request.headers), frozenset(request.meta))
+
+
+_by_crawler: weakref.WeakKeyDictionary[Crawler, RecrawlMiddleware] = weakref.WeakKeyDictionary()
+
+
+def after_failure(crawler: Crawler, request: Request) -> RevisitEntry | None:
+    """The revisit record of a kept page whose fetch failed for good, if any
+    (see RecrawlMiddleware.after_failure)."""
+    middleware = _by_crawler.get(crawler)
+    return middleware.after_failure(request) if middleware is not None else None
 
 
 # A fetched page's revisit record, for the scheduler to write with the release of

@@ -33,7 +33,11 @@ from twisted.internet import task, threads
 
 from extensions import compat, connection, defaults, engine
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
-from extensions.downloadermiddlewares.recrawl import pending_revisits, remember_as_leased
+from extensions.downloadermiddlewares.recrawl import (
+    after_failure,
+    pending_revisits,
+    remember_as_leased,
+)
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
@@ -584,6 +588,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             revisit = pending_revisits.pop(request, None)
             if callable(revisit):  # waiting for items the callback never finished
                 revisit = revisit()
+                pending_revisits.pop(request, None)
+            elif revisit is None and request.meta.get(DEAD_LETTERED):
+                revisit = after_failure(self.crawler, request)  # a kept page stays kept
                 pending_revisits.pop(request, None)
             if revisit is None:
                 self._to_release.append(member)
