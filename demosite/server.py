@@ -23,6 +23,7 @@ shop's own pages carry an ETag of their body and answer 304 the same way.
 ``/sitemap.xml`` (named in robots.txt) is a sitemap index of
 ``/sitemap-categories.xml`` and one ``/sitemap-products-CATEGORY.xml`` per category,
 each URL with a lastmod (``POST /__edit?path=/product/N`` sets a product's to now).
+``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt.
 """
@@ -268,7 +269,19 @@ async def count_hits(request: web.Request, handler):
         request.app["times"][request.path_qs].append(time.time())
         if request.app["latency"]:
             await asyncio.sleep(request.app["latency"])
+        if request.path in request.app["down"]:
+            return web.Response(status=503, text="down for maintenance")
     return await handler(request)
+
+
+async def down(request: web.Request) -> web.Response:
+    """``POST /__down?path=/changing/2`` answers 503 there until ``&up=1``."""
+    path = request.query.get("path", "")
+    if request.query.get("up"):
+        request.app["down"].discard(path)
+    else:
+        request.app["down"].add(path)
+    return web.json_response(sorted(request.app["down"]))
 
 
 SHOP_PAGES = ("/category/", "/product/")  # static: an ETag each, 304 when it matches
@@ -297,6 +310,7 @@ def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     app["hits"] = Counter()
     app["not_modified"] = Counter()
     app["edited"] = {}
+    app["down"] = set()
     app["times"] = defaultdict(list)
     app["latency"] = latency
     app.router.add_get("/", home)
@@ -315,6 +329,7 @@ def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     app.router.add_get("/changing/{n}", changing)
     app.router.add_get("/__not_modified", not_modified)
     app.router.add_post("/__edit", edit)
+    app.router.add_post("/__down", down)
     app.router.add_get("/__hits", hits)
     app.router.add_get("/__times", times)
     return app

@@ -5,7 +5,8 @@ import re
 import urllib.request
 
 from demosite.server import CHANGE_EVERY, CHANGING_PAGES
-from tests.conftest import read_items, site_hits
+from extensions.frontier.frontier import revisit_page
+from tests.conftest import queued, read_items, site_hits
 from tools import services
 
 PAGES = {f"/changing/{n}" for n in range(1, CHANGING_PAGES + 1)}
@@ -92,6 +93,43 @@ def test_with_mongodb_the_recrawl_state_lives_in_a_status_collection_and_changes
         assert changed and int(changed[1]) >= len(PAGES)
         for doc in db["site"].find({"url": {"$regex": "/changing/[0-9]"}}):
             assert str(doc["_changed_at"]) != str(doc["_first_seen"]), doc
+    finally:
+        site.stop()
+
+
+def test_a_page_down_at_its_recrawl_is_dead_lettered_and_stays_on_the_schedule(
+    redis_url, redis_client, nodes
+):
+    from tests.test_scheduler import wait_for
+
+    site = services.start_demo_site()
+
+    def switch(path: str, up: bool = False) -> None:
+        query = f"path={path}" + ("&up=1" if up else "")
+        urllib.request.urlopen(urllib.request.Request(
+            f"{site.url}/__down?{query}", method="POST"), timeout=10).close()  # fmt: skip
+
+    def letters() -> int:
+        return sum(b"/changing/2" in raw for raw in redis_client.lrange("site:dlq", 0, -1))
+
+    try:
+        redis_client.lpush("site:start_urls", site.url + "/changing/")
+        nodes.start("site", redis_url, spider_args={"allow": "/changing/"},
+                    RECRAWL_RULES=json.dumps({"/changing/[0-9]": 0.5}), RETRY_TIMES=0,
+                    NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=10,
+                    MAX_IDLE_TIME_BEFORE_CLOSE=0)  # fmt: skip
+        wait_for(lambda: site_hits(site).get("/changing/2", 0) >= 2, 30, "a recrawl")
+        switch("/changing/2")
+        wait_for(lambda: letters() >= 2, 30, "the page failing, again and again")
+        switch("/changing/2", up=True)
+        back_at = site_hits(site)["/changing/2"]
+        wait_for(lambda: site_hits(site)["/changing/2"] > back_at + 1, 30, "fetched once back")
+        assert nodes.wait(60) == [0], nodes.tail()
+        stats = stats_of(nodes.log(0))
+        assert stats["recrawl/failed"] == letters() >= 2
+        kept = [revisit_page(r) for r in redis_client.hvals("site:revisit")]
+        assert {url.removeprefix(site.url) for url, _ in kept} == PAGES
+        assert redis_client.zcard("site:due") + len(queued(redis_client, "site")) == len(PAGES)
     finally:
         site.stop()
 
