@@ -80,8 +80,13 @@ class TrapDetector:
         # (host, path) -> the distinct query strings seen, up to the limit + 1
         self._queries: OrderedDict[tuple[str, str], set[int]] = OrderedDict()
 
-    def chain_of(self, url: str, parent_url: str, parent_chain: int) -> int:
-        if url != parent_url and shape(url) == shape(parent_url):
+    def chain_of(
+        self, url: str, parent_url: str, parent_chain: int, parent_shape: str | None = None
+    ) -> int:
+        """``parent_shape``: ``shape(parent_url)``, given once for all of a page's links."""
+        if url == parent_url:
+            return 0
+        if shape(url) == (parent_shape if parent_shape is not None else shape(parent_url)):
             return parent_chain + 1
         return 0
 

@@ -19,7 +19,7 @@ from twisted.internet import task
 
 from extensions import connection, defaults
 from extensions.frontier.groups import group_for
-from extensions.frontier.traps import CHAIN, TrapDetector, TrapRules
+from extensions.frontier.traps import CHAIN, TrapDetector, TrapRules, shape
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -75,10 +75,14 @@ class TrapMiddleware:
             logger.debug("trap counts not written (%s); kept for the next write", exc)
             self._unwritten.update(counts)
 
-    def _keep(self, response: Response, request: Request) -> bool:
+    def _page(self, response: Response) -> tuple[int, str]:
+        """The page's chain length and shape, once for all its links."""
         parent = response.meta.get(CHAIN, 0) if response.request is not None else 0
         parent = parent if isinstance(parent, int) and not isinstance(parent, bool) else 0
-        chain = self.detector.chain_of(request.url, response.url, parent)
+        return parent, shape(response.url)
+
+    def _keep(self, response: Response, request: Request, page: tuple[int, str]) -> bool:
+        chain = self.detector.chain_of(request.url, response.url, *page)
         reason = self.detector.reason(request.url, chain)
         if reason is None:
             if chain:
@@ -101,13 +105,15 @@ class TrapMiddleware:
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Any = None
     ) -> Iterator[Any]:
+        page = self._page(response)
         for output in result:
-            if not isinstance(output, Request) or self._keep(response, output):
+            if not isinstance(output, Request) or self._keep(response, output, page):
                 yield output
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Any = None
     ) -> AsyncIterator[Any]:
+        page = self._page(response)
         async for output in result:
-            if not isinstance(output, Request) or self._keep(response, output):
+            if not isinstance(output, Request) or self._keep(response, output, page):
                 yield output
