@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -243,8 +244,11 @@ class DistributedSitemapSpider(DistributedMixin, SitemapSpider):
         queue_by = self.crawler.settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
         fingerprinter = self.crawler.request_fingerprinter
         entries = []
+        latest = time.time() + LASTMOD_SLACK
         for loc, text in dated:
             when = parse_lastmod(text)
+            if when is not None and when > latest:
+                when = None  # a date to come would make the page "changed" at every read
             try:
                 request = Request(loc)
             except (TypeError, ValueError):
@@ -288,6 +292,7 @@ class DistributedSitemapSpider(DistributedMixin, SitemapSpider):
 
 
 LASTMOD_BATCH = 1000  # sitemap entries looked up in one round trip
+LASTMOD_SLACK = 86400.0  # s: a lastmod later than now by more is unreadable (clocks, zones)
 
 
 def parse_lastmod(text: Any) -> float | None:

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from scrapy import Request
 
 from demosite import catalog
 from extensions.exceptions import InvalidStartURL
@@ -137,3 +138,40 @@ def test_lastmod_moves_a_changed_page_to_now_and_an_unchanged_one_an_interval_ou
         assert frontier.server.zscore("s:due", entries[0][0]) is None
     else:
         assert target.collection.find_one({"_id": entries[0][0]})["due"] is None
+
+
+def test_a_lastmod_that_does_not_parse_or_lies_ahead_moves_nothing(redis_url):
+    import datetime as dt
+    import time
+
+    import redis
+    from scrapy.utils.test import get_crawler
+
+    from extensions.frontier.frontier import Frontier
+    from extensions.keys import SpiderKeys
+    from tests.spiders import BooksSitemapSpider
+
+    crawler = get_crawler(BooksSitemapSpider, {"REDIS_URL": redis_url, "RECRAWL_STORE": "redis"})
+    crawler._apply_settings()
+    spider = BooksSitemapSpider.from_crawler(crawler)
+    crawler.spider = spider
+    keys = SpiderKeys.for_spider("books_sitemap")
+    frontier = Frontier(redis.Redis.from_url(redis_url), keys, "t")
+    now = time.time()
+    urls = [f"http://shop.test/product/{n}" for n in range(3)]
+    entries = []
+    for url in urls:
+        request = {"url": url, "meta": {"recrawl": {"url": url, "fetched_at": now - 3600,
+                                                    "interval": 86400}}}  # fmt: skip
+        fingerprint = crawler.request_fingerprinter.fingerprint(Request(url)).hex()
+        entries.append((fingerprint, "shop.test", now + 86400, json.dumps(request).encode()))
+    frontier.revisit(entries)
+
+    edited = dt.datetime.now(dt.UTC).isoformat()
+    spider._apply_lastmods([(urls[0], "yesterday"), (urls[1], "2999-01-01"),
+                            (urls[2], edited), ("no url", edited), (None, edited)])  # fmt: skip
+    stats = crawler.stats.get_stats()
+    assert stats["recrawl/lastmod_unreadable"] == 4
+    assert stats["recrawl/lastmod_changed"] == 1  # the one page really edited
+    due = [frontier.server.zscore("books_sitemap:due", fp) / 1000 for fp, *_ in entries]
+    assert due[0] > now + 3600 and due[1] > now + 3600 and due[2] <= time.time()

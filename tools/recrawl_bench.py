@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -98,7 +97,6 @@ def measure(redis_url: str, mongo_uri: str, workdir: Path, concurrency: int) -> 
                 mongo.close()
             with urllib.request.urlopen(site.url + "/__not_modified", timeout=10) as answer:
                 before_304 = sum(json.load(answer).values())
-            started = time.monotonic()
             again = _crawl(redis_url, settings, workdir, site.url)
             with urllib.request.urlopen(site.url + "/__not_modified", timeout=10) as answer:
                 not_modified = sum(json.load(answer).values()) - before_304
@@ -110,7 +108,6 @@ def measure(redis_url: str, mongo_uri: str, workdir: Path, concurrency: int) -> 
                 "not_modified": not_modified,
                 "state_bytes": state_bytes,
                 "redis_bytes": redis_bytes,
-                "wall": time.monotonic() - started,
             }
         finally:
             site.stop()

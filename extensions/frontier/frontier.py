@@ -221,8 +221,13 @@ def revisit_page(record: bytes) -> tuple[str, float | None] | None:
 
 
 def _revisit_state(record: bytes) -> tuple[str, float | None, float | None] | None:
-    """A revisit record's URL, last fetch time and interval."""
-    _, _, data = record.partition(b"\n")
+    """A revisit record's ("GROUP\nJSON") URL, last fetch time and interval."""
+    return revisit_request(record.partition(b"\n")[2])
+
+
+def revisit_request(data: bytes | str) -> tuple[str, float | None, float | None] | None:
+    """A revisit request's (its JSON's) URL, last fetch time and interval, or
+    None if it is not one."""
     try:
         request = json.loads(data)
     except ValueError:
@@ -490,7 +495,7 @@ class Frontier:
         for fingerprint in fingerprints:
             pipe.zscore(keys.due, fingerprint)
         scores = execute(pipe)
-        waiting = [fp for fp, score in zip(fingerprints, scores, strict=True) if score][:limit]
+        waiting = [fp for fp, s in zip(fingerprints, scores, strict=True) if s is not None][:limit]
         if waiting:
             self.server.zadd(keys.due, dict.fromkeys(waiting, now), xx=True, lt=True)
         return len(waiting)

@@ -26,7 +26,6 @@ Runs in worker threads: the reactor never waits on MongoDB.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -34,7 +33,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from extensions.frontier.frontier import RecrawlSchedule
+from extensions.frontier.frontier import RecrawlSchedule, revisit_request
 
 if TYPE_CHECKING:
     import pymongo
@@ -116,7 +115,7 @@ class MongoStatusStore:
         self.ensure_indexes()
         operations = []
         for fingerprint, group, due, data in entries:
-            url, fetched_at, interval = _url_and_times(data)
+            url, fetched_at, interval = revisit_request(data) or ("", None, None)
             fields = {"url": url, "group": group, "due": due, "fetched_at": fetched_at,
                       "interval": interval, "request": data.decode("utf-8")}  # fmt: skip
             operations.append(
@@ -227,28 +226,6 @@ class MongoStatusStore:
             )
             made += result.modified_count
         return made
-
-
-def _url_and_times(data: bytes) -> tuple[str, float | None, float | None]:
-    """The URL, last fetch time and interval of a revisit record this node made."""
-    try:
-        request = json.loads(data)
-    except ValueError:
-        return "", None, None
-    if not isinstance(request, dict):
-        return "", None, None
-    meta = request.get("meta")
-    state = meta.get("recrawl") if isinstance(meta, dict) else None
-    state = state if isinstance(state, dict) else {}
-    return (
-        str(request.get("url", "")),
-        _number(state.get("fetched_at")),
-        _number(state.get("interval")),
-    )
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _page(doc: dict[str, Any]) -> tuple[str, str, bytes] | None:
