@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 PIPELINE = "extensions.pipelines.itemstore.ItemStorePipeline"
 METRICS = "extensions.observability.metrics.PrometheusMetrics"
+GC_TUNING = "extensions.gctuning.GarbageCollectorTuning"
 SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 # downloader middlewares, at scrapy-rotating-proxies' documented places; each
 # switches itself off when not configured (no proxies, no rate, rotation off)
@@ -35,6 +36,8 @@ SPIDER_MIDDLEWARES = {
     "extensions.downloadermiddlewares.recrawl.RecrawlItemsMiddleware": 990,
     # before Scrapy's UrlLengthMiddleware (800), so an over-long URL counts as a trap
     "extensions.spidermiddlewares.traps.TrapMiddleware": 850,
+    # the last to see a callback's output (Scrapy's HttpErrorMiddleware is at 50)
+    "extensions.gctuning.ResponseRelease": 25,
 }
 
 
@@ -62,6 +65,8 @@ class DistributedAddon:
                 settings["SPIDER_MIDDLEWARES"][path] = order
         if METRICS not in settings["EXTENSIONS"]:
             settings["EXTENSIONS"][METRICS] = 500  # off unless METRICS_PORT is set
+        if GC_TUNING not in settings["EXTENSIONS"]:
+            settings["EXTENSIONS"][GC_TUNING] = 100
         config.check(settings)  # a crawler never starts with a value it would choke on
 
     @staticmethod

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.misc import load_object
 
-from extensions import compat, defaults, engine, keys
+from extensions import compat, defaults, engine, gctuning, keys
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 
@@ -148,6 +148,14 @@ def _meta_keys(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+def _gc_threshold(settings: BaseSettings, name: str) -> str | None:
+    try:
+        gctuning.parse_threshold(settings.get(name, defaults.GC_THRESHOLD))
+    except ValueError as problem:
+        return str(problem)
+    return None
+
+
 def _names(settings: BaseSettings, name: str) -> str | None:
     names = settings.getlist(name, [])
     if not all(isinstance(n, str) and n for n in names):
@@ -214,6 +222,8 @@ CHECKS: dict[str, Check] = {
     "NODE_FORGET_AFTER": _number(float, 0, above=True),
     "NODE_STALL_TIME": _number(float, 0, above=True),
     "METRICS_PORT": _metrics_port,
+    "GC_FREEZE": _flag,
+    "GC_THRESHOLD": _gc_threshold,
     "MONGO_WRITE_MODE": _choice("upsert", "insert"),
     "MONGO_RETRY_TIME": _number(float, 0),
     "ITEM_STORE_BATCH_SIZE": _number(int, 1),

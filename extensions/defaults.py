@@ -103,6 +103,12 @@ NODE_TIMEOUT = 15.0  # seconds without a heartbeat before a node is dead and its
 NODE_FORGET_AFTER = 86400.0  # seconds after its last heartbeat a node leaves NAME:nodes and status
 NODE_STALL_TIME = 120.0  # seconds a live node may go without a page while work waits: stalled
 
+# --- the node's garbage collector (extensions/gctuning.py) ---
+GC_FREEZE = True  # freeze the objects alive when the spider opens: collections skip them
+# Python's gc.set_threshold while a spider is open: a young-generation pass every
+# 50,000 allocations instead of 700; empty = Python's own thresholds
+GC_THRESHOLD = [50_000, 20, 20]
+
 # --- metrics ---
 METRICS_PORT = ""  # Prometheus metrics port, or a range such as 9410-9419; empty or 0 = off
 METRICS_ADDRESS = "0.0.0.0"  # interface the metrics listen on (Prometheus scrapes from afar)

@@ -41,6 +41,10 @@ BAD_VALUES = [
     ("FRONTIER_SHARDS", 0),
     ("FRONTIER_SHARDS", "some"),
     ("FRONTIER_SHARDS", 5000),
+    ("GC_THRESHOLD", "often"),
+    ("GC_THRESHOLD", "50000,20"),
+    ("GC_THRESHOLD", [0, 10, 10]),
+    ("GC_FREEZE", "maybe"),
 ]
 
 

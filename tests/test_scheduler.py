@@ -69,6 +69,13 @@ def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
         assert "Deprecat" not in log, "our stack must not trigger deprecation warnings"
         # links met again were dropped on the node, and yet every page came exactly once
         assert "'dupefilter/filtered_locally'" in log
+        # the start-up heap was frozen out of the collector's way while the spider ran
+        assert conftest.stat(log, "gc/frozen_objects") > 10_000
+        assert "'gc/collections/gen0'" in log
+    # counted per flush, not per request: the totals are still exact
+    logs = [nodes.log(index) for index in range(2)]
+    assert sum(conftest.stat(log, "frontier/dequeued") for log in logs) == len(SHOP_PAGES)
+    assert sum(conftest.stat(log, "frontier/enqueued") for log in logs) >= len(SHOP_PAGES)
 
 
 def test_a_node_waits_while_another_node_still_holds_work(

@@ -154,6 +154,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         # dead-letter queue; parked copies (retries, waits) are subtracted when
         # written, as the same request is then still to be done.
         self._done = 0
+        self._enqueued_untold = 0  # counts for the stats, told at the next flush
+        self._dequeued_untold = 0
         self._poll_delay = idle_poll_min
         self._next_poll = 0.0
         self._wake_call = None
@@ -387,7 +389,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self.stats.inc_value("frontier/delayed")
             return True
         self._to_enqueue.append((fingerprint, group, request.priority, data))
-        self.stats.inc_value("frontier/enqueued")
+        self._enqueued_untold += 1
         if len(self._to_enqueue) >= self.enqueue_batch:
             self.flush()
         return True
@@ -407,8 +409,18 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         request, data = self._buffer.popleft()
         self._leased[request] = data
         remember_as_leased(request)
-        self.stats.inc_value("frontier/dequeued")
+        self._dequeued_untold += 1
         return request
+
+    def _tell_counts(self) -> None:
+        """Per-request counts go into the stats once a flush, not once a request:
+        Scrapy's stats methods cost microseconds a call."""
+        if self._enqueued_untold:
+            self.stats.inc_value("frontier/enqueued", self._enqueued_untold)
+            self._enqueued_untold = 0
+        if self._dequeued_untold:
+            self.stats.inc_value("frontier/dequeued", self._dequeued_untold)
+            self._dequeued_untold = 0
 
     # --- batching ---------------------------------------------------------------
 
@@ -425,6 +437,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         releases, acknowledgements and lease follow in a second once they all
         succeeded.
         """
+        self._tell_counts()
         self._collect_finished()
         self._write_statuses()
         started = self.start_entries.take_done()
