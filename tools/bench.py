@@ -61,6 +61,9 @@ OURS = "this project (leases, delayed retries, checkpoints)"
 # politeness decided at lease time, at a rate above what one node asks of the site
 POLITE = "this project + CLUSTER_HOST_RATE=100000 (at lease)"
 VARIANTS[POLITE] = {"CLUSTER_HOST_RATE": "100000"}
+# what the node's collector tuning (extensions/gctuning.py) buys: Python's own thresholds
+PYTHON_GC = "this project, Python's GC thresholds, no freeze"
+VARIANTS[PYTHON_GC] = {"GC_FREEZE": "False", "GC_THRESHOLD": ""}
 
 
 @dataclass
@@ -833,7 +836,8 @@ def report(results: dict[str, Figures]) -> None:
     stock = results[STOCK].rate
     print(f"   this project vs stock scrapy-redis: {ours / stock:.2f}x; "
           f"vs plain Scrapy: {ours / plain:.2f}x; with CLUSTER_HOST_RATE vs without: "
-          f"{results[POLITE].rate / ours:.2f}x")  # fmt: skip
+          f"{results[POLITE].rate / ours:.2f}x; the collector tuning: "
+          f"{ours / results[PYTHON_GC].rate:.2f}x")  # fmt: skip
 
 
 def report_sharding(sharding: dict[str, Figures], ceiling: list[dict]) -> None:
