@@ -34,6 +34,18 @@ def test_status_shows_frontier_and_nodes(redis_url, redis_client):
     assert text.returncode == 0
     assert "queued 1   in flight 1   delayed 1   dead-lettered 0   start URLs 1" in text.stdout
     assert "gone" in text.stdout and "dead" in text.stdout
+    assert "0/2 done (0.0%)" in text.stdout
+
+
+def test_progress_with_recrawls_counts_fetches_not_a_share_over_100_percent(
+    redis_url, redis_client
+):
+    redis_client.hset("shop:dupefilter", "n", 4)
+    redis_client.hset("shop:checkpoint", mapping={"pages": 7, "done": 7, "started": 1.5})
+    text = scrapy("status", "shop", "-s", f"REDIS_URL={redis_url}")
+    assert text.returncode == 0, text.stderr
+    assert "7 fetches of 4 pages discovered (recrawls)" in text.stdout
+    assert "%" not in text.stdout.splitlines()[0]
 
 
 def test_status_of_an_unknown_spider_is_a_usage_error(redis_url):

@@ -35,10 +35,12 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
     done, discovered = status["done"], max(status["discovered"], status["done"], 1)
     width = 40
     filled = int(width * min(done / discovered, 1))
-    lines.append(
-        f"{status['spider']}  [{'#' * filled}{'.' * (width - filled)}] "
-        f"{done}/{status['discovered']} done ({100 * done / discovered:.1f}%)"
-    )
+    if status["done"] > status["discovered"]:
+        # every fetch counts as done, recrawls too: no share of the pages to show
+        progress = f"{done} fetches of {status['discovered']} pages discovered (recrawls)"
+    else:
+        progress = f"{done}/{status['discovered']} done ({100 * done / discovered:.1f}%)"
+    lines.append(f"{status['spider']}  [{'#' * filled}{'.' * (width - filled)}] {progress}")
     elapsed = (status["updated"] or status["time"]) - (status["started"] or status["time"])
     average = status["pages"] / elapsed if elapsed > 0 else 0.0
     items_average = status["items"] / elapsed if elapsed > 0 else 0.0
