@@ -135,3 +135,38 @@ def test_a_waiting_retry_survives_restarts_and_runs_when_due(
     assert nodes.wait(60) == [0], nodes.tail()
     assert page_hits(demo_site) == {"/about": 1}
     assert site_times(demo_site)["/about"][0] >= due - 0.05
+
+
+def test_a_parked_retry_and_a_dead_letter_carry_the_request_as_leased(redis_url, redis_client):
+    from scrapy import Request, Spider
+    from scrapy.http import Response
+    from scrapy.utils.test import get_crawler
+
+    from extensions.downloadermiddlewares.recrawl import remember_as_leased
+    from extensions.downloadermiddlewares.retry import BackoffRetryMiddleware
+
+    class Retrying(Spider):
+        name = "retrying"
+
+    crawler = get_crawler(Retrying, {"REDIS_URL": redis_url, "RETRY_TIMES": 1})
+    crawler.spider = crawler._create_spider()
+    middleware = BackoffRetryMiddleware.from_crawler(crawler)
+
+    def fetched(request: Request, agent: str) -> Response:
+        """As the downloader leaves it: the spider's header, and its middlewares' own."""
+        remember_as_leased(request)
+        request.headers["User-Agent"] = agent
+        request.headers["Accept-Language"] = "en"
+        return Response(request.url, status=503, request=request)
+
+    request = Request("http://127.0.0.1:1/p", headers={"X-Spider": "mine"})
+    retry = middleware.process_response(request, fetched(request, "Rotated/1"))
+    assert isinstance(retry, Request) and retry is not request
+    assert dict(retry.headers) == {b"X-Spider": [b"mine"]}  # the next fetch adds its own
+    assert request.headers["User-Agent"] == b"Rotated/1"  # the fetched request is left as it was
+
+    response = fetched(retry, "Rotated/2")
+    assert middleware.process_response(retry, response) is response  # retries used up
+    letter = json.loads(redis_client.lindex("retrying:dlq", 0))
+    assert json.loads(letter["request"])["headers"] == {"X-Spider": ["mine"]}
+    assert retry.headers["User-Agent"] == b"Rotated/2"

@@ -310,6 +310,18 @@ def remember_as_leased(request: Request) -> None:
     as_leased[request] = (frozenset(request.headers), frozenset(request.meta))
 
 
+def drop_downloader_headers(leased: Request, request: Request) -> None:
+    """Take from ``request`` (``leased`` itself or a copy of it) the headers the
+    downloader's middlewares added to ``leased`` after the scheduler handed it
+    out (user agent, Accept, client hints): stored for a later fetch, they would
+    pin this fetch's identity, and that fetch adds its own."""
+    names = as_leased.get(leased)
+    if names is None:
+        return
+    for name in [name for name in request.headers if name not in names[0]]:
+        del request.headers[name]
+
+
 _by_crawler: weakref.WeakKeyDictionary[Crawler, RecrawlMiddleware] = weakref.WeakKeyDictionary()
 
 

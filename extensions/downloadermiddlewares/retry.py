@@ -29,6 +29,7 @@ from twisted.internet.defer import CancelledError
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
+from extensions.downloadermiddlewares.recrawl import drop_downloader_headers
 from extensions.exceptions import SerializationError
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
@@ -188,6 +189,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             self.crawler.stats.inc_value("retry/retry_after_honored")
         retry.meta[FIRST_FAILURE] = first_failure
         retry.meta[DELAY_UNTIL] = now + delay
+        drop_downloader_headers(request, retry)  # parked in Redis until it is due
         self.crawler.stats.inc_value("retry/delayed")
         logger.debug("retry %d of %s in %.2fs (%s)", attempt, request.url, delay, error)
         return retry
@@ -207,8 +209,10 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if self.dead_letters is None:
             return
         spider = self.crawler.spider
+        replayable = request.copy()
+        drop_downloader_headers(request, replayable)
         try:
-            stored = dumps_request(request, spider).decode()
+            stored = dumps_request(replayable, spider).decode()
         except SerializationError:
             stored = None  # still listed, just not replayable
         record = {
