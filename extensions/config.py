@@ -95,29 +95,42 @@ def _schemes(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
-def _host_rates(settings: BaseSettings, name: str) -> str | None:
+def _number_map(
+    settings: BaseSettings, name: str, what: str, what_values: str
+) -> tuple[dict[str, float] | None, str | None]:
+    """A dict setting of finite numbers >= 0, or the problem with it."""
     try:
-        rates = {host: float(rate) for host, rate in settings.getdict(name).items()}
+        values = {key: float(value) for key, value in settings.getdict(name).items()}
     except (TypeError, ValueError):
-        return 'must map hosts to requests per second, e.g. {"example.com": 2}'
-    if any(not math.isfinite(r) or r < 0 for r in rates.values()):
-        return "rates must be 0 (no limit) or positive"
-    return None
+        return None, f"must map {what}"
+    if any(not math.isfinite(v) or v < 0 for v in values.values()):
+        return None, f"{what_values} must be 0 or positive"
+    return values, None
+
+
+def _host_rates(settings: BaseSettings, name: str) -> str | None:
+    _, problem = _number_map(
+        settings,
+        name,
+        'hosts to requests per second, e.g. {"example.com": 2}',
+        "rates (0: no limit)",
+    )
+    return problem
 
 
 def _recrawl_rules(settings: BaseSettings, name: str) -> str | None:
-    try:
-        rules = {pattern: float(seconds) for pattern, seconds in settings.getdict(name).items()}
-    except (TypeError, ValueError):
-        return 'must map URL regexes to seconds, e.g. {"/news/": 3600}'
-    if any(not math.isfinite(s) or s < 0 for s in rules.values()):
-        return "intervals must be 0 (never again) or positive"
-    for pattern in rules:
+    rules, problem = _number_map(
+        settings,
+        name,
+        'URL regexes to seconds, e.g. {"/news/": 3600}',
+        "intervals (0: never again)",
+    )
+    for pattern in rules or ():
         try:
             re.compile(pattern)
         except re.error as exc:
             return f"{pattern!r} is not a regular expression: {exc}"
-    return None
+    return problem
 
 
 def _metrics_port(settings: BaseSettings, name: str) -> str | None:
