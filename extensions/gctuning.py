@@ -5,8 +5,8 @@ stack's modules, about 100,000 objects that live as long as the process. With
 Python's defaults a full collection walks all of them, several times a minute,
 and a young-generation pass runs every 700 allocations, which a page's
 parsing, requests and Deferreds reach many times over. Measured on the demo
-shop (``make bench``, section 1), that was 1.5-2 s of collector time in a 15 s
-crawl.
+shop (a node's crawl of ``make bench``, section 1), that was 4.9 s of the
+collector in 20 s of CPU.
 
 So, while a spider is open, this extension (``GarbageCollectorTuning``)
 
