@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 from scrapy import Request, Spider
@@ -125,3 +126,44 @@ def test_a_closing_node_gives_its_start_leases_back(scheduler, redis_client):
         b"http://example.com/2",
         b"http://example.com/newer",
     ]
+
+
+def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_released(
+    redis_url, redis_client, mongo_db
+):
+    from extensions.downloadermiddlewares.recrawl import pending_revisits
+
+    uri, database, db = mongo_db
+    crawler = get_crawler(
+        UnitSpider,
+        {"REDIS_URL": redis_url, "NODE_ID": "unit-node", "RECRAWL_STORE": "mongo",
+         "MONGO_URI": uri, "MONGO_DATABASE": database},
+    )  # fmt: skip
+    crawler.spider = UnitSpider.from_crawler(crawler)
+    crawler.engine = crawler._create_engine()
+    crawler.engine._slot = SimpleNamespace(inprogress=set())  # the engine is done with all
+    scheduler = DistributedScheduler.from_crawler(crawler)
+    scheduler.open(crawler.spider)
+    for loop in scheduler._loops:
+        loop.stop()
+    for path in ("/a", "/b"):
+        scheduler.enqueue_request(Request("http://example.com" + path))
+    scheduler.flush()
+    fetched = [scheduler.next_request(), scheduler.next_request()]
+    for request in fetched:
+        pending_revisits[request] = (request.url[-1] * 40, "example.com", time.time() + 60,
+                                     json.dumps({"url": request.url}).encode())  # fmt: skip
+    scheduler._collect_finished()
+    # as _write_statuses leaves a batch whose worker thread has not returned yet
+    scheduler._status_in_flight, scheduler._status_pending = scheduler._status_pending, []
+    assert len(scheduler._status_in_flight) == 2
+
+    scheduler.close("shutdown")
+
+    assert {doc["url"] for doc in db["unit_status"].find()} == {
+        "http://example.com/a", "http://example.com/b"
+    }  # fmt: skip
+    assert redis_client.zcard("unit:leases:unit-node") == 0
+    assert queued(redis_client, "unit") == []  # released, not handed back to be fetched again
+    scheduler._statuses_written(None, [])  # the thread's late answer changes nothing
+    assert scheduler._to_release == []

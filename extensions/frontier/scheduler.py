@@ -123,7 +123,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         # queued mark goes with the release of their lease
         self.status_store: Any = None
         self._status_pending: list[tuple[bytes, tuple[str, str, float, bytes]]] = []
-        self._status_writing = False
+        # the batch a worker thread is writing now (empty: none)
+        self._status_in_flight: list[tuple[bytes, tuple[str, str, float, bytes]]] = []
+        self._closed = False
         self._to_unmark: list[tuple[str, str]] = []
         self._feeding = False
         self.crawler = crawler
@@ -303,10 +305,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 loop.stop()
         if self._wake_call is not None and self._wake_call.active():
             self._wake_call.cancel()
-        # the last pages' recrawl status, before their leases go (one still being
-        # written in a thread has its lease handed back: the page is fetched again)
+        # the last pages' recrawl status, before their leases go
         self._collect_finished()
         self._write_statuses(now=True)
+        self._closed = True
         self.flush()
         if self.status_store is not None:
             self.status_store.close()
@@ -619,33 +621,45 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         """Hand the revisit records of finished requests to the status store, in a
         worker thread (``now``: here, at close); their leases are released, with
         their queued marks, once it has them."""
-        if self.status_store is None or not self._status_pending or self._status_writing:
+        if self.status_store is None:
             return
-        batch, self._status_pending = self._status_pending, []
-        entries = [entry for _, entry in batch]
         if now:
+            # At close, a batch still in its thread is written again here (the same
+            # $set: writing it twice changes nothing) rather than its pages
+            # fetched again because their leases were handed back.
+            batch = self._status_in_flight + self._status_pending
+            self._status_pending = []
+            if not batch:
+                return
             from pymongo.errors import PyMongoError
 
             try:
-                self.status_store.write(entries)
+                self.status_store.write([entry for _, entry in batch])
             except PyMongoError as exc:
                 logger.error("could not store %d pages' recrawl status: %s", len(batch), exc)
                 return  # their leases stay: the pages are fetched and stored again
             self._statuses_written(None, batch)
             return
-        self._status_writing = True
-        written = threads.deferToThread(self.status_store.write, entries)
+        if not self._status_pending or self._status_in_flight:
+            return
+        batch, self._status_pending = self._status_pending, []
+        self._status_in_flight = batch
+        written = threads.deferToThread(self.status_store.write, [entry for _, entry in batch])
         written.addCallback(self._statuses_written, batch)
         written.addErrback(self._statuses_not_written, batch)
 
     def _statuses_written(self, _: Any, batch: list) -> None:
-        self._status_writing = False
+        if self._closed:
+            return  # written again, and released, at close
+        self._status_in_flight = []
         self._to_release += [member for member, _ in batch]
         self._to_unmark += [(fingerprint, group) for _, (fingerprint, group, _, _) in batch]
         self.stats.inc_value("recrawl/stored", len(batch))
 
     def _statuses_not_written(self, failure: Any, batch: list) -> None:
-        self._status_writing = False
+        if self._closed:
+            return  # the store closed under the thread; the batch was written at close
+        self._status_in_flight = []
         self._status_pending = batch + self._status_pending  # tried again at the next flush
         self.stats.inc_value("recrawl/store_errors")
         logger.error(
