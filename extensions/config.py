@@ -95,6 +95,10 @@ def _schemes(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+HOST_RATES_FORM = 'hosts to requests per second, e.g. {"example.com": 2}'
+RULES_FORM = 'URL regexes to seconds, e.g. {"/news/": 3600}'
+
+
 def _number_map(
     settings: BaseSettings, name: str, what: str, what_values: str
 ) -> tuple[dict[str, float] | None, str | None]:
@@ -109,22 +113,12 @@ def _number_map(
 
 
 def _host_rates(settings: BaseSettings, name: str) -> str | None:
-    _, problem = _number_map(
-        settings,
-        name,
-        'hosts to requests per second, e.g. {"example.com": 2}',
-        "rates (0: no limit)",
-    )
+    _, problem = _number_map(settings, name, HOST_RATES_FORM, "rates (0: no limit)")
     return problem
 
 
 def _recrawl_rules(settings: BaseSettings, name: str) -> str | None:
-    rules, problem = _number_map(
-        settings,
-        name,
-        'URL regexes to seconds, e.g. {"/news/": 3600}',
-        "intervals (0: never again)",
-    )
+    rules, problem = _number_map(settings, name, RULES_FORM, "intervals (0: never again)")
     for pattern in rules or ():
         try:
             re.compile(pattern)
