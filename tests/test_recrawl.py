@@ -242,8 +242,8 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
         RecrawlItemsMiddleware,
         RecrawlMiddleware,
         pending_revisits,
-        remember_as_leased,
     )
+    from extensions.frontier.leased import remember_as_leased
 
     class Prices(Spider):
         name = "prices"
@@ -380,8 +380,8 @@ def test_a_kept_page_that_fails_for_good_stays_kept_and_one_that_is_gone_is_drop
         RecrawlMiddleware,
         after_failure,
         pending_revisits,
-        remember_as_leased,
     )
+    from extensions.frontier.leased import remember_as_leased
 
     crawler = get_crawler(Spider, {"RECRAWL_AFTER": 60})
     crawler.spider = Spider("s")

@@ -142,8 +142,8 @@ def test_a_parked_retry_and_a_dead_letter_carry_the_request_as_leased(redis_url,
     from scrapy.http import Response
     from scrapy.utils.test import get_crawler
 
-    from extensions.downloadermiddlewares.recrawl import remember_as_leased
     from extensions.downloadermiddlewares.retry import BackoffRetryMiddleware
+    from extensions.frontier.leased import remember_as_leased
 
     class Retrying(Spider):
         name = "retrying"

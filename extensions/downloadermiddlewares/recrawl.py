@@ -34,6 +34,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from extensions import defaults
 from extensions.frontier.groups import group_for
+from extensions.frontier.leased import as_leased, drop_downloader_headers
 from extensions.frontier.meta import RECRAWL, RECRAWL_AFTER
 from extensions.frontier.serializer import SerializationError, dumps_request
 
@@ -190,7 +191,7 @@ class RecrawlMiddleware:
     ) -> RevisitEntry | None:
         # the request as it was leased: what the downloader's middlewares add (user
         # agent, Accept, client hints, cookies, timeouts) is added again next time
-        headers, meta_keys = as_leased[request]
+        _, meta_keys = as_leased[request]
         again = request.replace(
             dont_filter=True,
             meta={
@@ -199,12 +200,10 @@ class RecrawlMiddleware:
                 if not k.startswith("_") and k not in _TRANSIENT and k in meta_keys
             }
             | {RECRAWL: record},
-            headers={
-                name: values
-                for name, values in request.headers.items()
-                if name in headers and name not in _CONDITIONAL
-            },
         )
+        drop_downloader_headers(request, again)
+        for name in _CONDITIONAL:  # this fetch's validators: the record has its own
+            again.headers.pop(name, None)
         try:
             data = dumps_request(again, spider)
         except SerializationError as exc:
@@ -298,29 +297,6 @@ GONE = (404, 410)  # a kept page answering these is dropped from the schedule
 RevisitEntry = tuple[str, str, float, bytes]
 
 _CONDITIONAL = {b"If-None-Match", b"If-Modified-Since"}
-
-# The header names and meta keys of each request as the scheduler handed it out,
-# before the downloader's middlewares added theirs (see _leave_record).
-as_leased: weakref.WeakKeyDictionary[Request, tuple[frozenset[bytes], frozenset[str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def remember_as_leased(request: Request) -> None:
-    as_leased[request] = (frozenset(request.headers), frozenset(request.meta))
-
-
-def drop_downloader_headers(leased: Request, request: Request) -> None:
-    """Take from ``request`` (``leased`` itself or a copy of it) the headers the
-    downloader's middlewares added to ``leased`` after the scheduler handed it
-    out (user agent, Accept, client hints): stored for a later fetch, they would
-    pin this fetch's identity, and that fetch adds its own."""
-    names = as_leased.get(leased)
-    if names is None:
-        return
-    for name in [name for name in request.headers if name not in names[0]]:
-        del request.headers[name]
-
 
 _by_crawler: weakref.WeakKeyDictionary[Crawler, RecrawlMiddleware] = weakref.WeakKeyDictionary()
 

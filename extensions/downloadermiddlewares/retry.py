@@ -29,9 +29,9 @@ from twisted.internet.defer import CancelledError
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
-from extensions.downloadermiddlewares.recrawl import drop_downloader_headers
 from extensions.exceptions import SerializationError
 from extensions.frontier.deadletter import DeadLetters
+from extensions.frontier.leased import drop_downloader_headers
 from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
 from extensions.frontier.serializer import dumps_request
 from extensions.keys import SpiderKeys

@@ -33,17 +33,14 @@ from twisted.internet import task, threads
 
 from extensions import compat, connection, defaults, engine
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
-from extensions.downloadermiddlewares.recrawl import (
-    after_failure,
-    pending_revisits,
-    remember_as_leased,
-)
+from extensions.downloadermiddlewares.recrawl import after_failure, pending_revisits
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Added, Entry, Frontier, SentFingerprints, execute
 from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
+from extensions.frontier.leased import remember_as_leased
 from extensions.frontier.meta import (
     DEAD_LETTERED,
     DELAY_UNTIL,
