@@ -16,6 +16,8 @@ PIPELINE = "extensions.pipelines.itemstore.ItemStorePipeline"
 METRICS = "extensions.observability.metrics.PrometheusMetrics"
 GC_TUNING = "extensions.gctuning.GarbageCollectorTuning"
 SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
+SCRAPY_ROBOTSTXT = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+ROBOTSTXT = "extensions.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 # downloader middlewares, at scrapy-rotating-proxies' documented places; each
 # switches itself off when not configured (no proxies, no rate, rotation off)
 DOWNLOADER_MIDDLEWARES = {
@@ -57,6 +59,9 @@ class DistributedAddon:
         middlewares = settings["DOWNLOADER_MIDDLEWARES"]
         if "extensions.downloadermiddlewares.retry.BackoffRetryMiddleware" not in middlewares:
             middlewares[SCRAPY_RETRY] = None  # ours replaces it, at its place
+        if ROBOTSTXT not in middlewares:
+            middlewares[SCRAPY_ROBOTSTXT] = None  # ours mends it, at its place (100)
+            middlewares[ROBOTSTXT] = 100
         for path, order in DOWNLOADER_MIDDLEWARES.items():
             if path not in middlewares:
                 middlewares[path] = order

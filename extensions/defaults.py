@@ -74,6 +74,10 @@ FRONTIER_QUEUE_BY = "host"
 FRONTIER_SHARDS = "auto"
 HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl; 0 = no limit
 
+# --- robots.txt (Scrapy's ROBOTSTXT_OBEY; extensions/downloadermiddlewares/robotstxt.py) ---
+ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.txt fails (5xx)
+ROBOTSTXT_RETRY_TIMES = 10  # waits a request may spend on that before it is dropped
+
 # --- crawler traps (extensions/frontier/traps.py); 0 turns a rule off ---
 TRAP_CHAIN_LIMIT = 200  # pages in a row that differ only in numbers, each found from the last
 TRAP_REPEATED_SEGMENTS = 3  # times one path segment may come back (/a/b/a/b/a)

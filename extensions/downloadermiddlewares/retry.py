@@ -113,6 +113,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
     ) -> Request | Response:
         if request.meta.get("dont_retry", False) or response.status not in self.retry_http_codes:
             return response
+        if _is_robots_request(request):
+            return response  # a robots.txt that failed: the robots.txt middleware waits
         retry_after = None
         if response.status in RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get("Retry-After"))

@@ -26,6 +26,8 @@ START_ENTRY = "_start_entry"
 RECRAWL = "recrawl"
 #: seconds until this page is fetched again (RECRAWL_AFTER for one request)
 RECRAWL_AFTER = "recrawl_after"
+#: times the request waited for its host's robots.txt to become readable
+ROBOTS_WAITS = "robots_waits"
 
 #: the largest request priority taken (either sign); the queue orders by at
 #: most +-2**20 of it (scripts/_shared.lua), with the discovery order below it
@@ -94,6 +96,7 @@ CONTROL_KEYS: dict[str, Any] = {
     START_ENTRY: _text,
     RECRAWL: dict,
     RECRAWL_AFTER: _number,
+    ROBOTS_WAITS: _integer,
     "trap_chain": _integer,  # extensions.frontier.traps.CHAIN
     "retry_times": _integer,
     "retry_backoff_base": _number,

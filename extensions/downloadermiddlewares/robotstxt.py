@@ -1,0 +1,128 @@
+"""robots.txt that holds whatever the cluster does: Scrapy's middleware, mended.
+
+Two gaps of Scrapy 2.19's ``RobotsTxtMiddleware`` let disallowed pages through:
+
+* While a host's robots.txt is being fetched, every request for that host waits
+  on one shared Deferred. Under the asyncio reactor each waiter turns it into a
+  Future, which takes the Deferred's result and leaves ``None`` for the next
+  waiter, and ``None`` means "no robots.txt: everything allowed". A node that
+  starts (or takes over a dead node's leases) with many requests of a host
+  queued sent all but the first of them unchecked. Here every waiter reads the
+  parser the middleware stored, not the Deferred's result.
+* A robots.txt answered 5xx or 429 was parsed as if its error page were the
+  rules, and one that could not be fetched at all (timeout, refused
+  connection) counted as no robots.txt: everything allowed. RFC 9309 says both
+  mean "disallow everything" for now. Here the host's requests wait in Redis
+  (``ROBOTSTXT_RETRY_DELAY`` seconds) and robots.txt is asked again after that,
+  so nothing is fetched unchecked; a request that has waited
+  ``ROBOTSTXT_RETRY_TIMES`` times is dropped (``robotstxt/gave_up``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxt
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
+
+from extensions import defaults
+from extensions.frontier.meta import DELAY_UNTIL, ROBOTS_WAITS
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.robotstxt import RobotParser
+
+logger = logging.getLogger(__name__)
+
+
+class RobotsUnavailable(IgnoreRequest):
+    """robots.txt answered a server error: its host is off limits for now."""
+
+
+class RobotsTxtMiddleware(ScrapyRobotsTxt):
+    def __init__(self, crawler: Crawler):
+        super().__init__(crawler)
+        self.retry_delay = crawler.settings.getfloat(
+            "ROBOTSTXT_RETRY_DELAY", defaults.ROBOTSTXT_RETRY_DELAY
+        )
+        self.retry_times = crawler.settings.getint(
+            "ROBOTSTXT_RETRY_TIMES", defaults.ROBOTSTXT_RETRY_TIMES
+        )
+        self._unavailable: dict[str, float] = {}  # netloc -> when to ask again
+
+    async def process_request(self, request: Request, spider: Spider | None = None):
+        if request.meta.get("dont_obey_robotstxt") or request.url.startswith(("data:", "file:")):
+            return None
+        netloc = urlparse_cached(request).netloc
+        again = self._unavailable.get(netloc)
+        if again is not None and time.time() >= again:
+            del self._unavailable[netloc]
+            self._parsers.pop(netloc, None)  # the next request asks for robots.txt again
+        try:
+            parser = await self.robot_parser(request)
+        except RobotsUnavailable:
+            return self._wait(request, netloc)
+        if netloc in self._unavailable:
+            return self._wait(request, netloc)
+        self.process_request_2(parser, request)
+        return None
+
+    async def robot_parser(self, request: Request) -> RobotParser | None:
+        await super().robot_parser(request)
+        # What the middleware stored, not what the shared Deferred handed this
+        # waiter (None for all but the first under the asyncio reactor).
+        parser = self._parsers.get(urlparse_cached(request).netloc)
+        if isinstance(parser, Deferred):  # not settled: cannot happen once awaited
+            raise RobotsUnavailable("robots.txt not read yet")
+        return parser
+
+    async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
+        if response.status >= 500 or response.status == 429:
+            self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+            self._unavailable_now(netloc, f"answered {response.status}")
+            return
+        await super()._parse_robots(response, netloc, request)
+
+    def _robots_error(self, exc: Exception, netloc: str) -> None:
+        if isinstance(exc, IgnoreRequest):  # refused on purpose (URL policy): Scrapy's way
+            super()._robots_error(exc, netloc)
+            return
+        self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+        self._unavailable_now(netloc, f"could not be fetched ({type(exc).__name__})")
+
+    def _unavailable_now(self, netloc: str, why: str) -> None:
+        self._stats.inc_value("robotstxt/unavailable")
+        logger.warning(
+            "robots.txt of %s %s: its requests wait %ss, then it is asked again",
+            netloc,
+            why,
+            self.retry_delay,
+        )
+        self._unavailable[netloc] = time.time() + self.retry_delay
+        waiting = self._parsers[netloc]
+        self._parsers[netloc] = None
+        if isinstance(waiting, Deferred):
+            waiting.callback(None)
+
+    def _wait(self, request: Request, netloc: str) -> Request:
+        waits = request.meta.get(ROBOTS_WAITS, 0) + 1
+        if waits > self.retry_times:
+            self._stats.inc_value("robotstxt/gave_up")
+            logger.warning(
+                "dropping %s: robots.txt of %s stayed unavailable through %d waits",
+                request.url[:200],
+                netloc,
+                self.retry_times,
+            )
+            raise IgnoreRequest("robots.txt unavailable")
+        self._stats.inc_value("robotstxt/waited")
+        parked = request.replace(dont_filter=True)
+        parked.meta[ROBOTS_WAITS] = waits
+        parked.meta[DELAY_UNTIL] = self._unavailable.get(netloc, time.time() + self.retry_delay)
+        return parked
