@@ -26,6 +26,10 @@ DOWNLOADER_MIDDLEWARES = {
     "extensions.downloadermiddlewares.retry.BackoffRetryMiddleware": 550,
     # above the retry middleware: it sees a refused address before a retry is planned
     "extensions.downloadermiddlewares.urlpolicy.UrlPolicyMiddleware": 560,
+    # the last to hold a request back before it is sent (pacing slots, holds), and
+    # the first after decompression to see an answer: a 429/503 or a ban page goes
+    # back to wait with its host before the retry middleware or a callback sees it
+    "extensions.downloadermiddlewares.pushback.PushbackMiddleware": 585,
     "extensions.downloadermiddlewares.politeness.ClusterPolitenessMiddleware": 590,
     "extensions.downloadermiddlewares.proxies.RotatingProxyMiddleware": 610,
     "extensions.downloadermiddlewares.useragents.RotatingUserAgentMiddleware": 615,

@@ -65,6 +65,9 @@ RETRY_AFTER_MAX = 300.0  # seconds: the longest Retry-After (on 429/503) that is
 CLUSTER_HOST_RATE = 0.0  # requests per second per host from all nodes together; 0 = no limit
 # CLUSTER_HOST_RATES = {"example.com": 2.0}: per-host overrides (a dict setting, default empty)
 CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay honoured
+# fraction of a paced host's interval a send may come late by; slots are spaced by
+# the interval plus this, and a node later than that asks Redis for a new slot
+CLUSTER_SEND_TOLERANCE = 0.02
 # what a queue is kept per: "host", "domain" (registered domain) or "slot" (the
 # request's download_slot meta when set, else the host)
 FRONTIER_QUEUE_BY = "host"
@@ -77,6 +80,24 @@ HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl;
 # --- robots.txt (Scrapy's ROBOTSTXT_OBEY; extensions/downloadermiddlewares/robotstxt.py) ---
 ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.txt fails (5xx)
 ROBOTSTXT_RETRY_TIMES = 10  # waits a request may spend on that before it is dropped
+
+# --- hosts that push back (extensions/frontier/hosts.py): held for the whole cluster ---
+HOST_BACKOFF_STATUSES = [429, 503]  # answers that mean "slow down"
+HOST_BACKOFF_BASE = 2.0  # seconds: the first hold without Retry-After, doubling per strike
+HOST_BACKOFF_MAX = 3600.0  # seconds: the longest hold, a Retry-After's included
+HOST_BACKOFF_FORGIVE = 10.0  # seconds without a pushback that forgive one strike
+HOST_BACKOFF_ERRORS = 5  # connection errors or timeouts in a row that hold a host; 0 = never
+# times one request may wait for its host's hold before its answer counts as a failure
+HOST_BACKOFF_RETRY_TIMES = 10
+CLUSTER_AUTOTHROTTLE_ENABLED = True  # a host's rate adapts to its pushback, for the cluster
+CLUSTER_AUTOTHROTTLE_MIN_RATE = 0.2  # requests/s: the adaptive rate's floor
+CLUSTER_AUTOTHROTTLE_STEP = 2.0  # seconds of good answers between two raises of a tenth
+
+# --- bans (extensions/downloadermiddlewares/hostbackoff.py): never stored as data ---
+BAN_STATUSES = [403]  # answers that mean "banned"
+BAN_MARKERS: list[str] = []  # text that makes a page a ban page, besides the built-in ones
+BAN_RETRY_TIMES = 3  # times a banned request is tried again before it is dead-lettered
+BAN_HANDLER = ""  # a component whose handle_ban(request, response) may answer a challenge
 
 # --- crawler traps (extensions/frontier/traps.py); 0 turns a rule off ---
 TRAP_CHAIN_LIMIT = 200  # pages in a row that differ only in numbers, each found from the last

@@ -20,7 +20,7 @@ def entry(url: str, priority: int = 0, fingerprint: bytes | str | None = None):
 
 def url_of(leased: tuple[bytes, bytes]) -> str:
     """The URL of a leased request: (lease member GROUP newline ID, its JSON)."""
-    member, data = leased
+    member, data = leased.member, leased.data
     url = json.loads(data)["url"]
     assert member.partition(b"\n")[0].decode() == group_for(url)
     return url
@@ -62,7 +62,7 @@ def test_lease_moves_best_priority_first_and_keeps_it_leased(redis_client, keys)
     assert (sizes.queued, sizes.in_flight) == (1, 1)
     assert redis_client.zscore(keys.nodes, "n1") is not None
 
-    frontier.release([member for member, _ in leased])
+    frontier.release([lease.member for lease in leased])
     assert frontier.sizes().in_flight == 0
     # the JSON went with the lease; the other request's is still there
     assert redis_client.hlen(keys.data("a")) == 1
@@ -132,7 +132,7 @@ def test_an_idle_lease_says_when_the_next_retry_is_due(redis_client, keys):
     assert frontier.lease(4, lease_timeout=60) == ([], 2_000_000_000.5)
     frontier.delay([(1.0, "a", b'{"url":"http://a/due"}')])
     items, _ = frontier.lease(4, lease_timeout=60)
-    assert [data for _, data in items] == [b'{"url":"http://a/due"}']
+    assert [lease.data for lease in items] == [b'{"url":"http://a/due"}']
     assert frontier.sizes().delayed == 1
 
 
@@ -211,7 +211,9 @@ def test_a_rate_limited_host_is_handed_out_once_per_interval_and_no_request_wait
     before = now_ms()
     assert frontier.lease(10, lease_timeout=60)[0] == []
     _, next_due = frontier.lease(10, lease_timeout=60)
-    assert next_due is not None and 0 < next_due * 1000 - before <= 500
+    # leased again a lead before its next slot, one interval (and the tolerance) on
+    spacing = 500 * (1 + frontier.send_tolerance)
+    assert next_due is not None and 0 < next_due * 1000 - before <= spacing
     assert redis_client.zcard(keys.delayed) == 0  # nothing parked: it waits in its queue
     frontier.enqueue([entry("http://slow/new")])  # found meanwhile: waits with its host
     assert frontier.lease(10, lease_timeout=60)[0] == []
@@ -221,13 +223,35 @@ def test_a_rate_limited_host_is_handed_out_once_per_interval_and_no_request_wait
     assert len(lease_urls(frontier, 10)) == 10
 
 
+def test_a_paced_host_s_leases_carry_send_slots_one_spacing_apart(redis_client, keys):
+    """A lease hands a paced host's request out with the time it may be sent, a
+    lead ahead; the next lease of that host (by any node) gets the slot after."""
+    from extensions.frontier.frontier import LEASE_LEAD_MS
+
+    first, second = Frontier(redis_client, keys, "n1"), Frontier(redis_client, keys, "n2")
+    redis_client.hset(keys.rates, mapping={"*": 0, "slow": 20})
+    first.enqueue([entry(f"http://slow/{i}") for i in range(3)] + [entry("http://free/0")])
+    before = now_ms()
+    leases, _ = first.lease(10, lease_timeout=60)
+    paced = [lease for lease in leases if lease.slot]
+    assert [url_of(lease) for lease in leases] == ["http://slow/0", "http://free/0"]
+    assert len(paced) == 1 and not leases[1].slot  # an unpaced host: sent at once
+    spacing = 50 * (1 + first.send_tolerance)
+    assert before + LEASE_LEAD_MS <= paced[0].slot * 1000 <= now_ms() + LEASE_LEAD_MS
+    assert paced[0].window * 1000 >= 50 * first.send_tolerance
+    redis_client.zadd(keys.waiting, {"slow": now_ms() - 1})  # its wait is over
+    [later] = second.lease(10, lease_timeout=60)[0]
+    assert abs(later.slot - paced[0].slot - spacing / 1000) < 0.002
+    assert not later.watched  # it never pushed back
+
+
 def test_a_crawl_delay_holds_its_host_up_to_the_cap(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1", crawl_delay_max=0.2)
     redis_client.hset(keys.crawl_delay, "polite", 3600)  # asks for an hour; capped
     frontier.enqueue([entry(f"http://polite/{i}") for i in range(3)])
     assert lease_urls(frontier, 5) == ["http://polite/0"]
     wait = redis_client.zscore(keys.waiting, "polite") - now_ms()
-    assert 0 < wait <= 200
+    assert 0 < wait <= 200 * (1 + frontier.send_tolerance)
 
 
 def test_the_host_budget_holds_across_nodes_and_says_what_it_dropped(redis_client, keys):
@@ -255,7 +279,7 @@ def test_the_single_queue_of_earlier_versions_is_moved_into_host_queues(redis_cl
     assert frontier.sizes().queued == 3
     leased, _ = frontier.lease(5, lease_timeout=60)
     assert leased[0][1] == b'{"url":"http://a/1","priority":2}'
-    assert b"not json" in [data for _, data in leased]  # dead-lettered by the node
+    assert b"not json" in [lease.data for lease in leased]  # dead-lettered by the node
 
 
 def test_requests_are_grouped_by_host_domain_or_download_slot():
@@ -275,7 +299,7 @@ def test_a_request_json_is_written_once_and_leases_move_its_id(redis_client, key
     frontier.enqueue([entry("http://a/1")])
     [request_id] = redis_client.zrange(keys.queue("a"), 0, -1)
     assert json.loads(redis_client.hget(keys.data("a"), request_id))["url"] == "http://a/1"
-    [(member, data)] = frontier.lease(1, lease_timeout=-1)[0]
+    [(member, data, *_)] = frontier.lease(1, lease_timeout=-1)[0]
     assert member == b"a\n" + request_id and json.loads(data)["url"] == "http://a/1"
     assert redis_client.zrange(keys.leases("n1"), 0, -1) == [member]
     # handed back (its deadline passed): the id returns; its JSON never moved
@@ -293,11 +317,11 @@ def test_inline_requests_of_earlier_versions_are_leased_and_handed_back_as_they_
     inline = b'{"url":"http://a/old","priority":1}'
     redis_client.zadd(keys.queue("a"), {inline: 0})
     redis_client.zadd(keys.ready, {"a": 0})
-    [(member, data)] = frontier.lease(1, lease_timeout=-1)[0]
+    [(member, data, *_)] = frontier.lease(1, lease_timeout=-1)[0]
     assert (member, data) == (b"a\n" + inline, inline)
     assert frontier.reclaim(node_timeout=30).requests == {"n1": 1}
     assert redis_client.zrange(keys.queue("a"), 0, -1) == [inline]
-    [(member, _)] = frontier.lease(1, lease_timeout=60)[0]
+    [(member, *_)] = frontier.lease(1, lease_timeout=60)[0]
     frontier.release([member])
     assert frontier.sizes().in_flight == 0
 

@@ -63,10 +63,10 @@ def test_a_sharded_frontier_queues_leases_releases_and_hands_back_across_shards(
     assert (sizes.queued, sizes.seen, sizes.hosts) == (len(urls), len(urls), len(HOSTS))
 
     leased, _ = frontier.lease(30, lease_timeout=600)
-    assert len(leased) >= 30 and len({m.split(b"\n")[0] for m, _ in leased}) > 3
+    assert len(leased) >= 30 and len({lease.member.split(b"\n")[0] for lease in leased}) > 3
     assert frontier.sizes().in_flight == len(leased)
     done, kept = leased[:10], leased[10:]
-    frontier.release([member for member, _ in done])
+    frontier.release([lease.member for lease in done])
     assert frontier.sizes().in_flight == len(kept)
 
     # the node dies: every shard hands its leases back
@@ -77,8 +77,8 @@ def test_a_sharded_frontier_queues_leases_releases_and_hands_back_across_shards(
     assert other.reclaim(node_timeout=30).requests == {"n1": len(kept)}
     sizes = other.sizes()
     assert (sizes.queued, sizes.in_flight) == (len(urls) - 10, 0)
-    back = {json.loads(data)["url"] for _, data in other.lease(100, lease_timeout=600)[0]}
-    assert back == set(urls) - {json.loads(data)["url"] for _, data in done}
+    back = {json.loads(lease.data)["url"] for lease in other.lease(100, lease_timeout=600)[0]}
+    assert back == set(urls) - {json.loads(lease.data)["url"] for lease in done}
 
     other.delay([(1.0, "host3.example", b'{"url":"http://host3.example/later"}')])
     assert redis_client.zcard(keys.shard(keys.shard_of("host3.example")).delayed) == 1
@@ -221,7 +221,7 @@ def test_a_sharded_frontier_spreads_one_crawl_over_the_primaries_of_a_cluster(
         leased += frontier.lease(16, lease_timeout=600)[0]
     assert len(leased) == len(urls)
     pipe = client.pipeline(transaction=False)
-    frontier.release([member for member, _ in leased], pipe)
+    frontier.release([lease.member for lease in leased], pipe)
     execute(pipe)
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight) == (0, 0)
@@ -357,7 +357,11 @@ def test_a_lease_asks_the_shards_that_have_work_for_the_bulk_and_looks_into_the_
     writer.enqueue([entry(f"http://{quiet}/1")])
     found = []
     for _ in range(32):
-        found += [m for m, _ in node.lease(16, lease_timeout=600)[0] if quiet.encode() in m]
+        found += [
+            lease.member
+            for lease in node.lease(16, lease_timeout=600)[0]
+            if quiet.encode() in lease.member
+        ]
         if found:
             break
     assert found, "a shard with work was never asked"

@@ -104,7 +104,7 @@ def drive(
         if shards > 1:
             execute(pipe)
             pipe = server.pipeline(transaction=False)
-        frontier.release([member for member, _ in leased], pipe)
+        frontier.release([lease.member for lease in leased], pipe)
         pipe.hincrby(frontier.keys.checkpoint, "done", len(leased))
         execute(pipe)
         pages += len(leased)

@@ -51,7 +51,7 @@ def crawl(url: str, shards: int, pages: int) -> dict[str, list[float]]:
         frontier.enqueue(entries, writes)
         execute(writes)
         releases = client.pipeline(transaction=False)
-        frontier.release([member for member, _ in leased], releases)
+        frontier.release([lease.member for lease in leased], releases)
         releases.hincrby(keys.checkpoint, "done", len(leased))
         execute(releases)
         done += len(leased)

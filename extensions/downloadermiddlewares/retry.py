@@ -29,11 +29,9 @@ from twisted.internet.defer import CancelledError
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
-from extensions.exceptions import SerializationError
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.leased import drop_downloader_headers
 from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
-from extensions.frontier.serializer import dumps_request
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -210,26 +208,10 @@ class BackoffRetryMiddleware(RetryMiddleware):
         )
         if self.dead_letters is None:
             return
-        spider = self.crawler.spider
-        replayable = request.copy()
-        drop_downloader_headers(request, replayable)
         try:
-            stored = dumps_request(replayable, spider).decode()
-        except SerializationError:
-            stored = None  # still listed, just not replayable
-        record = {
-            "method": request.method,
-            "fingerprint": self.crawler.request_fingerprinter.fingerprint(request).hex(),
-            "status": status,
-            "retry_times": request.meta.get("retry_times", 0),
-            "first_failure": first,
-            "last_failure": last,
-            "request": stored,
-        }
-        request.meta[DEAD_LETTERED] = True  # the scheduler counts it as failed, not done
-        logger.warning("gave up on %s: %s (dead-lettered)", request.url[:200], error[:300])
-        try:
-            self.dead_letters.add(kind=kind, url=request.url, error=error, **record)
+            self.dead_letters.add_request(
+                self.crawler, request, kind=kind, error=error, status=status, first=first, last=last
+            )
         except redis.RedisError as exc:
             connection.health_for(self.crawler).failed(exc)
             logger.error("could not dead-letter %s (%s): %s", request.url, error, exc)

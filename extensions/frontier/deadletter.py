@@ -9,7 +9,9 @@ Each record is one JSON object with at least ``url``, ``error``, ``kind``,
   ``last_failure`` and ``request`` (the stored request, for replay);
 * ``start_url``: a start URL entry that is not a fetchable URL;
 * ``unserializable``: a request holding something JSON cannot carry;
-* ``unreadable``: a queue entry that is not a request (``raw`` holds it).
+* ``unreadable``: a queue entry that is not a request (``raw`` holds it);
+* ``banned``: a request its host kept answering with a ban (``BAN_RETRY_TIMES``),
+  with the same fields as ``retries_exhausted``.
 """
 
 from __future__ import annotations
@@ -19,13 +21,18 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from extensions.exceptions import SerializationError
 from extensions.frontier.frontier import execute
 from extensions.frontier.groups import group_for
-from extensions.frontier.serializer import entry_problem
+from extensions.frontier.leased import drop_downloader_headers
+from extensions.frontier.meta import DEAD_LETTERED
+from extensions.frontier.serializer import dumps_request, entry_problem
 
 if TYPE_CHECKING:
     import redis
     from redis.client import Pipeline
+    from scrapy import Request
+    from scrapy.crawler import Crawler
 
     from extensions.frontier.frontier import Frontier
 
@@ -63,6 +70,41 @@ class DeadLetters:
             **extra,
         }
         (pipe or self.server).lpush(self.key, json.dumps(record, default=repr))
+
+    def add_request(
+        self,
+        crawler: Crawler,
+        request: Request,
+        *,
+        kind: str,
+        error: str,
+        status: int | None,
+        first: float,
+        last: float,
+    ) -> None:
+        """Dead-letter a request that failed for good, stored as it was leased
+        (so a replay fetches it with a fresh identity), and mark it so the
+        scheduler counts it as failed, not done. Raises RedisError."""
+        replayable = request.copy()
+        drop_downloader_headers(request, replayable)
+        try:
+            stored = dumps_request(replayable, crawler.spider).decode()
+        except SerializationError:
+            stored = None  # still listed, just not replayable
+        request.meta[DEAD_LETTERED] = True
+        logger.warning("gave up on %s: %s (dead-lettered)", request.url[:200], error[:300])
+        self.add(
+            kind=kind,
+            url=request.url,
+            error=error,
+            method=request.method,
+            fingerprint=crawler.request_fingerprinter.fingerprint(request).hex(),
+            status=status,
+            retry_times=request.meta.get("retry_times", 0),
+            first_failure=first,
+            last_failure=last,
+            request=stored,
+        )
 
     def records(self, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
         """The newest ``limit`` records, and how many of those were malformed (skipped)."""

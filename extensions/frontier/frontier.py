@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import redis
 from redis.cluster import TransactionStrategy
@@ -38,7 +38,23 @@ T = TypeVar("T")
 Entry = tuple[str | bytes, str, float, bytes]
 #: seconds of a rate-limited group's requests one lease may hand out at once
 RATE_BURST_SECONDS = 0.05
+#: ms before its next slot a paced group may be leased, so that its request is
+#: at the node when the slot comes (a lease's round trip and the engine's turn)
+LEASE_LEAD_MS = 100
 HOUR_MS = 3_600_000
+
+
+class Lease(NamedTuple):
+    """One leased request: its lease member (GROUP newline ID), its JSON, the
+    time (s since epoch) it may be sent (0: at once) and the seconds after it
+    it may still go, and whether its group is watched (it pushed back: its
+    good answers are reported, so its rate climbs again)."""
+
+    member: bytes
+    data: bytes
+    slot: float = 0.0
+    window: float = 0.0
+    watched: bool = False
 
 
 @dataclass(frozen=True)
@@ -277,10 +293,14 @@ class Frontier:
         *,
         budget: int = 0,
         crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX,
+        send_tolerance: float = defaults.CLUSTER_SEND_TOLERANCE,
     ):
         self.server = server
         self.budget = budget
         self.crawl_delay_max = crawl_delay_max
+        self.send_tolerance = send_tolerance
+        #: malformed host fields the leases ignored (another writer's), since the last look
+        self.bad_host_fields = 0
         self.keys = keys
         self.node_id = node_id
         self.bloom = bloom
@@ -514,12 +534,12 @@ class Frontier:
 
     def lease(
         self, count: int, lease_timeout: float, pipe: Pipeline | None = None
-    ) -> tuple[list[tuple[bytes, bytes]], float | None] | int:
+    ) -> tuple[list[Lease], float | None] | int:
         """Lease up to ``count`` requests to this node, best priority first,
         after moving retries that are due into the queue.
 
-        Returns ((lease member, request JSON) pairs, when the next waiting host or
-        delayed request is due in seconds since epoch, if nothing was leased);
+        Returns (the leases, when the next waiting host or delayed request is
+        due in seconds since epoch, if nothing was leased);
         with ``pipe``, one call per shard is queued on it and their number
         returned (``lease_result`` reads their results from ``pipe.execute()``).
         A sharded frontier asks the shards that last had work for the bulk and
@@ -536,7 +556,8 @@ class Frontier:
                 [keys.leases(self.node_id), keys.nodes, keys.delayed, keys.ready, keys.waiting,
                  keys.frontier, keys.rates, keys.crawl_delay],
                 [wanted, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
-                 keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data("")],
+                 keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data(""),
+                 self.send_tolerance, LEASE_LEAD_MS],
                 target,
             )  # fmt: skip
         if pipe is not None:
@@ -573,13 +594,27 @@ class Frontier:
             run_script(script, *keys_and_args(scopes[index]), pipe)
         return list(zip(chosen, execute(pipe), strict=True))
 
-    def lease_result(self, results: list[Any]) -> tuple[list[tuple[bytes, bytes]], float | None]:
+    def lease_result(self, results: list[Any]) -> tuple[list[Lease], float | None]:
         """The leases of one lease call's results (one per shard asked)."""
-        leased: list[tuple[bytes, bytes]] = []
+        leased: list[Lease] = []
         due: list[float] = []
         outcome = []
-        for shard, (members, data, next_due) in zip(self._asked, results, strict=True):
-            leased += zip(members, data, strict=True)
+        for shard, result in zip(self._asked, results, strict=True):
+            members, data, next_due, slots, watched, bad = result
+            self.bad_host_fields += int(bad)
+            watched_groups = set(watched)
+            for member, item, paced in zip(members, data, slots, strict=True):
+                slot, _, window = paced.partition(b":")
+                group = member.partition(b"\n")[0]
+                leased.append(
+                    Lease(
+                        member,
+                        item,
+                        int(slot) / 1000,
+                        int(window or 0) / 1000,
+                        group in watched_groups,
+                    )
+                )
             outcome.append((shard, len(members), bool(next_due)))
             if next_due:
                 due.append(float(next_due) / 1000)

@@ -21,7 +21,7 @@ from extensions import engine
 if TYPE_CHECKING:
     from scrapy import Spider
 
-    from extensions.frontier.frontier import FrontierSizes
+    from extensions.frontier.frontier import FrontierSizes, Lease
 
 logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
@@ -57,7 +57,7 @@ class ClusterDuties:
     _to_delay: list
     _to_release: list
 
-    def flush(self, lease: int = 0) -> tuple[list[tuple[bytes, bytes]], float | None] | None:
+    def flush(self, lease: int = 0) -> tuple[list[Lease], float | None] | None:
         raise NotImplementedError
 
     def _schedule_wake(self, delay: float) -> None:

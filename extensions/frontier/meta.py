@@ -26,6 +26,15 @@ START_ENTRY = "_start_entry"
 RECRAWL = "recrawl"
 #: seconds until this page is fetched again (RECRAWL_AFTER for one request)
 RECRAWL_AFTER = "recrawl_after"
+#: [when (s since epoch) the request may go to its host, seconds after that it
+#: may still go]: its lease's pacing slot (node-local: set at each lease,
+#: dropped when the request is queued again)
+SEND_SLOT = "_send_slot"
+#: its host pushed back: its good answer is reported (node-local, as above)
+HOST_WATCHED = "_host_watched"
+#: times the request waited for its host to stop pushing back, and to lift a ban
+HOST_WAITS = "host_waits"
+BAN_RETRIES = "ban_retries"
 #: times the request waited for its host's robots.txt to become readable
 ROBOTS_WAITS = "robots_waits"
 
@@ -56,6 +65,10 @@ def _list_of_ints(value: Any) -> bool:
 
 def _list_of_text(value: Any) -> bool:
     return isinstance(value, list) and all(_text(v) for v in value)
+
+
+def _slot(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(_number(v) for v in value)
 
 
 # Control keys and the type each must have: Scrapy's own request.meta keys that
@@ -97,6 +110,10 @@ CONTROL_KEYS: dict[str, Any] = {
     RECRAWL: dict,
     RECRAWL_AFTER: _number,
     ROBOTS_WAITS: _integer,
+    SEND_SLOT: _slot,
+    HOST_WATCHED: _flag,
+    HOST_WAITS: _integer,
+    BAN_RETRIES: _integer,
     "trap_chain": _integer,  # extensions.frontier.traps.CHAIN
     "retry_times": _integer,
     "retry_backoff_base": _number,

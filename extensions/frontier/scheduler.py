@@ -37,13 +37,22 @@ from extensions.downloadermiddlewares.recrawl import after_failure, pending_revi
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import Added, Entry, Frontier, SentFingerprints, execute
+from extensions.frontier.frontier import (
+    Added,
+    Entry,
+    Frontier,
+    Lease,
+    SentFingerprints,
+    execute,
+)
 from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.leased import remember_as_leased
 from extensions.frontier.meta import (
     DEAD_LETTERED,
     DELAY_UNTIL,
+    HOST_WATCHED,
+    SEND_SLOT,
     START_ENTRY,
     priority_problem,
 )
@@ -99,12 +108,15 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         queue_by: str = defaults.FRONTIER_QUEUE_BY,
         host_page_budget: int = defaults.HOST_PAGE_BUDGET,
         crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX,
+        send_tolerance: float = defaults.CLUSTER_SEND_TOLERANCE,
     ):
         self.server = server
+        self.send_tolerance = send_tolerance
         self.queue_by = queue_by
         self.host_page_budget = host_page_budget
         self.crawl_delay_max = crawl_delay_max
         self._over_budget_said: set[str] = set()
+        self._bad_state_said = False
         self.url_policy = url_policy or UrlPolicy()
         self.max_delay = max_delay
         self.refused = RefusedLog(crawler.stats, "frontier/refused")
@@ -201,6 +213,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             queue_by=s.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY),
             host_page_budget=s.getint("HOST_PAGE_BUDGET", defaults.HOST_PAGE_BUDGET),
             crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX", defaults.CLUSTER_CRAWL_DELAY_MAX),
+            send_tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE", defaults.CLUSTER_SEND_TOLERANCE),
             max_delay=s.getfloat("FRONTIER_MAX_DELAY", defaults.FRONTIER_MAX_DELAY),
         )
 
@@ -219,6 +232,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self.bloom,
             budget=self.host_page_budget,
             crawl_delay_max=self.crawl_delay_max,
+            send_tolerance=self.send_tolerance,
         )
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
@@ -344,6 +358,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
 
     def enqueue_request(self, request: Request) -> bool:
         token = request.meta.pop(START_ENTRY, None)
+        # a lease's send slot is its own: a copy queued again gets one at its next lease
+        request.meta.pop(SEND_SLOT, None)
+        request.meta.pop(HOST_WATCHED, None)
         try:
             return self._enqueue(request, from_start_entry=token is not None)
         finally:
@@ -420,10 +437,20 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         if self._dequeued_untold:
             self.stats.inc_value("frontier/dequeued", self._dequeued_untold)
             self._dequeued_untold = 0
+        if self.frontier.bad_host_fields:
+            self.stats.inc_value("hosts/bad_state", self.frontier.bad_host_fields)
+            # said once at WARNING; later ones are counted
+            logger.log(
+                logging.DEBUG if self._bad_state_said else logging.WARNING,
+                "ignored %d malformed host state fields in Redis (another writer's)",
+                self.frontier.bad_host_fields,
+            )
+            self._bad_state_said = True
+            self.frontier.bad_host_fields = 0
 
     # --- batching ---------------------------------------------------------------
 
-    def flush(self, lease: int = 0) -> tuple[list[tuple[bytes, bytes]], float | None] | None:
+    def flush(self, lease: int = 0) -> tuple[list[Lease], float | None] | None:
         """Write discovered requests and retries, then release finished leases,
         in one transaction: a lease never goes before what its request produced
         (nor a start-URL entry before the requests built from it).
@@ -669,7 +696,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         now = time.monotonic()
         if now < self._next_poll:
             return
-        items: list[tuple[bytes, bytes]] = []
+        items: list[Lease] = []
         next_due = None
         outcome = None
         try:
@@ -681,7 +708,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             if outcome is not None:
                 items, next_due = outcome
                 self.health.ok()
-        for member, data in items:
+        for member, data, slot, window, watched in items:
             try:
                 if not data:  # an id in a queue with no JSON stored for it
                     raise SerializationError(f"no request stored for queue entry {member!r:.200}")
@@ -697,6 +724,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 )
                 self._to_release.append(member)
                 continue
+            if slot:
+                request.meta[SEND_SLOT] = [slot, window]
+            if watched:
+                request.meta[HOST_WATCHED] = True
             self._buffer.append((request, member))
         if items:
             self.stats.inc_value("frontier/leased", len(items))

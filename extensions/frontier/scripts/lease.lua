@@ -8,6 +8,8 @@
 -- KEYS[6]  frontier counters (hash: queued)
 -- KEYS[7]  rates (hash: group or '*' -> requests per second)
 -- KEYS[8]  robots.txt Crawl-delay per group (hash, seconds)
+-- (each group's host hash, ARGV[6] .. GROUP: next, leased, arate, hold, and the
+--  observed rate: orate, win, wl)
 -- ARGV[1]  how many requests at most     ARGV[2]  lease deadline (ms since epoch)
 -- ARGV[3]  this node's id                ARGV[4]  now (ms since epoch): leasing
 --          counts as a heartbeat, so a lease is never held by a node the others cannot see
@@ -16,9 +18,17 @@
 -- ARGV[8]  seconds of a rate-limited group's requests one lease may hand out
 --          at once (at least one request)
 -- ARGV[9]  group data key prefix: each queued request's JSON by id
+-- ARGV[10] the send tolerance: the fraction of a paced group's interval a send
+--          may be late by (slots are spaced by the interval plus that)
+-- ARGV[11] ms before its next slot a paced group may be leased, so its request
+--          is at the node, waiting for its slot, when the slot comes
 -- Returns  {leases (GROUP\nID, rate-limited groups first), their JSON in the same
 --          order ('' for a missing one), the time (ms) the next waiting group or
---          delayed retry is due, or false}: an idle node sleeps until then at most.
+--          delayed retry is due, or false (an idle node sleeps until then at
+--          most), each lease's send slot 'SLOT:WINDOW' (ms since epoch, and ms it
+--          may be sent after it; '0': unpaced, send at once), the
+--          watched groups among those leased (they pushed back: their good
+--          answers are reported), how many malformed host fields were ignored}
 local F = {queue_prefix = ARGV[5], data_prefix = ARGV[9], ready = KEYS[4], waiting = KEYS[5],
            frontier = KEYS[6], added = {}}
 local count = tonumber(ARGV[1])
@@ -44,22 +54,16 @@ for _, group in ipairs(woken) do
   end
 end
 
-local default_rate = tonumber(redis.call('HGET', KEYS[7], '*') or '0') or 0
-local function interval_ms(group)
-  local rate = tonumber(redis.call('HGET', KEYS[7], group) or '') or default_rate
-  local interval = 0
-  if rate > 0 then
-    interval = 1000 / rate
-  end
-  local delay = tonumber(redis.call('HGET', KEYS[8], group) or '0') or 0
-  delay = math.min(delay, tonumber(ARGV[7])) * 1000
-  return math.max(interval, delay)
-end
+local lead = tonumber(ARGV[11])
+local P = {rates = KEYS[7], crawl_delay = KEYS[8], host_prefix = ARGV[6],
+           delay_max = tonumber(ARGV[7]), tolerance = tonumber(ARGV[10]), lead = lead, bad = 0}
+P.default_rate = number_field(P, redis.call('HGET', KEYS[7], '*')) or 0
 
 local leased, leased_data = {}, {}
 local taken = 0
 -- rate-limited groups' requests: returned first, so they are sent first
-local paced, paced_data = {}, {}
+local paced, paced_data, paced_at = {}, {}, {}
+local watched = {}
 local candidates = redis.call('ZRANGE', KEYS[4], 0, count - 1)
 local share = math.ceil(count / math.max(#candidates, 1))
 for pass = 1, 2 do
@@ -67,10 +71,10 @@ for pass = 1, 2 do
     local want = math.min(share, count - #leased - #paced)
     if want <= 0 then break end
     local queue = F.queue_prefix .. group
-    local interval = interval_ms(group)
+    local interval, spacing, window, is_watched = host_pacing(P, group, now)
     if interval > 0 then
       -- a rate-limited group: at most ARGV[8] seconds' worth, then it waits
-      want = math.min(want, math.max(1, math.floor(tonumber(ARGV[8]) * 1000 / interval)))
+      want = math.min(want, math.max(1, math.floor(tonumber(ARGV[8]) * 1000 / spacing)))
     end
     local items = {}
     if redis.call('ZSCORE', KEYS[4], group) then
@@ -80,7 +84,16 @@ for pass = 1, 2 do
       redis.call('ZREMRANGEBYRANK', queue, 0, #items - 1)
       taken = taken + #items
       local counters = ARGV[6] .. group
-      redis.call('HINCRBY', counters, 'leased', #items)
+      local total = redis.call('HINCRBY', counters, 'leased', #items)
+      if is_watched then watched[#watched + 1] = group end
+      observe(P, counters, now, total)
+      -- a paced group's slots follow its last one, one each spacing, and none
+      -- is sooner than the lead: the reply (after the writes of its flush) and
+      -- the node's turn to send come before the slot, not after it
+      local slot = 0
+      if interval > 0 then
+        slot = math.max(now + lead, number_field(P, redis.call('HGET', counters, 'next')) or 0)
+      end
       local ids = {}
       for _, item in ipairs(items) do
         if not is_inline(item) then ids[#ids + 1] = item end
@@ -100,6 +113,8 @@ for pass = 1, 2 do
         if interval > 0 then
           paced[#paced + 1] = member
           paced_data[#paced_data + 1] = data
+          paced_at[#paced_at + 1] = string.format('%.0f:%.0f', slot, window)
+          slot = slot + spacing
         else
           leased[#leased + 1] = member
           leased_data[#leased_data + 1] = data
@@ -108,11 +123,11 @@ for pass = 1, 2 do
       redis.call('ZADD', KEYS[1], unpack(scored))  -- at most ARGV[1] requests
       local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
       if interval > 0 then
-        local next_time = now + math.ceil(#items * interval)
+        local next_time = math.ceil(slot)
         redis.call('HSET', counters, 'next', next_time)
         redis.call('ZREM', KEYS[4], group)
         -- waits even when its queue is empty: a request found meanwhile waits too
-        redis.call('ZADD', KEYS[5], next_time, group)
+        redis.call('ZADD', KEYS[5], next_time - lead, group)
       elseif head[2] then
         redis.call('ZADD', KEYS[4], head[2], group)
       else
@@ -128,6 +143,7 @@ end
 for i, member in ipairs(leased) do
   paced[#paced + 1] = member
   paced_data[#paced_data + 1] = leased_data[i]
+  paced_at[#paced_at + 1] = '0'
 end
 leased, leased_data = paced, paced_data
 if taken > 0 then
@@ -146,9 +162,9 @@ if #leased == 0 then
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
   if #next_times == 0 then
-    return {leased, leased_data, false}
+    return {leased, leased_data, false, paced_at, watched, P.bad}
   end
-  return {leased, leased_data, tostring(math.min(unpack(next_times)))}
+  return {leased, leased_data, tostring(math.min(unpack(next_times))), paced_at, watched, P.bad}
 end
 redis.call('ZADD', KEYS[2], now, ARGV[3])
-return {leased, leased_data, false}
+return {leased, leased_data, false, paced_at, watched, P.bad}

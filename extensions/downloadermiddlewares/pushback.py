@@ -1,0 +1,381 @@
+"""Hosts that push back slow the whole cluster down; bans never become data.
+
+At send time, a request waits for its lease's pacing slot; one that comes too
+late for it asks Redis for another (``extensions/frontier/hosts.py``), so none
+goes closer to the one before than the host's interval allows; and a request
+of a host this node knows is held waits in Redis with its host.
+
+At answer time:
+
+* a status in ``HOST_BACKOFF_STATUSES`` (429, 503) holds the host for every
+  node, for its ``Retry-After`` (at most ``HOST_BACKOFF_MAX``) or a backoff, and
+  lowers its adaptive rate; the request waits with its host (in Redis, until
+  the hold ends) without counting as a failure. Refused again after that wait,
+  it waits a backoff of its own (the host held only for a Retry-After), up to
+  ``HOST_BACKOFF_RETRY_TIMES`` waits, after which its answer goes to the retry
+  middleware as any failure;
+* a ban (``extensions/bans.py``) never reaches the callback: the host is held,
+  the request is tried again later with a new identity (the proxy and user
+  agent it was leased without are chosen afresh), and after ``BAN_RETRY_TIMES``
+  it is dead-lettered as ``banned``. A ``BAN_HANDLER`` component (or a
+  spider's ``handle_ban`` method) may first answer the challenge: the requests
+  it returns are fetched at once, and if it returned any, the banned request
+  is tried again at once instead of waiting;
+* ``HOST_BACKOFF_ERRORS`` connection errors or timeouts in a row from one host
+  (on one node) hold it too; the request itself is retried as any failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.misc import build_from_crawler, load_object
+from twisted.internet import task
+from twisted.internet.task import deferLater
+
+from extensions import connection, defaults
+from extensions.bans import BanDetector
+from extensions.cluster.checkpoint import node_id_for
+from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
+from extensions.frontier.deadletter import DeadLetters
+from extensions.frontier.groups import group_for
+from extensions.frontier.hosts import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
+from extensions.frontier.leased import as_leased, drop_downloader_headers
+from extensions.frontier.meta import (
+    BAN_RETRIES,
+    DELAY_UNTIL,
+    FIRST_FAILURE,
+    HOST_WAITS,
+    HOST_WATCHED,
+    SEND_SLOT,
+)
+from extensions.keys import SpiderKeys
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched hosts
+SLOT_TRIES = 3  # new slots a request late for its slot asks for before it is parked
+# the download errors that say a host is overloaded or gone, not the request bad
+HOST_ERRORS = (
+    "TimeoutError",
+    "TCPTimedOutError",
+    "ConnectionRefusedError",
+    "ConnectError",
+    "ConnectionLost",
+    "ResponseNeverReceived",
+    "ConnectionDone",
+)
+
+
+async def _sleep(seconds: float) -> None:
+    """Wait without blocking the reactor (whichever reactor runs)."""
+    from twisted.internet import reactor
+
+    await maybe_deferred_to_future(deferLater(reactor, seconds))
+
+
+class PushbackMiddleware:
+    def __init__(
+        self,
+        crawler: Crawler,
+        hosts: HostStates,
+        dead_letters: DeadLetters,
+        *,
+        statuses: set[int],
+        retry_times: int = defaults.HOST_BACKOFF_RETRY_TIMES,
+        error_run: int = defaults.HOST_BACKOFF_ERRORS,
+        ban_retry_times: int = defaults.BAN_RETRY_TIMES,
+        retry_after_max: float = defaults.HOST_BACKOFF_MAX,
+        queue_by: str = defaults.FRONTIER_QUEUE_BY,
+    ):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.hosts = hosts
+        self.dead_letters = dead_letters
+        self.statuses = statuses
+        self.retry_times = retry_times
+        self.error_run = error_run
+        self.ban_retry_times = ban_retry_times
+        self.retry_after_max = retry_after_max
+        self.queue_by = queue_by
+        self.bans: BanDetector | None = None  # built once the spider exists
+        self.ban_handler: Any = None
+        self.health = connection.health_for(crawler)
+        self._held: dict[str, float] = {}  # group -> hold end this node knows of
+        self._errors: dict[str, int] = {}  # group -> errors in a row here
+        self._good: dict[str, list[float]] = {}  # watched group -> [answers, latency sum]
+        self._loop: task.LoopingCall | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PushbackMiddleware:
+        s = crawler.settings
+        assert crawler.spidercls is not None
+        keys = SpiderKeys.for_crawler(crawler)
+        server = connection.from_settings(s, ping=False)
+        middleware = cls(
+            crawler,
+            HostStates(server, keys, Backoff.from_settings(s)),
+            DeadLetters(server, keys.dlq, node_id_for(crawler)),
+            statuses={
+                int(x) for x in s.getlist("HOST_BACKOFF_STATUSES", defaults.HOST_BACKOFF_STATUSES)
+            },
+            retry_times=s.getint("HOST_BACKOFF_RETRY_TIMES", defaults.HOST_BACKOFF_RETRY_TIMES),
+            error_run=s.getint("HOST_BACKOFF_ERRORS", defaults.HOST_BACKOFF_ERRORS),
+            ban_retry_times=s.getint("BAN_RETRY_TIMES", defaults.BAN_RETRY_TIMES),
+            retry_after_max=s.getfloat("HOST_BACKOFF_MAX", defaults.HOST_BACKOFF_MAX),
+            queue_by=s.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY),
+        )
+        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
+        return middleware
+
+    def spider_opened(self, spider: Any) -> None:
+        self.bans = BanDetector.from_settings(self.crawler.settings, spider)
+        path = self.crawler.settings.get("BAN_HANDLER", defaults.BAN_HANDLER)
+        if path:
+            self.ban_handler = build_from_crawler(load_object(path), self.crawler)
+        elif callable(getattr(spider, "handle_ban", None)):
+            self.ban_handler = spider
+        self._loop = task.LoopingCall(self._report_good)
+        self._loop.start(REPORT_INTERVAL, now=False)
+
+    def spider_closed(self, spider: Any) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._report_good()
+
+    def group_of(self, request: Request) -> str:
+        return group_for(request.url, request.meta.get("download_slot"), self.queue_by)
+
+    # --- send time -----------------------------------------------------------
+
+    async def process_request(self, request: Request, spider: Any = None) -> Request | None:
+        slot, window = request.meta.get(SEND_SLOT) or (0.0, 0.0)
+        if self._held:
+            group = self.group_of(request)
+            held = self._held.get(group)
+            if held is not None:
+                if held > time.time():
+                    return self._wait_for_hold(request, held)
+                del self._held[group]
+        if not slot:
+            return None  # the common case: an unpaced host, sent at once
+        if slot > time.time():
+            await _sleep(slot - time.time())
+        if time.time() <= slot + window:
+            return None  # on time for its slot: no round trip
+        group = self.group_of(request)
+        for _ in range(SLOT_TRIES):
+            # late (a busy node): Redis says whether it may still go, or when
+            self.stats.inc_value("politeness/late")
+            try:
+                verdict, when, window = self.hosts.ask_to_send(group, slot, window)
+            except redis.RedisError as exc:
+                self.health.failed(exc)
+                return self._wait_for_hold(request, time.time() + 1)
+            if verdict == "send":
+                return None
+            if verdict == "hold":
+                self._held[group] = when
+                return self._wait_for_hold(request, when)
+            slot = when
+            await _sleep(max(slot - time.time(), 0))
+            if time.time() <= slot + window:
+                return None
+        return self._wait_for_hold(request, time.time())
+
+    def _wait_for_hold(self, request: Request, until: float) -> Request:
+        """The request, back in Redis until its host's hold ends: with its host."""
+        self.stats.inc_value("hosts/held_requests")
+        return self._park(request, until)
+
+    def _park(self, request: Request, until: float) -> Request:
+        parked = request.copy()
+        parked.dont_filter = True
+        drop_downloader_headers(request, parked)
+        leased_meta = as_leased.get(request)
+        if leased_meta is not None:  # a new proxy and slot are chosen at the next send
+            for key in [key for key in parked.meta if key not in leased_meta[1]]:
+                del parked.meta[key]
+        for key in (SEND_SLOT, HOST_WATCHED):
+            parked.meta.pop(key, None)
+        parked.meta[DELAY_UNTIL] = max(until, time.time())
+        return parked
+
+    # --- answer time -----------------------------------------------------------
+
+    async def process_response(
+        self, request: Request, response: Response, spider: Any = None
+    ) -> Request | Response:
+        group = self.group_of(request)
+        self._errors.pop(group, None)
+        assert self.bans is not None
+        if self.bans.is_ban(request, response):
+            return await self._banned(request, response, group)
+        if response.status in self.statuses:
+            return self._refused(request, response, group)
+        if request.meta.get(HOST_WATCHED):
+            good = self._good.setdefault(group, [0, 0.0])
+            good[0] += 1
+            good[1] += float(request.meta.get("download_latency", 0.0))
+        return response
+
+    def process_exception(self, request: Request, exception: Exception, spider: Any = None):
+        if self.error_run <= 0 or type(exception).__name__ not in HOST_ERRORS:
+            return None
+        group = self.group_of(request)
+        run = self._errors.get(group, 0) + 1
+        if run < self.error_run:
+            self._errors[group] = run
+            return None
+        self._errors.pop(group, None)
+        self._hold(group, ERRORS, None, f"{run} {type(exception).__name__} in a row")
+        return None  # the request itself is retried as any failure
+
+    def _retry_after(self, response: Response) -> float | None:
+        header = response.headers.get("Retry-After")
+        if header is None:
+            return None
+        seconds = parse_retry_after(header)
+        if seconds is None:
+            self.stats.inc_value("hosts/retry_after_unreadable")
+            return None
+        if seconds > self.retry_after_max:
+            self.stats.inc_value("hosts/retry_after_capped")
+            return self.retry_after_max
+        return seconds
+
+    def _hold(self, group: str, kind: str, retry_after: float | None, why: str) -> None:
+        self.stats.inc_value("hosts/bans" if kind == BAN else f"hosts/pushbacks/{kind}")
+        try:
+            held = self.hosts.report([Event(group, kind, retry_after)])
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            # this node still holds the host; the others learn at its next answer
+            self._held[group] = time.time() + (retry_after or self.hosts.backoff.base)
+            return
+        self._take_bad_fields()
+        for state in held:
+            if not state.until:
+                continue
+            if state.until > self._held.get(state.group, 0):
+                logger.info(
+                    "%s pushed back (%s): held for the cluster for %.1fs%s",
+                    state.group,
+                    why,
+                    state.until - time.time(),
+                    f", its rate now {state.rate:.2f}/s" if state.rate else "",
+                )
+                self.stats.inc_value("hosts/held")
+            self._held[state.group] = max(state.until, self._held.get(state.group, 0))
+
+    def _refused(self, request: Request, response: Response, group: str):
+        """A 429/503: the host is held (a first refusal of this request), and the
+        request waits with it, not counted as a failure. A request refused again
+        after its wait says more of its page than of its host: it waits alone,
+        a backoff of its own, and holds the host only for a Retry-After."""
+        waits = request.meta.get(HOST_WAITS, 0)
+        retry_after = self._retry_after(response)
+        kind = PUSH if waits == 0 else AGAIN
+        self._hold(group, kind, retry_after, f"HTTP {response.status}")
+        if as_leased.get(request) is None:
+            return response  # not from the frontier (robots.txt): its own middleware decides
+        if waits >= self.retry_times:
+            self.stats.inc_value("hosts/waits_exhausted")
+            return response  # the retry middleware takes it from here, as any failure
+        until = self._held.get(group, time.time())
+        if kind == AGAIN:
+            own = backoff_delay(waits + 1, self.hosts.backoff.base, self.hosts.backoff.cap)
+            until = max(until, time.time() + own)
+        parked = self._park(request, until)
+        parked.meta[HOST_WAITS] = waits + 1
+        return parked
+
+    async def _banned(self, request: Request, response: Response, group: str):
+        self.stats.inc_value("bans/detected")
+        retries = request.meta.get(BAN_RETRIES, 0) + 1
+        if self.ban_handler is not None and await self._solve(request, response):
+            retry = self._park(request, time.time())
+            retry.meta[BAN_RETRIES] = retries
+            return retry
+        self._hold(group, BAN, self._retry_after(response), f"banned, HTTP {response.status}")
+        if as_leased.get(request) is None:
+            raise IgnoreRequest(f"banned by {group}")
+        if retries > self.ban_retry_times:
+            self.stats.inc_value("bans/dead_lettered")
+            now = time.time()
+            try:
+                self.dead_letters.add_request(
+                    self.crawler, request, kind="banned", error=f"banned (HTTP {response.status})",
+                    status=response.status, first=request.meta.get(FIRST_FAILURE, now), last=now,
+                )  # fmt: skip
+            except redis.RedisError as exc:
+                self.health.failed(exc)
+                logger.error("could not dead-letter %s (banned): %s", request.url[:200], exc)
+            raise IgnoreRequest(f"banned by {group}: dead-lettered")
+        retry = self._park(request, self._held.get(group, time.time()))
+        retry.meta[BAN_RETRIES] = retries
+        retry.meta.setdefault(FIRST_FAILURE, time.time())
+        return retry
+
+    async def _solve(self, request: Request, response: Response) -> bool:
+        """Whether the ban handler answered the challenge (returned requests, all
+        of them fetched); its outcome counts in the stats."""
+        self.stats.inc_value("bans/handler_called")
+        try:
+            answers = list(self.ban_handler.handle_ban(request, response) or ())
+        except Exception:  # a handler's own bug: logged once per call, the ban stands
+            logger.exception("BAN_HANDLER failed on %s", request.url[:200])
+            self.stats.inc_value("bans/handler_errors")
+            return False
+        if not answers:
+            self.stats.inc_value("bans/unsolved")
+            return False
+        assert self.crawler.engine is not None
+        for answer in answers:
+            try:
+                await self.crawler.engine.download_async(answer)
+            except Exception as exc:  # the answer could not be sent: the ban stands
+                logger.warning("could not send the answer to a challenge: %s", exc)
+                self.stats.inc_value("bans/unsolved")
+                return False
+        self.stats.inc_value("bans/solved")
+        logger.info("answered the challenge of %s", self.group_of(request))
+        return True
+
+    # --- good answers from watched hosts ----------------------------------------
+
+    def _report_good(self) -> None:
+        if not self._good:
+            return
+        good, self._good = self._good, {}
+        events = [
+            Event(group, OK, answers=int(n), latency=total / n)
+            for group, (n, total) in good.items()
+        ]
+        try:
+            held = self.hosts.report(events)
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            return
+        self._take_bad_fields()
+        for state in held:
+            if state.why == "restored":
+                self.stats.inc_value("hosts/restored")
+                logger.info("%s answers well again: back to its own rate", state.group)
+
+    def _take_bad_fields(self) -> None:
+        if self.hosts.bad_fields:
+            self.stats.inc_value("hosts/bad_state", self.hosts.bad_fields)
+            self.hosts.bad_fields = 0

@@ -1,0 +1,167 @@
+"""One state per host for the whole cluster: what it said, and how it is paced.
+
+A host that pushes back (429, 503, a ban page, a run of connection errors) is
+held for every node: its queue group waits in ``NAME:waiting`` until the hold
+ends, for its ``Retry-After`` when it gives one (at most ``HOST_BACKOFF_MAX``),
+else for an exponential backoff with jitter from ``HOST_BACKOFF_BASE``, one
+strike of which is forgiven every ``HOST_BACKOFF_FORGIVE`` quiet seconds.
+With ``CLUSTER_AUTOTHROTTLE_ENABLED`` its rate halves at each pushback (to at
+least ``CLUSTER_AUTOTHROTTLE_MIN_RATE``) and climbs again by a tenth every
+``CLUSTER_AUTOTHROTTLE_STEP`` seconds it answers well, unless its latency
+climbs, until it is back at its configured rate. The state lives in the
+group's host hash (``NAME:host:GROUP``: hold, why, strikes, arate, ...), next
+to its queue, written by ``scripts/host_feedback.lua`` and read by every lease.
+
+Sends are paced too. A lease hands a paced group's requests out with a slot
+each (ms), spaced by the group's interval plus ``CLUSTER_SEND_TOLERANCE`` of
+it; a node sends a request no earlier than its slot and, if it comes to send
+later than the tolerance allows (CPU-starved, say), asks Redis for a new slot
+(``scripts/send_slot.lua``) rather than send next to the following request.
+A request leased before another node's hold began may still go (a paced
+group has at most a lead's worth leased ahead); a node's own buffered requests
+of a held group wait. A group that pushed back is *watched*: its nodes report
+its good answers, once a second, so its rate can climb. Well-behaved hosts cost
+no round trip of their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from extensions import connection, defaults
+from extensions.frontier.frontier import LEASE_LEAD_MS, execute, load_script, run_script
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy.settings import BaseSettings
+
+    from extensions.keys import SpiderKeys
+
+logger = logging.getLogger(__name__)
+
+#: what a host answered: a pushback (429, 503), a ban, a run of errors, a page
+#: refused again after it waited for its host (only its Retry-After holds), good
+PUSH, BAN, ERRORS, AGAIN, OK = "push", "ban", "errors", "again", "ok"
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How the cluster answers hosts that push back (the settings, in seconds)."""
+
+    base: float = defaults.HOST_BACKOFF_BASE
+    cap: float = defaults.HOST_BACKOFF_MAX
+    forgive: float = defaults.HOST_BACKOFF_FORGIVE
+    adaptive: bool = defaults.CLUSTER_AUTOTHROTTLE_ENABLED
+    min_rate: float = defaults.CLUSTER_AUTOTHROTTLE_MIN_RATE
+    step: float = defaults.CLUSTER_AUTOTHROTTLE_STEP
+    raise_by: float = 0.1
+    tolerance: float = defaults.CLUSTER_SEND_TOLERANCE
+    crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX
+
+    @classmethod
+    def from_settings(cls, s: BaseSettings) -> Backoff:
+        return cls(
+            base=s.getfloat("HOST_BACKOFF_BASE", defaults.HOST_BACKOFF_BASE),
+            cap=s.getfloat("HOST_BACKOFF_MAX", defaults.HOST_BACKOFF_MAX),
+            forgive=s.getfloat("HOST_BACKOFF_FORGIVE", defaults.HOST_BACKOFF_FORGIVE),
+            adaptive=s.getbool(
+                "CLUSTER_AUTOTHROTTLE_ENABLED", defaults.CLUSTER_AUTOTHROTTLE_ENABLED
+            ),
+            min_rate=s.getfloat(
+                "CLUSTER_AUTOTHROTTLE_MIN_RATE", defaults.CLUSTER_AUTOTHROTTLE_MIN_RATE
+            ),
+            step=s.getfloat("CLUSTER_AUTOTHROTTLE_STEP", defaults.CLUSTER_AUTOTHROTTLE_STEP),
+            tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE", defaults.CLUSTER_SEND_TOLERANCE),
+            crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX", defaults.CLUSTER_CRAWL_DELAY_MAX),
+        )
+
+
+@dataclass(frozen=True)
+class Held:
+    """A group the feedback held or slowed: until when (s since epoch; 0 when its
+    adaptive rate was lifted), why, and its adaptive rate (None: its own)."""
+
+    group: str
+    until: float
+    why: str
+    rate: float | None
+
+
+@dataclass
+class Event:
+    group: str
+    kind: str  # PUSH, BAN, ERRORS, AGAIN or OK
+    retry_after: float | None = None  # seconds the host asked for (PUSH, BAN)
+    answers: int = 0  # OK: good answers counted
+    latency: float = 0.0  # OK: their mean download latency, seconds
+
+
+class HostStates:
+    """The host-state scripts for one spider's frontier, for one node."""
+
+    def __init__(self, server: redis.Redis, keys: SpiderKeys, backoff: Backoff | None = None):
+        self.server = server
+        self.keys = keys
+        self.backoff = backoff or Backoff()
+        self._feedback = server.register_script(load_script("host_feedback"))
+        self._send_slot = server.register_script(load_script("send_slot"))
+        self._random = random.Random()
+        #: malformed host fields the scripts ignored since the last look
+        self.bad_fields = 0
+
+    def report(self, events: list[Event]) -> list[Held]:
+        """Tell the cluster what hosts answered; the groups this held or slowed."""
+        b = self.backoff
+        by_shard: dict[int, list[Event]] = {}
+        for event in events:
+            by_shard.setdefault(self.keys.shard_of(event.group), []).append(event)
+        pipe = self.server.pipeline(transaction=False)
+        for shard, part in by_shard.items():
+            keys = self.keys.shard(shard)
+            args: list[Any] = [
+                int(time.time() * 1000), keys.host(""), int(b.base * 1000), int(b.cap * 1000),
+                int(b.forgive * 1000), int(b.adaptive), b.min_rate, 0,
+                int(b.step * 1000), b.raise_by,
+            ]  # fmt: skip
+            for e in part:
+                if e.kind == OK:
+                    value, latency = e.answers, round(e.latency * 1000, 1)
+                else:
+                    value = -1 if e.retry_after is None else int(e.retry_after * 1000)
+                    latency = 0
+                args += [e.group, e.kind, value, latency, self._random.random()]
+            run_script(self._feedback, [keys.ready, keys.waiting, keys.rates], args, pipe)
+        held = []
+        for rows, bad in execute(pipe):
+            self.bad_fields += int(bad)
+            for group, until, why, rate in rows:
+                held.append(
+                    Held(
+                        connection.text(group),
+                        int(until) / 1000,
+                        connection.text(why),
+                        float(rate) if rate else None,
+                    )
+                )
+        return held
+
+    def ask_to_send(self, group: str, slot: float, window: float) -> tuple[str, float, float]:
+        """('send', now, 0), ('wait', slot, window) or ('hold', until, 0): may a request of
+        ``group`` whose lease gave it ``slot`` (s since epoch; 0: none), to be
+        sent within ``window`` seconds after it, go now? Times in seconds since
+        epoch; 'wait' took the slot given for it."""
+        keys = self.keys.shard(self.keys.shard_of(group))
+        b = self.backoff
+        verdict, when, bad = run_script(
+            self._send_slot,
+            [keys.rates, keys.crawl_delay],
+            [group, int(time.time() * 1000), int(slot * 1000), int(window * 1000),
+             keys.host(""), b.crawl_delay_max, b.tolerance, LEASE_LEAD_MS],
+        )  # fmt: skip
+        self.bad_fields += int(bad)
+        at, _, new_window = connection.text(when).partition(":")
+        return connection.text(verdict), int(at) / 1000, int(new_window or 0) / 1000
