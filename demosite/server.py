@@ -25,7 +25,10 @@ shop's own pages carry an ETag of their body and answer 304 the same way.
 each URL with a lastmod (``POST /__edit?path=/product/N`` sets a product's to now).
 ``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
-``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt.
+``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt; ``--pushback MODE``
+makes the host push back when crawled too fast (503, 429 + Retry-After, or a
+captcha page: ``demosite/pushback.py``); ``--host 127.0.0.N`` serves another
+loopback address, a host of its own for the crawler.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog, hostile, traps
+from demosite import catalog, hostile, pushback, traps
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -304,8 +307,12 @@ async def shop_etags(request: web.Request, handler):
     return response
 
 
-def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
+def make_app(
+    latency: float = 0.0, crawl_delay: float = 0.0, pushback_mode: str = ""
+) -> web.Application:
     app = web.Application(middlewares=[count_hits, shop_etags])
+    if pushback_mode:
+        pushback.install(app, pushback_mode)
     app["crawl_delay"] = crawl_delay
     app["hits"] = Counter()
     app["not_modified"] = Counter()
@@ -335,8 +342,10 @@ def make_app(latency: float = 0.0, crawl_delay: float = 0.0) -> web.Application:
     return app
 
 
-async def serve(host: str, port: int, latency: float = 0.0, crawl_delay: float = 0.0) -> None:
-    runner = web.AppRunner(make_app(latency, crawl_delay), access_log=None)
+async def serve(
+    host: str, port: int, latency: float = 0.0, crawl_delay: float = 0.0, pushback_mode: str = ""
+) -> None:
+    runner = web.AppRunner(make_app(latency, crawl_delay, pushback_mode), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -358,9 +367,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--crawl-delay", type=float, default=0.0, help="a Crawl-delay line in robots.txt"
     )
+    parser.add_argument(
+        "--pushback", default="", help="overload:RATE, throttle:RATE:SECONDS or ban:RATE:SECONDS"
+    )
     args = parser.parse_args(argv)
+    if args.pushback:
+        try:
+            pushback.Pushback(args.pushback)
+        except ValueError as exc:
+            parser.error(str(exc))
     try:
-        asyncio.run(serve(args.host, args.port, args.latency, args.crawl_delay))
+        asyncio.run(serve(args.host, args.port, args.latency, args.crawl_delay, args.pushback))
     except OSError as exc:
         sys.exit(f"demo site: cannot listen on {args.host}:{args.port}: {exc}")
 

@@ -170,6 +170,26 @@ def _names(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+def _component(settings: BaseSettings, name: str) -> str | None:
+    path = settings.get(name) or ""
+    if not path:
+        return None
+    try:
+        component = load_object(path) if isinstance(path, str) else path
+    except (ImportError, NameError, ValueError, AttributeError) as exc:
+        return f"cannot be loaded: {exc}"
+    if not callable(getattr(component, "handle_ban", None)):
+        return "must have a handle_ban(request, response) method"
+    return None
+
+
+def _markers(settings: BaseSettings, name: str) -> str | None:
+    markers = settings.getlist(name, [])
+    if not all(isinstance(m, str) and m.strip() for m in markers):
+        return 'must be a list of texts, e.g. ["verify you are human"]'
+    return None
+
+
 CHECKS: dict[str, Check] = {
     "REDIS_URL": _redis_url,
     "REDIS_SOCKET_TIMEOUT": _number(float, 0, above=True),
@@ -203,6 +223,22 @@ CHECKS: dict[str, Check] = {
     "RETRY_AFTER_MAX": _number(float, 0),
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_CRAWL_DELAY_MAX": _number(float, 0),
+    "CLUSTER_SEND_TOLERANCE": _number(float, 0, 1),
+    "HOST_BACKOFF_STATUSES": _int_list(100, 599, "HTTP status codes"),
+    "HOST_BACKOFF_BASE": _number(float, 0),
+    "HOST_BACKOFF_MAX": _number(float, 0, above=True),
+    "HOST_BACKOFF_FORGIVE": _number(float, 0),
+    "HOST_BACKOFF_ERRORS": _number(int, 0),
+    "HOST_BACKOFF_RETRY_TIMES": _number(int, 0),
+    "CLUSTER_AUTOTHROTTLE_ENABLED": _flag,
+    "CLUSTER_AUTOTHROTTLE_MIN_RATE": _number(float, 0, above=True),
+    "CLUSTER_AUTOTHROTTLE_STEP": _number(float, 0, above=True),
+    "BAN_STATUSES": _int_list(100, 599, "HTTP status codes"),
+    "BAN_MARKERS": _markers,
+    "BAN_RETRY_TIMES": _number(int, 0),
+    "BAN_HANDLER": _component,
+    "ROBOTSTXT_RETRY_DELAY": _number(float, 0, above=True),
+    "ROBOTSTXT_RETRY_TIMES": _number(int, 0),
     "FRONTIER_QUEUE_BY": _choice(*QUEUE_BY),
     "FRONTIER_SHARDS": _shards,
     "HOST_PAGE_BUDGET": _number(int, 0),

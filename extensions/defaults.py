@@ -96,7 +96,7 @@ CLUSTER_AUTOTHROTTLE_STEP = 2.0  # seconds of good answers between two raises of
 # --- bans (extensions/downloadermiddlewares/hostbackoff.py): never stored as data ---
 BAN_STATUSES = [403]  # answers that mean "banned"
 BAN_MARKERS: list[str] = []  # text that makes a page a ban page, besides the built-in ones
-BAN_RETRY_TIMES = 3  # times a banned request is tried again before it is dead-lettered
+BAN_RETRY_TIMES = 5  # times a banned request is tried again before it is dead-lettered
 BAN_HANDLER = ""  # a component whose handle_ban(request, response) may answer a challenge
 
 # --- crawler traps (extensions/frontier/traps.py); 0 turns a rule off ---

@@ -207,10 +207,18 @@ def _port_with_free_bus() -> int:
 
 
 def start_demo_site(
-    port: int = 0, *, log: Path | None = None, latency: float = 0.0, crawl_delay: float = 0.0
+    port: int = 0,
+    *,
+    log: Path | None = None,
+    latency: float = 0.0,
+    crawl_delay: float = 0.0,
+    host: str = "127.0.0.1",
+    pushback: str = "",
 ) -> Service:
-    args = ["demosite.server", "--port", str(port), "--latency", str(latency)]
-    args += ["--crawl-delay", str(crawl_delay)]
+    """The demo shop; ``host`` another loopback address (127.0.0.N) makes it a
+    host of its own, ``pushback`` a host that pushes back (demosite/pushback.py)."""
+    args = ["demosite.server", "--host", host, "--port", str(port), "--latency", str(latency)]
+    args += ["--crawl-delay", str(crawl_delay)] + (["--pushback", pushback] if pushback else [])
     return _start_announcing(args, "demo site", log)
 
 

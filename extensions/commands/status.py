@@ -97,19 +97,25 @@ def render_shard(report: dict[str, Any]) -> str:
 def render_hosts(rows: list[dict[str, Any]]) -> str:
     lines = [
         f"{'host':32s} {'queued':>8s} {'flight':>6s} {'fetched':>8s} {'rate/s':>7s} "
-        f"{'state':>7s} {'next in':>8s} {'budget':>7s}  dropped"
+        f"{'state':>11s} {'for':>7s} {'budget':>7s} {'pushed':>6s} {'bans':>5s}  dropped"
     ]
     now = time.time()
     for row in rows:
         rate = f"{row['rate']:g}" if row["rate"] else "-"
-        wait = f"{max(row['next_allowed'] - now, 0):.1f}s" if row["next_allowed"] else "-"
+        if row.get("adaptive_rate") is not None:
+            rate = f"{row['adaptive_rate']:.3g}*"  # adapted to its pushback
+        until = row.get("held_until") or row["next_allowed"]
+        wait = f"{max(until - now, 0):.1f}s" if until else "-"
+        state = row["state"]
         budget = "-" if row["budget_left"] is None else str(row["budget_left"])
         dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(row["dropped"].items()))
         lines.append(
             f"{row['host'][:32]:32s} {row['queued']:8d} {row['in_flight']:6d} "
-            f"{row['fetched']:8d} {rate:>7s} {row['state']:>7s} {wait:>8s} {budget:>7s}  "
-            f"{dropped or '-'}"
+            f"{row['fetched']:8d} {rate:>7s} {state:>11s} {wait:>7s} {budget:>7s} "
+            f"{row.get('pushbacks', 0):6d} {row.get('bans', 0):5d}  {dropped or '-'}"
         )
+    if any(row.get("adaptive_rate") is not None for row in rows):
+        lines.append("* the rate the host adapted to after pushing back (429, 503, bans)")
     return "\n".join(lines)
 
 

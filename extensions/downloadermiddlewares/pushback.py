@@ -40,7 +40,7 @@ from twisted.internet import task
 from twisted.internet.task import deferLater
 
 from extensions import connection, defaults
-from extensions.bans import BanDetector
+from extensions.bans import SCANNED, BanDetector
 from extensions.cluster.checkpoint import node_id_for
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
 from extensions.frontier.deadletter import DeadLetters
@@ -64,6 +64,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: meta of a request a ban handler returned: its own answer is never a ban to solve
+BAN_ANSWER = "_ban_answer"
+#: seconds after its robots.txt named a Crawl-delay that a host's requests leased
+#: before (unpaced) ask Redis for a slot
+CONFIRM_AFTER_ROBOTS = 10.0
 REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched hosts
 SLOT_TRIES = 3  # new slots a request late for its slot asks for before it is parked
 # the download errors that say a host is overloaded or gone, not the request bad
@@ -115,6 +120,7 @@ class PushbackMiddleware:
         self._held: dict[str, float] = {}  # group -> hold end this node knows of
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self._good: dict[str, list[float]] = {}  # watched group -> [answers, latency sum]
+        self._confirm: dict[str, float] = {}  # group -> until when unpaced sends ask Redis
         self._loop: task.LoopingCall | None = None
 
     @classmethod
@@ -170,12 +176,17 @@ class PushbackMiddleware:
                     return self._wait_for_hold(request, held)
                 del self._held[group]
         if not slot:
-            return None  # the common case: an unpaced host, sent at once
+            if not self._confirm or self._confirm.get(self.group_of(request), 0) < time.time():
+                return None  # the common case: an unpaced host, sent at once
+            slot = window = 0.0  # leased before its robots.txt asked for a Crawl-delay
+        group = self.group_of(request)
         if slot > time.time():
             await _sleep(slot - time.time())
+            held = self._held.get(group, 0)
+            if held > time.time():  # its host pushed back while it waited
+                return self._wait_for_hold(request, held)
         if time.time() <= slot + window:
             return None  # on time for its slot: no round trip
-        group = self.group_of(request)
         for _ in range(SLOT_TRIES):
             # late (a busy node): Redis says whether it may still go, or when
             self.stats.inc_value("politeness/late")
@@ -221,6 +232,14 @@ class PushbackMiddleware:
         group = self.group_of(request)
         self._errors.pop(group, None)
         assert self.bans is not None
+        if (
+            request.url.endswith("/robots.txt")
+            and b"crawl-delay" in response.body[:SCANNED].lower()
+        ):
+            # what was leased before the delay was known goes no faster than it
+            self._confirm[group] = time.time() + CONFIRM_AFTER_ROBOTS
+        if request.meta.get(BAN_ANSWER):
+            return response  # the answer to a challenge: the handler judges it
         if self.bans.is_ban(request, response):
             return await self._banned(request, response, group)
         if response.status in self.statuses:
@@ -344,10 +363,16 @@ class PushbackMiddleware:
             return False
         assert self.crawler.engine is not None
         for answer in answers:
+            answer.meta[BAN_ANSWER] = True
             try:
-                await self.crawler.engine.download_async(answer)
+                reply = await self.crawler.engine.download_async(answer)
             except Exception as exc:  # the answer could not be sent: the ban stands
                 logger.warning("could not send the answer to a challenge: %s", exc)
+                self.stats.inc_value("bans/unsolved")
+                return False
+            if reply.status >= 400:
+                logger.warning("the answer to %s's challenge was refused (HTTP %d)",
+                               self.group_of(request), reply.status)  # fmt: skip
                 self.stats.inc_value("bans/unsolved")
                 return False
         self.stats.inc_value("bans/solved")
@@ -357,6 +382,10 @@ class PushbackMiddleware:
     # --- good answers from watched hosts ----------------------------------------
 
     def _report_good(self) -> None:
+        now = time.time()
+        for table in (self._held, self._confirm):  # forget what is over
+            for group in [group for group, until in table.items() if until < now]:
+                del table[group]
         if not self._good:
             return
         good, self._good = self._good, {}

@@ -146,6 +146,7 @@ def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dic
     held: Any = server.zrange(keys.waiting, 0, -1, withscores=True)
     waiting = {text(group): score for group, score in held}
     default_rate = _number(server.hget(keys.rates, "*"))
+    now = time.time()
     ordered = sorted(groups | set(in_flight))
     rows: list[dict[str, Any]] = []
     for start in range(0, len(ordered), 500):
@@ -162,13 +163,26 @@ def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dic
             fields = {text(k): text(v) for k, v in counters.items()}
             leased = int(_number(fields.get("leased")))
             accepted = int(_number(fields.get("accepted")))
+            held_until = _number(fields.get("hold")) / 1000
+            state = "ready" if group in ready else "waiting" if group in waiting else "-"
+            if held_until > now:
+                state = "banned" if fields.get("why") == "ban" else "backing off"
+            adaptive = _number(fields.get("arate"), -1.0)
             rows.append(
                 {
                     "host": group,
                     "queued": int(queued),
                     "in_flight": in_flight[group],
                     "fetched": max(leased - in_flight[group], 0),
-                    "state": "ready" if group in ready else "waiting" if group in waiting else "-",
+                    # ready, waiting (politeness), backing off or banned (held for
+                    # every node until held_until, for why), or - (no work)
+                    "state": state,
+                    "held_until": held_until if held_until > now else None,
+                    "why": fields.get("why") if held_until > now else None,
+                    "pushbacks": int(_number(fields.get("pushbacks"))),
+                    "bans": int(_number(fields.get("bans"))),
+                    # the rate it adapted to after pushing back (None: its own)
+                    "adaptive_rate": round(adaptive, 3) if adaptive >= 0 else None,
                     "rate": _number(rate, default_rate) if rate is not None else default_rate,
                     "crawl_delay": _number(delay) if delay is not None else None,
                     "next_allowed": waiting[group] / 1000 if group in waiting else None,

@@ -3,7 +3,7 @@
 -- KEYS[1]  ready groups (zset)      KEYS[2]  waiting groups (zset)
 -- KEYS[3]  rates (hash: group or '*' -> requests per second)
 -- (each group's host hash, ARGV[2] .. GROUP: hold, why, strikes, pushed, next,
---  arate, peak, changed, lat, lat_min, pushbacks, bans, orate)
+--  arate, peak, changed, lat, lat_min, pushbacks, bans, refused, orate)
 -- ARGV[1]  now (ms since epoch)     ARGV[2]  host hash key prefix
 -- ARGV[3]  HOST_BACKOFF_BASE (ms)   ARGV[4]  HOST_BACKOFF_MAX (ms)
 -- ARGV[5]  HOST_BACKOFF_FORGIVE (ms): one strike forgiven per this much quiet
@@ -12,8 +12,8 @@
 -- ARGV[10] the fraction a raise adds
 -- ARGV...  events from ARGV[11], five fields each: group, kind ('push', 'ban',
 --          'errors', 'again': a request refused again after it waited for its
---          host, which says more of the page than of the host: only its
---          Retry-After holds, or 'ok'), Retry-After in ms (-1: none; for 'ok' the
+--          host, which says more of the page than of the host (only its
+--          Retry-After holds) unless another refusal came within RUN_MS, or 'ok'), Retry-After in ms (-1: none; for 'ok' the
 --          answers counted), the mean latency in ms ('ok'), a random fraction in
 --          [0, 1) for the jitter of the hold
 -- Returns  {{group, hold until (ms), reason, adaptive rate or ''} for each group
@@ -25,6 +25,8 @@ local adaptive = ARGV[6] == '1'
 local floor_rate = tonumber(ARGV[7])
 local step, raise = tonumber(ARGV[9]), tonumber(ARGV[10])
 local P = {bad = 0}
+local RUN_MS = 1000  -- refusals this close together are the host's, not a page's
+local ECHO_MS = 500  -- an echo's Retry-After extends a hold by at least this, or not at all
 local default_rate = number_field(P, redis.call('HGET', KEYS[3], '*')) or 0
 local out = {}
 
@@ -35,7 +37,15 @@ end
 local function pushed_back(group, kind, retry_after, jitter)
   local key = host_prefix .. group
   redis.call('HINCRBY', key, kind == 'ban' and 'bans' or 'pushbacks', 1)
-  local f = redis.call('HMGET', key, 'hold', 'strikes', 'pushed', 'next', 'arate', 'orate')
+  -- a page refused again says more of the page than of the host, unless the
+  -- host refuses others too: then it is one more pushback
+  local refused = number_field(P, redis.call('HGET', key, 'refused'))
+  redis.call('HSET', key, 'refused', now)
+  if kind == 'again' and refused and now - refused < RUN_MS then
+    kind = 'push'
+  end
+  local f = redis.call('HMGET', key, 'hold', 'strikes', 'pushed', 'next', 'arate', 'orate',
+                       'win', 'wl', 'leased')
   local hold = number_field(P, f[1]) or 0
   local strikes = math.floor(number_field(P, f[2]) or 0)
   local pushed = number_field(P, f[3]) or 0
@@ -46,9 +56,9 @@ local function pushed_back(group, kind, retry_after, jitter)
   end
   if now < hold or kind == 'again' then
     -- the echo of a pushback already answered (requests that were on the wire
-    -- then), or a page refused again: no strike, no lower rate; a longer
-    -- Retry-After holds
-    if wait and now + wait > hold then
+    -- then), or a page refused again: no strike, no lower rate; a Retry-After
+    -- that asks for longer holds
+    if wait and now + wait > hold + ECHO_MS then
       hold = now + wait
       redis.call('HSET', key, 'hold', hold, 'next', hold)
       redis.call('ZREM', KEYS[1], group)
@@ -74,6 +84,13 @@ local function pushed_back(group, kind, retry_after, jitter)
   -- seconds) is only held, and slowed at its next pushback
   local rate = configured_rate(group)
   local observed = number_field(P, f[6])
+  local since = number_field(P, f[7])
+  if not observed and since then
+    -- pushed back in its first seconds: what it was leased at so far, taken
+    -- over a second at least (a first burst is not a rate)
+    local at_start = number_field(P, f[8]) or 0
+    observed = ((number_field(P, f[9]) or 0) - at_start) * 1000 / math.max(now - since, 1000)
+  end
   local current = arate
   if not current then
     current = (observed and observed > 0 and observed) or (rate > 0 and rate) or nil
@@ -98,7 +115,8 @@ end
 
 local function answered_well(group, answers, latency)
   local key = host_prefix .. group
-  local f = redis.call('HMGET', key, 'arate', 'peak', 'changed', 'pushed', 'lat_min', 'strikes')
+  local f = redis.call('HMGET', key, 'arate', 'peak', 'changed', 'pushed', 'lat_min', 'strikes',
+                       'hold')
   local arate = number_field(P, f[1])
   if not arate then return end  -- not slowed: nothing to raise
   local peak = number_field(P, f[2]) or arate
@@ -108,19 +126,21 @@ local function answered_well(group, answers, latency)
   local best = number_field(P, f[5])
   best = best and math.min(best * 1.02, latency) or latency
   redis.call('HSET', key, 'lat', latency, 'lat_min', best)
+  -- answers that come during a hold were sent before it: no raise for them
+  if now < (number_field(P, f[7]) or 0) then return end
   if now - changed < step or now - pushed < step then return end
   -- held down while the host's latency climbs
   if latency > 2 * best and latency > 50 then return end
   local rate = configured_rate(group)
-  -- half more each step while well under the rate it last pushed back at, a
-  -- tenth near it, a fiftieth past it
+  -- a tenth more each step up to the rate it last pushed back at, a fiftieth
+  -- past it; and each step of good answers forgives a strike
   local by = raise / 5
-  if arate < 0.75 * peak then by = raise * 5 elseif arate < peak then by = raise end
+  if arate < peak then by = raise end
   local new = arate * (1 + by)
   local strikes = math.floor(number_field(P, f[6]) or 0)
-  if strikes > 0 and forgive > 0 and now - pushed >= forgive * strikes then
-    strikes = 0
-    redis.call('HSET', key, 'strikes', 0)
+  if strikes > 0 then
+    strikes = strikes - 1
+    redis.call('HSET', key, 'strikes', strikes)
   end
   -- a host without a rate of its own keeps the rate it learned until it goes
   -- well past where it pushed back, all its strikes forgiven

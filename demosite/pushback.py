@@ -1,0 +1,128 @@
+"""Hosts that push back, as real sites do (``--pushback MODE`` of the demo site).
+
+* ``overload:RATE``: more than RATE requests in the last second are answered
+  503, without Retry-After: a server that can serve RATE a second;
+* ``throttle:RATE:SECONDS``: above RATE a second, 429 with ``Retry-After:
+  SECONDS``, and every request in that window is answered 429 too;
+* ``ban:RATE:SECONDS``: a client sending more than RATE a second is banned for
+  SECONDS: every page is a 200 "captcha" page with a challenge form. Answering
+  the challenge (``POST /__challenge`` with ``answer``) lifts the ban.
+
+robots.txt and the ``/__`` paths are always served. ``GET /__pushback`` says
+what was answered: ``served`` (counts of ``ok``, ``503``, ``429``,
+``captcha``), ``answers`` (each answer's time and what it was),
+``inside_window`` (requests that arrived inside a Retry-After window the host
+had announced, GRACE seconds after it began: what was already on the wire by
+then is not counted), ``windows`` and ``solved``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+
+from aiohttp import web
+
+GRACE = 0.25  # seconds after a 429 before a request is "inside" its window
+CHALLENGE_QUESTION = (17, 25)  # what the captcha page asks: 17 + 25
+CHALLENGE_PAGE = (
+    "<!DOCTYPE html><html><head><title>Attention required</title></head><body>"
+    "<h1>Please complete the captcha to continue</h1>"
+    "<form method='post' action='/__challenge'>"
+    "<label>What is <span class='a'>{a}</span> + <span class='b'>{b}</span>?</label>"
+    "<input name='answer'><button>Verify you are human</button></form></body></html>"
+)
+
+
+class Pushback:
+    def __init__(self, mode: str):
+        kind, _, rest = mode.partition(":")
+        parts = [float(p) for p in rest.split(":") if p]
+        if kind not in ("overload", "throttle", "ban") or not parts:
+            raise ValueError(f"--pushback {mode!r}: overload:RATE, throttle:RATE:S or ban:RATE:S")
+        self.kind = kind
+        self.rate = parts[0]
+        self.seconds = parts[1] if len(parts) > 1 else 5.0
+        self.arrivals: deque[float] = deque()
+        self.until = 0.0  # end of the current Retry-After window or ban
+        self.windows: list[tuple[float, float]] = []
+        self.served: Counter[str] = Counter()
+        self.answers: list[tuple[float, str]] = []
+        self.inside = 0
+        self.solved = 0
+
+    def over_rate(self, now: float) -> bool:
+        self.arrivals.append(now)
+        while self.arrivals and now - self.arrivals[0] >= 1.0:
+            self.arrivals.popleft()
+        return len(self.arrivals) > self.rate
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler):
+        if request.path.startswith("/__") or request.path == "/robots.txt":
+            return await handler(request)
+        now = time.time()
+        answer = self.answer(request, now)
+        self.served[answer] += 1
+        self.answers.append((now, answer))
+        if answer == "503":
+            return web.Response(status=503, text="overloaded, try later")
+        if answer == "429":
+            return self._too_many(self.until - now)
+        if answer == "captcha":
+            a, b = CHALLENGE_QUESTION
+            return web.Response(text=CHALLENGE_PAGE.format(a=a, b=b), content_type="text/html")
+        return await handler(request)
+
+    def answer(self, request: web.Request, now: float) -> str:
+        busy = self.over_rate(now)
+        if self.kind == "overload":
+            return "503" if busy else "ok"
+        if self.kind == "throttle":
+            if now < self.until:
+                if now >= self.windows[-1][0] + GRACE:
+                    self.inside += 1
+                return "429"
+            if busy:
+                self.until = now + self.seconds
+                self.windows.append((now, self.until))
+                return "429"
+            return "ok"
+        if busy and now >= self.until:  # ban
+            self.until = now + self.seconds
+            self.windows.append((now, self.until))
+        return "captcha" if now < self.until else "ok"
+
+    @staticmethod
+    def _too_many(seconds: float) -> web.Response:
+        return web.Response(
+            status=429, text="slow down", headers={"Retry-After": str(max(int(seconds + 0.999), 1))}
+        )
+
+    async def challenge(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        if str(form.get("answer", "")).strip() != str(sum(CHALLENGE_QUESTION)):
+            return web.Response(status=403, text="wrong answer")
+        self.until = 0.0
+        self.solved += 1
+        return web.Response(text="thank you")
+
+    async def report(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "served": dict(self.served),
+                "answers": self.answers,
+                "inside_window": self.inside,
+                "windows": self.windows,
+                "solved": self.solved,
+            }
+        )
+
+
+def install(app: web.Application, mode: str) -> None:
+    pushback = Pushback(mode)
+    # after the hit counter: /__hits and /__times count every request that
+    # reached the host, refused or not
+    app.middlewares.insert(1, pushback.middleware)
+    app.router.add_post("/__challenge", pushback.challenge)
+    app.router.add_get("/__pushback", pushback.report)

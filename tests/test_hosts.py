@@ -1,0 +1,174 @@
+"""One host state for the whole cluster (extensions/frontier/hosts.py), against a
+real Redis: holds, strikes, the adaptive rate, send slots, and host state that
+another writer left malformed."""
+
+import json
+import time
+
+import pytest
+
+from extensions.frontier.frontier import Frontier, now_ms
+from extensions.frontier.hosts import AGAIN, BAN, OK, PUSH, Backoff, Event, HostStates
+from extensions.keys import SpiderKeys
+
+
+@pytest.fixture
+def keys():
+    return SpiderKeys.for_spider("h")
+
+
+def entry(url: str):
+    from extensions.frontier.groups import group_for
+
+    return ("", group_for(url), 0, json.dumps({"url": url}).encode())
+
+
+def host(redis_client, keys, group: str) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in redis_client.hgetall(keys.host(group)).items()}
+
+
+def test_a_pushback_holds_the_host_for_every_node_and_its_request_waits_with_it(redis_client, keys):
+    states = HostStates(redis_client, keys, Backoff(base=2.0))
+    one, two = Frontier(redis_client, keys, "n1"), Frontier(redis_client, keys, "n2")
+    one.enqueue([entry(f"http://busy/{i}") for i in range(4)] + [entry("http://calm/0")])
+    [held] = states.report([Event("busy", PUSH, retry_after=None)])
+    assert held.group == "busy" and held.why == "push"
+    assert 1.0 <= held.until - time.time() <= 2.0  # half to all of the base, jittered
+    # no node leases the held host; the others go on
+    leases, _ = two.lease(10, lease_timeout=60)
+    assert [lease.member.split(b"\n")[0] for lease in leases] == [b"calm"]
+    assert redis_client.zscore(keys.waiting, "busy") == pytest.approx(held.until * 1000, abs=1)
+    one.enqueue([entry("http://busy/found-meanwhile")])  # waits with its host too
+    assert one.lease(10, lease_timeout=60)[0] == []
+    redis_client.zadd(keys.waiting, {"busy": now_ms() - 1})  # the hold is over
+    redis_client.hset(keys.host("busy"), "hold", now_ms() - 1)
+    assert len(two.lease(10, lease_timeout=60)[0]) >= 1
+
+
+def test_retry_after_sets_the_hold_capped_and_echoes_add_no_strike(redis_client, keys):
+    states = HostStates(redis_client, keys, Backoff(base=2.0, cap=30.0))
+    [held] = states.report([Event("slow", PUSH, retry_after=5.0)])
+    assert 4.9 <= held.until - time.time() <= 5.0
+    assert host(redis_client, keys, "slow")["strikes"] == "1"
+    # answers that were on the wire when it pushed back: no new strike, a longer
+    # Retry-After still holds, capped by HOST_BACKOFF_MAX
+    states.report([Event("slow", PUSH, retry_after=1.0)])
+    [longer] = states.report([Event("slow", PUSH, retry_after=86400 * 365)])
+    assert host(redis_client, keys, "slow")["strikes"] == "1"
+    assert longer.until - time.time() == pytest.approx(30.0, abs=0.5)
+
+
+def test_strikes_grow_the_hold_and_quiet_forgives_them(redis_client, keys):
+    states = HostStates(redis_client, keys, Backoff(base=1.0, cap=100.0, forgive=10.0))
+    key = keys.host("often")
+    holds = []
+    for _ in range(4):
+        [held] = states.report([Event("often", PUSH)])
+        holds.append(held.until - time.time())
+        redis_client.hset(key, "hold", now_ms() - 1)  # its hold ended: the next is new
+    assert host(redis_client, keys, "often")["strikes"] == "4"
+    assert 4.0 <= holds[-1] <= 8.0  # 8 s, jittered to half or more
+    redis_client.hset(key, "pushed", now_ms() - 25_000)  # 25 quiet seconds: two forgiven
+    states.report([Event("often", PUSH)])
+    assert host(redis_client, keys, "often")["strikes"] == "3"
+
+
+def test_the_adaptive_rate_halves_at_a_pushback_and_climbs_back_while_it_answers_well(
+    redis_client, keys
+):
+    states = HostStates(redis_client, keys, Backoff(min_rate=0.5, step=2.0))
+    redis_client.hset(keys.rates, mapping={"*": 0, "limited": 8})
+    states.report([Event("limited", PUSH)])
+    assert float(host(redis_client, keys, "limited")["arate"]) == 4.0
+    frontier = Frontier(redis_client, keys, "n1")
+    frontier.enqueue([entry("http://limited/1")])
+    redis_client.hset(keys.host("limited"), "hold", now_ms() - 1)
+    redis_client.zadd(keys.waiting, {"limited": now_ms() - 1})
+    [lease] = frontier.lease(5, lease_timeout=60)[0]
+    assert lease.watched and lease.slot  # paced at its adaptive rate, its answers reported
+    # good answers raise it, once a step, until it is back at its own rate
+    key = keys.host("limited")
+    for _ in range(20):
+        redis_client.hset(key, mapping={"changed": now_ms() - 2001, "pushed": now_ms() - 2001})
+        restored = states.report([Event("limited", OK, answers=5, latency=0.01)])
+        if restored:
+            break
+    assert [h.why for h in restored] == ["restored"]
+    assert "arate" not in host(redis_client, keys, "limited")
+    # never below the floor
+    for _ in range(10):
+        redis_client.hset(key, "hold", now_ms() - 1)
+        states.report([Event("limited", PUSH)])
+    assert float(host(redis_client, keys, "limited")["arate"]) == 0.5
+
+
+def test_a_climbing_latency_holds_the_rate_down(redis_client, keys):
+    states = HostStates(redis_client, keys, Backoff(step=2.0))
+    redis_client.hset(keys.rates, mapping={"*": 0, "h": 10})
+    states.report([Event("h", PUSH)])
+    key = keys.host("h")
+    redis_client.hset(key, mapping={"changed": now_ms() - 5000, "pushed": now_ms() - 5000})
+    states.report([Event("h", OK, answers=3, latency=0.1)])  # sets the best latency seen
+    before = float(host(redis_client, keys, "h")["arate"])
+    redis_client.hset(key, mapping={"changed": now_ms() - 5000})
+    states.report([Event("h", OK, answers=3, latency=2.0)])  # twenty times slower
+    assert float(host(redis_client, keys, "h")["arate"]) == before
+
+
+def test_a_page_refused_again_holds_only_for_its_retry_after(redis_client, keys):
+    states = HostStates(redis_client, keys)
+    assert states.report([Event("h", AGAIN)]) == []
+    assert "hold" not in host(redis_client, keys, "h") and "arate" not in host(
+        redis_client, keys, "h"
+    )
+    [held] = states.report([Event("h", AGAIN, retry_after=3.0)])
+    assert 2.9 <= held.until - time.time() <= 3.0
+    assert "strikes" not in host(redis_client, keys, "h")
+
+
+def test_a_ban_counts_apart_from_pushbacks(redis_client, keys):
+    states = HostStates(redis_client, keys)
+    states.report([Event("h", BAN)])
+    state = host(redis_client, keys, "h")
+    assert state["bans"] == "1" and state["why"] == "ban" and "pushbacks" not in state
+
+
+def test_a_late_send_takes_a_free_slot_or_waits_for_the_next_and_a_held_host_says_so(
+    redis_client, keys
+):
+    states = HostStates(redis_client, keys, Backoff(tolerance=0.02))
+    redis_client.hset(keys.rates, mapping={"*": 0, "paced": 2})  # 500 ms apart
+    frontier = Frontier(redis_client, keys, "n1", send_tolerance=0.02)
+    frontier.enqueue([entry(f"http://paced/{i}") for i in range(3)])
+    [first] = frontier.lease(5, lease_timeout=60)[0]
+    assert first.window == pytest.approx(0.010, abs=0.001)  # 2 % of 500 ms
+    # late for its slot, and no later slot handed out: it goes now, the next follows it
+    time.sleep(max(first.slot + first.window + 0.03 - time.time(), 0))
+    verdict, _, _ = states.ask_to_send("paced", first.slot, first.window)
+    assert verdict == "send"
+    assert int(host(redis_client, keys, "paced")["next"]) >= now_ms() + 490
+    # a later slot was handed out meanwhile: the late one waits for the one after it
+    redis_client.zadd(keys.waiting, {"paced": now_ms() - 1})
+    [second] = frontier.lease(5, lease_timeout=60)[0]
+    verdict, slot, window = states.ask_to_send("paced", first.slot, first.window)
+    assert verdict == "wait" and slot >= second.slot + 0.5 and window > 0
+    states.report([Event("paced", PUSH, retry_after=4.0)])
+    verdict, until, _ = states.ask_to_send("paced", 0, 0)
+    assert verdict == "hold" and until - time.time() > 3.5
+
+
+def test_malformed_host_state_is_ignored_and_counted_never_breaking_a_lease(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    states = HostStates(redis_client, keys)
+    frontier.enqueue([entry("http://odd/1"), entry("http://odd/2")])
+    redis_client.hset(
+        keys.host("odd"),
+        mapping={"arate": "fast", "hold": "-5", "next": "soon", "win": "x", "strikes": "many"},
+    )
+    leases, _ = frontier.lease(5, lease_timeout=60)
+    assert len(leases) == 2 and not any(lease.slot for lease in leases)
+    assert frontier.bad_host_fields >= 3
+    [held] = states.report([Event("odd", PUSH, retry_after=1.0)])
+    assert held.until > time.time()
+    assert states.bad_fields >= 2
+    assert states.ask_to_send("odd", 0, 0)[0] == "hold"

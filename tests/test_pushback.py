@@ -1,0 +1,177 @@
+"""Hosts that push back, crawled by several nodes at once (real Redis, real HTTP):
+an overloaded host, one that answers 429 with Retry-After, one that bans with a
+captcha page, one with a Crawl-delay while a node is starved of CPU.
+
+Slow tests (a crawl each): run them alone with ``pytest -m chaos``.
+"""
+
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from demosite import catalog
+from tests.conftest import read_items, scrapy, stat
+from tests.test_retry import site_times
+from tools import services
+
+pytestmark = pytest.mark.chaos
+
+ALLOW = "/category/books,/product/"
+SETTINGS = {"MAX_IDLE_TIME_BEFORE_CLOSE": 3, "NODE_HEARTBEAT_INTERVAL": 0.5, "NODE_TIMEOUT": 3}
+
+
+def books() -> set[str]:
+    """What the site spider stores from /category/books when it follows ALLOW."""
+    pages = {"/category/books"} | {f"/category/books?page={n}" for n in range(2, 9)}
+    assert catalog.pages_in("books") == 8
+    return pages | {f"/product/{i}" for i in catalog.product_ids("books")}
+
+
+def pushback_report(site) -> dict:
+    with urllib.request.urlopen(site.url + "/__pushback", timeout=10) as response:
+        return json.load(response)
+
+
+def crawl(redis_url, redis_client, nodes, site, count: int = 2, **settings) -> list[str]:
+    redis_client.lpush("site:start_urls", site.url + "/category/books")
+    for _ in range(count):
+        nodes.start("site", redis_url, spider_args={"allow": ALLOW}, **{**SETTINGS, **settings})
+    assert nodes.wait(240) == [0] * count, nodes.tail()
+    return [nodes.log(i) for i in range(count)]
+
+
+def stored_paths(tmp_path, site) -> list[str]:
+    return [item["url"].removeprefix(site.url) for item in read_items(tmp_path / "items")]
+
+
+@pytest.fixture
+def pushing_site(request):
+    host, mode = request.param
+    service = services.start_demo_site(host=host, pushback=mode)
+    yield service
+    service.stop()
+
+
+@pytest.mark.parametrize("pushing_site", [("127.0.0.2", "overload:10")], indirect=True)
+def test_an_overloaded_host_is_slowed_for_the_cluster_and_gives_every_page(
+    redis_url, redis_client, nodes, pushing_site, tmp_path
+):
+    logs = crawl(redis_url, redis_client, nodes, pushing_site)
+    stored = stored_paths(tmp_path, pushing_site)
+    assert sorted(stored) == sorted(books()), "a page lost or stored twice"
+    report = pushback_report(pushing_site)
+    # Two nodes start at full speed: what they sent before the host first
+    # pushed back was on the wire. From a few seconds after that the whole
+    # cluster keeps to what the host serves (without backing off, two nodes
+    # send ten times that and nine answers in ten are 503s).
+    first = min(t for t, answer in report["answers"] if answer == "503")
+    later = [answer for t, answer in report["answers"] if t > first + 5]
+    assert later.count("503") < 0.1 * len(later), report["served"]
+    assert redis_client.llen("site:dlq") == 0
+    assert sum(stat(log, "hosts/held") for log in logs) >= 1
+    status = json.loads(
+        scrapy("status", "site", "--hosts", "--json", "-s", f"REDIS_URL={redis_url}").stdout
+    )
+    [row] = [row for row in status["hosts"] if row["host"] == "127.0.0.2"]
+    assert row["pushbacks"] >= 1 and row["adaptive_rate"] is not None
+
+
+@pytest.mark.parametrize("pushing_site", [("127.0.0.3", "throttle:8:3")], indirect=True)
+def test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire(
+    redis_url, redis_client, nodes, pushing_site, tmp_path
+):
+    crawl(redis_url, redis_client, nodes, pushing_site)
+    assert sorted(stored_paths(tmp_path, pushing_site)) == sorted(books())
+    report = pushback_report(pushing_site)
+    assert report["windows"], "the host never asked the crawl to wait"
+    # requests that reached it a quarter second or more into a window it announced
+    assert report["inside_window"] <= 2, report
+    assert report["served"]["429"] < 0.2 * report["served"]["ok"], report
+    assert redis_client.llen("site:dlq") == 0
+
+
+@pytest.mark.parametrize("pushing_site", [("127.0.0.4", "ban:8:3")], indirect=True)
+def test_ban_pages_are_never_stored_and_every_real_page_is_once_the_ban_lifts(
+    redis_url, redis_client, nodes, pushing_site, tmp_path
+):
+    logs = crawl(redis_url, redis_client, nodes, pushing_site)
+    items = read_items(tmp_path / "items")
+    assert not [item for item in items if item["title"] == "Attention required"]
+    assert sorted(stored_paths(tmp_path, pushing_site)) == sorted(books())
+    report = pushback_report(pushing_site)
+    assert report["served"].get("captcha", 0) >= 1, report
+    assert sum(stat(log, "bans/detected") for log in logs) == report["served"]["captcha"]
+    assert redis_client.llen("site:dlq") == 0
+
+
+@pytest.mark.parametrize("pushing_site", [("127.0.0.5", "ban:8:30")], indirect=True)
+def test_a_ban_handler_answers_the_challenge_and_the_crawl_goes_on(
+    redis_url, redis_client, nodes, pushing_site, tmp_path
+):
+    logs = crawl(redis_url, redis_client, nodes, pushing_site,
+                 BAN_HANDLER="crawler.bansolver.DemoChallengeSolver")  # fmt: skip
+    assert sorted(stored_paths(tmp_path, pushing_site)) == sorted(books())
+    report = pushback_report(pushing_site)
+    assert report["solved"] >= 1, report
+    assert sum(stat(log, "bans/solved") for log in logs) >= 1
+    # the 30 s ban would have outlasted every retry: the answers lifted it
+    assert redis_client.llen("site:dlq") == 0
+
+
+@pytest.mark.parametrize("pushing_site", [("127.0.0.6", "ban:3:60")], indirect=True)
+def test_a_host_that_keeps_banning_is_dead_lettered_as_banned(
+    redis_url, redis_client, nodes, pushing_site, tmp_path
+):
+    logs = crawl(redis_url, redis_client, nodes, pushing_site, count=1,
+                 BAN_RETRY_TIMES=1, HOST_BACKOFF_BASE=0.2, HOST_BACKOFF_MAX=1)  # fmt: skip
+    items = read_items(tmp_path / "items")
+    assert not [item for item in items if item["title"] == "Attention required"]
+    letters = [json.loads(raw) for raw in redis_client.lrange("site:dlq", 0, -1)]
+    assert letters and {letter["kind"] for letter in letters} == {"banned"}
+    assert all(letter["request"] for letter in letters)  # replayable once the ban lifts
+    assert stat(logs[0], "bans/dead_lettered") == len(letters)
+
+
+def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(
+    redis_url, redis_client, nodes, tmp_path
+):
+    delay = 0.5
+    polite = services.start_demo_site(host="127.0.0.7", crawl_delay=delay)
+    busy = services.start_demo_site(host="127.0.0.8")
+    hogs: list[subprocess.Popen] = []
+    try:
+        # the first node also crawls a second host flat out, and shares one core
+        # with two processes that never sleep
+        pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+        for _ in range(2):
+            hogs.append(subprocess.Popen([*pin, sys.executable, "-c", "while True: pass"]))
+        redis_client.lpush("site:start_urls", polite.url + "/category/books",
+                           busy.url + "/")  # fmt: skip
+        settings = {**SETTINGS, "CLOSESPIDER_TIMEOUT": 20}
+        for _ in range(2):
+            nodes.start("site", redis_url, spider_args={"allow": ALLOW}, **settings)
+        if pin:
+            subprocess.run(["taskset", "-p", "-c", "0", str(nodes.procs[0].pid)],
+                           capture_output=True, check=False)  # fmt: skip
+        nodes.wait(120)
+        times = sorted(
+            t for path, ts in site_times(polite).items() if path != "/robots.txt" for t in ts
+        )
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        polite.stop()
+        busy.stop()
+    assert len(times) >= 20, nodes.tail()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    # at the host, measured where it arrives: never closer than the Crawl-delay
+    # (less a few ms of loopback and the server's own loop)
+    assert min(gaps) >= delay - 0.02, sorted(gaps)[:5]
+    late = sum(stat(nodes.log(i), "politeness/late") for i in range(2))
+    assert late >= 0  # counted (a busy node is late for some slots), never a failure
