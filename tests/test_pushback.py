@@ -123,18 +123,24 @@ def test_a_ban_handler_answers_the_challenge_and_the_crawl_goes_on(
     assert redis_client.llen("site:dlq") == 0
 
 
-@pytest.mark.parametrize("pushing_site", [("127.0.0.6", "ban:3:60")], indirect=True)
+@pytest.mark.parametrize("pushing_site", [("127.0.0.6", "ban:0:600")], indirect=True)
 def test_a_host_that_keeps_banning_is_dead_lettered_as_banned(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
-    logs = crawl(redis_url, redis_client, nodes, pushing_site, count=1,
-                 BAN_RETRY_TIMES=1, HOST_BACKOFF_BASE=0.2, HOST_BACKOFF_MAX=1)  # fmt: skip
-    items = read_items(tmp_path / "items")
-    assert not [item for item in items if item["title"] == "Attention required"]
+    pages = [pushing_site.url + f"/product/{n}" for n in catalog.product_ids("books")[:6]]
+    redis_client.lpush("site:start_urls", *pages)
+    nodes.start("site", redis_url, spider_args={"allow": ALLOW}, **SETTINGS,
+                BAN_RETRY_TIMES=2, HOST_BACKOFF_BASE=0.2, HOST_BACKOFF_MAX=1)  # fmt: skip
+    assert nodes.wait(120) == [0], nodes.tail()
+    assert read_items(tmp_path / "items") == []  # not one ban page stored
     letters = [json.loads(raw) for raw in redis_client.lrange("site:dlq", 0, -1)]
-    assert letters and {letter["kind"] for letter in letters} == {"banned"}
+    assert sorted(letter["url"] for letter in letters) == sorted(pages)
+    assert {letter["kind"] for letter in letters} == {"banned"}
     assert all(letter["request"] for letter in letters)  # replayable once the ban lifts
-    assert stat(logs[0], "bans/dead_lettered") == len(letters)
+    log = nodes.log(0)
+    assert stat(log, "bans/dead_lettered") == len(pages)
+    # each page: its first try and BAN_RETRY_TIMES more, each a ban
+    assert stat(log, "bans/detected") == 3 * len(pages)
 
 
 def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(

@@ -19,8 +19,8 @@ At answer time:
   agent it was leased without are chosen afresh), and after ``BAN_RETRY_TIMES``
   it is dead-lettered as ``banned``. A ``BAN_HANDLER`` component (or a
   spider's ``handle_ban`` method) may first answer the challenge: the requests
-  it returns are fetched at once, and if it returned any, the banned request
-  is tried again at once instead of waiting;
+  it returns are fetched at once. That lifts the ban, not its reason: the host
+  is held and slowed all the same, and its pages come through after the hold;
 * ``HOST_BACKOFF_ERRORS`` connection errors or timeouts in a row from one host
   (on one node) hold it too; the request itself is retried as any failure.
 """
@@ -121,6 +121,7 @@ class PushbackMiddleware:
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self._good: dict[str, list[float]] = {}  # watched group -> [answers, latency sum]
         self._confirm: dict[str, float] = {}  # group -> until when unpaced sends ask Redis
+        self._solved_said: set[str] = set()
         self._loop: task.LoopingCall | None = None
 
     @classmethod
@@ -324,10 +325,10 @@ class PushbackMiddleware:
     async def _banned(self, request: Request, response: Response, group: str):
         self.stats.inc_value("bans/detected")
         retries = request.meta.get(BAN_RETRIES, 0) + 1
-        if self.ban_handler is not None and await self._solve(request, response):
-            retry = self._park(request, time.time())
-            retry.meta[BAN_RETRIES] = retries
-            return retry
+        if self.ban_handler is not None:
+            # an answered challenge lifts the ban, not the reason for it: the
+            # host is held and slowed all the same, its pages then come through
+            await self._solve(request, response)
         self._hold(group, BAN, self._retry_after(response), f"banned, HTTP {response.status}")
         if as_leased.get(request) is None:
             raise IgnoreRequest(f"banned by {group}")
@@ -376,7 +377,13 @@ class PushbackMiddleware:
                 self.stats.inc_value("bans/unsolved")
                 return False
         self.stats.inc_value("bans/solved")
-        logger.info("answered the challenge of %s", self.group_of(request))
+        group = self.group_of(request)
+        logger.log(
+            logging.DEBUG if group in self._solved_said else logging.INFO,
+            "answered the challenge of %s (said once per host)",
+            group,
+        )
+        self._solved_said.add(group)
         return True
 
     # --- good answers from watched hosts ----------------------------------------
