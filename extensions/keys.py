@@ -23,8 +23,14 @@ key                            type    holds
                                        first request's order
 ``NAME:waiting``               zset    groups with work held back by politeness -> the time
                                        they may be leased again (ms since epoch)
-``NAME:host:GROUP``            hash    that group's counters: next (ms), leased, accepted
-                                       (for HOST_PAGE_BUDGET), dropped:REASON
+``NAME:host:GROUP``            hash    that group's state: next (its next send slot, ms),
+                                       leased, accepted (for HOST_PAGE_BUDGET), dropped:REASON;
+                                       once it pushed back: hold (ms), why, strikes, pushed,
+                                       refused, pushbacks, bans, arate (its adaptive rate),
+                                       peak, changed, lat, lat_min; orate, win, wl (the rate
+                                       it is leased at)
+``NAME:held``                  zset    groups held because they pushed back -> hold end (ms)
+``NAME:banned``                zset    of those, the ones held for a ban -> hold end (ms)
 ``NAME:frontier``              hash    queued (requests in all group queues), seq (the
                                        discovery counter behind the order)
 ``NAME:rates``                 hash    requests per second per group ('*' = the default),
@@ -69,7 +75,8 @@ key                            type    holds
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
-                                       ready, waiting, frontier, rates, crawl_delay, delayed,
+                                       ready, waiting, held, banned, frontier, rates,
+                                       crawl_delay, delayed,
                                        leases, nodes, dupefilter, revisit and due keys (as
                                        above, under the hash tag ``{NAME:K}``); the rest
                                        stay under NAME
@@ -94,8 +101,11 @@ WRITTEN_BY = {
     "queue": "enqueue*.lua (scheduler flush, scrapy dlq replay), lease.lua, reclaim.lua",
     "data": "enqueue*.lua, lease.lua (retries due), the scheduler's flush (release)",
     "ready": "enqueue*.lua, lease.lua, reclaim.lua",
-    "waiting": "enqueue*.lua, lease.lua",
-    "host": "enqueue*.lua (accepted, dropped), lease.lua (next, leased)",
+    "waiting": "enqueue*.lua, lease.lua, host_feedback.lua (holds)",
+    "host": "enqueue*.lua (accepted, dropped), lease.lua (next, leased, orate), "
+    "host_feedback.lua (holds, adaptive rate), send_slot.lua (next)",
+    "held": "host_feedback.lua",
+    "banned": "host_feedback.lua",
     "frontier": "enqueue*.lua, lease.lua, reclaim.lua",
     "rates": "politeness.py (each node at start)",
     "crawl_delay": "politeness.py (from robots.txt)",
@@ -131,6 +141,8 @@ DATA = "%(name)s:data:%(group)s"
 READY = "%(name)s:ready"
 WAITING = "%(name)s:waiting"
 HOST = "%(name)s:host:%(group)s"
+HELD = "%(name)s:held"
+BANNED = "%(name)s:banned"
 FRONTIER = "%(name)s:frontier"
 RATES = "%(name)s:rates"
 CRAWL_DELAY = "%(name)s:crawl_delay"
@@ -171,6 +183,8 @@ class SpiderKeys:
     frontier: str
     rates: str
     crawl_delay: str
+    held: str
+    banned: str
     #: the start key's Redis type: "list", "set" or "zset" (scrapy-redis's three kinds)
     start_type: str = "list"
     #: FRONTIER_SHARDS: how many parts the frontier is split into, each under a hash
@@ -222,6 +236,8 @@ class SpiderKeys:
             frontier=FRONTIER % subs,
             rates=RATES % subs,
             crawl_delay=CRAWL_DELAY % subs,
+            held=HELD % subs,
+            banned=BANNED % subs,
             start_type=start_type,
             shards=shards,
             shards_key=SHARDS % subs,

@@ -67,7 +67,8 @@ def test_retries_dead_letters_bloom_and_politeness_on_a_cluster(
     redis_cluster, cluster_client, demo_site, nodes
 ):
     cluster_client.lpush("{site}:start_urls", demo_site.url + "/flaky/")
-    nodes.start("site", redis_cluster.url, REDIS_CLUSTER=True, DUPEFILTER_MODE="bloom",
+    nodes.start("site", redis_cluster.url, spider_args={"allow": "/flaky/"},
+                REDIS_CLUSTER=True, DUPEFILTER_MODE="bloom",
                 FRONTIER_SHARDS=1, CLUSTER_HOST_RATE=1000, **FLAKY_SETTINGS)  # fmt: skip
     assert nodes.wait(120) == [0], nodes.tail()
 

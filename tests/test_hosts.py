@@ -115,15 +115,24 @@ def test_a_climbing_latency_holds_the_rate_down(redis_client, keys):
     assert float(host(redis_client, keys, "h")["arate"]) == before
 
 
-def test_a_page_refused_again_holds_only_for_its_retry_after(redis_client, keys):
+def test_a_page_refused_again_holds_only_for_its_retry_after_unless_others_are_too(
+    redis_client, keys
+):
     states = HostStates(redis_client, keys)
-    assert states.report([Event("h", AGAIN)]) == []
-    assert "hold" not in host(redis_client, keys, "h") and "arate" not in host(
-        redis_client, keys, "h"
-    )
+    key = keys.host("h")
+    assert states.report([Event("h", AGAIN)]) == []  # one page, refused again: its own
+    assert "hold" not in host(redis_client, keys, "h")
+    redis_client.hset(key, "refused", now_ms() - 2000)
     [held] = states.report([Event("h", AGAIN, retry_after=3.0)])
     assert 2.9 <= held.until - time.time() <= 3.0
-    assert "strikes" not in host(redis_client, keys, "h")
+    assert "strikes" not in host(redis_client, keys, "h") and "arate" not in host(
+        redis_client, keys, "h"
+    )
+    # refused again as one of four within a second: the host's, a pushback
+    redis_client.hset(key, mapping={"hold": now_ms() - 1, "refused": now_ms(), "run": 0})
+    assert states.report([Event("h", AGAIN)] * 3) == []
+    [pushed] = states.report([Event("h", AGAIN)])
+    assert pushed.why == "push" and host(redis_client, keys, "h")["strikes"] == "1"
 
 
 def test_a_ban_counts_apart_from_pushbacks(redis_client, keys):
@@ -172,3 +181,61 @@ def test_malformed_host_state_is_ignored_and_counted_never_breaking_a_lease(redi
     assert held.until > time.time()
     assert states.bad_fields >= 2
     assert states.ask_to_send("odd", 0, 0)[0] == "hold"
+
+
+def test_an_absurd_retry_after_is_capped_or_ignored_and_counted(redis_url, redis_client):
+    from scrapy import Spider
+    from scrapy.http import Response
+    from scrapy.utils.test import get_crawler
+
+    from extensions.downloadermiddlewares.pushback import PushbackMiddleware
+
+    class Polite(Spider):
+        name = "polite"
+
+    crawler = get_crawler(Polite, {"REDIS_URL": redis_url, "HOST_BACKOFF_MAX": 600})
+    crawler.stats.open_spider()
+    middleware = PushbackMiddleware.from_crawler(crawler)
+
+    def retry_after(value: str) -> float | None:
+        response = Response("http://h/", status=429, headers={"Retry-After": value})
+        return middleware._retry_after(response)
+
+    assert retry_after("7") == 7.0
+    assert retry_after("Fri, 01 Jan 2100 00:00:00 GMT") == 600  # years ahead: capped
+    assert retry_after("86400000") == 600
+    assert crawler.stats.get_value("hosts/retry_after_capped") == 2
+    for garbage in ("-5", "soon", "1e9", ""):
+        assert retry_after(garbage) is None, garbage
+    assert crawler.stats.get_value("hosts/retry_after_unreadable") == 4
+    assert retry_after("Thu, 01 Jan 1970 00:00:00 GMT") == 0.0  # already past: no wait
+
+
+def test_ban_pages_are_told_from_content():
+    from scrapy import Request
+    from scrapy.http import HtmlResponse
+
+    from extensions.bans import BanDetector
+
+    def page(body: str, status: int = 200) -> HtmlResponse:
+        return HtmlResponse("http://h/", status=status, body=body.encode(), encoding="utf-8")
+
+    detector = BanDetector({403}, [b"access denied by acme"])
+    request = Request("http://h/")
+    challenge = "<html><title>Just a moment...</title><script src='/cdn-cgi/challenge-platform/x'>"
+    assert detector.is_ban(request, page(challenge, 503))
+    assert detector.is_ban(request, page("<form>Please complete the captcha</form>"))
+    assert detector.is_ban(request, page("<p>Access denied by ACME</p>" + "x" * 50_000))
+    assert detector.is_ban(request, page("forbidden", 403))
+    # a real page that embeds a captcha widget (a contact form) is content
+    assert not detector.is_ban(request, page("<div class='g-recaptcha'></div>" + "x" * 30_000))
+    assert not detector.is_ban(request, page("<p>a product</p>"))
+    assert not detector.is_ban(request, page("captcha", 404))  # an error page, not a challenge
+
+    class Says:
+        def response_is_ban(self, request, response):
+            return b"sorry" in response.body or None  # None: the rules decide
+
+    spider_rules = BanDetector({403}, [], Says())
+    assert spider_rules.is_ban(request, page("<p>sorry</p>" + "x" * 30_000))
+    assert spider_rules.is_ban(request, page("forbidden", 403))

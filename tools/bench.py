@@ -29,7 +29,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from extensions.pipelines.mongo import MongoStore
-from tools import recrawl_bench, redis_ceiling, services, shard_spread
+from tools import pushback_bench, recrawl_bench, redis_ceiling, services, shard_spread
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 MONGO_ITEMS = 2000  # documents per store measurement (nx-27017 slows as a collection grows)
@@ -318,7 +318,7 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13,14,15,16").split(",")
+SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13,14,15,16,17").split(",")
 REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     STOCK: VARIANTS[STOCK],
@@ -488,6 +488,7 @@ def main() -> None:
             sharding = {name: Figures() for name in SHARDING_VARIANTS}
             sharded_ceiling: list[dict] = []
             freshness: dict[str, dict] = {}
+            pushback: dict[str, dict] = {}
             cluster = None
             if "15" in SECTIONS:
                 cluster = services.start_redis_cluster(work / "cluster-15")
@@ -582,6 +583,8 @@ def main() -> None:
                 if run == 0 and "16" in SECTIONS:
                     assert uri is not None
                     freshness = recrawl_bench.measure(server.url, uri, work / "fresh", CONCURRENCY)
+                if run == 0 and "17" in SECTIONS:  # minutes a crawl: measured once
+                    pushback = pushback_bench.measure(server.url, work / "pushback")
                 if "11" in SECTIONS:
                     for n, name in enumerate(AOF_VARIANTS):  # a directory each: a fresh AOF
                         aof[name].append(aof_per_page(name, work / f"aof-{run}-{n}"))
@@ -629,6 +632,8 @@ def main() -> None:
         report_wake(wakes)
     if "10" in SECTIONS:
         report_remote(remote, statistics.median(remote_rtt), results)
+    if "17" in SECTIONS:
+        pushback_bench.report(pushback)
     if "16" in SECTIONS:
         recrawl_bench.report(
             freshness, "a real MongoDB" if mongo is None else "nx-27017, over SQLite"

@@ -274,6 +274,9 @@ class FrontierSizes:
     #: queue groups (hosts) with work, and those of them that may be leased now
     hosts: int = 0
     ready_hosts: int = 0
+    #: hosts held because they pushed back (backing off), and of them, for a ban
+    held_hosts: int = 0
+    banned_hosts: int = 0
 
     @property
     def pending(self) -> int:
@@ -706,8 +709,10 @@ class Frontier:
                     keys.bloom_count,
                     keys.ready,
                     keys.waiting,
+                    keys.held,
+                    keys.banned,
                 ],
-                [keys.leases_prefix(), keys.start_leases(""), keys.start_type],
+                [keys.leases_prefix(), keys.start_leases(""), keys.start_type, now_ms()],
             ),
             "sizes" if in_turn else None,
         )
@@ -736,6 +741,7 @@ class Frontier:
             doomed = [
                 keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
                 keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
+                keys.held, keys.banned,
                 keys.bloom_count, keys.shards_key, keys.revisit, keys.due,
             ]  # fmt: skip
             doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]

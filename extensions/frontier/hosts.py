@@ -134,7 +134,8 @@ class HostStates:
                     value = -1 if e.retry_after is None else int(e.retry_after * 1000)
                     latency = 0
                 args += [e.group, e.kind, value, latency, self._random.random()]
-            run_script(self._feedback, [keys.ready, keys.waiting, keys.rates], args, pipe)
+            script_keys = [keys.ready, keys.waiting, keys.rates, keys.held, keys.banned]
+            run_script(self._feedback, script_keys, args, pipe)
         held = []
         for rows, bad in execute(pipe):
             self.bad_fields += int(bad)

@@ -47,6 +47,8 @@ STATS_COUNTERS = {
     "crawler_redis_errors_total": "redis/errors",
     "crawler_items_spilled_total": "mongo/spilled",
     "crawler_proxies_all_resting_total": "proxies/all_resting_waits",
+    "crawler_host_pushbacks_total": "hosts/pushbacks/push",
+    "crawler_bans_total": "bans/detected",
 }
 
 
@@ -101,11 +103,14 @@ class ClusterCollector:
         yield frontier
         hosts = GaugeMetricFamily(
             "crawler_hosts",
-            "queue groups (hosts) with work, and those ready to be leased now",
+            "queue groups (hosts) with work, those ready to be leased now, those held "
+            "because they pushed back (backing_off), and of them those that ban the crawl",
             labels=["spider", "state"],
         )
         hosts.add_metric([self.keys.name, "with_work"], status["hosts"])
         hosts.add_metric([self.keys.name, "ready"], status["ready_hosts"])
+        hosts.add_metric([self.keys.name, "backing_off"], status["held_hosts"])
+        hosts.add_metric([self.keys.name, "banned"], status["banned_hosts"])
         yield hosts
         done = GaugeMetricFamily("crawler_done", "requests done, whole cluster", labels=["spider"])
         done.add_metric([self.keys.name], status["done"])

@@ -95,6 +95,8 @@ def crawl_status(
         "dlq": sizes.dlq,
         "hosts": sizes.hosts,
         "ready_hosts": sizes.ready_hosts,
+        "held_hosts": sizes.held_hosts,
+        "banned_hosts": sizes.banned_hosts,
         "recrawl": schedule.pages,
         "due": schedule.due,
         "due_by_hour": schedule.due_by_hour,

@@ -143,10 +143,11 @@ local function host_pacing(P, group, now)
 end
 
 -- The rate a group is leased at, for the whole cluster ('orate', requests/s
--- over the last OBSERVE_MS): what a pushback halves when the group has no
+-- over the last OBSERVE_MS; 'win' and 'wl', when the current window began and
+-- the group's leased count then): what a pushback halves when the group has no
 -- rate of its own. One write per group every OBSERVE_MS, none in between
 -- (host_pacing read the window's start just before).
-local OBSERVE_MS = 2000
+local OBSERVE_MS = 10000
 local function observe(P, counters, now, leased)
   local start = P.window_start
   if start and now - start < OBSERVE_MS then return end

@@ -11,7 +11,10 @@
 --          count as start URLs
 -- ARGV[3]  the start key's type: list, set or zset
 -- KEYS[8]  ready groups (zset)       KEYS[9]  waiting groups (zset)
--- Returns  {start_urls, queued, in_flight, seen, dlq, delayed, hosts with work, ready hosts}
+-- KEYS[10] held groups (zset)        KEYS[11] banned groups (zset)
+-- ARGV[4]  now (ms since epoch)
+-- Returns  {start_urls, queued, in_flight, seen, dlq, delayed, hosts with work, ready
+--          hosts, hosts held (backing off, bans included), hosts banned}
 local in_flight = 0
 local start_leased = 0
 for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
@@ -28,4 +31,6 @@ return {
   redis.call('ZCARD', KEYS[6]),
   redis.call('ZCARD', KEYS[8]) + redis.call('ZCARD', KEYS[9]),
   redis.call('ZCARD', KEYS[8]),
+  redis.call('ZCOUNT', KEYS[10], ARGV[4], '+inf'),
+  redis.call('ZCOUNT', KEYS[11], ARGV[4], '+inf'),
 }

@@ -2,8 +2,10 @@
 -- lower its adaptive rate; good answers raise that rate again, step by step.
 -- KEYS[1]  ready groups (zset)      KEYS[2]  waiting groups (zset)
 -- KEYS[3]  rates (hash: group or '*' -> requests per second)
+-- KEYS[4]  held groups (zset -> hold end, ms)   KEYS[5]  of those, banned ones
 -- (each group's host hash, ARGV[2] .. GROUP: hold, why, strikes, pushed, next,
---  arate, peak, changed, lat, lat_min, pushbacks, bans, refused, orate)
+--  arate, peak, changed, lat, lat_min, pushbacks, bans, refused and run (the
+--  current run of refusals: when it began, how many), orate, win, wl)
 -- ARGV[1]  now (ms since epoch)     ARGV[2]  host hash key prefix
 -- ARGV[3]  HOST_BACKOFF_BASE (ms)   ARGV[4]  HOST_BACKOFF_MAX (ms)
 -- ARGV[5]  HOST_BACKOFF_FORGIVE (ms): one strike forgiven per this much quiet
@@ -13,7 +15,7 @@
 -- ARGV...  events from ARGV[11], five fields each: group, kind ('push', 'ban',
 --          'errors', 'again': a request refused again after it waited for its
 --          host, which says more of the page than of the host (only its
---          Retry-After holds) unless another refusal came within RUN_MS, or 'ok'), Retry-After in ms (-1: none; for 'ok' the
+--          Retry-After holds) unless it is one of a run (RUN_COUNT), or 'ok'), Retry-After in ms (-1: none; for 'ok' the
 --          answers counted), the mean latency in ms ('ok'), a random fraction in
 --          [0, 1) for the jitter of the hold
 -- Returns  {{group, hold until (ms), reason, adaptive rate or ''} for each group
@@ -25,7 +27,8 @@ local adaptive = ARGV[6] == '1'
 local floor_rate = tonumber(ARGV[7])
 local step, raise = tonumber(ARGV[9]), tonumber(ARGV[10])
 local P = {bad = 0}
-local RUN_MS = 1000  -- refusals this close together are the host's, not a page's
+-- RUN_COUNT refusals within RUN_MS are the host's, not a page's
+local RUN_MS, RUN_COUNT = 1000, 4
 local ECHO_MS = 500  -- an echo's Retry-After extends a hold by at least this, or not at all
 local default_rate = number_field(P, redis.call('HGET', KEYS[3], '*')) or 0
 local out = {}
@@ -38,10 +41,16 @@ local function pushed_back(group, kind, retry_after, jitter)
   local key = host_prefix .. group
   redis.call('HINCRBY', key, kind == 'ban' and 'bans' or 'pushbacks', 1)
   -- a page refused again says more of the page than of the host, unless the
-  -- host refuses others too: then it is one more pushback
-  local refused = number_field(P, redis.call('HGET', key, 'refused'))
-  redis.call('HSET', key, 'refused', now)
-  if kind == 'again' and refused and now - refused < RUN_MS then
+  -- host refuses many at once (RUN_COUNT within RUN_MS): then it is a pushback
+  local run = redis.call('HMGET', key, 'refused', 'run')
+  local since, count = number_field(P, run[1]), number_field(P, run[2]) or 0
+  if since and now - since < RUN_MS then
+    count = count + 1
+  else
+    since, count = now, 1
+  end
+  redis.call('HSET', key, 'refused', since, 'run', count)
+  if kind == 'again' and count >= RUN_COUNT then
     kind = 'push'
   end
   local f = redis.call('HMGET', key, 'hold', 'strikes', 'pushed', 'next', 'arate', 'orate',
@@ -63,6 +72,7 @@ local function pushed_back(group, kind, retry_after, jitter)
       redis.call('HSET', key, 'hold', hold, 'next', hold)
       redis.call('ZREM', KEYS[1], group)
       redis.call('ZADD', KEYS[2], 'GT', hold, group)
+      redis.call('ZADD', KEYS[4], 'GT', hold, group)
       out[#out + 1] = {group, string.format('%.0f', hold), kind, arate or ''}
     end
     return
@@ -83,11 +93,12 @@ local function pushed_back(group, kind, retry_after, jitter)
   -- lately, else its own rate; a host with neither (a pushback in its first
   -- seconds) is only held, and slowed at its next pushback
   local rate = configured_rate(group)
+  -- what it was leased at lately: since the current window began, once that is a
+  -- second old, else over the last window; in its first second, over a second
+  -- (a first burst is not a rate)
   local observed = number_field(P, f[6])
   local since = number_field(P, f[7])
-  if not observed and since then
-    -- pushed back in its first seconds: what it was leased at so far, taken
-    -- over a second at least (a first burst is not a rate)
+  if since and (now - since >= 1000 or not observed) then
     local at_start = number_field(P, f[8]) or 0
     observed = ((number_field(P, f[9]) or 0) - at_start) * 1000 / math.max(now - since, 1000)
   end
@@ -110,6 +121,12 @@ local function pushed_back(group, kind, retry_after, jitter)
   -- meanwhile waits too
   redis.call('ZREM', KEYS[1], group)
   redis.call('ZADD', KEYS[2], 'GT', hold, group)
+  redis.call('ZADD', KEYS[4], 'GT', hold, group)
+  if kind == 'ban' then
+    redis.call('ZADD', KEYS[5], 'GT', hold, group)
+  else
+    redis.call('ZREM', KEYS[5], group)
+  end
   out[#out + 1] = {group, string.format('%.0f', hold), kind, arate or ''}
 end
 
@@ -132,9 +149,9 @@ local function answered_well(group, answers, latency)
   -- held down while the host's latency climbs
   if latency > 2 * best and latency > 50 then return end
   local rate = configured_rate(group)
-  -- a tenth more each step up to the rate it last pushed back at, a fiftieth
+  -- a tenth more each step up to the rate it last pushed back at, a twentieth
   -- past it; and each step of good answers forgives a strike
-  local by = raise / 5
+  local by = raise / 2
   if arate < peak then by = raise end
   local new = arate * (1 + by)
   local strikes = math.floor(number_field(P, f[6]) or 0)
@@ -162,4 +179,7 @@ for i = 11, #ARGV, 5 do
     pushed_back(group, kind, value, jitter)
   end
 end
+-- holds that are over leave the registries (what is left is what holds now)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 return {out, P.bad}
