@@ -88,7 +88,7 @@ HOST_BACKOFF_MAX = 3600.0  # seconds: the longest hold, a Retry-After's included
 HOST_BACKOFF_FORGIVE = 10.0  # seconds without a pushback that forgive one strike
 HOST_BACKOFF_ERRORS = 5  # connection errors or timeouts in a row that hold a host; 0 = never
 # times one request may wait for its host's hold before its answer counts as a failure
-HOST_BACKOFF_RETRY_TIMES = 10
+HOST_BACKOFF_RETRY_TIMES = 5
 CLUSTER_AUTOTHROTTLE_ENABLED = True  # a host's rate adapts to its pushback, for the cluster
 CLUSTER_AUTOTHROTTLE_MIN_RATE = 0.2  # requests/s: the adaptive rate's floor
 CLUSTER_AUTOTHROTTLE_STEP = 2.0  # seconds of good answers between two raises of a tenth

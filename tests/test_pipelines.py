@@ -35,7 +35,8 @@ def test_two_nodes_store_each_page_once_in_mongodb(
 def test_mongodb_stopped_mid_crawl_loses_no_item(redis_url, redis_client, tmp_path, nodes):
     port = services.free_port()
     own = {"service": services.start_mongo_wire(tmp_path / "own-mongo", port), "port": port}
-    site = services.start_demo_site(latency=0.1)
+    # slow enough that the crawl outlasts MongoDB's outage
+    site = services.start_demo_site(latency=0.3)
     try:
         redis_client.lpush("site:start_urls", site.url + "/category/books")
         settings = {

@@ -116,6 +116,8 @@ def test_a_page_down_at_its_recrawl_is_dead_lettered_and_stays_on_the_schedule(
         redis_client.lpush("site:start_urls", site.url + "/changing/")
         nodes.start("site", redis_url, spider_args={"allow": "/changing/"},
                     RECRAWL_RULES=json.dumps({"/changing/[0-9]": 0.5}), RETRY_TIMES=0,
+                    # its 503 fails the page at once, and slows no host down
+                    HOST_BACKOFF_RETRY_TIMES=0, CLUSTER_AUTOTHROTTLE_ENABLED=False,
                     NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=10,
                     MAX_IDLE_TIME_BEFORE_CLOSE=0)  # fmt: skip
         wait_for(lambda: site_hits(site).get("/changing/2", 0) >= 2, 30, "a recrawl")

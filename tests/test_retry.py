@@ -91,7 +91,7 @@ def test_flaky_pages_recover_and_hopeless_ones_are_dead_lettered(
 
 def test_dlq_list_replay_purge(redis_url, redis_client, demo_site, nodes):
     redis_client.lpush("site:start_urls", demo_site.url + "/flaky/", "ftp://nowhere/")
-    nodes.start("site", redis_url, **FLAKY_SETTINGS)
+    nodes.start("site", redis_url, spider_args={"allow": "/flaky/"}, **FLAKY_SETTINGS)
     assert nodes.wait(120) == [0], nodes.tail()
     settings = ("-s", f"REDIS_URL={redis_url}")
 
@@ -114,7 +114,7 @@ def test_dlq_list_replay_purge(redis_url, redis_client, demo_site, nodes):
 
     # A node picks the replayed requests up and gives them fresh retries.
     before = page_hits(demo_site)
-    nodes.start("site", redis_url, **FLAKY_SETTINGS)
+    nodes.start("site", redis_url, spider_args={"allow": "/flaky/"}, **FLAKY_SETTINGS)
     assert nodes.wait(120)[1] == 0, nodes.tail()
     after = page_hits(demo_site)
     assert sum(after.values()) - sum(before.values()) == 2 * 3

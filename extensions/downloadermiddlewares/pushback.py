@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -70,7 +71,11 @@ BAN_ANSWER = "_ban_answer"
 #: before (unpaced) ask Redis for a slot
 CONFIRM_AFTER_ROBOTS = 10.0
 REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched hosts
-SLOT_TRIES = 3  # new slots a request late for its slot asks for before it is parked
+SLOT_TRIES = 10  # new slots a request late for its slot asks for before it is parked
+# URLs refused lately, remembered by each node: one refused again (a retry, a
+# recrawl) says more of its page than of its host
+REFUSED_URLS = 10_000
+REFUSED_MEMORY = 600.0  # seconds
 # the download errors that say a host is overloaded or gone, not the request bad
 HOST_ERRORS = (
     "TimeoutError",
@@ -122,6 +127,7 @@ class PushbackMiddleware:
         self._good: dict[str, list[float]] = {}  # watched group -> [answers, latency sum]
         self._confirm: dict[str, float] = {}  # group -> until when unpaced sends ask Redis
         self._solved_said: set[str] = set()
+        self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
         self._loop: task.LoopingCall | None = None
 
     @classmethod
@@ -276,6 +282,15 @@ class PushbackMiddleware:
             return self.retry_after_max
         return seconds
 
+    def _refused_before(self, url: str) -> bool:
+        """Whether ``url`` was refused lately on this node; remembers it now."""
+        now = time.time()
+        before = self._refused_urls.pop(url, None)
+        self._refused_urls[url] = now
+        if len(self._refused_urls) > REFUSED_URLS:
+            self._refused_urls.popitem(last=False)
+        return before is not None and now - before < REFUSED_MEMORY
+
     def _hold(self, group: str, kind: str, retry_after: float | None, why: str) -> None:
         self.stats.inc_value("hosts/bans" if kind == BAN else f"hosts/pushbacks/{kind}")
         try:
@@ -301,13 +316,14 @@ class PushbackMiddleware:
             self._held[state.group] = max(state.until, self._held.get(state.group, 0))
 
     def _refused(self, request: Request, response: Response, group: str):
-        """A 429/503: the host is held (a first refusal of this request), and the
-        request waits with it, not counted as a failure. A request refused again
-        after its wait says more of its page than of its host: it waits alone,
-        a backoff of its own, and holds the host only for a Retry-After."""
+        """A 429/503: the host is held (a first refusal of this page), and the
+        request waits with it, not counted as a failure. A page refused again
+        (after its wait, or fetched again by a retry or a recrawl) says more of
+        itself than of its host: it waits alone, a backoff of its own, and holds
+        the host only for a Retry-After or as one of a run of refusals."""
         waits = request.meta.get(HOST_WAITS, 0)
         retry_after = self._retry_after(response)
-        kind = PUSH if waits == 0 else AGAIN
+        kind = AGAIN if waits or self._refused_before(request.url) else PUSH
         self._hold(group, kind, retry_after, f"HTTP {response.status}")
         if as_leased.get(request) is None:
             return response  # not from the frontier (robots.txt): its own middleware decides
@@ -315,6 +331,8 @@ class PushbackMiddleware:
             self.stats.inc_value("hosts/waits_exhausted")
             return response  # the retry middleware takes it from here, as any failure
         until = self._held.get(group, time.time())
+        if retry_after is not None:  # what the host asked of this request, at least
+            until = max(until, time.time() + retry_after)
         if kind == AGAIN:
             own = backoff_delay(waits + 1, self.hosts.backoff.base, self.hosts.backoff.cap)
             until = max(until, time.time() + own)

@@ -29,7 +29,7 @@ local step, raise = tonumber(ARGV[9]), tonumber(ARGV[10])
 local P = {bad = 0}
 -- RUN_COUNT refusals within RUN_MS are the host's, not a page's
 local RUN_MS, RUN_COUNT = 1000, 4
-local ECHO_MS = 500  -- an echo's Retry-After extends a hold by at least this, or not at all
+local ECHO_MS = 500  -- an echo's Retry-After that extends a hold by less is not reported
 local default_rate = number_field(P, redis.call('HGET', KEYS[3], '*')) or 0
 local out = {}
 
@@ -67,13 +67,16 @@ local function pushed_back(group, kind, retry_after, jitter)
     -- the echo of a pushback already answered (requests that were on the wire
     -- then), or a page refused again: no strike, no lower rate; a Retry-After
     -- that asks for longer holds
-    if wait and now + wait > hold + ECHO_MS then
+    if wait and now + wait > hold then
+      local longer = now + wait > hold + ECHO_MS
       hold = now + wait
       redis.call('HSET', key, 'hold', hold, 'next', hold)
       redis.call('ZREM', KEYS[1], group)
       redis.call('ZADD', KEYS[2], 'GT', hold, group)
       redis.call('ZADD', KEYS[4], 'GT', hold, group)
-      out[#out + 1] = {group, string.format('%.0f', hold), kind, arate or ''}
+      if longer then  -- said; a few ms more are not worth a line
+        out[#out + 1] = {group, string.format('%.0f', hold), kind, arate or ''}
+      end
     end
     return
   end
