@@ -87,12 +87,15 @@ for pass = 1, 2 do
       local total = redis.call('HINCRBY', counters, 'leased', #items)
       if is_watched then watched[#watched + 1] = group end
       observe(P, counters, now, total)
-      -- a paced group's slots follow its last one, one each spacing, and none
-      -- is sooner than the lead: the reply (after the writes of its flush) and
-      -- the node's turn to send come before the slot, not after it
+      -- a paced group's slots follow its last one, one each spacing; a slow
+      -- group's (its window is strict) none sooner than the lead, so that the
+      -- reply (after the writes of its flush) and the node's turn to send come
+      -- before the slot, not after it. A fast group's window takes that in.
       local slot = 0
       if interval > 0 then
-        slot = math.max(now + lead, number_field(P, redis.call('HGET', counters, 'next')) or 0)
+        local soonest = now
+        if spacing > 2 * lead then soonest = now + lead end
+        slot = math.max(soonest, number_field(P, redis.call('HGET', counters, 'next')) or 0)
       end
       local ids = {}
       for _, item in ipairs(items) do
