@@ -151,8 +151,8 @@ def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(
     busy = services.start_demo_site(host="127.0.0.8")
     hogs: list[subprocess.Popen] = []
     try:
-        # the first node also crawls a second host flat out, and shares one core
-        # with two processes that never sleep
+        # the nodes also crawl a second host flat out, and the first shares one
+        # core with two processes that never sleep
         pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
         for _ in range(2):
             hogs.append(subprocess.Popen([*pin, sys.executable, "-c", "while True: pass"]))
@@ -179,5 +179,3 @@ def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(
     # at the host, measured where it arrives: never closer than the Crawl-delay
     # (less a few ms of loopback and the server's own loop)
     assert min(gaps) >= delay - 0.02, sorted(gaps)[:5]
-    late = sum(stat(nodes.log(i), "politeness/late") for i in range(2))
-    assert late >= 0  # counted (a busy node is late for some slots), never a failure
