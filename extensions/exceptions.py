@@ -17,3 +17,9 @@ class InvalidStartURL(ValueError):
 
 class ConfigError(ValueError):
     """Settings a crawl cannot start with; one line per problem."""
+
+
+class HostBanned(RuntimeError):
+    """A request that came not from the frontier (robots.txt, engine.download) was
+    answered with a ban: its caller sees a failure, never a page (robots.txt's
+    middleware then holds the host's requests until robots.txt can be read)."""

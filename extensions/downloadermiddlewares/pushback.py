@@ -44,10 +44,11 @@ from extensions import connection, defaults
 from extensions.bans import SCANNED, BanDetector
 from extensions.cluster.checkpoint import node_id_for
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
+from extensions.exceptions import HostBanned
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.groups import group_for
 from extensions.frontier.hosts import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
-from extensions.frontier.leased import as_leased, drop_downloader_headers
+from extensions.frontier.leased import as_leased, drop_downloader_headers, drop_downloader_meta
 from extensions.frontier.meta import (
     BAN_RETRIES,
     DELAY_UNTIL,
@@ -222,10 +223,7 @@ class PushbackMiddleware:
         parked = request.copy()
         parked.dont_filter = True
         drop_downloader_headers(request, parked)
-        leased_meta = as_leased.get(request)
-        if leased_meta is not None:  # a new proxy and slot are chosen at the next send
-            for key in [key for key in parked.meta if key not in leased_meta[1]]:
-                del parked.meta[key]
+        drop_downloader_meta(request, parked)  # a new proxy and slot at the next send
         for key in (SEND_SLOT, HOST_WATCHED):
             parked.meta.pop(key, None)
         parked.meta[DELAY_UNTIL] = max(until, time.time())
@@ -349,7 +347,8 @@ class PushbackMiddleware:
             await self._solve(request, response)
         self._hold(group, BAN, self._retry_after(response), f"banned, HTTP {response.status}")
         if as_leased.get(request) is None:
-            raise IgnoreRequest(f"banned by {group}")
+            # not IgnoreRequest: a robots.txt dropped on purpose would allow everything
+            raise HostBanned(f"banned by {group}")
         if retries > self.ban_retry_times:
             self.stats.inc_value("bans/dead_lettered")
             now = time.time()
@@ -411,6 +410,8 @@ class PushbackMiddleware:
         for table in (self._held, self._confirm):  # forget what is over
             for group in [group for group, until in table.items() if until < now]:
                 del table[group]
+        if len(self._errors) > REFUSED_URLS:  # runs of hosts that never answered again
+            self._errors.clear()
         if not self._good:
             return
         good, self._good = self._good, {}

@@ -34,3 +34,15 @@ def drop_downloader_headers(leased: Request, request: Request) -> None:
         return
     for name in [name for name in request.headers if name not in names[0]]:
         del request.headers[name]
+
+
+def drop_downloader_meta(leased: Request, request: Request) -> None:
+    """Take from ``request`` (a copy of ``leased``) the meta keys the downloader's
+    middlewares added to ``leased`` after it was leased (its proxy, download slot,
+    ban marks), so the next fetch chooses them afresh; nothing when ``leased``
+    did not come from the scheduler."""
+    names = as_leased.get(leased)
+    if names is None:
+        return
+    for key in [key for key in request.meta if key not in names[1]]:
+        del request.meta[key]
