@@ -1,3 +1,6 @@
+import collections
+import datetime as dt
+import decimal
 import json
 
 import pytest
@@ -75,10 +78,72 @@ def test_unencodable_meta_is_refused_naming_the_key(spider):
     assert "object" in message
 
 
-def test_nested_set_is_refused(spider):
-    request = Request("https://example.com/", cb_kwargs={"ids": [1, {2, 3}]})
-    with pytest.raises(SerializationError, match=r"cb_kwargs\['ids'\]\[1\]"):
+def test_a_nested_object_is_refused_naming_where_it_sits(spider):
+    request = Request("https://example.com/", cb_kwargs={"ids": [1, (2, {"x": object()})]})
+    with pytest.raises(SerializationError, match=r"cb_kwargs\['ids'\]\[1\]\[1\]\['x'\]"):
         dumps_request(request, spider)
+
+
+INERT = {
+    "pair": (1, "a", (2,)),
+    "ids": {1, 2},
+    "tags": frozenset({"x"}),
+    "seen": dt.datetime(2026, 12, 1, 10, 0, tzinfo=dt.UTC),
+    "local": dt.datetime(2026, 1, 1, 1, 1, 1, 5),
+    "day": dt.date(2026, 1, 2),
+    "at": dt.time(3, 4, 5),
+    "wait": dt.timedelta(days=1, seconds=3, microseconds=7),
+    "price": decimal.Decimal("1.10"),
+    "ordered": collections.OrderedDict([("b", 1), ("a", 2)]),
+    "by_number": {1: "a", (1, 2): "b"},
+    "looks_tagged": {"$tuple": 5},
+    "raw": b"\x00\xff",
+    "plain": [1, {"x": None}],
+}
+
+
+def test_inert_values_come_back_as_the_same_types(spider):
+    """What Scrapy requests carry in practice: the request read back has them as
+    they were, each of its own type, in meta and cb_kwargs alike."""
+    request = Request("https://example.com/", meta=INERT, cb_kwargs={"inert": INERT})
+    back = loads_request(dumps_request(request, spider), spider)
+    for meta in (back.meta, back.cb_kwargs["inert"]):
+        assert meta == INERT
+        assert {k: type(v) for k, v in meta.items()} == {k: type(v) for k, v in INERT.items()}
+    assert list(back.meta["ordered"]) == ["b", "a"]
+    assert type(back.meta["pair"][2]) is tuple
+
+
+def test_a_str_subclass_is_stored_as_str(spider):
+    from scrapy.http import HtmlResponse
+    from scrapy.linkextractors import LinkExtractor
+
+    page = HtmlResponse("https://example.com/", body=b"<a href='/x'>Next <b>page</b></a>")
+    [link] = LinkExtractor().extract_links(page)
+    assert type(link.text) is not str  # lxml's smart string
+    back = loads_request(dumps_request(Request(link.url, meta={"link_text": link.text})))
+    assert back.meta["link_text"] == "Next page"
+    assert type(back.meta["link_text"]) is str
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"$tuple": 5},
+        {"$datetime": "yesterday"},
+        {"$decimal": "1.2.3"},
+        {"$bytes": "not base64!"},
+        {"$timedelta": [1, 2]},
+        {"$dict": [[[1], "an unhashable key"]]},
+        {"$dict": [["a"]]},
+        {"$set": [[1]]},
+        {"$datetime": "2026-01-01" + "0" * 100},
+    ],
+)
+def test_a_malformed_tagged_value_is_refused_on_load(spider, value):
+    data = json.dumps({"url": "https://example.com/", "meta": {"x": value}})
+    with pytest.raises(SerializationError, match="meta holds a value that cannot be read"):
+        loads_request(data, spider)
 
 
 class AliasingSpider(ShopSpider):

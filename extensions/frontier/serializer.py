@@ -4,7 +4,9 @@ run code on a crawler node.
 Callbacks and errbacks are stored by name and looked up on the spider when the
 request is read back. Fields at their default value are left out to keep the
 queue small. A request whose ``meta`` or ``cb_kwargs`` hold something JSON cannot
-carry raises :class:`SerializationError` naming where it sits.
+carry (``extensions.frontier.values``: tuples, sets, dates, decimals, bytes
+and dicts with other keys are carried) raises :class:`SerializationError`
+naming where it sits.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from scrapy.spiders import CrawlSpider, SitemapSpider
 from scrapy.utils.request import request_from_dict
 
 from extensions.exceptions import SerializationError
+from extensions.frontier import values
 from extensions.frontier.meta import control_meta_problem, priority_problem
 
 # Attributes left out when they hold these values.
@@ -191,7 +194,13 @@ def request_to_dict(request: Request, spider: Spider | None = None) -> dict[str,
             out[field] = value
         else:
             out[field] = value
-    for field in ("meta", "cb_kwargs", "cookies", "flags"):
+    for field in ("meta", "cb_kwargs"):
+        if field in out:
+            try:
+                out[field] = values.encode(out[field])
+            except values.Unencodable as exc:
+                raise SerializationError(exc.at(f"{request.url}: request.{field}")) from None
+    for field in ("cookies", "flags"):
         if field in out:
             _check_json(out[field], f"{request.url}: request.{field}")
     return out
@@ -295,6 +304,10 @@ def loads_request(data: bytes | str, spider: Spider | None = None) -> Request:
     if problem:
         raise SerializationError(problem)
     url = obj["url"]
+    if values.may_hold_tagged(data):
+        for field in ("meta", "cb_kwargs"):
+            if field in obj:
+                obj[field] = values.decode_field(obj[field], f"{url:.200}: {field}")
     if spider is not None:
         for field in ("callback", "errback"):
             if obj.get(field):
