@@ -185,7 +185,9 @@ def decode(value: Any) -> Any:
 
 def may_hold_tagged(data: bytes | str) -> bool:
     """False when JSON ``data`` has no tagged value: nothing to decode."""
-    return (b'{"$' if isinstance(data, bytes) else '{"$') in data
+    if isinstance(data, bytes):
+        return b'{"$' in data
+    return '{"$' in data
 
 
 def decode_field(value: Any, where: str) -> Any:
