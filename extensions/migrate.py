@@ -18,30 +18,43 @@ entry; the dupefilter's fingerprints are kept, and ``NAME:fingerprinter`` makes
 every node use scrapy-redis's fingerprint for this crawl from then on, so a URL
 the old crawl saw is not crawled again.
 
-Pickle is read by a loader that refuses every class: scrapy-redis's request
-dicts are plain data, and anything else in them is refused, never run.
+Pickle is read by a loader that refuses every class but a few inert values
+(``INERT_CLASSES``: dates and times, decimals, sets, ordered dicts, lxml's
+strings): scrapy-redis's request dicts are plain data with those in their
+``meta``, and anything else in them is refused, never run. A converted entry is
+then read back as any queue entry is, with the same checks.
+
+A FIFO or LIFO list is converted in the order scrapy-redis would have popped it,
+so within a host and a priority the frontier hands the requests out in that
+order (``SCHEDULER_QUEUE_CLASS`` says which of the two the list is).
 """
 
 from __future__ import annotations
 
+import _compat_pickle
 import base64
 import contextlib
+import datetime as dt
+import decimal
 import io
+import json
 import logging
 import pickle
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scrapy.utils.request import RequestFingerprinter, request_from_dict
+from scrapy.utils.request import RequestFingerprinter
 
 from extensions import connection
 from extensions.compat import PICKLE_PREFIX, SCRAPY_REDIS_FINGERPRINTS, ScrapyRedisFingerprinter
 from extensions.exceptions import ConfigError, SerializationError
+from extensions.frontier import values
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Entry, Frontier
 from extensions.frontier.groups import group_for
-from extensions.frontier.serializer import dumps_request, entry_problem, loads_request
+from extensions.frontier.serializer import dumps_request, loads_request
 
 if TYPE_CHECKING:
     import redis
@@ -56,16 +69,90 @@ BATCH = 500
 NODE_ID = "migrate"  # who the dead-letter records name
 
 
+class _Text(str):
+    """lxml's smart string (a ``CrawlSpider`` link's text), loaded as the text it
+    is: the element it came from is not kept."""
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
+class _Bytes(bytes):
+    """lxml's byte-string result, loaded as the bytes it is (as ``_Text``)."""
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
+# The only classes a queue entry may name: values that hold data and run no code
+# when built from it (their constructors only parse their arguments).
+INERT_CLASSES: dict[tuple[str, str], type] = {
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("collections", "OrderedDict"): OrderedDict,
+    ("datetime", "datetime"): dt.datetime,
+    ("datetime", "date"): dt.date,
+    ("datetime", "time"): dt.time,
+    ("datetime", "timedelta"): dt.timedelta,
+    ("datetime", "timezone"): dt.timezone,
+    ("decimal", "Decimal"): decimal.Decimal,
+    ("lxml.etree", "_ElementUnicodeResult"): _Text,
+    ("lxml.etree", "_ElementStringResult"): _Bytes,
+}
+
+
 class PlainDataUnpickler(pickle.Unpickler):
-    """Loads dicts, lists, strings, bytes and numbers; refuses any class, so a
-    pickle cannot run code here."""
+    """Loads plain data (dicts, lists, tuples, strings, bytes, numbers) and the
+    inert values of INERT_CLASSES; refuses any other class, so a pickle cannot
+    run code here."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refused to load {module}.{name}: only plain data is read")
+        # Python 2's module names (protocols 0 to 2), as pickle itself maps them
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        cls = INERT_CLASSES.get((module, name))
+        if cls is None:
+            raise pickle.UnpicklingError(
+                f"refused to load {module}.{name}: only plain data, dates and times, "
+                "decimals, sets, ordered dicts and lxml strings are read"
+            )
+        return cls
 
 
 def unpickle(raw: bytes) -> Any:
     return PlainDataUnpickler(io.BytesIO(raw)).load()
+
+
+class _Refused:
+    """Stands for a refused class while an entry is only read for its URL:
+    built from any arguments, it runs nothing."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> _Refused:
+        return object.__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
+class _PeekingUnpickler(PlainDataUnpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return super().find_class(module, name)
+        except pickle.UnpicklingError:
+            return _Refused
+
+
+def url_of(raw: bytes) -> str:
+    """The URL of a pickled request that cannot be converted, for its dead
+    letter; "" when there is none to read."""
+    try:
+        obj = _PeekingUnpickler(io.BytesIO(raw)).load()
+    except Exception:  # garbage: the dead letter keeps the raw entry anyway
+        return ""
+    url = obj.get("url") if isinstance(obj, dict) else None
+    return url[:2000] if isinstance(url, str) else ""
 
 
 @dataclass
@@ -76,6 +163,12 @@ class Report:
     dead_lettered: int = 0
     fingerprints: int = 0
     notes: list[str] = field(default_factory=list)
+
+
+def lifo_queue_class(queue_class: Any) -> bool:
+    """Whether scrapy-redis's SCHEDULER_QUEUE_CLASS names its LIFO queue."""
+    path = queue_class if isinstance(queue_class, str) else getattr(queue_class, "__name__", "")
+    return str(path).rpartition(".")[2] in ("LifoQueue", "SpiderStack")
 
 
 def spider_stub(spidercls: type[Spider]) -> Spider:
@@ -93,8 +186,10 @@ class Migration:
         bloom: BloomParams | None = None,
         batch: int = BATCH,
         queue_by: str = "host",
+        lifo: bool = False,
     ):
         self.server = server
+        self.lifo = lifo
         self.queue_by = queue_by
         self.keys = keys
         self.spider = spider
@@ -125,11 +220,24 @@ class Migration:
                 lines.append(f"finish the interrupted conversion of {key}")
         if self.foreign_queue():
             size = self._size(self.keys.requests)
-            lines.append(f"convert {size} pickled requests in {self.keys.requests} to JSON")
+            lines.append(
+                f"convert {size} pickled requests in {self.keys.requests} to JSON"
+                + self._order_note(self._type(self.keys.requests))
+            )
         if self.foreign_dupefilter():
             size = self.server.scard(self.keys.dupefilter)
             lines.append(f"keep the {size} scrapy-redis fingerprints of {self.keys.dupefilter}")
         return lines
+
+    def _order_note(self, kind: str) -> str:
+        if kind != "list":
+            return " (a priority queue: highest priority first)"
+        if self.lifo:
+            return " (a LIFO list, as SCHEDULER_QUEUE_CLASS says: newest first)"
+        return (
+            " (a FIFO list: oldest first; if it was a LifoQueue, set SCHEDULER_QUEUE_CLASS "
+            "to scrapy_redis.queue.LifoQueue)"
+        )
 
     def _size(self, key: str) -> int:
         kind = self._type(key)
@@ -207,10 +315,14 @@ class Migration:
         kind = self._type(source)
         while kind in ("zset", "list"):
             raws: Any
+            # each batch in the order scrapy-redis pops: FifoQueue from the right
+            # end, LifoQueue from the left (both push on the left)
             if kind == "zset":
                 raws = self.server.zrange(source, 0, self.batch - 1)
-            else:  # the oldest at the right end, as scrapy-redis pops a FIFO queue
-                raws = self.server.lrange(source, -self.batch, -1)
+            elif self.lifo:
+                raws = self.server.lrange(source, 0, self.batch - 1)
+            else:
+                raws = self.server.lrange(source, -self.batch, -1)[::-1]
             if not raws:
                 break
             entries: list[Entry] = []
@@ -230,6 +342,8 @@ class Migration:
             self.frontier.enqueue(entries, pipe)
             if kind == "zset":
                 pipe.zrem(source, *raws)
+            elif self.lifo:
+                pipe.ltrim(source, len(raws), -1)
             else:
                 pipe.ltrim(source, 0, -len(raws) - 1)
             pipe.execute()
@@ -243,45 +357,48 @@ class Migration:
             obj = unpickle(raw)
         except Exception as exc:  # any garbage: the entry's fault
             raise SerializationError(f"not a pickled request: {exc}") from None
-        problem = entry_problem(_stored_form(obj))
-        if problem:
-            raise SerializationError(problem)
-        try:
-            request = request_from_dict(obj, spider=self.spider)
-        except Exception as exc:
-            raise SerializationError(f"cannot rebuild request: {exc}") from None
+        # Read back as any queue entry is: the same checks of every field, callback and class.
+        request = loads_request(_stored_form(obj), self.spider)
         return dumps_request(request, self.spider), request
 
     def _dead_letter(self, raw: bytes, error: str, pipe: Any) -> None:
-        try:
-            obj = unpickle(raw)
-            url = str(obj.get("url", ""))[:2000] if isinstance(obj, dict) else ""
-        except Exception:  # the record keeps the raw entry anyway
-            url = ""
         self.dead_letters.add(
             kind="unreadable",
-            url=url,
+            url=url_of(raw),
             error=f"scrapy-redis queue entry: {error}",
             raw64=base64.b64encode(raw).decode("ascii"),
             pipe=pipe,
         )
 
 
-def _stored_form(obj: Any) -> Any:
-    """A scrapy-redis request dict in the shape ``entry_problem`` checks
-    (bytes where this crawler stores text)."""
+def _stored_form(obj: Any) -> bytes:
+    """A scrapy-redis request dict as this crawler's JSON queue entry."""
     if not isinstance(obj, dict):
-        return obj
-    out = dict(obj)
-    if isinstance(out.get("body"), bytes):
-        out["body"] = ""
+        raise SerializationError(f"not a request dict but a {type(obj).__name__}")
+    out = {k: v for k, v in obj.items() if v is not None or k not in ("callback", "errback")}
+    body = out.get("body")
+    if isinstance(body, bytes):
+        try:
+            out["body"] = body.decode("utf-8")
+        except UnicodeDecodeError:
+            del out["body"]
+            out["body64"] = base64.b64encode(body).decode("ascii")
     headers = out.get("headers")
     if isinstance(headers, dict):
         out["headers"] = {
             _latin(k): [_latin(v) for v in (vs if isinstance(vs, list) else [vs])]
             for k, vs in headers.items()
         }
-    return {k: v for k, v in out.items() if v is not None or k not in ("callback", "errback")}
+    for name in ("meta", "cb_kwargs"):
+        if name in out:
+            try:
+                out[name] = values.encode(out[name])
+            except values.Unencodable as exc:
+                raise SerializationError(exc.at(f"request.{name}")) from None
+    try:
+        return json.dumps(out, separators=(",", ":")).encode()
+    except (TypeError, ValueError) as exc:  # bytes or a set where text belongs
+        raise SerializationError(f"not a request of plain fields: {exc}") from None
 
 
 def _latin(value: Any) -> Any:

@@ -4,6 +4,9 @@ itself, detected, converted by ``scrapy migrate``, and crawled on."""
 from __future__ import annotations
 
 import base64
+import collections
+import datetime as dt
+import decimal
 import json
 import os
 import pickle
@@ -12,12 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from scrapy import Request
+from scrapy.http import HtmlResponse
+from scrapy.linkextractors import LinkExtractor
 
 from demosite import catalog
 from extensions.compat import ScrapyRedisFingerprinter
+from extensions.frontier.serializer import loads_request
 from extensions.keys import SpiderKeys
-from extensions.migrate import Migration, spider_stub, unpickle
+from extensions.migrate import Migration, lifo_queue_class, spider_stub, unpickle
 from tests.conftest import ROOT, queued, scrapy, site_hits
 from tests.spiders import ScrapyRedisStyleSpider
 
@@ -174,6 +181,88 @@ def test_an_interrupted_migration_is_finished_by_running_it_again(redis_client):
     assert redis_client.get(keys.fingerprinter) == b"scrapy-redis"
     assert not redis_client.keys("fromdata:migrating:*")
     assert unpickle(pickle.dumps({"a": [1, b"x"]})) == {"a": [1, b"x"]}
+
+
+def test_crawl_spider_requests_and_the_inert_values_of_meta_are_converted(redis_client):
+    """What CrawlSpider rules queue (the link's text is lxml's str subclass) and
+    the values requests carry in practice come through as they were; a class
+    that is not one of them is refused and never imported."""
+    from scrapy_redis import picklecompat
+
+    page = HtmlResponse("http://a/", body=b"<a href='/next'>Next <b>page</b></a>")
+    [link] = LinkExtractor().extract_links(page)
+    meta = {
+        "rule": 0,
+        "link_text": link.text,
+        "when": dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+        "day": dt.date(2026, 11, 30),
+        "took": dt.timedelta(seconds=90),
+        "price": decimal.Decimal("9.99"),
+        "pair": (1, ("a", "b")),
+        "ids": {3, 4},
+        "ordered": collections.OrderedDict([("z", 1), ("a", 2)]),
+    }
+    crawl = Request(link.url, meta=meta, cb_kwargs={"seen": frozenset({"x"})}, priority=2)
+    entries = [picklecompat.dumps(crawl.to_dict())]
+    # an older writer's protocol: sets and frozensets as classes of builtins
+    entries.append(pickle.dumps({"url": "http://a/old", "meta": {"ids": {5}}}, protocol=2))
+    refused = {
+        "http://a/dict": {"url": "http://a/dict", "meta": {"d": collections.defaultdict(list)}},
+        "http://a/class": {"url": "http://a/class", "_class": "antigravity.Request"},
+        "http://a/object": {"url": "http://a/object", "meta": {"c": complex(1, 2)}},
+    }
+    entries += [pickle.dumps(obj) for obj in refused.values()]
+    redis_client.rpush("fromdata:requests", *entries)
+    spider = spider_stub(ScrapyRedisStyleSpider)
+    report = Migration(redis_client, SpiderKeys.for_spider("fromdata"), spider).run(
+        progress=lambda line: None
+    )
+    assert (report.requests, report.dead_lettered) == (2, 3)
+    assert "antigravity" not in sys.modules
+    converted = {}
+    for raw in queued(redis_client, "fromdata"):
+        request = loads_request(raw, spider)
+        converted[request.url] = request
+    back = converted["http://a/next"]
+    assert back.meta == meta and back.priority == 2
+    assert type(back.meta["link_text"]) is str and back.meta["link_text"] == "Next page"
+    assert {k: type(v) for k, v in back.meta.items()} == {
+        **{k: type(v) for k, v in meta.items()},
+        "link_text": str,
+    }
+    assert back.cb_kwargs == {"seen": frozenset({"x"})}
+    assert converted["http://a/old"].meta == {"ids": {5}}
+    letters = {
+        letter["url"]: letter["error"]
+        for letter in map(json.loads, redis_client.lrange("fromdata:dlq", 0, -1))
+    }
+    assert set(letters) == set(refused)
+    assert "refused to load collections.defaultdict" in letters["http://a/dict"]
+    assert "unknown request class 'antigravity.Request'" in letters["http://a/class"]
+    assert "refused to load builtins.complex" in letters["http://a/object"]
+
+
+@pytest.mark.parametrize("queue_class", ["FifoQueue", "LifoQueue", "PriorityQueue"])
+def test_a_queue_is_converted_in_the_order_scrapy_redis_would_pop_it(redis_client, queue_class):
+    from scrapy_redis import picklecompat, queue
+
+    spider = spider_stub(ScrapyRedisStyleSpider)
+    stock = getattr(queue, queue_class)(redis_client, spider, "fromdata:requests", picklecompat)
+    for n in range(11):  # one host: one queue of this crawler's
+        priority = n % 3 if queue_class == "PriorityQueue" else 0
+        stock.push(Request(f"http://a/{n}", priority=priority))
+    redis_client.copy("fromdata:requests", "copy:requests")
+    popper = getattr(queue, queue_class)(redis_client, spider, "copy:requests", picklecompat)
+    popped = [popper.pop().url for _ in range(11)]
+    assert len(set(popped)) == 11
+    lifo = lifo_queue_class(f"scrapy_redis.queue.{queue_class}")
+    assert lifo == (queue_class == "LifoQueue")
+    migration = Migration(
+        redis_client, SpiderKeys.for_spider("fromdata"), spider, batch=4, lifo=lifo
+    )
+    report = migration.run(progress=lambda line: None)
+    assert report.requests == 11
+    assert [json.loads(raw)["url"] for raw in queued(redis_client, "fromdata")] == popped
 
 
 def _no_caches(part: str) -> dict:

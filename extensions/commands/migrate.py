@@ -12,15 +12,16 @@ from extensions import compat, config, connection, defaults
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import ConfigError
 from extensions.frontier.bloom import bloom_from_settings
-from extensions.migrate import Migration, spider_stub
+from extensions.migrate import Migration, lifo_queue_class, spider_stub
 
 if TYPE_CHECKING:
     import argparse
 
 PICKLE_WARNING = (
     "warning: scrapy-redis stores requests as pickle. They are read here as plain data "
-    "(no class is ever loaded, so nothing in them runs), but migrate only a Redis you "
-    "trust: what it holds becomes requests of your crawl."
+    "(no class but dates, decimals, sets, ordered dicts and lxml strings is ever loaded, "
+    "so nothing in them runs), but migrate only a Redis you trust: what it holds becomes "
+    "requests of your crawl."
 )
 
 
@@ -38,7 +39,9 @@ class Command(ProjectCommand):
             "fingerprints of its dupefilter (NAME:dupefilter) are kept, so URLs the old crawl "
             "saw are not crawled again (the crawl then uses scrapy-redis's request "
             "fingerprint). Entries that cannot be converted go to the dead-letter list with "
-            "the reason. Stop the scrapy-redis nodes first. Each key is moved to "
+            "the reason. A FIFO or LIFO list (SCHEDULER_QUEUE_CLASS says which) is queued in "
+            "the order scrapy-redis would have popped it. Stop the scrapy-redis nodes first. "
+            "Each key is moved to "
             "NAME:migrating:* before conversion and deleted only when converted; run the "
             "command again to finish an interrupted migration."
         )
@@ -63,6 +66,7 @@ class Command(ProjectCommand):
             spider_stub(spidercls),
             bloom_from_settings(settings),
             queue_by=settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY),
+            lifo=lifo_queue_class(self.settings.get("SCHEDULER_QUEUE_CLASS", "")),
         )
         plan = migration.plan()
         if not plan:
