@@ -23,6 +23,9 @@ shop's own pages carry an ETag of their body and answer 304 the same way.
 ``/sitemap.xml`` (named in robots.txt) is a sitemap index of
 ``/sitemap-categories.xml`` and one ``/sitemap-products-CATEGORY.xml`` per category,
 each URL with a lastmod (``POST /__edit?path=/product/N`` sets a product's to now).
+``/sitemap-archive.xml`` (in no index) lists ``/archive/1`` to ``/archive/30``, pages
+no page links to. ``/directory/`` (not linked) is a web directory laid out as DMOZ's
+was, for scrapy-redis's example project (``demosite/directory.py``).
 ``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt; ``--pushback MODE``
@@ -45,7 +48,7 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog, hostile, pushback, traps
+from demosite import catalog, directory, hostile, pushback, traps
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -163,6 +166,8 @@ async def sitemap(request: web.Request) -> web.Response:
     category = part.removeprefix("products-")
     if part == "categories":
         paths = [(f"/category/{c}", "2026-11-01") for c in catalog.CATEGORIES]
+    elif part == "archive":
+        paths = [(f"/archive/{n}", "2025-06-01") for n in range(1, ARCHIVE_PAGES + 1)]
     elif category in catalog.CATEGORIES:
         edited = request.app["edited"]
         paths = [
@@ -176,6 +181,22 @@ async def sitemap(request: web.Request) -> web.Response:
         for path, lastmod in paths
     )
     return _xml(f'<urlset xmlns="{SITEMAP_NS}">{urls}</urlset>')
+
+
+ARCHIVE_PAGES = 30
+
+
+async def archive(request: web.Request) -> web.Response:
+    """An old notice no page links to: only ``/sitemap-archive.xml`` lists it."""
+    n = int(request.match_info["n"])
+    if not 1 <= n <= ARCHIVE_PAGES:
+        raise web.HTTPNotFound()
+    text = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>Archived notice {n}</title></head><body><p>Notice {n}, kept for the "
+        "record.</p></body></html>"
+    )
+    return web.Response(text=text, content_type="text/html")
 
 
 async def private(request: web.Request) -> web.Response:
@@ -327,11 +348,13 @@ def make_app(
     app.router.add_get("/robots.txt", robots)
     app.router.add_get("/sitemap.xml", sitemap_index)
     app.router.add_get("/sitemap-{part}.xml", sitemap)
+    app.router.add_get(r"/archive/{n:\d+}", archive)
     app.router.add_get("/private/{rest:.*}", private)
     app.router.add_get("/flaky/", flaky_index)
     app.router.add_get("/flaky/{kind}/{n}", flaky)
     hostile.add_routes(app)
     traps.add_routes(app)
+    directory.add_routes(app)
     app.router.add_get("/changing/", changing_index)
     app.router.add_get("/changing/{n}", changing)
     app.router.add_get("/__not_modified", not_modified)

@@ -70,6 +70,27 @@ def _warn_once(message: str, *args: Any) -> None:
         logger.warning("%s", text)
 
 
+def settle_allowed_domains(spider: Any) -> None:
+    """Read a one-shot ``allowed_domains`` (an iterator: scrapy-redis's example
+    spiders set ``filter(None, domain.split(","))``) once into a list. Scrapy's
+    offsite check reads the attribute more than once, and the second, empty read
+    made every link of the crawl offsite."""
+    domains = getattr(spider, "allowed_domains", None)
+    if domains is None:
+        return
+    try:
+        one_shot = iter(domains) is domains
+    except TypeError:  # not iterable: Scrapy says so itself
+        return
+    if one_shot:
+        spider.allowed_domains = list(domains)
+        _warn_once(
+            "%s.allowed_domains is an iterator (%s), which Scrapy's offsite check would "
+            "read empty after its first read; read once into the list %r (make it a list)",
+            type(spider).__name__, type(domains).__name__, spider.allowed_domains,
+        )  # fmt: skip
+
+
 def _set_by_project(settings: BaseSettings, name: str) -> bool:
     priority = settings.getpriority(name)
     return priority is not None and priority > SETTINGS_PRIORITIES["addon"]

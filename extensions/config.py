@@ -239,6 +239,7 @@ CHECKS: dict[str, Check] = {
     "BAN_HANDLER": _component,
     "ROBOTSTXT_RETRY_DELAY": _number(float, 0, above=True),
     "ROBOTSTXT_RETRY_TIMES": _number(int, 0),
+    "SITEMAP_FROM_ROBOTS": _flag,
     "FRONTIER_QUEUE_BY": _choice(*QUEUE_BY),
     "FRONTIER_SHARDS": _shards,
     "HOST_PAGE_BUDGET": _number(int, 0),

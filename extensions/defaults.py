@@ -80,6 +80,7 @@ HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl;
 # --- robots.txt (Scrapy's ROBOTSTXT_OBEY; extensions/downloadermiddlewares/robotstxt.py) ---
 ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.txt fails (5xx)
 ROBOTSTXT_RETRY_TIMES = 10  # waits a request may spend on that before it is dropped
+SITEMAP_FROM_ROBOTS = False  # read the Sitemap: lines of the robots.txt of every host queued
 
 # --- hosts that push back (extensions/frontier/hosts.py): held for the whole cluster ---
 HOST_BACKOFF_STATUSES = [429, 503]  # answers that mean "slow down"

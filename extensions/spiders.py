@@ -20,10 +20,7 @@ with the reason, and the spider goes on.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import re
-import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -31,18 +28,15 @@ import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.spiders import CrawlSpider, SitemapSpider
-from twisted.internet import threads
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import Frontier
-from extensions.frontier.groups import group_for
 from extensions.frontier.meta import START_ENTRY
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
-from extensions.frontier.statusstore import MongoStatusStore, store_kind
 from extensions.keys import SpiderKeys
+from extensions.sitemaps import SitemapReading
 from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
@@ -51,8 +45,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class DistributedMixin:
-    """Reads start URLs from Redis; mix in before a Scrapy spider class."""
+class DistributedMixin(SitemapReading):
+    """Reads start URLs from Redis, and sitemaps; mix in before a Scrapy spider class."""
 
     #: Overrides ``REDIS_START_URLS_KEY`` for this spider (scrapy-redis's name).
     redis_key: str | None = None
@@ -85,9 +79,12 @@ class DistributedMixin:
         self.start_entry_rules = EntryRules.from_settings(settings)
         self.redis_encoding = self.start_entry_rules.encoding  # scrapy-redis's attribute
         crawler.signals.connect(self._read_start_urls_when_idle, signal=signals.spider_idle)
+        self.setup_sitemaps(crawler)
         logger.info("reading start URLs from Redis list %s", self.redis_key)
 
     async def start(self) -> AsyncIterator[Any]:
+        for request in self.sitemap_requests():
+            yield request
         for request in self._own_start_requests():
             yield request
         while True:
@@ -169,11 +166,6 @@ class DistributedMixin:
         """
         entry = parse_entry(data, self.start_entry_rules)
         if entry.sitemap:
-            if not isinstance(self, SitemapSpider):
-                raise InvalidStartURL(
-                    f"a sitemap entry, but spider {self.name!r} does not read sitemaps "
-                    "(base it on DistributedSitemapSpider)"
-                )
             return entry.to_request(callback=self._parse_sitemap)
         return entry.to_request()
 
@@ -207,107 +199,7 @@ class DistributedCrawlSpider(DistributedMixin, CrawlSpider):
 
 
 class DistributedSitemapSpider(DistributedMixin, SitemapSpider):
-    """A ``SitemapSpider`` (``sitemap_urls``, ``sitemap_rules``, ``sitemap_follow``)
-    fed from Redis too: entries pushed with ``scrapy seed NAME --sitemap URL`` (a
-    sitemap, a sitemap index or a robots.txt) are read as sitemaps, other entries
-    as pages. Sitemaps and the URLs they list go through the frontier's
-    dupefilter, so every node may start from the same ``sitemap_urls`` and each
-    sitemap and page is still fetched once by the whole cluster."""
-
-    #: Trust ``<lastmod>`` for pages kept for a recrawl: one listed as changed since
-    #: its last fetch is fetched now, one listed as unchanged has its recrawl put off
-    #: by its interval. False for a site whose lastmod dates cannot be trusted.
-    sitemap_trust_lastmod = True
-
-    def _own_start_requests(self) -> Iterable[Any]:
-        for url in self.sitemap_urls:
-            yield Request(url, callback=self._parse_sitemap)
-        yield from super()._own_start_requests()
-
-    def _get_urls_and_callbacks_from_urlset(self, entries: Iterable[dict[str, Any]]):
-        dated: list[tuple[Any, Any]] = []
-
-        def noting(entries: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-            for entry in entries:
-                if entry.get("lastmod") and self.sitemap_trust_lastmod:
-                    dated.append((entry.get("loc"), entry["lastmod"]))
-                yield entry
-
-        yield from super()._get_urls_and_callbacks_from_urlset(noting(entries))
-        if dated:
-            self._apply_lastmods(dated)
-
-    def _apply_lastmods(self, dated: list[tuple[Any, Any]]) -> None:
-        """Tell the pages kept for a recrawl what the sitemap says of them."""
-        stats = self.crawler.stats
-        assert stats is not None
-        queue_by = self.crawler.settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
-        fingerprinter = self.crawler.request_fingerprinter
-        entries = []
-        latest = time.time() + LASTMOD_SLACK
-        for loc, text in dated:
-            when = parse_lastmod(text)
-            if when is not None and when > latest:
-                when = None  # a date to come would make the page "changed" at every read
-            try:
-                request = Request(loc)
-            except (TypeError, ValueError):
-                when = None
-            if when is None:
-                stats.inc_value("recrawl/lastmod_unreadable")
-                continue
-            fingerprint = fingerprinter.fingerprint(request).hex()
-            entries.append((fingerprint, group_for(request.url, None, queue_by), when))
-        if not hasattr(self, "_lastmod_target"):
-            self._lastmod_target: Any = (
-                MongoStatusStore.from_settings(self.crawler.settings, self.name)
-                if store_kind(self.crawler.settings) == "mongo"
-                else Frontier(self.server, SpiderKeys.for_crawler(self.crawler), "")
-            )
-        if isinstance(self._lastmod_target, Frontier):
-            self._count_lastmods(self._apply_lastmod_batches(entries))
-        else:  # MongoDB: off the reactor thread
-            applied = threads.deferToThread(self._apply_lastmod_batches, entries)
-            applied.addBoth(self._count_lastmods)
-
-    def _apply_lastmod_batches(self, entries: list[tuple[str, str, float]]) -> Any:
-        sooner = later = 0
-        try:
-            for start in range(0, len(entries), LASTMOD_BATCH):
-                moved = self._lastmod_target.lastmod(entries[start : start + LASTMOD_BATCH])
-                sooner, later = sooner + moved[0], later + moved[1]
-        except redis.RedisError as exc:  # MongoDB's errors reach _count_lastmods
-            # the pages keep their dates: nothing is lost, the next read tries again
-            logger.warning("could not apply a sitemap's lastmod dates: %s", exc)
-        return sooner, later
-
-    def _count_lastmods(self, moved: Any) -> None:
-        stats = self.crawler.stats
-        if isinstance(moved, tuple) and stats is not None:
-            stats.inc_value("recrawl/lastmod_changed", moved[0])
-            stats.inc_value("recrawl/lastmod_unchanged", moved[1])
-        elif not isinstance(moved, tuple):
-            message = moved.getErrorMessage() if hasattr(moved, "getErrorMessage") else moved
-            logger.warning("could not apply a sitemap's lastmod dates: %s", message)
-
-
-LASTMOD_BATCH = 1000  # sitemap entries looked up in one round trip
-LASTMOD_SLACK = 86400.0  # s: a lastmod later than now by more is unreadable (clocks, zones)
-
-
-def parse_lastmod(text: Any) -> float | None:
-    """A sitemap ``<lastmod>`` (W3C datetime: ``2026-11-30``,
-    ``2026-11-30T10:00:00+01:00``, ``...Z``, or just a year and month) in seconds
-    since the epoch, UTC when it names no zone; None if it is none of these."""
-    if not isinstance(text, str) or len(text) > 64:
-        return None
-    text = text.strip()
-    if re.fullmatch(r"\d{4}(-\d{2})?", text):
-        text += "-01-01"[: 10 - len(text)]
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.timestamp()
+    """Scrapy's ``SitemapSpider`` fed from Redis: ``sitemap_rules`` default to
+    ``parse`` for every page, as in Scrapy. Every distributed spider reads
+    sitemaps (``extensions.sitemaps``); this one is for spiders written for
+    Scrapy's class."""

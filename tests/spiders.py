@@ -88,3 +88,22 @@ class BooksSitemapSpider(DistributedSitemapSpider):
 
     def parse_product(self, response):
         yield {"url": response.url, "name": response.css(".name::text").get()}
+
+
+class BooksFromRobotsSpider(DistributedSpider):
+    """A plain DistributedSpider with sitemap rules: run with SITEMAP_FROM_ROBOTS,
+    its start page's robots.txt leads it to the books' sitemap."""
+
+    name = "books_robots"
+    sitemap_follow = [r"sitemap\.xml$", r"-books\.xml$"]
+    sitemap_rules = [("/product/", "parse_product")]
+
+    def __init__(self, start: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [start]
+
+    def parse(self, response):
+        yield {"url": response.url, "kind": "page"}
+
+    def parse_product(self, response):
+        yield {"url": response.url, "kind": "product"}

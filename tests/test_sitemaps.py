@@ -6,9 +6,11 @@ import pytest
 from scrapy import Request
 
 from demosite import catalog
+from demosite.server import ARCHIVE_PAGES
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.start_urls import parse_entry
 from tests.conftest import read_items, scrapy
+from tests.test_migrate import project_scrapy
 from tests.test_scheduler import page_hits
 
 
@@ -36,12 +38,50 @@ def test_two_nodes_read_the_sitemaps_from_robots_txt_and_fetch_each_page_once(
     assert all(hits[path] == 1 for path in books)
 
 
+def test_the_site_spider_reads_a_sitemap_whose_pages_no_page_links_to(
+    redis_url, redis_client, demo_site, nodes, tmp_path
+):
+    sitemap = demo_site.url + "/sitemap-archive.xml"
+    seeded = scrapy("seed", "site", "--sitemap", sitemap, "-s", f"REDIS_URL={redis_url}")
+    assert seeded.returncode == 0, seeded.stderr
+    for node in ("n1", "n2"):
+        nodes.start("site", redis_url, NODE_ID=node, MAX_IDLE_TIME_BEFORE_CLOSE=2)
+    assert nodes.wait(120) == [0, 0], nodes.tail()
+
+    archive = {f"/archive/{n}" for n in range(1, ARCHIVE_PAGES + 1)}
+    stored = [item["url"].removeprefix(demo_site.url) for item in read_items(tmp_path / "items")]
+    assert sorted(stored) == sorted(archive)  # each page once, from either node
+    hits = page_hits(demo_site)
+    assert hits == {**dict.fromkeys(archive, 1), "/sitemap-archive.xml": 1}
+
+
+def test_any_distributed_spider_reads_the_sitemaps_of_robots_txt_when_asked(
+    redis_url, demo_site, nodes, tmp_path
+):
+    """SITEMAP_FROM_ROBOTS: the robots.txt of the start page's host is read for
+    its Sitemap: lines; the pages go to the spider's sitemap_rules."""
+    nodes.start("books_robots", redis_url, spider_args={"start": demo_site.url + "/about"},
+                SPIDER_MODULES="tests.spiders", SITEMAP_FROM_ROBOTS=True,
+                MAX_IDLE_TIME_BEFORE_CLOSE=2)  # fmt: skip
+    assert nodes.wait(120) == [0], nodes.tail()
+    items = {
+        item["url"].removeprefix(demo_site.url): item["kind"]
+        for item in read_items(tmp_path / "items")
+    }
+    books = {f"/product/{i}" for i in catalog.product_ids("books")}
+    assert items == {"/about": "page", **dict.fromkeys(books, "product")}
+    hits = page_hits(demo_site)
+    assert hits["/sitemap.xml"] == hits["/sitemap-products-books.xml"] == 1
+    assert all(hits[path] == 1 for path in books)
+
+
 def test_a_sitemap_entry_is_refused_where_no_spider_reads_sitemaps(redis_url, redis_client):
-    result = scrapy("seed", "shop", "--sitemap", "http://example.com/sitemap.xml",
-                    "-s", f"REDIS_URL={redis_url}")  # fmt: skip
+    """scrapy-redis's RedisSpider, left as it is, reads its start URLs itself."""
+    result = project_scrapy("seed", "books", "--sitemap", "http://example.com/sitemap.xml",
+                            "-s", f"REDIS_URL={redis_url}", switched=True)  # fmt: skip
     assert result.returncode != 0
-    assert "does not read sitemaps" in result.stderr
-    assert redis_client.llen("shop:start_urls") == 0
+    assert "does not read sitemaps (base it on DistributedSpider" in result.stderr
+    assert redis_client.llen("books:start_urls") == 0
     entry = parse_entry(json.dumps({"url": "http://example.com/s.xml", "sitemap": True}))
     assert entry.sitemap and entry.url == "http://example.com/s.xml"
     with pytest.raises(InvalidStartURL, match="'sitemap' must be true or false"):

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
-from scrapy.spiders import SitemapSpider
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import push_start_entries
 from extensions.frontier.start_urls import EntryRules, parse_entry
+from extensions.sitemaps import SitemapReading
 from extensions.spiders import reads_start_urls
 from extensions.urlpolicy import mask_credentials
 
@@ -49,7 +49,7 @@ class Command(ProjectCommand):
         parser.add_argument(
             "--sitemap", action="store_true",
             help="the URLs are sitemaps, sitemap indexes or robots.txt files to read page "
-                 "URLs from (the spider must be a DistributedSitemapSpider)",
+                 "URLs from (any DistributedSpider reads them)",
         )  # fmt: skip
         parser.add_argument(
             "--score", type=float, default=0.0,
@@ -73,10 +73,10 @@ class Command(ProjectCommand):
                 "DistributedSpider or DistributedCrawlSpider): nothing would take them"
             )
         if opts.sitemap:
-            if not issubclass(spidercls, SitemapSpider):
+            if not issubclass(spidercls, SitemapReading):  # scrapy-redis's spider classes
                 raise UsageError(
-                    f"spider {name!r} does not read sitemaps (make it a "
-                    "DistributedSitemapSpider): --sitemap entries would be refused"
+                    f"spider {name!r} does not read sitemaps (base it on DistributedSpider "
+                    "or DistributedCrawlSpider): --sitemap entries would not be read as such"
                 )
             entries = [_as_sitemap(entry) for entry in entries]
 

@@ -223,6 +223,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         seam = engine.seam_problem()
         if seam:  # the crawl command refuses this earlier, with one line
             raise RuntimeError(seam)
+        compat.settle_allowed_domains(spider)  # before the offsite check first reads it
         self.spider = spider
         self.keys = SpiderKeys.for_crawler(self.crawler)
         self.frontier = Frontier(

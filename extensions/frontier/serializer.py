@@ -85,11 +85,17 @@ def _check_json(value: Any, where: str) -> None:
     )
 
 
-# Private methods Scrapy's own spider classes use as callbacks.
-_PRIVATE_CALLBACKS: tuple[tuple[type, frozenset[str]], ...] = (
-    (CrawlSpider, frozenset({"_callback", "_errback"})),
-    (SitemapSpider, frozenset({"_parse_sitemap"})),
-)
+@functools.cache
+def _private_callbacks() -> tuple[tuple[type, frozenset[str]], ...]:
+    """Private methods Scrapy's spider classes, and ours, use as callbacks."""
+    # Imported here: extensions.sitemaps imports the frontier, which imports this module.
+    from extensions.sitemaps import SitemapReading
+
+    return (
+        (CrawlSpider, frozenset({"_callback", "_errback"})),
+        (SitemapSpider, frozenset({"_parse_sitemap"})),
+        (SitemapReading, frozenset({"_parse_sitemap"})),
+    )
 
 
 @functools.cache
@@ -113,7 +119,7 @@ def callback_problem(spider: Spider, name: Any) -> str | None:
     if not isinstance(name, str) or not name.isidentifier():
         return f"callback {name!r:.80} is not a method name"
     allowed_private = any(
-        name in names for cls, names in _PRIVATE_CALLBACKS if isinstance(spider, cls)
+        name in names for cls, names in _private_callbacks() if isinstance(spider, cls)
     )
     if name.startswith("_") and not allowed_private:
         return f"callback {name!r} is private; only public methods of the spider are callbacks"
