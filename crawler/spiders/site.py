@@ -2,7 +2,9 @@
 
 Follows links within the host of the start URL it descends from (the host
 travels in ``meta["root_host"]``, so any node can carry on from any page),
-obeys robots.txt, and stores one item per HTML page fetched.
+obeys robots.txt, and stores one item per HTML page fetched. Sitemaps pushed
+with ``scrapy seed site --sitemap URL`` (and, with ``SITEMAP_FROM_ROBOTS``, those
+robots.txt names) are read too: their pages go to ``parse`` like any other.
 
 ``-a allow=REGEX`` follows only links whose URL matches one of the
 comma-separated regular expressions. At most ``MAX_LINKS_PER_PAGE`` links of a
