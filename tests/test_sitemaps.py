@@ -215,3 +215,43 @@ def test_a_lastmod_that_does_not_parse_or_lies_ahead_moves_nothing(redis_url):
     assert stats["recrawl/lastmod_changed"] == 1  # the one page really edited
     due = [frontier.server.zscore("books_sitemap:due", fp) / 1000 for fp, *_ in entries]
     assert due[0] > now + 3600 and due[1] > now + 3600 and due[2] <= time.time()
+
+
+def test_a_plain_distributed_spider_reads_a_urlset_with_its_rules_and_lastmod(redis_url):
+    """The sitemap reading every distributed spider shares: pages routed by
+    sitemap_rules (the others dropped, as in Scrapy), lastmod applied to a page
+    kept for a recrawl."""
+    import time
+
+    import redis
+    from scrapy.http import XmlResponse
+    from scrapy.utils.test import get_crawler
+
+    from extensions.frontier.frontier import Frontier
+    from extensions.keys import SpiderKeys
+    from tests.spiders import BooksFromRobotsSpider
+
+    crawler = get_crawler(BooksFromRobotsSpider, {"REDIS_URL": redis_url, "RECRAWL_STORE": "redis"})
+    crawler._apply_settings()
+    spider = BooksFromRobotsSpider.from_crawler(crawler, start="http://shop.test/")
+    crawler.spider = spider
+    now = time.time()
+    kept = "http://shop.test/product/1"
+    frontier = Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider(spider.name), "t")
+    fingerprint = crawler.request_fingerprinter.fingerprint(Request(kept)).hex()
+    record = {"url": kept, "meta": {"recrawl": {"url": kept, "fetched_at": now - 3600,
+                                                "interval": 86400}}}  # fmt: skip
+    frontier.revisit([(fingerprint, "shop.test", now + 86400, json.dumps(record).encode())])
+
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<url><loc>{kept}</loc><lastmod>{time.strftime('%Y-%m-%dT%H:%M:%S+00:00', time.gmtime())}"
+        "</lastmod></url>"
+        "<url><loc>http://shop.test/category/books</loc></url></urlset>"
+    )
+    sitemap = XmlResponse("http://shop.test/sitemap.xml", body=body.encode())
+    requests = list(spider._parse_sitemap(sitemap))
+    assert [(r.url, r.callback) for r in requests] == [(kept, spider.parse_product)]
+    assert crawler.stats.get_value("recrawl/lastmod_changed") == 1
+    assert frontier.server.zscore(f"{spider.name}:due", fingerprint) / 1000 <= time.time()
