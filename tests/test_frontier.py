@@ -94,6 +94,28 @@ def test_expired_leases_of_a_live_node_return(redis_client, keys):
     assert frontier.sizes().queued == 1
 
 
+@pytest.mark.parametrize("how", ["dead", "expired"])
+def test_a_reclaim_call_returns_a_bounded_batch_and_reclaim_returns_them_all(
+    redis_client, keys, how
+):
+    """A node that died holding many leases is emptied over several short calls."""
+    dead = Frontier(redis_client, keys, "dead")
+    dead.enqueue([entry(f"http://a/{i}") for i in range(10)] + [entry("http://b/1")])
+    timeout = 600 if how == "dead" else -1
+    for _ in range(20):  # every lease taken, however the lease batches fall
+        if not dead.sizes().queued:
+            break
+        dead.lease(11, lease_timeout=timeout)
+    assert dead.sizes().in_flight == 11
+    redis_client.zadd(keys.nodes, {"dead": now_ms() - (60_000 if how == "dead" else 0)})
+    other = Frontier(redis_client, keys, "other")
+    other.reclaim_batch = 3
+    [(returned, _, more)] = other._reclaim_once(30, "", 3600, False)
+    assert (int(sum(int(n) for n in returned[1::2])), int(more)) == (3, 1)
+    assert other.reclaim(node_timeout=30).requests == {"dead": 8}
+    assert other.sizes().queued == 11 and other.sizes().in_flight == 0
+
+
 def test_closing_node_hands_back_everything(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1")
     frontier.enqueue([entry(f"http://a/{i}") for i in range(5)])

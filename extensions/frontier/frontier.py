@@ -139,6 +139,8 @@ def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = N
     return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
 
+RECLAIM_BATCH = 2000  # leases one reclaim call returns at most
+RECLAIM_CALLS = 1000  # calls one reclaim makes at most (2M leases); the next beat goes on
 HEARTBEAT_SHARDS = 16  # shards a heartbeat reads sizes from and reclaims in
 _BY_HASH = "_scripts_by_hash"  # on a pipeline: its EVALSHA commands, by position
 
@@ -312,6 +314,7 @@ class Frontier:
         self._enqueue_bloom = server.register_script(load_script("enqueue_bloom"))
         self._lease = server.register_script(load_script("lease"))
         self._reclaim = server.register_script(load_script("reclaim"))
+        self.reclaim_batch = RECLAIM_BATCH
         self._release = server.register_script(load_script("release"))
         self._sizes = server.register_script(load_script("frontier"))
         self._feed = server.register_script(load_script("recrawl_feed"))
@@ -652,6 +655,30 @@ class Frontier:
         A sharded frontier does it in each shard (its leases) and under NAME (the
         start leases and the node registry); ``in_turn``, under NAME and in the
         heartbeat's turn of shards."""
+        requests: dict[str, int] = {}
+        start_urls: dict[str, int] = {}
+        # each call returns at most reclaim_batch leases; a node that died holding
+        # more is emptied over several calls, each short for Redis (in turn: over
+        # the next beats, as the turn comes back to each shard)
+        for _ in range(1 if in_turn else RECLAIM_CALLS):
+            more = False
+            for returned, started, left in self._reclaim_once(
+                node_timeout, closing_node, forget_after, in_turn
+            ):
+                more = more or bool(int(left))
+                for totals, counts in (
+                    (requests, _counts(returned)),
+                    (start_urls, _counts(started)),
+                ):
+                    for node, count in counts.items():
+                        totals[node] = totals.get(node, 0) + count
+            if not more:
+                break
+        return Reclaimed(requests, start_urls)
+
+    def _reclaim_once(
+        self, node_timeout: float, closing_node: str, forget_after: float, in_turn: bool
+    ) -> list[Any]:
         now = now_ms()
         results = self._in_scopes(
             self._reclaim,
@@ -668,17 +695,12 @@ class Frontier:
                     keys.start_type,
                     keys.queue(""),
                     keys.data(""),
+                    self.reclaim_batch,
                 ],
             ),
             "reclaim" if in_turn else None,
         )
-        requests: dict[str, int] = {}
-        start_urls: dict[str, int] = {}
-        for _, (returned, started) in results:
-            for totals, counts in ((requests, _counts(returned)), (start_urls, _counts(started))):
-                for node, count in counts.items():
-                    totals[node] = totals.get(node, 0) + count
-        return Reclaimed(requests, start_urls)
+        return [result for _, result in results]
 
     def registries(self) -> list[str]:
         """The node registries a heartbeat goes to: NAME:nodes, and each shard's

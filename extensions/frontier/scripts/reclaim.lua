@@ -18,8 +18,11 @@
 -- ARGV[9]  group queue key prefix: leases go back to their group's queue
 -- ARGV[10] group data key prefix: a lease's id keeps its JSON there, read for
 --          its priority (what the AOF gets is the id alone)
--- Returns  {requests, start entries}: each a flat list of node id, number returned,
---          ... (nodes with 0 left out)
+-- ARGV[11] the most leases one call returns: a node that died holding a million
+--          leases must not stall Redis; the caller calls again while more are left
+-- Returns  {requests, start entries, more}: each a flat list of node id, number
+--          returned, ... (nodes with 0 left out); more is 1 when leases were left
+--          for the next call
 -- (split_item, push and priority_score come from _shared.lua)
 local F = {queue_prefix = ARGV[9], data_prefix = ARGV[10], ready = KEYS[2], waiting = KEYS[4],
            frontier = KEYS[5], added = {}}
@@ -45,14 +48,22 @@ end
 
 local returned = {}
 local returned_start = {}
+local budget = tonumber(ARGV[11])
+local more = 0
 local nodes = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #nodes, 2 do
+  if budget <= 0 then
+    more = 1
+    break
+  end
   local node = nodes[i]
   local lease_key = ARGV[3] .. node
   local items
   if node == ARGV[4] or tonumber(nodes[i + 1]) < tonumber(ARGV[2]) then
-    items = redis.call('ZRANGE', lease_key, 0, -1)
-    redis.call('DEL', lease_key)
+    items = redis.call('ZRANGE', lease_key, 0, budget - 1)
+    if #items > 0 then
+      redis.call('ZREMRANGEBYRANK', lease_key, 0, #items - 1)
+    end
     local start_key = ARGV[7] .. node
     local entries = redis.call('LRANGE', start_key, 0, -1)
     give_back_start(KEYS[3], ARGV[8], entries)
@@ -61,16 +72,25 @@ for i = 1, #nodes, 2 do
       table.insert(returned_start, node)
       table.insert(returned_start, #entries)
     end
-    if tonumber(nodes[i + 1]) < tonumber(ARGV[5]) then
+    local left = redis.call('ZCARD', lease_key)
+    if left > 0 then
+      more = 1
+    elseif tonumber(nodes[i + 1]) < tonumber(ARGV[5]) then
       redis.call('ZREM', KEYS[1], node)
       redis.call('DEL', ARGV[6] .. node)
     end
   else
-    items = redis.call('ZRANGEBYSCORE', lease_key, '-inf', ARGV[1])
+    -- the lowest scores first: the ranks ZREMRANGEBYRANK takes off below
+    items = redis.call('ZRANGEBYSCORE', lease_key, '-inf', ARGV[1], 'LIMIT', 0, budget)
     if #items > 0 then
-      redis.call('ZREMRANGEBYSCORE', lease_key, '-inf', ARGV[1])
+      redis.call('ZREMRANGEBYRANK', lease_key, 0, #items - 1)
+      if #items == budget and #redis.call('ZRANGEBYSCORE', lease_key, '-inf', ARGV[1],
+                                           'LIMIT', 0, 1) > 0 then
+        more = 1
+      end
     end
   end
+  budget = budget - #items
   for _, member in ipairs(items) do
     local group, item = split_item(member)
     if is_inline(item) then
@@ -86,4 +106,4 @@ for i = 1, #nodes, 2 do
   end
 end
 settle(F)
-return {returned, returned_start}
+return {returned, returned_start, more}
