@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test bench lint redis site scrapyd system-tools clean
+.PHONY: venv demo test test-fast bench lint redis site scrapyd system-tools clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,10 @@ test: venv system-tools
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m pytest
+
+# the unit tier: tests that need no server and start no process (seconds)
+test-fast: venv
+	$(PY) -m pytest -m unit -q
 
 # docker-compose checks deploy/docker-compose.yml and promtool the alert rules in
 # the tests (no engine, no Prometheus server needed); installed from Debian's

@@ -4,20 +4,57 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from tools import services
 
 ROOT = services.ROOT
+
+# Fixtures that start a server: a test using none of them, and not marked
+# ``spawns``, is a ``unit`` test (``make test-fast`` runs those alone).
+SERVER_FIXTURES = frozenset({
+    "redis_service", "redis_url", "redis_client", "mongo_uri", "mongo_db", "demo_site",
+    "nodes", "redis_cluster", "cluster_client", "slow_site", "own_mongo", "live_proxy",
+    "pushing_site", "password_redis",
+})  # fmt: skip
+_in_unit_test = False
+
+
+def _no_process_in_a_unit_test(event: str, args: tuple) -> None:
+    if event == "subprocess.Popen" and _in_unit_test:
+        raise RuntimeError(
+            f"a unit test starts no process ({args[0]!r:.80}): mark it @pytest.mark.spawns"
+        )
+
+
+sys.addaudithook(_no_process_in_a_unit_test)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not SERVER_FIXTURES & set(item.fixturenames) and not item.get_closest_marker("spawns"):
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier(request):
+    """A unit test may start no process: the audit hook above refuses one."""
+    global _in_unit_test
+    _in_unit_test = request.node.get_closest_marker("unit") is not None
+    try:
+        yield
+    finally:
+        _in_unit_test = False
 
 
 @pytest.fixture(scope="session")
@@ -133,6 +170,8 @@ class Nodes:
         log = self.tmp_path / f"node-{len(self.procs) + 1}.log"
         settings.setdefault("ITEMS_DIR", self.tmp_path / "items")
         settings.setdefault("LOG_LEVEL", "INFO")
+        settings.setdefault("STATS_CLASS", "tests.statsdump.DumpingStatsCollector")
+        settings.setdefault("STATS_DUMP_FILE", log.with_suffix(".stats.json"))
         proc = services.start_node(
             spider, redis_url, log=log, settings=settings, spider_args=spider_args
         )
@@ -153,6 +192,19 @@ class Nodes:
     def log(self, index: int) -> str:
         return self.logs[index].read_text(errors="replace")
 
+    def stats(self, index: int) -> dict[str, Any]:
+        """Node ``index``'s closing stats (tests/statsdump.py), {} before it closed."""
+        path = self.logs[index].with_suffix(".stats.json")
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def stat(self, index: int, name: str) -> int:
+        """One counter of node ``index``'s closing stats (0 if absent)."""
+        return int(self.stats(index).get(name, 0))
+
+    def total(self, name: str) -> int:
+        """One counter summed over every node started."""
+        return sum(self.stat(index, name) for index in range(len(self.procs)))
+
     def tail(self, lines: int = 40) -> str:
         return "\n".join(
             f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
@@ -169,12 +221,6 @@ def nodes(tmp_path):
     started = Nodes(tmp_path)
     yield started
     started.stop_all()
-
-
-def stat(log: str, name: str) -> int:
-    """A counter from Scrapy's closing stats dump in a node's log (0 if absent)."""
-    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
-    return int(found[-1]) if found else 0
 
 
 def read_items(directory: Path) -> list[dict]:
@@ -213,3 +259,18 @@ def queue_requests(client, name: str, *requests: str | bytes, pipe=None) -> None
             url = ""
         entries.append(("", group_for(str(url)), 0, raw))
     Frontier(client, SpiderKeys.for_spider(name), "test").enqueue(entries, pipe)
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory):
+    cluster = services.start_redis_cluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_client(redis_cluster):
+    client = RedisCluster.from_url(redis_cluster.url)
+    client.flushall()  # every primary
+    yield client
+    client.close()

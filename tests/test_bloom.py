@@ -8,7 +8,7 @@ from extensions.frontier.bloom import MAX_SHARD_BITS, BloomParams
 from extensions.frontier.frontier import Frontier
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items
-from tests.test_chaos import ALLOW, good_pages
+from tests.helpers import ALLOW, good_pages
 
 
 def test_sizing_follows_the_error_rate():

@@ -12,39 +12,13 @@ import pytest
 import redis
 
 from demosite import catalog
-from demosite.server import FLAKY_KINDS, FLAKY_PER_KIND, RETRY_AFTER
+from demosite.server import FLAKY_PER_KIND, RETRY_AFTER
 from tests.conftest import queued, read_items, site_hits
-from tests.test_retry import site_times
-from tests.test_scheduler import page_hits, wait_for
+from tests.helpers import ALLOW, HOPELESS, good_pages, page_hits, site_times, wait_for
+from tests.helpers import CHAOS_SETTINGS as SETTINGS
 from tools import services
 
 pytestmark = pytest.mark.chaos
-
-ALLOW = "/category/books,/product/,/flaky/"
-SETTINGS = {
-    "MAX_IDLE_TIME_BEFORE_CLOSE": 2,
-    "CONCURRENT_REQUESTS": 4,
-    "DOWNLOAD_TIMEOUT": 2,
-    "RETRY_TIMES": 2,
-    "RETRY_BACKOFF_BASE": 0.2,
-    "RETRY_BACKOFF_MAX": 1,
-    "NODE_HEARTBEAT_INTERVAL": 0.5,
-    "NODE_TIMEOUT": 3,
-    "ITEM_STORE_FLUSH_INTERVAL": 0.3,
-}
-
-
-def good_pages() -> set[str]:
-    """What the site spider stores when allowed to follow ALLOW from the two seeds."""
-    pages = {"/category/books", "/flaky/"}
-    pages |= {f"/category/books?page={n}" for n in range(2, catalog.pages_in("books") + 1)}
-    pages |= {f"/product/{i}" for i in catalog.product_ids("books")}
-    pages |= {f"/flaky/{kind}/{n}" for kind in FLAKY_KINDS if kind != "500"
-              for n in range(1, FLAKY_PER_KIND + 1)}  # fmt: skip
-    return pages
-
-
-HOPELESS = {f"/flaky/500/{n}" for n in range(1, FLAKY_PER_KIND + 1)}
 
 
 @pytest.fixture
@@ -121,7 +95,8 @@ def test_redis_restart_mid_crawl_with_aof_loses_nothing(tmp_path, slow_site, nod
         wait_for(lambda: sum(site_hits(slow_site).values()) >= 30, 60, "crawl start")
 
         server.stop()  # SIGTERM: Redis writes its AOF out before exiting
-        time.sleep(3)
+        wait_for(lambda: all("lost Redis at" in nodes.log(i) for i in range(2)), 30,
+                 "both nodes finding Redis gone")  # fmt: skip
         assert all(proc.poll() is None for proc in nodes.procs), "a node died with Redis"
         server = services.start_redis(redis_dir, port, appendonly=True)
 

@@ -2,35 +2,9 @@
 
 import json
 
-import pytest
-from redis.cluster import RedisCluster
-
 from extensions.keys import SpiderKeys
 from tests.conftest import scrapy
-from tests.test_retry import FLAKY_SETTINGS
-from tests.test_scheduler import SHOP_PAGES, assert_shop_crawled_once, page_hits
-from tools import services
-
-
-@pytest.fixture(scope="module")
-def redis_cluster(tmp_path_factory):
-    cluster = services.start_redis_cluster(tmp_path_factory.mktemp("cluster"))
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture
-def cluster_client(redis_cluster):
-    client = RedisCluster.from_url(redis_cluster.url)
-    client.flushall()  # every primary
-    yield client
-    client.close()
-
-
-def all_keys(client: RedisCluster) -> list[str]:
-    return sorted(
-        key.decode() for key in client.scan_iter(match="*", target_nodes=RedisCluster.PRIMARIES)
-    )
+from tests.helpers import FLAKY_SETTINGS, SHOP_PAGES, all_keys, assert_shop_crawled_once, page_hits
 
 
 def test_two_nodes_crawl_the_shop_with_the_frontier_spread_over_the_cluster_by_default(

@@ -1,7 +1,11 @@
 """``scrapy crawl`` when Redis is not there."""
 
+import pytest
+
 from tests.conftest import scrapy
 from tools import services
+
+pytestmark = pytest.mark.spawns  # scrapy commands, no server fixture
 
 
 def test_unreachable_redis_is_one_clear_line_and_exit_1():

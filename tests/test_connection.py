@@ -50,6 +50,7 @@ def test_password_and_database_number(password_redis):
     assert "wrong" not in str(error.value)
 
 
+@pytest.mark.spawns  # its own Redis
 def test_what_redis_refuses_is_the_entrys_fault_only_when_the_server_is_well(tmp_path):
     """An entry Redis refuses is dead-lettered, so a full, read-only or gone
     server must never count as a bad entry."""

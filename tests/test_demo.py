@@ -5,9 +5,13 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from demosite import catalog
 from tests.conftest import ROOT
-from tests.test_scheduler import SHOP_PAGES
+from tests.helpers import SHOP_PAGES
+
+pytestmark = pytest.mark.spawns  # scrapy commands and tools, no server fixture
 
 
 def test_make_demo_crawls_the_shop_with_two_nodes_and_says_what_happened(tmp_path):

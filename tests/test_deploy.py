@@ -15,6 +15,8 @@ import yaml
 from tests.conftest import ROOT
 from tools import services
 
+pytestmark = pytest.mark.spawns  # scrapy commands and tools, no server fixture
+
 DEPLOY = ROOT / "deploy"
 SECRETS = {"REDIS_PASSWORD": "r-pw", "MONGO_PASSWORD": "m-pw", "SCRAPYD_PASSWORD": "s-pw"}
 

@@ -2,6 +2,7 @@
 
 import hashlib
 
+import pytest
 import redis
 from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
@@ -29,6 +30,7 @@ def record(frontier: Frontier, fps: list[bytes]) -> int:
     return frontier.enqueue([(fp, "", 0, b"") for fp in fps]).new
 
 
+@pytest.mark.spawns  # its own Redis
 def test_the_exact_filter_grows_by_levels_and_each_new_url_writes_the_same(tmp_path):
     """Past the first level's capacity (368,640), new fingerprints go to the next
     level; a bucket stays a compact listpack; what the AOF receives per new URL

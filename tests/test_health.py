@@ -5,7 +5,7 @@ import urllib.request
 
 import redis
 
-from tests.test_scheduler import wait_for
+from tests.helpers import wait_for
 from tools import services
 
 

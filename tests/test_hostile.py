@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from tests.conftest import queued, read_items, scrapy, site_hits, stat
+from tests.conftest import queued, read_items, scrapy, site_hits
 
 
 def dlq_records(client: redis.Redis, spider: str) -> list[dict]:
@@ -74,7 +74,7 @@ def test_a_hostile_site_reads_no_local_file_and_hangs_no_node(
     assert not any("root:" in json.dumps(item) for item in items)
 
     def total(name: str) -> int:  # summed over both nodes: either may have met it
-        return stat(nodes.log(0), name) + stat(nodes.log(1), name)
+        return nodes.stat(0, name) + nodes.stat(1, name)
 
     # every kind of refusal counted, where it happened
     assert total("frontier/refused/scheme") >= 3  # file:// links and redirects, ftp
@@ -223,8 +223,7 @@ def test_private_networks_refused_when_asked(redis_url, redis_client, demo_site,
     nodes.start("site", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=1, DENY_PRIVATE_NETWORKS=True)
     assert nodes.wait(120) == [0], nodes.tail()
     assert site_hits(demo_site) == {}
-    log = nodes.log(0)
-    assert stat(log, "urlpolicy/refused/private") >= 1
+    assert nodes.stat(0, "urlpolicy/refused/private") >= 1
     records = dlq_records(redis_client, "site")
     assert [r["kind"] for r in records] == ["start_url"]
     assert "private, loopback" in records[0]["error"]

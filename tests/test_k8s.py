@@ -16,8 +16,10 @@ from scrapy.settings import Settings
 
 from tests import conftest
 from tests.conftest import ROOT
-from tests.test_scheduler import SHOP_PAGES, assert_shop_crawled_once, page_hits, seed, wait_for
+from tests.helpers import SHOP_PAGES, assert_shop_crawled_once, page_hits, seed, wait_for
 from tools import services
+
+pytestmark = pytest.mark.spawns  # scrapy commands and tools, no server fixture
 
 K8S = ROOT / "deploy" / "k8s"
 OVERLAYS = sorted(path.name for path in (K8S / "overlays").iterdir())

@@ -12,8 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from extensions.observability.metrics import parse_ports
 from tests.conftest import ROOT, queue_requests, scrapy
-from tests.test_chaos import ALLOW
-from tests.test_scheduler import wait_for
+from tests.helpers import ALLOW, wait_for
 from tools import services
 
 

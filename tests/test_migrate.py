@@ -26,18 +26,8 @@ from extensions.frontier.serializer import loads_request
 from extensions.keys import SpiderKeys
 from extensions.migrate import Migration, lifo_queue_class, spider_stub, unpickle
 from tests.conftest import ROOT, queued, scrapy, site_hits
+from tests.helpers import PROJECT, project_scrapy
 from tests.spiders import ScrapyRedisStyleSpider
-
-PROJECT = Path(__file__).parent / "srproject"
-
-
-def project_scrapy(*args: str, switched: bool, timeout: float = 120):
-    """``scrapy`` in the scrapy-redis-style project, before or after its switch."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("SCRAPY_SETTINGS_MODULE", None)
-    if switched:
-        env["SWITCHED"] = "1"
-    return scrapy(*args, timeout=timeout, cwd=PROJECT, env=env)
 
 
 def paths(hits: dict[str, int]) -> set[str]:

@@ -6,6 +6,7 @@ import logging
 import pytest
 
 from extensions.pipelines.mongo import MongoStore
+from tests.helpers import restart
 from tools import services
 
 
@@ -130,10 +131,6 @@ def own_mongo(tmp_path):
     state = {"service": service, "port": port}
     yield state
     state["service"].stop()
-
-
-def restart(own_mongo, tmp_path):
-    own_mongo["service"] = services.start_mongo_wire(tmp_path / "own-mongo", own_mongo["port"])
 
 
 def test_outage_spills_to_the_journal_and_replays_when_back(own_mongo, tmp_path):

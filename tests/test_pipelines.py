@@ -1,11 +1,8 @@
 """The item store pipeline in real crawls: MongoDB-wire server or JSON Lines."""
 
-import time
-
-from tests.conftest import read_items, site_hits, stat
-from tests.test_chaos import ALLOW, SETTINGS, good_pages
-from tests.test_mongo import restart
-from tests.test_scheduler import wait_for
+from tests.conftest import read_items, site_hits
+from tests.helpers import ALLOW, good_pages, restart, wait_for
+from tests.helpers import CHAOS_SETTINGS as SETTINGS
 from tools import services
 
 
@@ -28,7 +25,7 @@ def test_two_nodes_store_each_page_once_in_mongodb(
     assert {d["_node"] for d in stored} == {"n1", "n2"}
     assert all(d.get("_fetched_at") and d.get("_first_seen") for d in stored)
     logs = nodes.log(0) + nodes.log(1)
-    assert stat(nodes.log(0), "mongo/written") + stat(nodes.log(1), "mongo/written") == len(stored)
+    assert nodes.total("mongo/written") == len(stored)
     assert "item store MongoDB" in logs and "closed:" in logs
 
 
@@ -49,7 +46,7 @@ def test_mongodb_stopped_mid_crawl_loses_no_item(redis_url, redis_client, tmp_pa
         nodes.start("site", redis_url, spider_args={"allow": ALLOW}, **settings)
         wait_for(lambda: sum(site_hits(site).values()) >= 40, 60, "crawl start")
         own["service"].stop()
-        time.sleep(3)
+        wait_for(lambda: "MongoDB unreachable" in nodes.log(0), 60, "the node finding MongoDB gone")
         restart(own, tmp_path)
         assert nodes.wait(120) == [0], nodes.tail()
 
@@ -60,8 +57,8 @@ def test_mongodb_stopped_mid_crawl_loses_no_item(redis_url, redis_client, tmp_pa
         client.close()
         assert stored == {p for p in good_pages() if not p.startswith("/flaky/")}
         log = nodes.log(0)
-        assert stat(log, "mongo/spilled") > 0
-        assert stat(log, "mongo/replayed") == stat(log, "mongo/spilled")
+        assert nodes.stat(0, "mongo/spilled") > 0
+        assert nodes.stat(0, "mongo/replayed") == nodes.stat(0, "mongo/spilled")
         assert log.count("spilling batches to") == 1
         assert list((tmp_path / "journal" / "site").glob("*.bson")) == []
     finally:
@@ -78,7 +75,7 @@ def test_backpressure_slows_the_crawl_instead_of_buffering(
         ITEM_STORE_BATCH_SIZE=4, ITEM_STORE_MAX_PENDING=4,
     )  # fmt: skip
     assert nodes.wait(120) == [0], nodes.tail()
-    assert stat(nodes.log(0), "item_store/backpressure_waits") > 0
+    assert nodes.stat(0, "item_store/backpressure_waits") > 0
     stored = [i["url"].removeprefix(demo_site.url) for i in read_items(tmp_path / "items")]
     assert sorted(stored) == sorted(p for p in good_pages() if not p.startswith("/flaky/"))
 
@@ -96,6 +93,6 @@ def test_an_item_the_store_cannot_take_is_dropped_with_a_reason(
     assert [d["url"] for d in db["nokey"].find({})] == [demo_site.url + "/about"]
     log = nodes.log(0)
     assert "the item store cannot take this item: missing its key field 'url'" in log
-    assert stat(log, "mongo/rejected") == 1
-    assert stat(log, "item_dropped_count") == 1
+    assert nodes.stat(0, "mongo/rejected") == 1
+    assert nodes.stat(0, "item_dropped_count") == 1
     assert (tmp_path / "journal" / "nokey" / "rejected.jsonl").exists()

@@ -7,8 +7,8 @@ import time
 import urllib.request
 
 from demosite import catalog
-from tests.conftest import scrapy, stat
-from tests.test_chaos import ALLOW
+from tests.conftest import scrapy
+from tests.helpers import ALLOW
 from tools import services
 
 RATE = 10  # requests per second to the limited host, from all nodes together
@@ -75,7 +75,7 @@ def test_three_nodes_hold_a_host_to_the_cluster_rate_and_a_changed_rate_applies_
         assert fast[-1] < slow[-1]
         logs = [nodes.log(i) for i in range(3)]
         # nothing was parked for politeness: it waited in its host's queue
-        assert sum(stat(log, "frontier/delayed") for log in logs) == 0
+        assert nodes.total("frontier/delayed") == 0
         assert all("Traceback" not in log for log in logs)
     finally:
         limited.stop()
@@ -133,7 +133,7 @@ def test_a_small_host_is_not_held_back_by_a_large_rate_limited_one(redis_url, re
         assert hosts["localhost"]["rate"] == 0 and small_leased > len(during)
         nodes.stop_all()
         assert "'frontier/dequeued'" in nodes.log(0)  # the closing stats
-        assert stat(nodes.log(0), "frontier/delayed") == 0  # nothing parked for politeness
+        assert nodes.stat(0, "frontier/delayed") == 0  # nothing parked for politeness
     finally:
         nodes.stop_all()
         large.stop()

@@ -2,7 +2,6 @@
 
 import json
 import time
-import urllib.request
 
 import pytest
 from scrapy import Request, Spider
@@ -12,15 +11,8 @@ from scrapy.settings import Settings
 from extensions.downloadermiddlewares.proxies import BanPolicy, proxy_label, proxy_list
 from extensions.frontier.serializer import dumps_request
 from tests.conftest import read_items
-from tests.test_chaos import ALLOW, good_pages
+from tests.helpers import ALLOW, SECRET, good_pages, proxied, with_credentials
 from tools import services
-
-SECRET = "s3cr3t-pw"
-
-
-def proxied(proxy) -> list[dict]:
-    with urllib.request.urlopen(proxy.url + "/__proxied", timeout=10) as response:
-        return json.load(response)
 
 
 @pytest.fixture
@@ -28,10 +20,6 @@ def live_proxy(tmp_path):
     proxy = services.start_forward_proxy(auth=f"crawler:{SECRET}", log=tmp_path / "proxy.log")
     yield proxy
     proxy.stop()
-
-
-def with_credentials(proxy) -> str:
-    return proxy.url.replace("http://", f"http://crawler:{SECRET}@")
 
 
 def dead_proxy() -> str:

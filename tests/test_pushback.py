@@ -15,8 +15,8 @@ import urllib.request
 import pytest
 
 from demosite import catalog
-from tests.conftest import read_items, scrapy, stat
-from tests.test_retry import site_times
+from tests.conftest import read_items, scrapy
+from tests.helpers import site_times
 from tools import services
 
 pytestmark = pytest.mark.chaos
@@ -61,7 +61,7 @@ def pushing_site(request):
 def test_an_overloaded_host_is_slowed_for_the_cluster_and_gives_every_page(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
-    logs = crawl(redis_url, redis_client, nodes, pushing_site)
+    crawl(redis_url, redis_client, nodes, pushing_site)
     stored = stored_paths(tmp_path, pushing_site)
     assert sorted(stored) == sorted(books()), "a page lost or stored twice"
     report = pushback_report(pushing_site)
@@ -73,7 +73,7 @@ def test_an_overloaded_host_is_slowed_for_the_cluster_and_gives_every_page(
     later = [answer for t, answer in report["answers"] if t > first + 5]
     assert later.count("503") < 0.1 * len(later), report["served"]
     assert redis_client.llen("site:dlq") == 0
-    assert sum(stat(log, "hosts/held") for log in logs) >= 1
+    assert nodes.total("hosts/held") >= 1
     status = json.loads(
         scrapy("status", "site", "--hosts", "--json", "-s", f"REDIS_URL={redis_url}").stdout
     )
@@ -99,13 +99,13 @@ def test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire(
 def test_ban_pages_are_never_stored_and_every_real_page_is_once_the_ban_lifts(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
-    logs = crawl(redis_url, redis_client, nodes, pushing_site)
+    crawl(redis_url, redis_client, nodes, pushing_site)
     items = read_items(tmp_path / "items")
     assert not [item for item in items if item["title"] == "Attention required"]
     assert sorted(stored_paths(tmp_path, pushing_site)) == sorted(books())
     report = pushback_report(pushing_site)
     assert report["served"].get("captcha", 0) >= 1, report
-    assert sum(stat(log, "bans/detected") for log in logs) == report["served"]["captcha"]
+    assert nodes.total("bans/detected") == report["served"]["captcha"]
     assert redis_client.llen("site:dlq") == 0
 
 
@@ -113,12 +113,12 @@ def test_ban_pages_are_never_stored_and_every_real_page_is_once_the_ban_lifts(
 def test_a_ban_handler_answers_the_challenge_and_the_crawl_goes_on(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
-    logs = crawl(redis_url, redis_client, nodes, pushing_site,
-                 BAN_HANDLER="crawler.bansolver.DemoChallengeSolver")  # fmt: skip
+    crawl(redis_url, redis_client, nodes, pushing_site,
+          BAN_HANDLER="crawler.bansolver.DemoChallengeSolver")  # fmt: skip
     assert sorted(stored_paths(tmp_path, pushing_site)) == sorted(books())
     report = pushback_report(pushing_site)
     assert report["solved"] >= 1, report
-    assert sum(stat(log, "bans/solved") for log in logs) >= 1
+    assert nodes.total("bans/solved") >= 1
     # the 30 s ban would have outlasted every retry: the answers lifted it
     assert redis_client.llen("site:dlq") == 0
 
@@ -137,10 +137,9 @@ def test_a_host_that_keeps_banning_is_dead_lettered_as_banned(
     assert sorted(letter["url"] for letter in letters) == sorted(pages)
     assert {letter["kind"] for letter in letters} == {"banned"}
     assert all(letter["request"] for letter in letters)  # replayable once the ban lifts
-    log = nodes.log(0)
-    assert stat(log, "bans/dead_lettered") == len(pages)
+    assert nodes.stat(0, "bans/dead_lettered") == len(pages)
     # each page: its first try and BAN_RETRY_TIMES more, each a ban
-    assert stat(log, "bans/detected") == 3 * len(pages)
+    assert nodes.stat(0, "bans/detected") == 3 * len(pages)
 
 
 def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(

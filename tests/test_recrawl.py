@@ -1,7 +1,6 @@
 """Recrawls: pages fetched again after RECRAWL_AFTER, conditionally, with change detection."""
 
 import json
-import re
 import urllib.request
 
 from demosite.server import CHANGE_EVERY, CHANGING_PAGES
@@ -10,10 +9,6 @@ from tests.conftest import queued, read_items, site_hits
 from tools import services
 
 PAGES = {f"/changing/{n}" for n in range(1, CHANGING_PAGES + 1)}
-
-
-def stats_of(log: str) -> dict[str, int]:
-    return {k: int(v) for k, v in re.findall(r"'(recrawl/[a-z_]+)': (\d+)", log)}
 
 
 def test_pages_come_back_after_their_interval_and_a_304_is_not_parsed_again(
@@ -39,7 +34,7 @@ def test_pages_come_back_after_their_interval_and_a_304_is_not_parsed_again(
         items = [i["url"].removeprefix(site.url) for i in read_items(tmp_path / "items")]
         for page in PAGES:
             assert items.count(page) == hits[page] - not_modified[page]
-        stats = stats_of(nodes.log(0))
+        stats = nodes.stats(0)
         assert stats["recrawl/not_modified"] == sum(not_modified.get(p, 0) for p in PAGES)
         assert stats["recrawl/changed"] >= len(PAGES)  # the version changed under them
         assert stats.get("recrawl/unchanged", 0) == 0  # the site answers 304 when it is
@@ -84,13 +79,12 @@ def test_with_mongodb_the_recrawl_state_lives_in_a_status_collection_and_changes
             assert request["meta"]["recrawl"]["etag"]  # the validators for the next fetch
         assert redis_client.zcard("site:due") == 0  # no dates in Redis
         assert redis_client.hlen("site:revisit") <= len(PAGES)  # only pages queued now
-        stats = stats_of(nodes.log(0))
+        stats = nodes.stats(0)
         assert stats["recrawl/stored"] >= len(PAGES) * fetches
         assert stats["recrawl/queued"] >= len(PAGES) * (fetches - 1)
 
         # each version is a new title: the item's _changed_at moved, at its last version
-        changed = re.search(r"'mongo/changed': (\d+)", nodes.log(0))
-        assert changed and int(changed[1]) >= len(PAGES)
+        assert nodes.stat(0, "mongo/changed") >= len(PAGES)
         for doc in db["site"].find({"url": {"$regex": "/changing/[0-9]"}}):
             assert str(doc["_changed_at"]) != str(doc["_first_seen"]), doc
     finally:
@@ -100,7 +94,7 @@ def test_with_mongodb_the_recrawl_state_lives_in_a_status_collection_and_changes
 def test_a_page_down_at_its_recrawl_is_dead_lettered_and_stays_on_the_schedule(
     redis_url, redis_client, nodes
 ):
-    from tests.test_scheduler import wait_for
+    from tests.helpers import wait_for
 
     site = services.start_demo_site()
 
@@ -127,7 +121,7 @@ def test_a_page_down_at_its_recrawl_is_dead_lettered_and_stays_on_the_schedule(
         back_at = site_hits(site)["/changing/2"]
         wait_for(lambda: site_hits(site)["/changing/2"] > back_at + 1, 30, "fetched once back")
         assert nodes.wait(60) == [0], nodes.tail()
-        stats = stats_of(nodes.log(0))
+        stats = nodes.stats(0)
         assert stats["recrawl/failed"] == letters() >= 2
         kept = [revisit_page(r) for r in redis_client.hvals("site:revisit")]
         assert {url.removeprefix(site.url) for url, _ in kept} == PAGES

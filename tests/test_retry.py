@@ -3,7 +3,6 @@
 import json
 import random
 import time
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -12,12 +11,7 @@ import pytest
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
 from tests import conftest
 from tests.conftest import scrapy
-from tests.test_scheduler import page_hits
-
-
-def site_times(site) -> dict[str, list[float]]:
-    with urllib.request.urlopen(site.url + "/__times", timeout=10) as response:
-        return json.load(response)
+from tests.helpers import FLAKY_SETTINGS, page_hits, site_times
 
 
 def test_retry_after_forms():
@@ -37,15 +31,6 @@ def test_full_jitter_stays_within_the_capped_exponential(attempt):
     # spread over the whole range, not bunched at the top like a fixed delay
     assert min(samples) < bound * 0.05
     assert max(samples) > bound * 0.95
-
-
-FLAKY_SETTINGS = {
-    "MAX_IDLE_TIME_BEFORE_CLOSE": 1,
-    "DOWNLOAD_TIMEOUT": 2,
-    "RETRY_TIMES": 2,
-    "RETRY_BACKOFF_BASE": 0.2,
-    "RETRY_BACKOFF_MAX": 1,
-}
 
 
 def test_flaky_pages_recover_and_hopeless_ones_are_dead_lettered(

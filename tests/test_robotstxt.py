@@ -5,8 +5,8 @@ node, or one taking over a dead node's leases) and when robots.txt itself fails.
 import urllib.request
 
 from demosite import catalog
-from tests.conftest import site_hits, stat
-from tests.test_scheduler import wait_for
+from tests.conftest import site_hits
+from tests.helpers import wait_for
 
 PRODUCTS = catalog.product_ids("books")[:12]
 
@@ -28,9 +28,8 @@ def test_a_node_that_starts_with_many_requests_of_a_host_refuses_every_disallowe
     hits = site_hits(demo_site)
     assert not [path for path in hits if path.startswith("/private/")], hits
     assert {f"/product/{n}" for n in PRODUCTS} <= set(hits)
-    log = nodes.log(0)
-    assert stat(log, "robotstxt/forbidden") == 12
-    assert stat(log, "robotstxt/request_count") == 1
+    assert nodes.stat(0, "robotstxt/forbidden") == 12
+    assert nodes.stat(0, "robotstxt/request_count") == 1
 
 
 def test_a_robots_txt_that_answers_503_holds_its_host_until_it_can_be_read(
@@ -54,8 +53,7 @@ def test_a_robots_txt_that_answers_503_holds_its_host_until_it_can_be_read(
     assert {path: n for path, n in hits.items() if path.startswith("/product/")} == {
         f"/product/{n}": 1 for n in PRODUCTS
     }
-    log = nodes.log(0)
-    assert stat(log, "robotstxt/unavailable") >= 2
-    assert stat(log, "robotstxt/waited") >= 24
-    assert stat(log, "robotstxt/forbidden") == 12
+    assert nodes.stat(0, "robotstxt/unavailable") >= 2
+    assert nodes.stat(0, "robotstxt/waited") >= 24
+    assert nodes.stat(0, "robotstxt/forbidden") == 12
     assert redis_client.llen("site:dlq") == 0

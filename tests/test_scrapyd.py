@@ -9,7 +9,7 @@ import pytest
 
 from extensions.scrapyd import ScrapydNode
 from tests.conftest import ROOT, scrapy
-from tests.test_chaos import ALLOW, good_pages
+from tests.helpers import ALLOW, good_pages
 from tools import services
 
 USER, PASSWORD = "crawler", "deploy-pw"

@@ -15,8 +15,7 @@ from extensions.frontier.frontier import Added, Frontier, execute, now_ms
 from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits
-from tests.test_cluster import all_keys, cluster_client, redis_cluster  # noqa: F401 (fixtures)
-from tests.test_scheduler import wait_for
+from tests.helpers import all_keys, wait_for
 from tools import services
 
 HOSTS = [f"host{n}.example" for n in range(24)]
@@ -110,8 +109,8 @@ def test_changing_the_shard_count_of_a_crawl_is_refused(redis_client):
 
 def test_auto_takes_the_recorded_count_else_one_on_a_single_redis_else_32_per_primary(
     redis_client,
-    redis_cluster,  # noqa: F811
-    cluster_client,  # noqa: F811
+    redis_cluster,
+    cluster_client,
 ):
     auto = SpiderKeys.from_settings("t", Settings({"FRONTIER_SHARDS": "auto"}))
     assert auto.auto_shards and compat.shards_problem(redis_client, auto) is None
@@ -193,8 +192,8 @@ def test_two_nodes_crawl_two_hosts_once_on_a_sharded_frontier(
 
 
 def test_a_sharded_frontier_spreads_one_crawl_over_the_primaries_of_a_cluster(
-    redis_cluster,  # noqa: F811
-    cluster_client,  # noqa: F811
+    redis_cluster,
+    cluster_client,
 ):
     client = connection.connect(redis_cluster.url, cluster=True)
     keys = SpiderKeys.for_spider("t", hash_tag=True, shards=12)
@@ -285,7 +284,8 @@ def test_a_node_killed_and_a_primary_failing_over_mid_crawl_lose_no_page_and_dou
     three nodes is killed (-9), then the primary holding a host's shard (-9);
     its replica is promoted, and the nodes ride through the errors and the
     moved slots."""
-    from tests.test_chaos import ALLOW, HOPELESS, SETTINGS, good_pages
+    from tests.helpers import ALLOW, HOPELESS, good_pages
+    from tests.helpers import CHAOS_SETTINGS as SETTINGS
 
     site = services.start_demo_site(latency=0.1)
     client = RedisCluster.from_url(replicated_cluster.url)
@@ -368,8 +368,8 @@ def test_a_lease_asks_the_shards_that_have_work_for_the_bulk_and_looks_into_the_
 
 
 def test_a_cluster_pipeline_routes_scripts_by_their_keys_and_runs_those_redis_lost_again(
-    redis_cluster,  # noqa: F811
-    cluster_client,  # noqa: F811
+    redis_cluster,
+    cluster_client,
 ):
     """Outside a transaction scripts go by their hash (EVALSHA); redis-py's
     cluster pipeline would ask the server where each goes (COMMAND GETKEYS, with

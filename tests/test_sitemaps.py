@@ -10,8 +10,7 @@ from demosite.server import ARCHIVE_PAGES
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.start_urls import parse_entry
 from tests.conftest import read_items, scrapy
-from tests.test_migrate import project_scrapy
-from tests.test_scheduler import page_hits
+from tests.helpers import page_hits, project_scrapy
 
 
 def test_two_nodes_read_the_sitemaps_from_robots_txt_and_fetch_each_page_once(
@@ -94,11 +93,10 @@ def test_a_sitemaps_lastmod_fetches_an_edited_page_at_once_and_puts_the_others_o
     """The books' sitemap is read again every half second; the pages are kept for a
     recrawl in an hour. A page the shop edits is fetched again at once; the others,
     listed as unchanged, have their recrawl put off."""
-    import re
     import urllib.request
 
     from extensions.frontier.frontier import revisit_page
-    from tests.test_scheduler import wait_for
+    from tests.helpers import wait_for
 
     entry = {"url": demo_site.url + "/robots.txt", "sitemap": True}
     redis_client.lpush("books_sitemap:start_urls", json.dumps(entry))
@@ -117,8 +115,7 @@ def test_a_sitemaps_lastmod_fetches_an_edited_page_at_once_and_puts_the_others_o
     hits = page_hits(demo_site)
     assert hits[edited] == 2 and all(hits[page] == 1 for page in books - {edited})
     assert hits["/sitemap-products-books.xml"] >= 3  # read again and again
-    stats = dict(re.findall(r"'(recrawl/lastmod_[a-z]+)': (\d+)", nodes.log(0)))
-    assert stats["recrawl/lastmod_changed"] == "1"
+    assert nodes.stat(0, "recrawl/lastmod_changed") == 1
     put_off = 0
     for fingerprint, record in redis_client.hgetall("books_sitemap:revisit").items():
         url, fetched_at = revisit_page(record)

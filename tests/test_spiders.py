@@ -4,7 +4,7 @@ import json
 
 from demosite import catalog
 from tests.conftest import read_items, site_hits
-from tests.test_scheduler import page_hits, seed
+from tests.helpers import page_hits, seed
 
 BAD_ENTRIES = [
     b"\xff\xfe garbage",

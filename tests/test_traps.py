@@ -4,7 +4,7 @@ with the reason counted."""
 import json
 
 from extensions.frontier.traps import TrapDetector, TrapRules, shape
-from tests.conftest import scrapy, site_hits, stat
+from tests.conftest import scrapy, site_hits
 
 
 def test_chains_of_pages_that_differ_only_in_numbers_are_counted_and_stopped():
@@ -47,13 +47,13 @@ def test_the_site_spider_stops_every_trap_with_no_setting(
     assert len(search) <= 40 + 1
     log = nodes.log(0)
     for reason in ("chain", "repeating_path", "query_variants"):
-        assert stat(log, f"traps/dropped/{reason}") > 0, reason
+        assert nodes.stat(0, f"traps/dropped/{reason}") > 0, reason
     assert "look like a crawler trap (chain)" in log
     status = scrapy("status", "site", "--hosts", "--json", "-s", f"REDIS_URL={redis_url}")
     assert status.returncode == 0, status.stderr
     [host] = json.loads(status.stdout)["hosts"]
     assert host["host"] == "127.0.0.1"
-    assert host["dropped"]["chain"] == stat(log, "traps/dropped/chain")
+    assert host["dropped"]["chain"] == nodes.stat(0, "traps/dropped/chain")
     assert host["fetched"] == sum(n for path, n in hits.items() if path != "/robots.txt")
 
 
@@ -65,9 +65,9 @@ def test_a_host_budget_holds_exactly_across_three_nodes(redis_url, redis_client,
     hits = site_hits(demo_site)
     fetched = sum(n for path, n in hits.items() if path != "/robots.txt")
     # the budget counts requests given to the host: those robots.txt forbids among them
-    forbidden = sum(stat(nodes.log(i), "robotstxt/forbidden") for i in range(3))
+    forbidden = nodes.total("robotstxt/forbidden")
     assert fetched + forbidden == 60
-    dropped = sum(stat(nodes.log(i), "frontier/dropped/budget") for i in range(3))
+    dropped = nodes.total("frontier/dropped/budget")
     assert dropped > 0
     host = redis_client.hgetall("site:host:127.0.0.1")
     assert int(host[b"dropped:budget"]) == dropped

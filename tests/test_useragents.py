@@ -17,8 +17,7 @@ from extensions.downloadermiddlewares.useragents import (
     RotatingUserAgentMiddleware,
     load_pool,
 )
-from tests.test_chaos import ALLOW
-from tests.test_proxies import SECRET, proxied, with_credentials
+from tests.helpers import ALLOW, SECRET, proxied, with_credentials
 from tools import services
 
 DEFAULT_HEADERS = {"Accept": "text/html", "Accept-Language": "en"}

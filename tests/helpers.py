@@ -1,0 +1,125 @@
+"""Helpers and constants the tests share (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from redis.cluster import RedisCluster
+
+from demosite import catalog
+from demosite.server import FLAKY_KINDS, FLAKY_PER_KIND
+from tests.conftest import ROOT, read_items, scrapy, site_hits
+from tools import services
+
+SHOP_PAGES = catalog.expected_pages() - {"/about"}
+
+
+def seed(redis_url: str, spider: str, *urls: str) -> None:
+    result = scrapy("seed", spider, *urls, "-s", f"REDIS_URL={redis_url}")
+    assert result.returncode == 0, result.stderr
+
+
+def wait_for(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{what}: not within {timeout}s")
+
+
+def page_hits(site) -> dict[str, int]:
+    return {path: n for path, n in site_hits(site).items() if path != "/robots.txt"}
+
+
+def assert_shop_crawled_once(site, items_dir) -> list[dict]:
+    """Every shop page fetched exactly once, one item per product; the items."""
+    hits = page_hits(site)
+    assert set(hits) == SHOP_PAGES
+    assert {path for path, n in hits.items() if n != 1} == set()
+    items = read_items(items_dir)
+    assert len({item["url"] for item in items}) == len(items) == catalog.total_products()
+    return items
+
+
+ALLOW = "/category/books,/product/,/flaky/"
+
+
+# the settings of crawls that fail fast and hand work over quickly (chaos tests)
+CHAOS_SETTINGS = {
+    "MAX_IDLE_TIME_BEFORE_CLOSE": 2,
+    "CONCURRENT_REQUESTS": 4,
+    "DOWNLOAD_TIMEOUT": 2,
+    "RETRY_TIMES": 2,
+    "RETRY_BACKOFF_BASE": 0.2,
+    "RETRY_BACKOFF_MAX": 1,
+    "NODE_HEARTBEAT_INTERVAL": 0.5,
+    "NODE_TIMEOUT": 3,
+    "ITEM_STORE_FLUSH_INTERVAL": 0.3,
+}
+
+
+def good_pages() -> set[str]:
+    """What the site spider stores when allowed to follow ALLOW from the two seeds."""
+    pages = {"/category/books", "/flaky/"}
+    pages |= {f"/category/books?page={n}" for n in range(2, catalog.pages_in("books") + 1)}
+    pages |= {f"/product/{i}" for i in catalog.product_ids("books")}
+    pages |= {f"/flaky/{kind}/{n}" for kind in FLAKY_KINDS if kind != "500"
+              for n in range(1, FLAKY_PER_KIND + 1)}  # fmt: skip
+    return pages
+
+
+HOPELESS = {f"/flaky/500/{n}" for n in range(1, FLAKY_PER_KIND + 1)}
+
+
+def site_times(site) -> dict[str, list[float]]:
+    with urllib.request.urlopen(site.url + "/__times", timeout=10) as response:
+        return json.load(response)
+
+
+FLAKY_SETTINGS = {
+    "MAX_IDLE_TIME_BEFORE_CLOSE": 1,
+    "DOWNLOAD_TIMEOUT": 2,
+    "RETRY_TIMES": 2,
+    "RETRY_BACKOFF_BASE": 0.2,
+    "RETRY_BACKOFF_MAX": 1,
+}
+
+
+def restart(own_mongo, tmp_path):
+    own_mongo["service"] = services.start_mongo_wire(tmp_path / "own-mongo", own_mongo["port"])
+
+
+PROJECT = Path(__file__).parent / "srproject"  # written for scrapy-redis
+
+
+def project_scrapy(*args: str, switched: bool, timeout: float = 120):
+    """``scrapy`` in the scrapy-redis-style project, before or after its switch."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    if switched:
+        env["SWITCHED"] = "1"
+    return scrapy(*args, timeout=timeout, cwd=PROJECT, env=env)
+
+
+SECRET = "s3cr3t-pw"
+
+
+def proxied(proxy) -> list[dict]:
+    with urllib.request.urlopen(proxy.url + "/__proxied", timeout=10) as response:
+        return json.load(response)
+
+
+def with_credentials(proxy) -> str:
+    return proxy.url.replace("http://", f"http://crawler:{SECRET}@")
+
+
+def all_keys(client: RedisCluster) -> list[str]:
+    return sorted(
+        key.decode() for key in client.scan_iter(match="*", target_nodes=RedisCluster.PRIMARIES)
+    )
