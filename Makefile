@@ -21,6 +21,7 @@ test: venv system-tools
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 # the unit tier: tests that need no server and start no process (seconds)
@@ -60,6 +61,7 @@ lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .ruff_cache

@@ -17,19 +17,15 @@ here, and said out loud where they do not.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from redis.cluster import RedisCluster
-from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.python import to_unicode
 from w3lib.url import canonicalize_url
 
-from extensions import connection, keys
+from extensions import connection, keys, sharding
 from extensions.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -91,11 +87,6 @@ def settle_allowed_domains(spider: Any) -> None:
         )  # fmt: skip
 
 
-def _set_by_project(settings: BaseSettings, name: str) -> bool:
-    priority = settings.getpriority(name)
-    return priority is not None and priority > SETTINGS_PRIORITIES["addon"]
-
-
 def _path(value: Any) -> str:
     if isinstance(value, type):
         return f"{value.__module__}.{value.__qualname__}"
@@ -106,7 +97,7 @@ def take_over(settings: BaseSettings) -> None:
     """Install the scheduler and dupefilter, taking over scrapy-redis leftovers."""
     for name, (ours, replaceable) in TAKEN_OVER.items():
         current = _path(settings.get(name))
-        if not _set_by_project(settings, name) or current == ours:
+        if not connection.set_by_project(settings, name) or current == ours:
             settings.set(name, ours, "addon")
             continue
         if current in replaceable:
@@ -125,29 +116,10 @@ def take_over(settings: BaseSettings) -> None:
         )
 
 
-def redis_url(settings: BaseSettings, default: str) -> str:
-    """``REDIS_URL``, else one built from scrapy-redis's REDIS_HOST / PORT / DB /
-    PARAMS when the project set those, else ``default``."""
-    url = settings.get("REDIS_URL")
-    if url and _set_by_project(settings, "REDIS_URL"):
-        return str(url)
-    params = settings.getdict("REDIS_PARAMS")
-    host = settings.get("REDIS_HOST") or params.get("host")
-    port = settings.get("REDIS_PORT") or params.get("port")
-    if not (host or port):
-        return str(url or default)
-    db = settings.get("REDIS_DB") or params.get("db") or 0
-    username, password = params.get("username"), params.get("password")
-    auth = ""
-    if password:
-        auth = f"{quote(str(username or ''), safe='')}:{quote(str(password), safe='')}@"
-    return f"redis://{auth}{host or '127.0.0.1'}:{port or 6379}/{db}"
-
-
 def max_idle_time(settings: BaseSettings, default: float) -> float:
     """MAX_IDLE_TIME_BEFORE_CLOSE, or scrapy-redis's SCHEDULER_IDLE_BEFORE_CLOSE
     when only that is set."""
-    if not _set_by_project(settings, "MAX_IDLE_TIME_BEFORE_CLOSE") and settings.get(
+    if not connection.set_by_project(settings, "MAX_IDLE_TIME_BEFORE_CLOSE") and settings.get(
         "SCHEDULER_IDLE_BEFORE_CLOSE"
     ) not in (None, ""):
         return settings.getfloat("SCHEDULER_IDLE_BEFORE_CLOSE")
@@ -167,7 +139,9 @@ def warn_ignored(settings: BaseSettings) -> list[str]:
     """One warning per scrapy-redis setting that has no meaning here; returns them."""
     said = []
     for name, why in IGNORED.items():
-        if settings.get(name) not in (None, "", False) and _set_by_project(settings, name):
+        if settings.get(name) not in (None, "", False) and connection.set_by_project(
+            settings, name
+        ):
             _warn_once("%s is a scrapy-redis setting this crawler ignores: %s", name, why)
             said.append(name)
     known = {"socket_timeout", "socket_connect_timeout", "password", "username", "db",
@@ -198,70 +172,6 @@ def start_key_problem(kind: str, spider_keys: keys.SpiderKeys) -> str | None:
     how = f"with {setting} it is read as one" if setting else "this crawler cannot read it"
     return (f"{spider_keys.start_urls} is a {kind}, where the settings say a "
             f"{spider_keys.start_type}: {how}")  # fmt: skip
-
-
-# Shards per primary for FRONTIER_SHARDS = "auto": a shard's slot follows its
-# name, so it takes about 30 per primary before each holds within ~15 % of an
-# even share (docs/SCALING.md, `make bench` section 14).
-AUTO_SHARDS_PER_PRIMARY = 32
-
-
-def auto_shards(server: Any, spider_keys: keys.SpiderKeys) -> int:
-    """FRONTIER_SHARDS = "auto": the count the crawl recorded; else 1 for a
-    crawl begun unsharded or on a single Redis; else 32 per primary of the
-    Redis Cluster the node finds (so nodes that start together agree)."""
-    stored = server.get(spider_keys.shards_key)
-    if stored is not None:
-        try:
-            return min(max(int(stored), 1), keys.MAX_SHARDS)
-        except ValueError:
-            return 1  # not a count: shards_problem says so
-    if not isinstance(server, RedisCluster):
-        return 1
-    unsharded = (spider_keys.frontier, spider_keys.dupefilter, spider_keys.bloom_count)
-    if server.exists(*unsharded):
-        return 1
-    return min(len(server.get_primaries()) * AUTO_SHARDS_PER_PRIMARY, keys.MAX_SHARDS)
-
-
-def shards_problem(server: Any, spider_keys: keys.SpiderKeys) -> str | None:
-    """Why the crawl in Redis cannot be run with FRONTIER_SHARDS as set, or None:
-    a URL's shard follows the shard count, so another count would look for what
-    was seen, and queued, in the wrong shards."""
-    if spider_keys.auto_shards:
-        return None  # the node adopts the count the crawl recorded
-    stored = server.get(spider_keys.shards_key)
-    shards = spider_keys.shards
-    if stored is None:
-        if shards == 1:
-            return None
-        unsharded = (spider_keys.frontier, spider_keys.dupefilter, spider_keys.bloom_count)
-        if not server.exists(*unsharded):
-            return None
-        was = "1"
-    else:
-        was = connection.text(stored)
-        if was == str(shards):
-            return None
-    return (
-        f"the crawl of {spider_keys.name} in Redis was started with FRONTIER_SHARDS={was}; "
-        f"this node has FRONTIER_SHARDS={shards}: set it back to {was} (a crawl cannot "
-        "change its shard count), or clear the crawl first"
-    )
-
-
-def as_recorded(server: Any, spider_keys: keys.SpiderKeys) -> keys.SpiderKeys:
-    """The keys with the shard count the crawl in Redis recorded: a command
-    (status, dlq) reads and writes the crawl as it is, whatever FRONTIER_SHARDS
-    the machine it runs on has."""
-    stored = server.get(spider_keys.shards_key)
-    try:
-        shards = int(stored) if stored is not None else spider_keys.shards
-    except ValueError:
-        return spider_keys  # not a count: shards_problem says so
-    if shards < 1:
-        return spider_keys
-    return dataclasses.replace(spider_keys, shards=shards, auto_shards=False)
 
 
 def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
@@ -296,7 +206,7 @@ def foreign_state(server: Any, spider_keys: keys.SpiderKeys) -> list[str]:
     problem = start_key_problem(start, spider_keys)
     if problem:
         found.append(problem)
-    problem = shards_problem(server, spider_keys)
+    problem = sharding.shards_problem(server, spider_keys)
     if problem:
         found.append(problem)
     if to_migrate:

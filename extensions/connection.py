@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 from redis._parsers.commands import CommandPolicies, RequestPolicy, ResponsePolicy
@@ -41,11 +41,29 @@ def mask_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-def redis_url(settings: BaseSettings) -> str:
-    """REDIS_URL, or one built from scrapy-redis's REDIS_HOST/PORT/DB/PARAMS."""
-    from extensions import compat
+def set_by_project(settings: BaseSettings, name: str) -> bool:
+    """Whether the project (or the command line) set ``name``, not the add-on's defaults."""
+    priority = settings.getpriority(name)
+    return priority is not None and priority > SETTINGS_PRIORITIES["addon"]
 
-    return compat.redis_url(settings, defaults.REDIS_URL)
+
+def redis_url(settings: BaseSettings) -> str:
+    """``REDIS_URL``, else one built from scrapy-redis's REDIS_HOST / PORT / DB /
+    PARAMS when the project set those, else the default."""
+    url = settings.get("REDIS_URL")
+    if url and set_by_project(settings, "REDIS_URL"):
+        return str(url)
+    params = settings.getdict("REDIS_PARAMS")
+    host = settings.get("REDIS_HOST") or params.get("host")
+    port = settings.get("REDIS_PORT") or params.get("port")
+    if not (host or port):
+        return str(url or defaults.REDIS_URL)
+    db = settings.get("REDIS_DB") or params.get("db") or 0
+    username, password = params.get("username"), params.get("password")
+    auth = ""
+    if password:
+        auth = f"{quote(str(username or ''), safe='')}:{quote(str(password), safe='')}@"
+    return f"redis://{auth}{host or '127.0.0.1'}:{port or 6379}/{db}"
 
 
 def _timeout(settings: BaseSettings, name: str, param: str, default: float) -> float:

@@ -25,7 +25,7 @@ REDIS_START_URLS_AS_ZSET = False
 # seconds the whole cluster's frontier must stay empty before a node closes; 0 = never
 MAX_IDLE_TIME_BEFORE_CLOSE = 0
 # request.meta keys a start-URL entry may set: ["*"] = any key that is not a control
-# key of Scrapy or the stack (extensions/frontier/meta.py); control keys are never taken
+# key of Scrapy or the stack (extensions/meta.py); control keys are never taken
 START_URL_META_KEYS = ["*"]
 
 # --- what may be fetched (extensions/urlpolicy.py)

@@ -17,12 +17,11 @@ put off by its interval.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import redis
 from scrapy import Request, signals
@@ -35,16 +34,15 @@ from twisted.internet import threads
 from extensions import defaults
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
-from extensions.frontier.statusstore import MongoStatusStore, store_kind
 from extensions.keys import SpiderKeys
+from extensions.recrawl.lastmod import LASTMOD_SLACK, apply_lastmods, parse_lastmod
+from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
-LASTMOD_BATCH = 1000  # sitemap entries looked up in one round trip
-LASTMOD_SLACK = 86400.0  # s: a lastmod later than now by more is unreadable (clocks, zones)
 HOSTS_REMEMBERED = 100_000  # hosts whose robots.txt a node queued; then it starts over
 
 
@@ -60,6 +58,8 @@ class SitemapReading:
 
     crawler: Crawler
     server: redis.Redis
+    #: private methods a queued request may name as its callback (the serializer reads it)
+    private_callbacks: ClassVar[frozenset[str]] = frozenset({"_parse_sitemap"})
 
     # Scrapy's SitemapSpider methods, shared rather than copied: they need only
     # the attributes setup_sitemaps gives a spider that is not a SitemapSpider.
@@ -163,15 +163,12 @@ class SitemapReading:
             applied.addBoth(self._count_lastmods)
 
     def _apply_lastmod_batches(self, entries: list[tuple[str, str, float]]) -> Any:
-        sooner = later = 0
         try:
-            for start in range(0, len(entries), LASTMOD_BATCH):
-                moved = self._lastmod_target.lastmod(entries[start : start + LASTMOD_BATCH])
-                sooner, later = sooner + moved[0], later + moved[1]
+            return apply_lastmods(self._lastmod_target, entries)
         except redis.RedisError as exc:  # MongoDB's errors reach _count_lastmods
             # the pages keep their dates: nothing is lost, the next read tries again
             logger.warning("could not apply a sitemap's lastmod dates: %s", exc)
-        return sooner, later
+            return 0, 0
 
     def _count_lastmods(self, moved: Any) -> None:
         stats = self.crawler.stats
@@ -181,21 +178,3 @@ class SitemapReading:
         elif not isinstance(moved, tuple):
             message = moved.getErrorMessage() if hasattr(moved, "getErrorMessage") else moved
             logger.warning("could not apply a sitemap's lastmod dates: %s", message)
-
-
-def parse_lastmod(text: Any) -> float | None:
-    """A sitemap ``<lastmod>`` (W3C datetime: ``2026-11-30``,
-    ``2026-11-30T10:00:00+01:00``, ``...Z``, or just a year and month) in seconds
-    since the epoch, UTC when it names no zone; None if it is none of these."""
-    if not isinstance(text, str) or len(text) > 64:
-        return None
-    text = text.strip()
-    if re.fullmatch(r"\d{4}(-\d{2})?", text):
-        text += "-01-01"[: 10 - len(text)]
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return when.timestamp()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import redis
 from scrapy import Request, Spider, signals
@@ -33,9 +33,9 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.meta import START_ENTRY
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
 from extensions.keys import SpiderKeys
+from extensions.meta import START_ENTRY
 from extensions.sitemaps import SitemapReading
 from extensions.urlpolicy import mask_credentials
 
@@ -48,6 +48,8 @@ logger = logging.getLogger(__name__)
 class DistributedMixin(SitemapReading):
     """Reads start URLs from Redis, and sitemaps; mix in before a Scrapy spider class."""
 
+    #: the frontier reads it: this spider takes start URLs from Redis
+    reads_start_urls_from_redis: ClassVar[bool] = True
     #: Overrides ``REDIS_START_URLS_KEY`` for this spider (scrapy-redis's name).
     redis_key: str | None = None
     #: Overrides ``REDIS_START_URLS_BATCH_SIZE`` for this spider.
@@ -176,18 +178,6 @@ class DistributedMixin(SitemapReading):
             found = True
         if found:
             raise DontCloseSpider
-
-
-def reads_start_urls(spidercls: type) -> bool:
-    """Whether a spider class takes start URLs from Redis: ours, or scrapy-redis's
-    RedisSpider / RedisCrawlSpider left as they are."""
-    if issubclass(spidercls, DistributedMixin):
-        return True
-    try:
-        from scrapy_redis.spiders import RedisMixin
-    except ImportError:  # scrapy-redis is not installed: only ours then
-        return False
-    return issubclass(spidercls, RedisMixin)
 
 
 class DistributedSpider(DistributedMixin, Spider):

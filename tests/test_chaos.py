@@ -155,7 +155,7 @@ def test_kill_9_during_a_recrawl_leaves_every_page_kept_once(
     none twice."""
     from collections import Counter
 
-    from extensions.frontier.frontier import revisit_page
+    from extensions.recrawl.records import revisit_page
 
     rng = random.Random(1)
     settings = {**SETTINGS, "RECRAWL_RULES": json.dumps({"/product/": 1}),

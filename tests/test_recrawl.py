@@ -4,7 +4,7 @@ import json
 import urllib.request
 
 from demosite.server import CHANGE_EVERY, CHANGING_PAGES
-from extensions.frontier.frontier import revisit_page
+from extensions.recrawl.records import revisit_page
 from tests.conftest import queued, read_items, site_hits
 from tools import services
 
@@ -234,12 +234,9 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
     from scrapy.http import HtmlResponse
     from scrapy.utils.test import get_crawler
 
-    from extensions.downloadermiddlewares.recrawl import (
-        RecrawlItemsMiddleware,
-        RecrawlMiddleware,
-        pending_revisits,
-    )
+    from extensions.downloadermiddlewares.recrawl import RecrawlItemsMiddleware, RecrawlMiddleware
     from extensions.frontier.leased import remember_as_leased
+    from extensions.recrawl.revisits import pending_revisits
 
     class Prices(Spider):
         name = "prices"
@@ -292,8 +289,8 @@ def test_a_node_dying_while_moving_due_pages_out_of_mongodb_leaves_none_behind_a
     import redis
 
     from extensions.frontier.frontier import Frontier
-    from extensions.frontier.statusstore import MongoStatusStore
     from extensions.keys import SpiderKeys
+    from extensions.recrawl.statusstore import MongoStatusStore
     from tests.conftest import queued
 
     uri, database, db = mongo_db
@@ -338,7 +335,7 @@ def test_scrapy_recrawl_and_status_read_the_mongodb_status_collection(
 ):
     import time
 
-    from extensions.frontier.statusstore import MongoStatusStore
+    from extensions.recrawl.statusstore import MongoStatusStore
     from tests.conftest import queued, scrapy
 
     uri, database, _ = mongo_db
@@ -372,12 +369,9 @@ def test_a_kept_page_that_fails_for_good_stays_kept_and_one_that_is_gone_is_drop
     from scrapy.http import HtmlResponse
     from scrapy.utils.test import get_crawler
 
-    from extensions.downloadermiddlewares.recrawl import (
-        RecrawlMiddleware,
-        after_failure,
-        pending_revisits,
-    )
+    from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
     from extensions.frontier.leased import remember_as_leased
+    from extensions.recrawl.revisits import after_failure, pending_revisits
 
     crawler = get_crawler(Spider, {"RECRAWL_AFTER": 60})
     crawler.spider = Spider("s")

@@ -13,9 +13,9 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
-from extensions.frontier.meta import DELAY_UNTIL, START_ENTRY
 from extensions.frontier.scheduler import DistributedScheduler
 from extensions.frontier.start_urls import tracker_for
+from extensions.meta import DELAY_UNTIL, START_ENTRY
 from tests.conftest import queued
 
 
@@ -131,7 +131,7 @@ def test_a_closing_node_gives_its_start_leases_back(scheduler, redis_client):
 def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_released(
     redis_url, redis_client, mongo_db
 ):
-    from extensions.downloadermiddlewares.recrawl import pending_revisits
+    from extensions.recrawl.revisits import pending_revisits
 
     uri, database, db = mongo_db
     crawler = get_crawler(

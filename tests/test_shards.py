@@ -10,7 +10,8 @@ import redis
 from redis.cluster import RedisCluster
 from scrapy.settings import Settings
 
-from extensions import compat, connection
+from extensions import connection, sharding
+from extensions import keys as shard_keys
 from extensions.frontier.frontier import Added, Frontier, execute, now_ms
 from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
@@ -96,14 +97,14 @@ def test_changing_the_shard_count_of_a_crawl_is_refused(redis_client):
     whole = SpiderKeys.for_spider("t")
     Frontier(redis_client, whole, "n1").enqueue([entry("http://a.example/")])
     three = SpiderKeys.for_spider("t", shards=3)
-    problem = compat.shards_problem(redis_client, three)
+    problem = sharding.shards_problem(redis_client, three)
     assert problem and "FRONTIER_SHARDS=1" in problem and "FRONTIER_SHARDS=3" in problem
-    assert compat.shards_problem(redis_client, whole) is None
+    assert sharding.shards_problem(redis_client, whole) is None
     redis_client.flushall()
     redis_client.set(three.shards_key, 3)  # as the first node of a 3-shard crawl records it
-    assert compat.shards_problem(redis_client, three) is None
+    assert sharding.shards_problem(redis_client, three) is None
     for other in (whole, SpiderKeys.for_spider("t", shards=2)):
-        problem = compat.shards_problem(redis_client, other)
+        problem = sharding.shards_problem(redis_client, other)
         assert problem and "set it back to 3" in problem
 
 
@@ -113,22 +114,22 @@ def test_auto_takes_the_recorded_count_else_one_on_a_single_redis_else_32_per_pr
     cluster_client,
 ):
     auto = SpiderKeys.from_settings("t", Settings({"FRONTIER_SHARDS": "auto"}))
-    assert auto.auto_shards and compat.shards_problem(redis_client, auto) is None
-    assert compat.auto_shards(redis_client, auto) == 1
+    assert auto.auto_shards and sharding.shards_problem(redis_client, auto) is None
+    assert shard_keys.auto_shards(redis_client, auto) == 1
     redis_client.set(auto.shards_key, 7)  # a crawl begun with 7: every node adopts it
-    assert compat.auto_shards(redis_client, auto) == 7
-    assert compat.shards_problem(redis_client, auto) is None
-    assert compat.as_recorded(redis_client, auto).shards == 7
+    assert shard_keys.auto_shards(redis_client, auto) == 7
+    assert sharding.shards_problem(redis_client, auto) is None
+    assert sharding.as_recorded(redis_client, auto).shards == 7
 
     client = connection.connect(redis_cluster.url, cluster=True)
     on_cluster = SpiderKeys.from_settings("t", Settings({"REDIS_CLUSTER": True}))
     assert on_cluster.auto_shards  # "auto" is the default
-    assert compat.auto_shards(client, on_cluster) == 3 * compat.AUTO_SHARDS_PER_PRIMARY
+    assert shard_keys.auto_shards(client, on_cluster) == 3 * shard_keys.AUTO_SHARDS_PER_PRIMARY
     Frontier(client, on_cluster, "n1").enqueue([entry("http://a.example/")])
-    assert compat.auto_shards(client, on_cluster) == 1  # a crawl begun unsharded stays so
+    assert shard_keys.auto_shards(client, on_cluster) == 1  # a crawl begun unsharded stays so
     explicit = SpiderKeys.from_settings("t", Settings({"REDIS_CLUSTER": True,
                                                        "FRONTIER_SHARDS": 4}))  # fmt: skip
-    assert not explicit.auto_shards and compat.shards_problem(client, explicit)
+    assert not explicit.auto_shards and sharding.shards_problem(client, explicit)
 
 
 def test_scrapy_crawl_refuses_another_shard_count_with_one_line(redis_url, redis_client):

@@ -95,7 +95,7 @@ def test_a_sitemaps_lastmod_fetches_an_edited_page_at_once_and_puts_the_others_o
     listed as unchanged, have their recrawl put off."""
     import urllib.request
 
-    from extensions.frontier.frontier import revisit_page
+    from extensions.recrawl.records import revisit_page
     from tests.helpers import wait_for
 
     entry = {"url": demo_site.url + "/robots.txt", "sitemap": True}
@@ -134,8 +134,8 @@ def test_lastmod_moves_a_changed_page_to_now_and_an_unchanged_one_an_interval_ou
     import redis
 
     from extensions.frontier.frontier import Frontier
-    from extensions.frontier.statusstore import MongoStatusStore
     from extensions.keys import SpiderKeys
+    from extensions.recrawl.statusstore import MongoStatusStore
 
     frontier = Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider("s"), "n1")
     uri, database, _ = mongo_db

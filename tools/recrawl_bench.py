@@ -21,8 +21,8 @@ import pymongo
 import redis
 
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.statusstore import MongoStatusStore
 from extensions.keys import SpiderKeys
+from extensions.recrawl.statusstore import MongoStatusStore
 from tools import services
 
 STORES = ("redis", "mongo")

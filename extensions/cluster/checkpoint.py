@@ -15,7 +15,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from extensions import connection
-from extensions.frontier.frontier import now_ms
 
 if TYPE_CHECKING:
     import redis
@@ -52,6 +51,11 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # alive, owned by someone else
         return True
     return True
+
+
+def now_ms() -> int:
+    """The time as the frontier's scripts and the node registry count it."""
+    return int(time.time() * 1000)
 
 
 class Checkpoint:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, config, defaults
+from extensions import config, defaults, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
@@ -59,7 +59,7 @@ class Command(ProjectCommand):
             settings = config.effective(self.settings)
             frontier = Frontier(
                 server,
-                compat.as_recorded(server, keys),  # into the shards the crawl has
+                sharding.as_recorded(server, keys),  # into the shards the crawl has
                 "dlq",
                 budget=0,  # a replay is not held to the budget it met
             )

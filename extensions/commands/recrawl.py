@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, config, defaults
+from extensions import compat, config, defaults, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.statusstore import MongoStatusStore, store_kind
+from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
     import argparse
@@ -65,7 +65,7 @@ class Command(ProjectCommand):
             raise UsageError(f"--match {opts.match!r} is not a regular expression: {exc}") from exc
         assert self.settings is not None
         server = redis_for_command(self.settings)
-        keys = compat.as_recorded(server, spider_keys(self.settings, args[0]))
+        keys = sharding.as_recorded(server, spider_keys(self.settings, args[0]))
         foreign = compat.foreign_state(server, keys)
         if foreign:
             raise SystemExit("error: " + "\n       ".join(foreign))

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, defaults
+from extensions import compat, defaults, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.frontier.statusstore import MongoStatusStore, store_kind
 from extensions.observability.status import (
     SHARD_FIELDS,
     crawl_status,
@@ -24,6 +23,7 @@ from extensions.observability.status import (
     shard_status,
     top_errors,
 )
+from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
     import argparse
@@ -152,7 +152,7 @@ class Command(ProjectCommand):
         assert self.settings is not None
         keys = spider_keys(self.settings, args[0])
         server = redis_for_command(self.settings)
-        keys = compat.as_recorded(server, keys)
+        keys = sharding.as_recorded(server, keys)
         node_timeout = self.settings.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT)
         stall_time = self.settings.getfloat("NODE_STALL_TIME", defaults.NODE_STALL_TIME)
         foreign = compat.foreign_state(server, keys)

@@ -40,8 +40,8 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
 from extensions import connection, defaults
-from extensions.frontier.meta import DELAY_UNTIL
 from extensions.keys import SpiderKeys
+from extensions.meta import DELAY_UNTIL
 
 if TYPE_CHECKING:
     from scrapy import Request

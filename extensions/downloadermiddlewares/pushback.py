@@ -49,7 +49,8 @@ from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.groups import group_for
 from extensions.frontier.hosts import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
 from extensions.frontier.leased import as_leased, drop_downloader_headers, drop_downloader_meta
-from extensions.frontier.meta import (
+from extensions.keys import SpiderKeys
+from extensions.meta import (
     BAN_RETRIES,
     DELAY_UNTIL,
     FIRST_FAILURE,
@@ -57,7 +58,6 @@ from extensions.frontier.meta import (
     HOST_WATCHED,
     SEND_SLOT,
 )
-from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
     from scrapy import Request

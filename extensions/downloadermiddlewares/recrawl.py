@@ -24,8 +24,7 @@ import json
 import logging
 import re
 import time
-import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
@@ -35,8 +34,10 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from extensions import defaults
 from extensions.frontier.groups import group_for
 from extensions.frontier.leased import as_leased, drop_downloader_headers
-from extensions.frontier.meta import RECRAWL, RECRAWL_AFTER
 from extensions.frontier.serializer import SerializationError, dumps_request
+from extensions.meta import RECRAWL, RECRAWL_AFTER
+from extensions.recrawl import revisits
+from extensions.recrawl.revisits import RevisitEntry, ignored_fields, items_digest, pending_revisits
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -73,7 +74,7 @@ class RecrawlMiddleware:
         # always on: a single request may ask for a revisit (meta["recrawl_after"]),
         # and a page with no interval costs a meta lookup
         middleware = cls(crawler)
-        _by_crawler[crawler] = middleware
+        revisits.on_failure(crawler, middleware.after_failure)
         return middleware
 
     def after_failure(self, request: Request) -> RevisitEntry | None:
@@ -220,16 +221,6 @@ class RecrawlMiddleware:
         return entry
 
 
-def ignored_fields(crawler: Crawler) -> frozenset[str]:
-    """Item fields that are not content (the spider's own fetch time, say): a
-    change in them is no change. The spider's ``recrawl_ignore_fields``, else
-    ``RECRAWL_IGNORE_FIELDS``."""
-    fields = getattr(crawler.spidercls, "recrawl_ignore_fields", None)
-    if fields is None:
-        fields = crawler.settings.getlist("RECRAWL_IGNORE_FIELDS", defaults.RECRAWL_IGNORE_FIELDS)
-    return frozenset([fields] if isinstance(fields, str) else fields)
-
-
 class RecrawlItemsMiddleware:
     """Where a page's fingerprint is its items' (``RECRAWL_FINGERPRINT = "items"``
     or a spider's ``recrawl_fingerprint = "items"``): hashes the items the
@@ -293,30 +284,7 @@ _TRANSIENT = {"download_latency", "download_slot_key", "redirect_times",
 
 FINGERPRINTS = ("body", "items")
 GONE = (404, 410)  # a kept page answering these is dropped from the schedule
-#: (request fingerprint in hex, group, due time, the request's JSON)
-RevisitEntry = tuple[str, str, float, bytes]
-
 _CONDITIONAL = {b"If-None-Match", b"If-Modified-Since"}
-
-_by_crawler: weakref.WeakKeyDictionary[Crawler, RecrawlMiddleware] = weakref.WeakKeyDictionary()
-
-
-def after_failure(crawler: Crawler, request: Request) -> RevisitEntry | None:
-    """The revisit record of a kept page whose fetch failed for good, if any
-    (see RecrawlMiddleware.after_failure)."""
-    middleware = _by_crawler.get(crawler)
-    return middleware.after_failure(request) if middleware is not None else None
-
-
-# A fetched page's revisit record, for the scheduler to write with the release of
-# the page's lease: node-local, by request, so a spider that copies response.meta
-# into the requests it makes does not copy it along. Where the record waits for
-# the page's items, a function that completes it.
-pending_revisits: weakref.WeakKeyDictionary[
-    Request, RevisitEntry | Callable[[], RevisitEntry | None]
-] = weakref.WeakKeyDictionary()
-# The items' digest of a page whose fingerprint is its items', while they come.
-items_digest: weakref.WeakKeyDictionary[Request, Any] = weakref.WeakKeyDictionary()
 
 
 def _state_of(request: Request) -> dict:

@@ -31,8 +31,8 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import node_id_for
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.leased import drop_downloader_headers
-from extensions.frontier.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
 from extensions.keys import SpiderKeys
+from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

@@ -30,7 +30,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
 from extensions import defaults
-from extensions.frontier.meta import DELAY_UNTIL, ROBOTS_WAITS
+from extensions.meta import DELAY_UNTIL, ROBOTS_WAITS
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

@@ -25,8 +25,8 @@ from extensions.exceptions import SerializationError
 from extensions.frontier.frontier import execute
 from extensions.frontier.groups import group_for
 from extensions.frontier.leased import drop_downloader_headers
-from extensions.frontier.meta import DEAD_LETTERED
 from extensions.frontier.serializer import dumps_request, entry_problem
+from extensions.meta import DEAD_LETTERED
 
 if TYPE_CHECKING:
     import redis

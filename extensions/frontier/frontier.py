@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -20,9 +19,10 @@ import redis
 from redis.cluster import TransactionStrategy
 
 from extensions import connection, defaults
+from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.leaseplan import LeasePlanner
-from extensions.frontier.meta import RECRAWL
 from extensions.keys import SpiderKeys
+from extensions.recrawl.records import RecrawlSchedule, revisit_page, revisit_state
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -195,10 +195,6 @@ def push_start_entries(
         client.lpush(keys.start_urls, *entries)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def _counts(flat: list) -> dict[str, int]:
     return {
         connection.text(node): int(count) for node, count in zip(flat[::2], flat[1::2], strict=True)
@@ -217,52 +213,8 @@ class Reclaimed:
         return bool(self.requests or self.start_urls)
 
 
-@dataclass(frozen=True)
-class RecrawlSchedule:
-    #: pages kept for a recrawl (queued, in flight or waiting for their date)
-    pages: int
-    #: of them, waiting and due now
-    due: int
-    #: waiting and falling due in each of the next hours
-    due_by_hour: list[int]
-
-
 def _left(limit: int | None, done: int) -> int | None:
     return None if limit is None else max(limit - done, 0)
-
-
-def revisit_page(record: bytes) -> tuple[str, float | None] | None:
-    """A revisit record's URL and last fetch time, or None if it is not one
-    (anyone who can write to Redis can write there)."""
-    page = _revisit_state(record)
-    return None if page is None else page[:2]
-
-
-def _revisit_state(record: bytes) -> tuple[str, float | None, float | None] | None:
-    """A revisit record's ("GROUP\nJSON") URL, last fetch time and interval."""
-    return revisit_request(record.partition(b"\n")[2])
-
-
-def revisit_request(data: bytes | str) -> tuple[str, float | None, float | None] | None:
-    """A revisit request's (its JSON's) URL, last fetch time and interval, or
-    None if it is not one."""
-    try:
-        request = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(request, dict) or not isinstance(request.get("url"), str):
-        return None
-    meta = request.get("meta")
-    state = meta.get(RECRAWL) if isinstance(meta, dict) else None
-    if not isinstance(state, dict):
-        return request["url"], None, None
-    return request["url"], _seconds(state.get("fetched_at")), _seconds(state.get("interval"))
-
-
-def _seconds(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if 0 <= value < 1e11 else None
 
 
 @dataclass(frozen=True)
@@ -493,7 +445,7 @@ class Frontier:
             due_now: dict[str, int] = {}
             put_off: dict[str, int] = {}
             for (fp, _, modified), record in zip(part, records, strict=True):
-                page = _revisit_state(record) if record else None
+                page = revisit_state(record) if record else None
                 _, fetched_at, interval = page or ("", None, None)
                 if fetched_at is None:
                     continue  # never fetched: the dupefilter decides, as for any link

@@ -17,6 +17,7 @@ from twisted.internet import threads
 from twisted.python.failure import Failure
 
 from extensions import engine
+from extensions.frontier.start_urls import reads_start_urls
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -190,8 +191,6 @@ class ClusterDuties:
         reads start URLs from Redis waiting for more, a negative value closes at
         once; a spider that does not read them closes when the work is done.
         """
-        from extensions.spiders import reads_start_urls  # the spiders import the frontier
-
         if self.max_idle_time > 0:
             return self.max_idle_time
         if self.max_idle_time < 0 or not reads_start_urls(type(spider)):

@@ -31,9 +31,8 @@ from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from twisted.internet import task, threads
 
-from extensions import compat, connection, defaults, engine
+from extensions import compat, connection, defaults, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
-from extensions.downloadermiddlewares.recrawl import after_failure, pending_revisits
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.deadletter import DeadLetters
@@ -48,7 +47,10 @@ from extensions.frontier.frontier import (
 from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.leased import remember_as_leased
-from extensions.frontier.meta import (
+from extensions.frontier.serializer import dumps_request, loads_request
+from extensions.frontier.start_urls import StartLeases, tracker_for
+from extensions.keys import SpiderKeys
+from extensions.meta import (
     DEAD_LETTERED,
     DELAY_UNTIL,
     HOST_WATCHED,
@@ -56,10 +58,8 @@ from extensions.frontier.meta import (
     START_ENTRY,
     priority_problem,
 )
-from extensions.frontier.serializer import dumps_request, loads_request
-from extensions.frontier.start_urls import StartLeases, tracker_for
-from extensions.frontier.statusstore import MongoStatusStore, store_kind
-from extensions.keys import SpiderKeys
+from extensions.recrawl.revisits import after_failure, pending_revisits
+from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
@@ -284,10 +284,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         """Check FRONTIER_SHARDS against the crawl in Redis, and record it for
         the nodes that join later (`scrapy crawl` has said why before it got here;
         this catches a node that started otherwise, or two that raced)."""
-        problem = compat.shards_problem(self.server, self.keys)
+        problem = sharding.shards_problem(self.server, self.keys)
         if problem is None and self.keys.shards > 1:
             self.server.set(self.keys.shards_key, self.keys.shards, nx=True)
-            problem = compat.shards_problem(self.server, self.keys)
+            problem = sharding.shards_problem(self.server, self.keys)
         if problem:
             raise RuntimeError(problem)
 

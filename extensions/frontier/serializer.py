@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import codecs
-import functools
 import json
 import sys
 from typing import Any
@@ -25,7 +24,7 @@ from scrapy.utils.request import request_from_dict
 
 from extensions.exceptions import SerializationError
 from extensions.frontier import values
-from extensions.frontier.meta import control_meta_problem, priority_problem
+from extensions.meta import control_meta_problem, priority_problem
 
 # Attributes left out when they hold these values.
 _DEFAULTS: dict[str, Any] = {
@@ -85,28 +84,39 @@ def _check_json(value: Any, where: str) -> None:
     )
 
 
-@functools.cache
-def _private_callbacks() -> tuple[tuple[type, frozenset[str]], ...]:
-    """Private methods Scrapy's spider classes, and ours, use as callbacks."""
-    # Imported here: extensions.sitemaps imports the frontier, which imports this module.
-    from extensions.sitemaps import SitemapReading
+# Private methods Scrapy's own spider classes use as callbacks; a spider class of
+# this stack names its own in ``private_callbacks``.
+_PRIVATE_CALLBACKS: tuple[tuple[type, frozenset[str]], ...] = (
+    (CrawlSpider, frozenset({"_callback", "_errback"})),
+    (SitemapSpider, frozenset({"_parse_sitemap"})),
+)
+# Packages whose spider classes' attributes are API, not callbacks: Scrapy's,
+# scrapy-redis's and this stack's.
+_FRAMEWORKS = frozenset({"scrapy", "scrapy_redis", __name__.split(".")[0]})
+# hooks a spider may define that Scrapy calls itself, with other arguments
+_HOOKS = frozenset({"start_requests", "start", "closed", "opened", "make_requests_from_url"})
 
-    return (
-        (CrawlSpider, frozenset({"_callback", "_errback"})),
-        (SitemapSpider, frozenset({"_parse_sitemap"})),
-        (SitemapReading, frozenset({"_parse_sitemap"})),
-    )
+
+def _private_allowed(spider: Spider, name: str) -> bool:
+    if name in getattr(type(spider), "private_callbacks", ()):
+        return True
+    return any(name in names for cls, names in _PRIVATE_CALLBACKS if isinstance(spider, cls))
 
 
-@functools.cache
-def _spider_api() -> frozenset[str]:
-    # Imported here: extensions.spiders imports this module.
-    from extensions.spiders import DistributedMixin
+_API_OF: dict[type, frozenset[str]] = {}  # per spider class
 
-    names = set(dir(Spider)) | set(dir(CrawlSpider)) | set(dir(DistributedMixin))
-    # hooks a spider may define that Scrapy calls itself, with other arguments
-    names |= {"start_requests", "start", "closed", "opened", "make_requests_from_url"}
-    return frozenset(names - {"parse", "parse_start_url"})
+
+def _spider_api(spidercls: type) -> frozenset[str]:
+    """What the spider's framework classes define: never a callback, even where
+    the spider overrides it."""
+    api = _API_OF.get(spidercls)
+    if api is None:
+        names = set(dir(Spider)) | set(dir(CrawlSpider)) | _HOOKS
+        for cls in spidercls.__mro__:
+            if cls.__module__.split(".")[0] in _FRAMEWORKS:
+                names |= set(vars(cls))
+        api = _API_OF[spidercls] = frozenset(names - {"parse", "parse_start_url"})
+    return api
 
 
 def callback_problem(spider: Spider, name: Any) -> str | None:
@@ -118,12 +128,10 @@ def callback_problem(spider: Spider, name: Any) -> str | None:
     """
     if not isinstance(name, str) or not name.isidentifier():
         return f"callback {name!r:.80} is not a method name"
-    allowed_private = any(
-        name in names for cls, names in _private_callbacks() if isinstance(spider, cls)
-    )
+    allowed_private = _private_allowed(spider, name)
     if name.startswith("_") and not allowed_private:
         return f"callback {name!r} is private; only public methods of the spider are callbacks"
-    if name in _spider_api() and not allowed_private:
+    if name in _spider_api(type(spider)) and not allowed_private:
         return f"callback {name!r} is part of the spider API, not a callback"
     if not callable(getattr(type(spider), name, None)):
         return f"callback {name!r} is not a method of spider {spider.name!r}"

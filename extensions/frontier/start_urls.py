@@ -7,7 +7,7 @@ An entry is a raw URL or scrapy-redis's JSON form::
 Keys other than ``url``, ``meta``, ``priority``, ``method`` and ``dont_filter``
 become form data, as in scrapy-redis. Whoever can push to the list is not
 trusted to steer the crawler: ``meta`` may hold only ``START_URL_META_KEYS``
-and never a control key (``extensions.frontier.meta``), the URL must pass the
+and never a control key (``extensions.meta``), the URL must pass the
 ``UrlPolicy``, the priority must be in range. A bad entry is dead-lettered with
 the reason.
 
@@ -31,7 +31,7 @@ from scrapy import FormRequest, Request
 from extensions import defaults
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import load_script, now_ms
-from extensions.frontier.meta import CONTROL_KEYS, priority_problem
+from extensions.meta import CONTROL_KEYS, priority_problem
 from extensions.urlpolicy import UrlPolicy
 
 if TYPE_CHECKING:
@@ -266,3 +266,15 @@ def tracker_for(crawler: Any) -> StartEntryTracker:
     if tracker is None:
         tracker = crawler._start_entry_tracker = StartEntryTracker()
     return tracker
+
+
+def reads_start_urls(spidercls: type) -> bool:
+    """Whether a spider class takes start URLs from Redis: ours, or scrapy-redis's
+    RedisSpider / RedisCrawlSpider left as they are."""
+    if getattr(spidercls, "reads_start_urls_from_redis", False):
+        return True
+    try:
+        from scrapy_redis.spiders import RedisMixin
+    except ImportError:  # scrapy-redis is not installed: only ours then
+        return False
+    return issubclass(spidercls, RedisMixin)

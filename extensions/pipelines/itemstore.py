@@ -34,9 +34,9 @@ from twisted.python.failure import Failure
 
 from extensions import defaults
 from extensions.cluster.checkpoint import node_id_for
-from extensions.downloadermiddlewares.recrawl import ignored_fields
 from extensions.pipelines.documents import COUNTED, KEY_FIELD, WriteReport
 from extensions.pipelines.stores import ItemStore, JsonLinesStore
+from extensions.recrawl.revisits import ignored_fields
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

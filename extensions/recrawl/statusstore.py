@@ -33,7 +33,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from extensions.frontier.frontier import RecrawlSchedule, revisit_request
+from extensions.recrawl.records import RecrawlSchedule, revisit_request
 
 if TYPE_CHECKING:
     import pymongo
