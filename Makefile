@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench lint redis site scrapyd system-tools clean
+.PHONY: venv demo test test-fast docs bench lint redis site scrapyd system-tools clean
 
 venv: $(STAMP)
 
@@ -23,6 +23,12 @@ test: venv system-tools
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
+
+# the documentation site, built strictly (a warning fails) into data/site; the
+# reference pages are first written from the code
+docs: venv
+	$(PY) -m tools.docs_reference
+	$(VENV)/bin/mkdocs build --strict
 
 # the unit tier: tests that need no server and start no process (seconds)
 test-fast: venv

@@ -8,7 +8,7 @@ set -eu
 umask 077
 printf '[scrapyd]\nbind_address = 0.0.0.0\nusername = %s\npassword = %s\n' \
   "$SCRAPYD_USERNAME" "$SCRAPYD_PASSWORD" > "$HOME/.scrapyd.conf"
-# A node in a container fetches the public web only (the README's Security section).
+# A node in a container fetches the public web only (docs/security.md).
 DENY_PRIVATE_NETWORKS="${DENY_PRIVATE_NETWORKS:-True}"
 export DENY_PRIVATE_NETWORKS
 exec "$@"

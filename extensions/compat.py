@@ -47,7 +47,7 @@ TAKEN_OVER = {
 IGNORED = {
     "SCHEDULER_QUEUE_CLASS": "the queue is the frontier's own priority queue with leases "
     "(FIFO within a priority; DEPTH_PRIORITY orders by depth)",
-    "SCHEDULER_QUEUE_KEY": "the queue is NAME:requests (see the README's key table)",
+    "SCHEDULER_QUEUE_KEY": "the queue is NAME:requests (docs/reference/keys.md)",
     "SCHEDULER_DUPEFILTER_KEY": "the dupefilter is NAME:dupefilter",
     "SCHEDULER_DUPEFILTER_CLASS": "the add-on's RedisDupeFilter is used",
     "SCHEDULER_SERIALIZER": "requests are stored as JSON, never pickle",

@@ -97,7 +97,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-#: Who writes each key (the README's key table says the same): aim for one writer.
+#: Who writes each key (docs/reference/keys.md is written from it): aim for one writer.
 WRITTEN_BY = {
     "start_urls": "users (LPUSH, scrapy seed); start_lease.lua takes, reclaim.lua gives back",
     "queue": "enqueue*.lua (scheduler flush, scrapy dlq replay), lease.lua, reclaim.lua",

@@ -1,13 +1,11 @@
 """One check of every setting at start; defaults installed by the add-on."""
 
-import re
-
 import pytest
 from scrapy.settings import Settings
 
 from extensions import config, defaults
 from extensions.addon import DistributedAddon
-from tests.conftest import ROOT, scrapy
+from tests.conftest import scrapy
 
 BAD_VALUES = [
     ("FRONTIER_FETCH_BATCH", 0),
@@ -84,14 +82,6 @@ def test_scrapy_settings_shows_the_defaults_and_crawl_refuses_a_bad_value(redis_
     assert len(critical) == 1
     assert "FRONTIER_FETCH_BATCH = '0': must be at least 1" in critical[0]
     assert "Traceback" not in refused.stderr
-
-
-def test_every_setting_is_in_the_readme_settings_table():
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("### Settings") : readme.index("## Benchmarks")]
-    listed = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
-    missing = [n for n in dir(defaults) if n.isupper() and n not in listed]
-    assert missing == []
 
 
 def test_a_scrapy_without_the_engine_internals_the_stack_needs_is_refused(monkeypatch):

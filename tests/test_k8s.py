@@ -52,9 +52,9 @@ def find(objects: list[dict], kind: str, name: str) -> dict:
 
 def test_overlays_are_the_documented_ones():
     assert OVERLAYS == ["autoscaled", "bundled", "external", "external-cluster", "scrapyd"]
-    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "deploy.md").read_text()
     for overlay in OVERLAYS:
-        assert f"deploy/k8s/overlays/{overlay}" in readme
+        assert f"deploy/k8s/overlays/{overlay}" in guide
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -66,15 +66,3 @@ def test_every_key_is_documented():
             .replace("%(what)s", "WHAT")
         )
         assert f"``{shown}``" in keys.__doc__
-
-
-def test_the_readme_names_the_writers_of_every_key():
-    from extensions.keys import WRITTEN_BY
-    from tests.conftest import ROOT
-
-    readme = (ROOT / "README.md").read_text()
-    for writers in WRITTEN_BY.values():
-        for part in writers.replace("(", ",").replace(")", ",").replace(";", ",").split(","):
-            word = part.strip().split(" ")[0]
-            if word.endswith((".lua", ".py")):
-                assert f"`{word}`" in readme, word

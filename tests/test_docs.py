@@ -1,0 +1,64 @@
+"""The documentation site: its reference pages say what the code says, and it
+builds strictly (a broken link fails it)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from mkdocs.commands.build import build
+from mkdocs.config import load_config
+from mkdocs.exceptions import Abort
+
+from extensions import defaults
+from extensions.keys import WRITTEN_BY
+from tests.conftest import ROOT
+from tools import docs_reference
+
+
+def test_the_reference_pages_are_what_the_code_says():
+    assert docs_reference.main(["--check"]) == 0, "run python -m tools.docs_reference"
+
+
+def test_the_settings_reference_lists_every_setting():
+    page = docs_reference.settings_page()
+    listed = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", page, flags=re.M))
+    assert listed == {name for name in dir(defaults) if name.isupper()}
+
+
+def test_the_files_named_as_writers_of_the_keys_exist():
+    named = {
+        word
+        for writers in WRITTEN_BY.values()
+        for word in re.findall(r"[\w*]+\.(?:lua|py)", writers)
+    }
+    files = {path.name for path in (ROOT / "extensions").rglob("*") if path.is_file()}
+    for name in named:
+        pattern = re.compile(name.replace(".", r"\.").replace("*", ".*") + "$")
+        assert any(pattern.match(file) for file in files), name
+
+
+def _build(docs_dir, site_dir) -> None:
+    config = load_config(str(ROOT / "mkdocs.yml"), docs_dir=str(docs_dir), site_dir=str(site_dir))
+    build(config)
+
+
+def test_the_site_builds_strictly_and_a_broken_link_fails_it(tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    _build(docs, tmp_path / "site")
+    assert (tmp_path / "site" / "reference" / "settings" / "index.html").exists()
+    page = docs / "items.md"
+    page.write_text(page.read_text() + "\nSee [nowhere](no-such-page.md).\n")
+    with pytest.raises(Abort):
+        _build(docs, tmp_path / "site2")
+
+
+def test_the_readme_opens_with_the_two_commands_and_stays_short():
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```sh", 1)[1].split("```", 1)[0]
+    assert first_block.split()[:2] == ["make", "demo"] and "make test" in first_block
+    assert len(readme.splitlines()) <= 200
+    for link in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / link).exists(), link
