@@ -300,7 +300,7 @@ class Migration:
                 with contextlib.suppress(ValueError):
                     entries.append((bytes.fromhex(connection.text(member)), "", 0, b""))
             pipe = self.server.pipeline(transaction=True)
-            self.frontier.enqueue(entries, pipe)  # an empty request only records it
+            self.frontier.enqueue_on(pipe, entries)  # an empty request only records it
             pipe.srem(source, *members)
             pipe.execute()
             converted += len(entries)
@@ -339,7 +339,7 @@ class Migration:
                 entries.append(("", group, request.priority, data))
                 entries.append((fingerprinter.fingerprint(request), "", 0, b""))
                 report.requests += 1
-            self.frontier.enqueue(entries, pipe)
+            self.frontier.enqueue_on(pipe, entries)
             if kind == "zset":
                 pipe.zrem(source, *raws)
             elif self.lifo:

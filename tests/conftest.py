@@ -258,7 +258,11 @@ def queue_requests(client, name: str, *requests: str | bytes, pipe=None) -> None
         except (ValueError, AttributeError):
             url = ""
         entries.append(("", group_for(str(url)), 0, raw))
-    Frontier(client, SpiderKeys.for_spider(name), "test").enqueue(entries, pipe)
+    frontier = Frontier(client, SpiderKeys.for_spider(name), "test")
+    if pipe is None:
+        frontier.enqueue(entries)
+    else:
+        frontier.enqueue_on(pipe, entries)
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ def test_cluster_pipelines_queue_scripts_as_eval(redis_cluster, cluster_client):
     frontier = Frontier(client, SpiderKeys.for_spider("t", hash_tag=True), "n1")
     cluster_client.script_flush()
     pipe = client.pipeline(transaction=True)
-    frontier.enqueue([(b"f" * 20, "a", 0, b'{"url":"http://a/"}')], pipe)
+    frontier.enqueue_on(pipe, [(b"f" * 20, "a", 0, b'{"url":"http://a/"}')])
     frontier.heartbeat(pipe)
     assert pipe.execute()[0] == [1, []]
     assert cluster_client.zcard("{t}:queue:a") == 1

@@ -201,7 +201,7 @@ def test_a_sharded_frontier_spreads_one_crawl_over_the_primaries_of_a_cluster(
     frontier = Frontier(client, keys, "n1")
     urls = [f"http://{host}/{n}" for host in HOSTS for n in range(3)]
     pipe = client.pipeline(transaction=False)  # as the scheduler writes a sharded frontier
-    calls = frontier.enqueue([entry(u) for u in urls], pipe)
+    calls = frontier.enqueue_on(pipe, [entry(u) for u in urls])
     frontier.heartbeat(pipe)
     assert calls == len({keys.shard_of(h) for h in HOSTS})
     assert Added.combine(execute(pipe)[:calls]).new == len(urls)
@@ -383,7 +383,7 @@ def test_a_cluster_pipeline_routes_scripts_by_their_keys_and_runs_those_redis_lo
     cluster_client.script_flush()  # on every primary
     cluster_client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
     pipe = client.pipeline(transaction=False)
-    calls = frontier.enqueue([entry(f"http://{h}/1") for h in HOSTS], pipe)
+    calls = frontier.enqueue_on(pipe, [entry(f"http://{h}/1") for h in HOSTS])
     pipe.hincrby(keys.checkpoint, "done", 1)
     assert isinstance(calls, int)
     results = execute(pipe)

@@ -439,7 +439,7 @@ def queued_memory(client: redis.Redis) -> dict[str, float]:
             if name.startswith("stock"):
                 pipe.zadd("s:requests", {picklecompat.dumps(request.to_dict(spider=spider)): 0})
             else:
-                frontier.enqueue([("", host, 0, dumps_request(request, spider))], pipe)
+                frontier.enqueue_on(pipe, [("", host, 0, dumps_request(request, spider))])
             if i % 10_000 == 0:
                 pipe.execute()
         pipe.execute()

@@ -100,7 +100,7 @@ def drive(
         # as the scheduler flushes: one transaction on one slot; across shards,
         # the writes first and the releases once they are in
         pipe = server.pipeline(transaction=shards == 1)
-        frontier.enqueue(entries, pipe)
+        frontier.enqueue_on(pipe, entries)
         if shards > 1:
             execute(pipe)
             pipe = server.pipeline(transaction=False)

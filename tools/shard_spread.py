@@ -48,7 +48,7 @@ def crawl(url: str, shards: int, pages: int) -> dict[str, list[float]]:
             break
         entries, counter = page_links(len(leased), HOSTS, rng, sent, counter)
         writes = client.pipeline(transaction=False)  # as a node writes a sharded frontier
-        frontier.enqueue(entries, writes)
+        frontier.enqueue_on(writes, entries)
         execute(writes)
         releases = client.pipeline(transaction=False)
         frontier.release([lease.member for lease in leased], releases)

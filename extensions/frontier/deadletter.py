@@ -151,7 +151,7 @@ class DeadLetters:
             slot = meta.get("download_slot") if isinstance(meta, dict) else None
             group = group_for(request["url"], slot, queue_by)
             # dont_filter: it was seen, and is to be fetched again
-            frontier.enqueue([("", group, int(request.get("priority", 0)), data)], pipe)
+            frontier.enqueue_on(pipe, [("", group, int(request.get("priority", 0)), data)])
             removals.lrem(self.key, -1, raw)  # type: ignore[arg-type]  # bytes go as they are
         execute(pipe)
         if sharded:

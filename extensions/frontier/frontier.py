@@ -284,24 +284,27 @@ class Frontier:
             parts.setdefault(self.keys.shard_of(group_of(item)), []).append(item)
         return parts
 
-    def enqueue(self, entries: list[Entry], pipe: Pipeline | None = None) -> Added | int:
+    def enqueue(self, entries: list[Entry]) -> Added:
         """Add (fingerprint, group, priority, data) entries to their groups' queues.
 
         A fingerprint is Scrapy's (at least 16 bytes), or empty for dont_filter;
         empty data only records the fingerprint. Returns what was new and what
-        went over HOST_PAGE_BUDGET; with ``pipe``, one call per shard is queued
-        on it and their number returned (``Added.combine`` reads their results
-        from ``pipe.execute()``).
+        went over HOST_PAGE_BUDGET.
         """
         parts = self._by_shard(entries, lambda entry: entry[1])
         self._planner.mark_hot(parts)
-        if pipe is not None:
-            for shard, part in parts.items():
-                self._enqueue_shard(self.shards[shard], part, pipe)
-            return len(parts)
         return Added.combine(
             [self._enqueue_shard(self.shards[shard], part) for shard, part in parts.items()]
         )
+
+    def enqueue_on(self, pipe: Pipeline, entries: list[Entry]) -> int:
+        """``enqueue``, queued on ``pipe``: one call per shard, whose number is
+        returned (``Added.combine`` reads their results from ``execute(pipe)``)."""
+        parts = self._by_shard(entries, lambda entry: entry[1])
+        self._planner.mark_hot(parts)
+        for shard, part in parts.items():
+            self._enqueue_shard(self.shards[shard], part, pipe)
+        return len(parts)
 
     def _enqueue_shard(self, keys: SpiderKeys, entries: list[Entry], pipe: Pipeline | None = None):
         args: list[str | float | bytes | int] = [keys.queue(""), keys.host(""), self.budget]
@@ -490,22 +493,24 @@ class Frontier:
                 self.server.set(key, bytes(size), nx=True)
         self._bloom_ready.add(keys.bloom_prefix)
 
-    def lease(
-        self, count: int, lease_timeout: float, pipe: Pipeline | None = None
-    ) -> tuple[list[Lease], float | None] | int:
+    def lease(self, count: int, lease_timeout: float) -> tuple[list[Lease], float | None]:
         """Lease up to ``count`` requests to this node, best priority first,
         after moving retries that are due into the queue.
 
         Returns (the leases, when the next waiting host or delayed request is
-        due in seconds since epoch, if nothing was leased);
-        with ``pipe``, one call per shard is queued on it and their number
-        returned (``lease_result`` reads their results from ``pipe.execute()``).
-        A sharded frontier asks the shards that last had work for the bulk and
-        a few others in turn (``leaseplan``), in one round trip.
+        due in seconds since epoch, if nothing was leased). A sharded frontier
+        asks the shards that last had work for the bulk and a few others in turn
+        (``leaseplan``), in one round trip.
         """
+        pipe = self.server.pipeline(transaction=False)
+        self.lease_on(pipe, count, lease_timeout)
+        return self.lease_result(execute(pipe))
+
+    def lease_on(self, pipe: Pipeline, count: int, lease_timeout: float) -> int:
+        """``lease``, queued on ``pipe``: one call per shard asked, whose number
+        is returned (``lease_result`` reads their results from ``execute(pipe)``)."""
         plan = self._planner.plan(count)
         self._asked = [shard for shard, _ in plan]
-        target = pipe if pipe is not None else self.server.pipeline(transaction=False)
         for shard, wanted in plan:
             keys = self.shards[shard]
             now = now_ms()
@@ -516,11 +521,9 @@ class Frontier:
                 [wanted, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
                  keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data(""),
                  self.send_tolerance, LEASE_LEAD_MS],
-                target,
+                pipe,
             )  # fmt: skip
-        if pipe is not None:
-            return len(plan)
-        return self.lease_result(execute(target))
+        return len(plan)
 
     @property
     def scopes(self) -> list[SpiderKeys]:
@@ -751,7 +754,7 @@ class Frontier:
                     group = ""  # read, and dead-lettered, by the node that leases it
                 entries.append(("", group, -score, data))
             pipe = self.server.pipeline(transaction=True)
-            self.enqueue(entries, pipe)
+            self.enqueue_on(pipe, entries)
             pipe.zrem(self.keys.requests, *(data for data, _ in items))
             pipe.execute()
             moved += len(items)

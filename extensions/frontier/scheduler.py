@@ -35,15 +35,9 @@ from extensions import compat, connection, defaults, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
+from extensions.frontier.commit import Committed, FrontierWrite, commit
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import (
-    Added,
-    Entry,
-    Frontier,
-    Lease,
-    SentFingerprints,
-    execute,
-)
+from extensions.frontier.frontier import Added, Entry, Frontier, Lease, SentFingerprints
 from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.leased import remember_as_leased
@@ -452,116 +446,58 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
     # --- batching ---------------------------------------------------------------
 
     def flush(self, lease: int = 0) -> tuple[list[Lease], float | None] | None:
-        """Write discovered requests and retries, then release finished leases,
-        in one transaction: a lease never goes before what its request produced
-        (nor a start-URL entry before the requests built from it).
+        """Write discovered requests and retries, then release finished leases
+        (``commit``: a lease never goes before what its request produced, nor a
+        start-URL entry before the requests built from it).
 
         With ``lease``, that many requests are leased in the same round trip,
         after the writes, and the lease's outcome is returned (None if it failed).
-
-        A sharded frontier (FRONTIER_SHARDS) spans hash slots, which no
-        transaction can: its writes go first, in one round trip, and the
-        releases, acknowledgements and lease follow in a second once they all
-        succeeded.
         """
         self._tell_counts()
         self._collect_finished()
         self._write_statuses()
-        started = self.start_entries.take_done()
-        if not (
-            self._to_enqueue or self._to_delay or self._to_release or self._to_revisit or started
-        ):
-            if not lease:
-                return None
-            outcome = self.frontier.lease(lease, self.lease_timeout)
-            assert not isinstance(outcome, int)
-            return outcome
-        to_enqueue, to_delay, to_release = self._to_enqueue, self._to_delay, self._to_release
-        to_revisit, to_unmark = self._to_revisit, self._to_unmark
-        done = self._done - len(to_delay)
-        sharded = self.keys.shards > 1
-        pipe = self.server.pipeline(transaction=not sharded)
-        enqueue_calls = self.frontier.enqueue(to_enqueue, pipe) if to_enqueue else 0
-        assert isinstance(enqueue_calls, int)
-        self.frontier.delay(to_delay, pipe)
-        self.frontier.revisit(to_revisit, pipe)
-        results: list[Any] = []
-        if sharded:
-            if to_enqueue or to_delay or to_revisit:
-                written = self._execute(pipe, started)
-                if written is None:
-                    return None
-                results = written
-                # a cluster pipeline hands back each command's error, connection errors
-                # too: any of them means the writes are not all in
-                refused = next((r for r in results if isinstance(r, redis.RedisError)), None)
-                if refused is not None:
-                    # nothing released yet: the releases wait for the next flush
-                    self.start_entries.put_back(started)
-                    if connection.is_bad_input(refused):
-                        self._flush_one_by_one(to_enqueue, to_delay, refused)
-                    else:
-                        self.health.failed(refused)
-                    return None
-                self._to_enqueue, self._to_delay, self._to_revisit = [], [], []
-                self._count_added(to_enqueue, results[:enqueue_calls])
-            pipe = self.server.pipeline(transaction=False)
-        self.frontier.release(to_release, pipe)
-        self.frontier.unmark(to_unmark, pipe)
-        self.start_leases.ack(started, pipe)
-        if done:
-            pipe.hincrby(self.keys.checkpoint, "done", done)
-        lease_calls = self.frontier.lease(lease, self.lease_timeout, pipe) if lease else 0
-        assert isinstance(lease_calls, int)
-        outcomes = self._execute(pipe, started)
-        if outcomes is None:
-            return None
-        leased = None
-        if lease_calls:
-            lease_outcomes = outcomes[-lease_calls:]
-            del outcomes[-lease_calls:]
-            failed = next((o for o in lease_outcomes if isinstance(o, redis.RedisError)), None)
-            if failed is not None:
-                self.health.failed(failed)
-            else:
-                leased = self.frontier.lease_result(lease_outcomes)
-        if not sharded:
-            results = outcomes
-        refused = next((r for r in outcomes if isinstance(r, redis.RedisError)), None)
-        if refused is not None:
-            if sharded or not connection.is_bad_input(refused):
-                self.start_entries.put_back(started)
-                self.health.failed(refused)
-                return leased
-            # EXEC ran every other command (releases, acknowledgements, the done
-            # count); the refused writes are redone one by one, so one entry Redis
-            # refuses cannot hold back the rest forever.
+        write = FrontierWrite(
+            enqueue=self._to_enqueue,
+            delay=self._to_delay,
+            revisit=self._to_revisit,
+            release=self._to_release,
+            unmark=self._to_unmark,
+            start_acks=self.start_entries.take_done(),
+            done=self._done - len(self._to_delay),
+            lease=lease,
+        )
+        if not write.writes_anything:
+            # the lease alone: a Redis error reaches the caller (_refill)
+            return self.frontier.lease(lease, self.lease_timeout) if lease else None
+        return self._settle(write, commit(self.frontier, write, self.lease_timeout))
+
+    def _settle(
+        self, write: FrontierWrite, result: Committed
+    ) -> tuple[list[Lease], float | None] | None:
+        """Take out of the buffers what went in; what did not waits for the next
+        flush (a refused entry is written alone and dead-lettered)."""
+        if result.writes_in:
+            self._to_enqueue, self._to_delay, self._to_revisit = [], [], []
+            if write.enqueue and result.added is not None:
+                self._count_added(write.enqueue, result.added)
+        if result.rest_in:
             self._to_release, self._to_revisit, self._to_unmark, self._done = [], [], [], 0
-            self._flush_one_by_one(to_enqueue, to_delay, refused)
-            return leased
-        self.health.ok()
-        self._to_enqueue, self._to_delay, self._to_release = [], [], []
-        self._to_revisit, self._to_unmark, self._done = [], [], 0
-        if not sharded:
-            self._count_added(to_enqueue, results[:enqueue_calls])
-        if to_release:
-            self.stats.inc_value("frontier/released", len(to_release))
-        return leased
+            if write.release and result.error is None:
+                self.stats.inc_value("frontier/released", len(write.release))
+        if result.lease_error is not None:
+            self.health.failed(result.lease_error)
+        if result.error is None:
+            self.health.ok()
+            return result.leased
+        if not result.rest_in:
+            self.start_entries.put_back(write.start_acks)  # acknowledged at the next flush
+        if result.bad_input and not result.writes_in:
+            self._flush_one_by_one(write.enqueue, write.delay, result.error)
+        else:
+            self.health.failed(result.error)
+        return result.leased
 
-    def _execute(self, pipe: Any, started: list[bytes]) -> list[Any] | None:
-        """The pipeline's results, or None if Redis failed (the start entries it
-        would have acknowledged are put back)."""
-        try:
-            return execute(pipe, raise_on_error=False)
-        except redis.RedisError as exc:
-            self.start_entries.put_back(started)
-            self.health.failed(exc)
-            return None
-
-    def _count_added(self, to_enqueue: list[Entry], results: list[Any]) -> None:
-        if not to_enqueue:
-            return
-        result = Added.combine(results)
+    def _count_added(self, to_enqueue: list[Entry], result: Added) -> None:
         added = result.new - len(result.over_budget)
         self.stats.inc_value("frontier/added", added)
         self.stats.inc_value("dupefilter/filtered", len(to_enqueue) - result.new)

@@ -1,0 +1,163 @@
+"""A node's write to the frontier as a value, and the one call that commits it.
+
+What a flush carries (requests to queue, retries to park, pages to revisit,
+finished leases to release, start entries to acknowledge, the done count, and
+how many requests to lease after) is one ``FrontierWrite``; ``commit`` writes it
+and says what went in (``Committed``).
+
+The lease guarantee lives in ``phases``: a lease leaves Redis only with what its
+request produced written, in the same transaction, or in a later round trip
+when the frontier is sharded over hash slots (which no transaction spans).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from extensions import connection
+from extensions.frontier.frontier import Added, Entry, Frontier, Lease, execute
+from extensions.frontier.start_urls import StartLeases
+
+if TYPE_CHECKING:
+    from extensions.recrawl.revisits import RevisitEntry
+
+#: the parts that write what requests produced, and those that may go only with
+#: them or after them
+WRITES = ("enqueue", "delay", "revisit")
+AFTER = ("release", "unmark", "start_acks", "done", "lease")
+
+
+@dataclass
+class FrontierWrite:
+    """One flush of a node."""
+
+    #: discovered requests: (fingerprint or "", group, priority, JSON)
+    enqueue: list[Entry] = field(default_factory=list)
+    #: parked requests (retries, waits): (due, s since epoch; group; JSON)
+    delay: list[tuple[float, str, bytes]] = field(default_factory=list)
+    #: pages kept for a recrawl, written with the release of their lease
+    revisit: list[RevisitEntry] = field(default_factory=list)
+    #: finished leases (their lease members)
+    release: list[bytes] = field(default_factory=list)
+    #: (fingerprint, group) pages whose queued mark goes (their status is stored)
+    unmark: list[tuple[str, str]] = field(default_factory=list)
+    #: start-URL entries whose requests are all queued
+    start_acks: list[bytes] = field(default_factory=list)
+    #: requests finished (the crawl's done count)
+    done: int = 0
+    #: requests to lease, after the writes, in the same round trip
+    lease: int = 0
+
+    def has(self, part: str) -> bool:
+        return bool(getattr(self, part))
+
+    @property
+    def writes_anything(self) -> bool:
+        return any(self.has(part) for part in (*WRITES, *AFTER) if part != "lease")
+
+
+@dataclass
+class Committed:
+    """What a commit put in Redis."""
+
+    #: the writes (enqueue, delay, revisit) are in
+    writes_in: bool = False
+    #: the releases, acknowledgements, unmarks and the done count are in
+    rest_in: bool = False
+    #: what stopped the commit (the writes or the rest are then not in), if anything
+    error: Exception | None = None
+    #: the error is Redis refusing an entry (not Redis being away): the writes are
+    #: to be done one by one, so one bad entry does not hold back the rest
+    bad_input: bool = False
+    #: what the enqueue calls did (when the writes are in)
+    added: Added | None = None
+    #: the leases taken and when the next work is due, if a lease was asked and ran
+    leased: tuple[list[Lease], float | None] | None = None
+    #: what stopped the lease, if it failed on its own
+    lease_error: Exception | None = None
+
+
+def phases(write: FrontierWrite, sharded: bool) -> list[list[str]]:
+    """The round trips ``write`` goes in, each the list of its parts, in order.
+
+    One slot: everything in one transaction. Sharded: the writes first; the
+    releases, acknowledgements, done count and lease once they are all in. No
+    part of AFTER is ever in a round trip before the one with the writes.
+    """
+    writes = [part for part in WRITES if write.has(part)]
+    after = [part for part in AFTER if write.has(part)]
+    if not sharded:
+        return [writes + after] if writes or after else []
+    return [p for p in (writes, after) if p]
+
+
+def commit(frontier: Frontier, write: FrontierWrite, lease_timeout: float) -> Committed:
+    """Write ``write`` to ``frontier``: see ``phases``. Raises nothing for Redis's
+    errors: they are in the result."""
+    sharded = frontier.keys.shards > 1
+    result = Committed()
+    plan = phases(write, sharded)
+    for index, parts in enumerate(plan):
+        last = index == len(plan) - 1
+        pipe = frontier.server.pipeline(transaction=not sharded)
+        calls = _queue_parts(frontier, write, parts, pipe, lease_timeout)
+        try:
+            outcomes = execute(pipe, raise_on_error=False)
+        except redis.RedisError as exc:
+            result.error = exc
+            return result
+        lease_outcomes = outcomes[len(outcomes) - calls["lease"] :] if calls["lease"] else []
+        if calls["lease"]:
+            del outcomes[-calls["lease"] :]
+            failed = next((o for o in lease_outcomes if isinstance(o, redis.RedisError)), None)
+            if failed is not None:
+                result.lease_error = failed
+            else:
+                result.leased = frontier.lease_result(lease_outcomes)
+        refused = next((o for o in outcomes if isinstance(o, redis.RedisError)), None)
+        has_writes = any(part in WRITES for part in parts)
+        if refused is not None:
+            result.error = refused
+            result.bad_input = connection.is_bad_input(refused)
+            if not sharded and result.bad_input:
+                # EXEC ran every other command: only the refused writes are not in
+                result.rest_in = True
+            return result
+        if has_writes:
+            result.writes_in = True
+            result.added = Added.combine(outcomes[: calls["enqueue"]]) if calls["enqueue"] else None
+        if last:
+            result.rest_in = True
+    if not plan:
+        result.writes_in = result.rest_in = True
+    return result
+
+
+def _queue_parts(
+    frontier: Frontier, write: FrontierWrite, parts: list[str], pipe: Any, lease_timeout: float
+) -> dict[str, int]:
+    """Queue ``parts`` of ``write`` on ``pipe``; the number of calls whose
+    results are read apart (enqueue first, lease last)."""
+    calls = {"enqueue": 0, "lease": 0}
+    for part in parts:
+        if part == "enqueue":
+            calls["enqueue"] = frontier.enqueue_on(pipe, write.enqueue)
+        elif part == "delay":
+            frontier.delay(write.delay, pipe)
+        elif part == "revisit":
+            frontier.revisit(write.revisit, pipe)
+        elif part == "release":
+            frontier.release(write.release, pipe)
+        elif part == "unmark":
+            frontier.unmark(write.unmark, pipe)
+        elif part == "start_acks":
+            leases = StartLeases(frontier.server, frontier.keys, frontier.node_id)
+            leases.ack(write.start_acks, pipe)
+        elif part == "done":
+            pipe.hincrby(frontier.keys.checkpoint, "done", write.done)
+        elif part == "lease":
+            calls["lease"] = frontier.lease_on(pipe, write.lease, lease_timeout)
+    return calls
