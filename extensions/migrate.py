@@ -52,8 +52,9 @@ from extensions.compat import PICKLE_PREFIX, SCRAPY_REDIS_FINGERPRINTS, ScrapyRe
 from extensions.exceptions import ConfigError, SerializationError
 from extensions.frontier import values
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import Entry, Frontier
+from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
+from extensions.frontier.results import Entry
 from extensions.frontier.serializer import dumps_request, loads_request
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from extensions import compat, config, connection
 from extensions.addon import DistributedAddon
 from extensions.exceptions import ConfigError
 from extensions.frontier.dupefilter import RedisDupeFilter
-from extensions.frontier.frontier import Frontier, push_start_entries
+from extensions.frontier.frontier import Frontier
+from extensions.frontier.redisops import push_start_entries
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits

@@ -12,8 +12,10 @@ from scrapy.settings import Settings
 
 from extensions import connection, sharding
 from extensions import keys as shard_keys
-from extensions.frontier.frontier import Added, Frontier, execute, now_ms
+from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.groups import group_for
+from extensions.frontier.redisops import execute
+from extensions.frontier.results import Added
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits
 from tests.helpers import all_keys, wait_for

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-    from extensions.frontier.frontier import FrontierSizes
+    from extensions.frontier.results import FrontierSizes
     from extensions.keys import SpiderKeys
 
 HOST = socket.gethostname()

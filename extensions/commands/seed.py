@@ -11,7 +11,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import InvalidStartURL
-from extensions.frontier.frontier import push_start_entries
+from extensions.frontier.redisops import push_start_entries
 from extensions.frontier.start_urls import EntryRules, parse_entry, reads_start_urls
 from extensions.sitemaps import SitemapReading
 from extensions.urlpolicy import mask_credentials

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from extensions import connection
-from extensions.frontier.frontier import Added, Entry, Frontier, Lease, execute
+from extensions.frontier.frontier import Frontier
+from extensions.frontier.redisops import execute
+from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.start_urls import StartLeases
 
 if TYPE_CHECKING:

@@ -22,9 +22,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from extensions.exceptions import SerializationError
-from extensions.frontier.frontier import execute
 from extensions.frontier.groups import group_for
 from extensions.frontier.leased import drop_downloader_headers
+from extensions.frontier.redisops import execute
 from extensions.frontier.serializer import dumps_request, entry_problem
 from extensions.meta import DEAD_LETTERED
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy_redis.dupefilter import RFPDupeFilter
 
 from extensions import compat, connection
-from extensions.frontier.frontier import FINGERPRINT_BYTES, load_script
+from extensions.frontier.frontier import FINGERPRINT_BYTES
+from extensions.frontier.redisops import load_script
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:

@@ -8,21 +8,20 @@ leases to the queue. Every multi-key change is one Lua script (``scripts/``).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from importlib import resources
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
-from redis.cluster import TransactionStrategy
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.leaseplan import LeasePlanner
+from extensions.frontier.redisops import execute, load_script, run_script
+from extensions.frontier.results import Added, Entry, FrontierSizes, Lease, Reclaimed, counts_of
+from extensions.frontier.revisits import RevisitOps
+from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
-from extensions.recrawl.records import RecrawlSchedule, revisit_page, revisit_state
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -34,59 +33,16 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-#: (fingerprint or "" for dont_filter, group, priority, request JSON or b"")
-Entry = tuple[str | bytes, str, float, bytes]
 #: seconds of a rate-limited group's requests one lease may hand out at once
 RATE_BURST_SECONDS = 0.05
 #: ms before its next slot a paced group may be leased, so that its request is
 #: at the node when the slot comes (a lease's round trip and the engine's turn)
 LEASE_LEAD_MS = 100
-HOUR_MS = 3_600_000
-
-
-class Lease(NamedTuple):
-    """One leased request: its lease member (GROUP newline ID), its JSON, the
-    time (s since epoch) it may be sent (0: at once) and the seconds after it
-    it may still go, and whether its group is watched (it pushed back: its
-    good answers are reported, so its rate climbs again)."""
-
-    member: bytes
-    data: bytes
-    slot: float = 0.0
-    window: float = 0.0
-    watched: bool = False
-
-
-@dataclass(frozen=True)
-class Added:
-    """What an enqueue did: fingerprints that were new, and of those, the group
-    of each request dropped because its group had used its HOST_PAGE_BUDGET."""
-
-    new: int
-    over_budget: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, result: Any) -> Added:
-        new, over = result
-        return cls(int(new), tuple(connection.text(group) for group in over))
-
-    @classmethod
-    def combine(cls, results: list[Any]) -> Added:
-        """What the enqueue calls of one batch (one per shard) did together."""
-        parts = [cls.of(result) for result in results]
-        return cls(sum(p.new for p in parts), tuple(g for p in parts for g in p.over_budget))
 
 
 # Bytes of Scrapy's request fingerprint the exact dupefilter keeps: 2 name the
 # bucket, 12 are stored; 112 bits leave no collision to fear.
 FINGERPRINT_BYTES = 14
-
-
-def load_script(name: str) -> str:
-    scripts = resources.files("extensions.frontier.scripts")
-    # Lua scripts cannot import one another: the shared helpers are prepended.
-    prelude = scripts.joinpath("_shared.lua").read_text()
-    return prelude + scripts.joinpath(f"{name}.lua").read_text()
 
 
 class SentFingerprints:
@@ -118,127 +74,12 @@ class SentFingerprints:
         self._current, self._previous = set(), set()
 
 
-def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = None):
-    """Call ``script``, or queue it on ``pipe`` (its result then comes from
-    ``execute(pipe)``).
-
-    In a transaction the script goes as EVAL, carrying itself: a script Redis
-    does not know (after a restart or a failover) would fail inside the
-    transaction, which cannot be run again in part; and redis-py would send
-    SCRIPT EXISTS before every execute. Outside one it goes as EVALSHA, 40
-    bytes instead of a few KB that Redis would hash on every call (a sharded
-    flush sends one per shard it touches); ``execute`` runs any that Redis no
-    longer knows again in full.
-    """
-    if pipe is None:
-        return script(keys=keys, args=args)
-    if _in_transaction(pipe):
-        return pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
-    queued: dict[int, tuple[Script, list, list]] = pipe.__dict__.setdefault(_BY_HASH, {})
-    queued[len(pipe)] = (script, keys, args)
-    return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-
-
 RECLAIM_BATCH = 2000  # leases one reclaim call returns at most
 RECLAIM_CALLS = 1000  # calls one reclaim makes at most (2M leases); the next beat goes on
 HEARTBEAT_SHARDS = 16  # shards a heartbeat reads sizes from and reclaims in
-_BY_HASH = "_scripts_by_hash"  # on a pipeline: its EVALSHA commands, by position
 
 
-def _in_transaction(pipe: Pipeline) -> bool:
-    strategy = getattr(pipe, "_execution_strategy", None)
-    if strategy is not None:  # a cluster pipeline (its ``transaction`` is a method)
-        return isinstance(strategy, TransactionStrategy)
-    return bool(pipe.transaction)
-
-
-def execute(pipe: Pipeline, *, raise_on_error: bool = True) -> list[Any]:
-    """``pipe.execute()``; each script Redis did not know is loaded and run
-    again on its own (it did not run: NOSCRIPT), in its place in the results."""
-    results = pipe.execute(raise_on_error=False)
-    for index, (script, keys, args) in pipe.__dict__.pop(_BY_HASH, {}).items():
-        if isinstance(results[index], redis.exceptions.NoScriptError):
-            try:
-                results[index] = script(keys=keys, args=args)  # loads it, then runs it
-            except redis.RedisError as exc:
-                results[index] = exc
-    if raise_on_error:
-        failed = next((r for r in results if isinstance(r, Exception)), None)
-        if failed is not None:
-            raise failed
-    return results
-
-
-def push_start_entries(
-    client: redis.Redis | Pipeline,
-    keys: SpiderKeys,
-    entries: Sequence[bytes | str],
-    *,
-    back: bool = False,
-    score: float = 0,
-) -> None:
-    """Add entries to the start key, read in the order given; ``back`` puts
-    entries that were taken before where they are read first (a sorted set
-    gives them ``score`` unless ``back``, which gives its highest score)."""
-    if not entries:
-        return
-    if keys.start_type == "set":
-        client.sadd(keys.start_urls, *entries)
-    elif keys.start_type == "zset":
-        if back:
-            top: Any = client.zrevrange(keys.start_urls, 0, 0, withscores=True)
-            score = top[0][1] if top else 0
-        client.zadd(keys.start_urls, dict.fromkeys(entries, score))  # type: ignore[type-var]
-    elif back:
-        client.rpush(keys.start_urls, *reversed(entries))
-    else:
-        client.lpush(keys.start_urls, *entries)
-
-
-def _counts(flat: list) -> dict[str, int]:
-    return {
-        connection.text(node): int(count) for node, count in zip(flat[::2], flat[1::2], strict=True)
-    }
-
-
-@dataclass(frozen=True)
-class Reclaimed:
-    """What a reclaim gave back, per node: requests to the queue, start-URL
-    entries to the start list."""
-
-    requests: dict[str, int]
-    start_urls: dict[str, int]
-
-    def __bool__(self) -> bool:
-        return bool(self.requests or self.start_urls)
-
-
-def _left(limit: int | None, done: int) -> int | None:
-    return None if limit is None else max(limit - done, 0)
-
-
-@dataclass(frozen=True)
-class FrontierSizes:
-    start_urls: int
-    queued: int
-    in_flight: int
-    seen: int
-    dlq: int
-    delayed: int
-    #: queue groups (hosts) with work, and those of them that may be leased now
-    hosts: int = 0
-    ready_hosts: int = 0
-    #: hosts held because they pushed back (backing off), and of them, for a ban
-    held_hosts: int = 0
-    banned_hosts: int = 0
-
-    @property
-    def pending(self) -> int:
-        """Work the cluster still has to do (start URLs, queue, in flight, retries)."""
-        return self.start_urls + self.queued + self.in_flight + self.delayed
-
-
-class Frontier:
+class Frontier(RevisitOps, Upkeep):
     """Redis operations on one spider's frontier, for one node."""
 
     def __init__(
@@ -334,152 +175,6 @@ class Frontier:
         for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
             mapping = {group.encode() + b"\n" + data: int(due * 1000) for due, group, data in part}
             (pipe or self.server).zadd(self.shards[shard].delayed, mapping)
-
-    def revisit(
-        self, entries: list[tuple[str, str, float, bytes]], pipe: Pipeline | None = None
-    ) -> None:
-        """Schedule pages to be fetched again: (request fingerprint in hex, group,
-        due time in seconds since epoch, the request's JSON) entries."""
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
-            keys = self.shards[shard]
-            target = pipe or self.server
-            target.hset(
-                keys.revisit,
-                mapping={fp: group.encode() + b"\n" + data for fp, group, _, data in part},
-            )
-            target.zadd(keys.due, {fp: int(due * 1000) for fp, _, due, _ in part})
-
-    def feed_due(self, limit: int, in_turn: bool = True) -> int:
-        """Queue up to ``limit`` pages per shard whose recrawl is due, in a
-        heartbeat's turn of shards (or in every shard); returns how many were queued."""
-        now = now_ms()
-        results = self._in_scopes(
-            self._feed,
-            lambda keys: (
-                [keys.due, keys.revisit, keys.ready, keys.waiting, keys.frontier],
-                [now, limit, keys.queue(""), keys.data("")],
-            ),
-            "feed" if in_turn else None,
-        )
-        return sum(int(queued) for _, queued in results)
-
-    def requeue(self, entries: list[tuple[str, str, bytes]]) -> int:
-        """Queue (fingerprint in hex, group, request JSON) pages a status store
-        outside Redis found due, each marked in NAME:revisit; a page marked
-        already is queued or in flight, and is not queued again. Returns how
-        many were queued."""
-        queued = 0
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
-            keys = self.shards[shard]
-            args: list[Any] = [keys.queue(""), keys.data("")]
-            for fingerprint, group, data in part:
-                args.extend((fingerprint, group, data))
-            script_keys = [keys.revisit, keys.ready, keys.waiting, keys.frontier]
-            queued += int(run_script(self._requeue, script_keys, args))
-        return queued
-
-    def unmark(self, entries: list[tuple[str, str]], pipe: Pipeline | None = None) -> None:
-        """Forget the queued marks of (fingerprint in hex, group) pages whose new
-        status is in the store outside Redis."""
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
-            (pipe or self.server).hdel(self.shards[shard].revisit, *(fp for fp, _ in part))
-
-    def recrawl_schedule(self, hours: int = 24) -> RecrawlSchedule:
-        """The pages kept for a recrawl, how many are due now, and how many fall
-        due in each of the next ``hours`` hours."""
-        now = now_ms()
-        pipe = self.server.pipeline(transaction=False)
-        for keys in self.shards:
-            pipe.hlen(keys.revisit)
-            pipe.zcount(keys.due, "-inf", now)
-            for hour in range(hours):
-                start, end = now + hour * HOUR_MS, now + (hour + 1) * HOUR_MS
-                pipe.zcount(keys.due, f"({start}", end)
-        counts = [int(n) for n in execute(pipe)]
-        stride = hours + 2
-        shards = [counts[i : i + stride] for i in range(0, len(counts), stride)]
-        return RecrawlSchedule(
-            pages=sum(shard[0] for shard in shards),
-            due=sum(shard[1] for shard in shards),
-            due_by_hour=[sum(shard[2 + hour] for shard in shards) for hour in range(hours)],
-        )
-
-    def recrawl_now(
-        self, wanted: Callable[[str, float | None], bool], limit: int | None = None
-    ) -> tuple[int, int]:
-        """Make the recorded pages ``wanted(url, last fetch time)`` accepts due
-        now, at most ``limit`` of them: (pages made due, unreadable records).
-        Reads every record (HSCAN): a by-hand operation, not a node's.
-
-        A page already queued or in flight is left alone (ZADD XX); one due
-        earlier keeps its date (LT): so none is queued twice."""
-        now = now_ms()
-        chosen = unreadable = 0
-        for keys in self.shards:
-            batch: list[bytes] = []
-            for fingerprint, record in self.server.hscan_iter(keys.revisit, count=1000):
-                page = revisit_page(record)
-                if page is None:
-                    unreadable += 1
-                elif wanted(*page):
-                    batch.append(fingerprint)
-                    if len(batch) >= 1000:
-                        chosen += self._due_now(keys, batch, now, _left(limit, chosen))
-                        batch = []
-                        if _left(limit, chosen) == 0:
-                            break
-            chosen += self._due_now(keys, batch, now, _left(limit, chosen))
-            if _left(limit, chosen) == 0:
-                break
-        return chosen, unreadable
-
-    def lastmod(self, entries: list[tuple[str, str, float]]) -> tuple[int, int]:
-        """What a sitemap's ``<lastmod>`` says of pages kept for a recrawl:
-        (request fingerprint in hex, group, lastmod in seconds since epoch)
-        entries. A page changed since its last fetch is made due now; one that
-        did not has its recrawl put off by its interval from now. Only pages
-        waiting for their date are moved (ZADD XX), so none is queued twice.
-        Returns (made due, put off)."""
-        now = now_ms()
-        sooner = later = 0
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
-            keys = self.shards[shard]
-            records: list[Any] = self.server.hmget(keys.revisit, [fp for fp, _, _ in part])
-            due_now: dict[str, int] = {}
-            put_off: dict[str, int] = {}
-            for (fp, _, modified), record in zip(part, records, strict=True):
-                page = revisit_state(record) if record else None
-                _, fetched_at, interval = page or ("", None, None)
-                if fetched_at is None:
-                    continue  # never fetched: the dupefilter decides, as for any link
-                if modified > fetched_at:
-                    due_now[fp] = now
-                elif interval:
-                    put_off[fp] = now + int(interval * 1000)
-            pipe = self.server.pipeline(transaction=False)
-            if due_now:
-                pipe.zadd(keys.due, due_now, xx=True, lt=True, ch=True)
-            if put_off:
-                pipe.zadd(keys.due, put_off, xx=True, gt=True, ch=True)
-            results = iter(execute(pipe))
-            sooner += int(next(results)) if due_now else 0
-            later += int(next(results)) if put_off else 0
-        return sooner, later
-
-    def _due_now(
-        self, keys: SpiderKeys, fingerprints: list[bytes], now: int, limit: int | None
-    ) -> int:
-        if not fingerprints or limit == 0:
-            return 0
-        # only pages waiting for their date (XX): the others are queued or in flight
-        pipe = self.server.pipeline(transaction=False)
-        for fingerprint in fingerprints:
-            pipe.zscore(keys.due, fingerprint)
-        scores = execute(pipe)
-        waiting = [fp for fp, s in zip(fingerprints, scores, strict=True) if s is not None][:limit]
-        if waiting:
-            self.server.zadd(keys.due, dict.fromkeys(waiting, now), xx=True, lt=True)
-        return len(waiting)
 
     def _create_bloom_shards(self, keys: SpiderKeys) -> None:
         """Create each bitmap at its full size once: grown bit by bit, Redis would
@@ -622,8 +317,8 @@ class Frontier:
             ):
                 more = more or bool(int(left))
                 for totals, counts in (
-                    (requests, _counts(returned)),
-                    (start_urls, _counts(started)),
+                    (requests, counts_of(returned)),
+                    (start_urls, counts_of(started)),
                 ):
                     for node, count in counts.items():
                         totals[node] = totals.get(node, 0) + count
@@ -697,64 +392,3 @@ class Frontier:
             self._scope_sizes[index] = [int(v) for v in counts]
         read = self._scope_sizes.values() if in_turn else [self._scope_sizes[i] for i, _ in results]
         return FrontierSizes(*(sum(column) for column in zip(*read, strict=True)))
-
-    def clear(self) -> None:
-        """Forget the crawl: queue, seen fingerprints, every node's leases and
-        progress. Start URLs waiting to be read (those a node had taken go back
-        to the start list) and the dead letters stay."""
-        nodes = sorted(
-            {
-                connection.text(n)
-                for key in self.registries()
-                for n in self.server.zrange(key, 0, -1)
-            }
-        )
-        for node in nodes:
-            entries = self.server.lrange(self.keys.start_leases(node), 0, -1)
-            if entries:
-                push_start_entries(self.server, self.keys, entries, back=True)
-                self.server.delete(self.keys.start_leases(node))
-        for keys in self.scopes:
-            doomed = [
-                keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
-                keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
-                keys.held, keys.banned,
-                keys.bloom_count, keys.shards_key, keys.revisit, keys.due,
-            ]  # fmt: skip
-            doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
-            self.server.delete(*doomed)
-            patterns = (keys.bloom_prefix, keys.queue(""), keys.data(""), keys.host(""),
-                        keys.dupefilter + ":")  # fmt: skip
-            for pattern in patterns:
-                batch = []
-                for key in self.server.scan_iter(
-                    match=connection.glob_escape(pattern) + "*", count=1000
-                ):
-                    batch.append(key)
-                    if len(batch) >= 1000:
-                        self.server.delete(*batch)
-                        batch = []
-                if batch:
-                    self.server.delete(*batch)
-
-    def convert_legacy_queue(self, group_of: Callable[[dict[str, Any]], str]) -> int:
-        """Move the single queue of earlier versions (``NAME:requests``, JSON)
-        into the group queues, in batches; returns how many moved."""
-        moved = 0
-        while True:
-            items: Any = self.server.zrange(self.keys.requests, 0, 499, withscores=True)
-            if not items:
-                return moved
-            entries: list[Entry] = []
-            for data, score in items:
-                try:
-                    obj = json.loads(data)
-                    group = group_of(obj) if isinstance(obj, dict) else ""
-                except (ValueError, RecursionError):
-                    group = ""  # read, and dead-lettered, by the node that leases it
-                entries.append(("", group, -score, data))
-            pipe = self.server.pipeline(transaction=True)
-            self.enqueue_on(pipe, entries)
-            pipe.zrem(self.keys.requests, *(data for data, _ in items))
-            pipe.execute()
-            moved += len(items)

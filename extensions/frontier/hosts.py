@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extensions import connection, defaults
-from extensions.frontier.frontier import LEASE_LEAD_MS, execute, load_script, run_script
+from extensions.frontier.frontier import LEASE_LEAD_MS
+from extensions.frontier.redisops import execute, load_script, run_script
 
 if TYPE_CHECKING:
     import redis

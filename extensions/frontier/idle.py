@@ -22,7 +22,7 @@ from extensions.frontier.start_urls import reads_start_urls
 if TYPE_CHECKING:
     from scrapy import Spider
 
-    from extensions.frontier.frontier import FrontierSizes, Lease
+    from extensions.frontier.results import FrontierSizes, Lease
 
 logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly

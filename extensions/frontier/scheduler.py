@@ -37,10 +37,11 @@ from extensions.exceptions import SerializationError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.commit import Committed, FrontierWrite, commit
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import Added, Entry, Frontier, Lease, SentFingerprints
+from extensions.frontier.frontier import Frontier, SentFingerprints
 from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.leased import remember_as_leased
+from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.serializer import dumps_request, loads_request
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.keys import SpiderKeys

@@ -30,7 +30,8 @@ from scrapy import FormRequest, Request
 
 from extensions import defaults
 from extensions.exceptions import InvalidStartURL
-from extensions.frontier.frontier import load_script, now_ms
+from extensions.frontier.frontier import now_ms
+from extensions.frontier.redisops import load_script
 from extensions.meta import CONTROL_KEYS, priority_problem
 from extensions.urlpolicy import UrlPolicy
 

@@ -1,0 +1,84 @@
+"""What the frontier's operations answer: leases, what an enqueue did, what a
+reclaim gave back, and the frontier's sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from extensions import connection
+
+#: (fingerprint or "" for dont_filter, group, priority, request JSON or b"")
+Entry = tuple[str | bytes, str, float, bytes]
+
+
+class Lease(NamedTuple):
+    """One leased request: its lease member (GROUP newline ID), its JSON, the
+    time (s since epoch) it may be sent (0: at once) and the seconds after it
+    it may still go, and whether its group is watched (it pushed back: its
+    good answers are reported, so its rate climbs again)."""
+
+    member: bytes
+    data: bytes
+    slot: float = 0.0
+    window: float = 0.0
+    watched: bool = False
+
+
+@dataclass(frozen=True)
+class Added:
+    """What an enqueue did: fingerprints that were new, and of those, the group
+    of each request dropped because its group had used its HOST_PAGE_BUDGET."""
+
+    new: int
+    over_budget: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, result: Any) -> Added:
+        new, over = result
+        return cls(int(new), tuple(connection.text(group) for group in over))
+
+    @classmethod
+    def combine(cls, results: list[Any]) -> Added:
+        """What the enqueue calls of one batch (one per shard) did together."""
+        parts = [cls.of(result) for result in results]
+        return cls(sum(p.new for p in parts), tuple(g for p in parts for g in p.over_budget))
+
+
+def counts_of(flat: list) -> dict[str, int]:
+    return {
+        connection.text(node): int(count) for node, count in zip(flat[::2], flat[1::2], strict=True)
+    }
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """What a reclaim gave back, per node: requests to the queue, start-URL
+    entries to the start list."""
+
+    requests: dict[str, int]
+    start_urls: dict[str, int]
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.start_urls)
+
+
+@dataclass(frozen=True)
+class FrontierSizes:
+    start_urls: int
+    queued: int
+    in_flight: int
+    seen: int
+    dlq: int
+    delayed: int
+    #: queue groups (hosts) with work, and those of them that may be leased now
+    hosts: int = 0
+    ready_hosts: int = 0
+    #: hosts held because they pushed back (backing off), and of them, for a ban
+    held_hosts: int = 0
+    banned_hosts: int = 0
+
+    @property
+    def pending(self) -> int:
+        """Work the cluster still has to do (start URLs, queue, in flight, retries)."""
+        return self.start_urls + self.queued + self.in_flight + self.delayed
