@@ -116,14 +116,14 @@ def take_over(settings: BaseSettings) -> None:
         )
 
 
-def max_idle_time(settings: BaseSettings, default: float) -> float:
+def max_idle_time(settings: BaseSettings) -> float:
     """MAX_IDLE_TIME_BEFORE_CLOSE, or scrapy-redis's SCHEDULER_IDLE_BEFORE_CLOSE
     when only that is set."""
     if not connection.set_by_project(settings, "MAX_IDLE_TIME_BEFORE_CLOSE") and settings.get(
         "SCHEDULER_IDLE_BEFORE_CLOSE"
     ) not in (None, ""):
         return settings.getfloat("SCHEDULER_IDLE_BEFORE_CLOSE")
-    return settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE", default)
+    return settings.getfloat("MAX_IDLE_TIME_BEFORE_CLOSE")
 
 
 def unsupported(settings: BaseSettings) -> list[str]:

@@ -18,6 +18,8 @@ from extensions.frontier.start_urls import tracker_for
 from extensions.meta import DELAY_UNTIL, START_ENTRY
 from tests.conftest import queued
 
+ADDON = {"ADDONS": {"extensions.addon.DistributedAddon": 0}}
+
 
 class UnitSpider(Spider):
     name = "unit"
@@ -28,7 +30,8 @@ class UnitSpider(Spider):
 
 @pytest.fixture
 def scheduler(redis_url):
-    crawler = get_crawler(UnitSpider, {"REDIS_URL": redis_url, "NODE_ID": "unit-node"})
+    crawler = get_crawler(UnitSpider, {"REDIS_URL": redis_url, "NODE_ID": "unit-node", **ADDON})
+    crawler._apply_settings()  # the add-on installs the stack's settings
     crawler.spider = UnitSpider.from_crawler(crawler)
     crawler.engine = crawler._create_engine()  # Scrapy's own, not opened: nothing in flight
     opened = DistributedScheduler.from_crawler(crawler)
@@ -137,8 +140,9 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
     crawler = get_crawler(
         UnitSpider,
         {"REDIS_URL": redis_url, "NODE_ID": "unit-node", "RECRAWL_STORE": "mongo",
-         "MONGO_URI": uri, "MONGO_DATABASE": database},
+         "MONGO_URI": uri, "MONGO_DATABASE": database, **ADDON},
     )  # fmt: skip
+    crawler._apply_settings()
     crawler.spider = UnitSpider.from_crawler(crawler)
     crawler.engine = crawler._create_engine()
     crawler.engine._slot = SimpleNamespace(inprogress=set())  # the engine is done with all
@@ -154,9 +158,10 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
         pending_revisits[request] = (request.url[-1] * 40, "example.com", time.time() + 60,
                                      json.dumps({"url": request.url}).encode())  # fmt: skip
     scheduler._collect_finished()
-    # as _write_statuses leaves a batch whose worker thread has not returned yet
-    scheduler._status_in_flight, scheduler._status_pending = scheduler._status_pending, []
-    assert len(scheduler._status_in_flight) == 2
+    # as StatusBatches.write leaves a batch whose worker thread has not returned yet
+    statuses = scheduler.statuses
+    statuses.in_flight, statuses.pending = statuses.pending, []
+    assert len(statuses.in_flight) == 2
 
     scheduler.close("shutdown")
 
@@ -165,5 +170,13 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
     }  # fmt: skip
     assert redis_client.zcard("unit:leases:unit-node") == 0
     assert queued(redis_client, "unit") == []  # released, not handed back to be fetched again
-    scheduler._statuses_written(None, [])  # the thread's late answer changes nothing
+    statuses._written(None, [])  # the thread's late answer changes nothing
     assert scheduler._to_release == []
+
+
+def test_the_scheduler_without_the_add_on_says_so_in_one_line(redis_url):
+    from extensions.exceptions import ConfigError
+
+    crawler = get_crawler(UnitSpider, {"REDIS_URL": redis_url})  # no ADDONS
+    with pytest.raises(ConfigError, match=r"DistributedScheduler needs the add-on: add ADDONS"):
+        DistributedScheduler.from_crawler(crawler)

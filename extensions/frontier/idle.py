@@ -32,6 +32,7 @@ class ClusterDuties:
     """Mixed into DistributedScheduler, whose state it shares."""
 
     # set by DistributedScheduler
+    config: Any
     crawler: Any
     frontier: Any
     checkpoint: Any
@@ -40,15 +41,8 @@ class ClusterDuties:
     stats: Any
     health: Any
     start_entries: Any
-    node_timeout: float
-    node_forget_after: float
-    recrawl_feed_batch: int
-    recrawl_claim_timeout: float
     status_store: Any
     _feeding: bool
-    max_idle_time: float
-    idle_poll_max: float
-    log_interval: float
     _next_poll: float
     _last_cluster_log: float
     _idle_since: float | None
@@ -76,7 +70,7 @@ class ClusterDuties:
             self.checkpoint.write(self.stats, sizes)
             self._reclaim(in_turn=True)
             self._feed_due()
-            if time.monotonic() - self._last_cluster_log >= self.log_interval:
+            if time.monotonic() - self._last_cluster_log >= self.config.log_interval:
                 self._log_cluster(sizes)
         except redis.RedisError as exc:
             self.health.failed(exc)
@@ -91,12 +85,12 @@ class ClusterDuties:
                 fed = threads.deferToThread(
                     self.status_store.feed,
                     self.frontier,
-                    self.recrawl_feed_batch,
-                    self.recrawl_claim_timeout,
+                    self.config.recrawl_feed_batch,
+                    self.config.recrawl_claim_timeout,
                 )
                 fed.addBoth(self._fed)
             return
-        self._fed(self.frontier.feed_due(self.recrawl_feed_batch))
+        self._fed(self.frontier.feed_due(self.config.recrawl_feed_batch))
 
     def _fed(self, result: Any) -> None:
         self._feeding = False
@@ -115,7 +109,7 @@ class ClusterDuties:
         self._last_cluster_log = time.monotonic()
         done = int(self.checkpoint.crawl_progress().get("done", 0))
         alive = self.server.zcount(
-            self.keys.nodes, int((time.time() - self.node_timeout) * 1000), "+inf"
+            self.keys.nodes, int((time.time() - self.config.node_timeout) * 1000), "+inf"
         )
         share = f" ({100 * done / sizes.seen:.0f}%)" if sizes.seen else ""
         logger.info(
@@ -128,9 +122,9 @@ class ClusterDuties:
     def _reclaim(self, closing_node: str = "", in_turn: bool = False) -> dict[str, int]:
         """Reclaim; returns {node: requests returned to the queue}."""
         returned = self.frontier.reclaim(
-            self.node_timeout,
+            self.config.node_timeout,
             closing_node=closing_node,
-            forget_after=self.node_forget_after,
+            forget_after=self.config.node_forget_after,
             in_turn=in_turn,
         )
         for node, count in returned.start_urls.items():
@@ -180,8 +174,8 @@ class ClusterDuties:
             self._sent.clear()
         close_after = self.close_after(spider)
         if close_after is None or now - self._idle_since < close_after:
-            logger.debug("no work anywhere; looking again in %.2f s", self.idle_poll_max)
-            self._schedule_wake(self.idle_poll_max)
+            logger.debug("no work anywhere; looking again in %.2f s", self.config.idle_poll_max)
+            self._schedule_wake(self.config.idle_poll_max)
             raise DontCloseSpider
 
     def close_after(self, spider: Spider) -> float | None:
@@ -191,8 +185,8 @@ class ClusterDuties:
         reads start URLs from Redis waiting for more, a negative value closes at
         once; a spider that does not read them closes when the work is done.
         """
-        if self.max_idle_time > 0:
-            return self.max_idle_time
-        if self.max_idle_time < 0 or not reads_start_urls(type(spider)):
+        if self.config.max_idle_time > 0:
+            return self.config.max_idle_time
+        if self.config.max_idle_time < 0 or not reads_start_urls(type(spider)):
             return 0.0
         return None

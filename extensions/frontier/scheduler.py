@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
-from twisted.internet import task, threads
+from twisted.internet import task
 
-from extensions import compat, connection, defaults, engine, sharding
+from extensions import compat, connection, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.exceptions import SerializationError
-from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.frontier.commit import Committed, FrontierWrite, commit
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier, SentFingerprints
@@ -42,8 +41,10 @@ from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.leased import remember_as_leased
 from extensions.frontier.results import Added, Entry, Lease
+from extensions.frontier.schedconfig import SchedulerConfig
 from extensions.frontier.serializer import dumps_request, loads_request
 from extensions.frontier.start_urls import StartLeases, tracker_for
+from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
 from extensions.meta import (
     DEAD_LETTERED,
@@ -54,7 +55,7 @@ from extensions.meta import (
     priority_problem,
 )
 from extensions.recrawl.revisits import after_failure, pending_revisits
-from extensions.recrawl.statusstore import MongoStatusStore, store_kind
+from extensions.recrawl.statusstore import MongoStatusStore
 from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
@@ -74,80 +75,28 @@ def _url_of(data: bytes) -> str:
 
 
 class DistributedScheduler(ClusterDuties, BaseScheduler):
-    def __init__(
-        self,
-        server: redis.Redis,
-        crawler: Crawler,
-        *,
-        node_id: str,
-        persist: bool = defaults.SCHEDULER_PERSIST,
-        flush_on_start: bool = defaults.SCHEDULER_FLUSH_ON_START,
-        max_idle_time: float = defaults.MAX_IDLE_TIME_BEFORE_CLOSE,
-        fetch_batch: int = defaults.FRONTIER_FETCH_BATCH,
-        enqueue_batch: int = defaults.FRONTIER_ENQUEUE_BATCH,
-        lease_timeout: float = defaults.FRONTIER_LEASE_TIMEOUT,
-        release_interval: float = defaults.FRONTIER_RELEASE_INTERVAL,
-        idle_poll_min: float = defaults.FRONTIER_IDLE_POLL_MIN,
-        idle_poll_max: float = defaults.FRONTIER_IDLE_POLL_MAX,
-        heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL,
-        node_timeout: float = defaults.NODE_TIMEOUT,
-        log_interval: float = 60.0,
-        node_forget_after: float = defaults.NODE_FORGET_AFTER,
-        recrawl_feed_batch: int = defaults.RECRAWL_FEED_BATCH,
-        recrawl_store: str = "redis",
-        recrawl_claim_timeout: float = defaults.RECRAWL_CLAIM_TIMEOUT,
-        bloom: BloomParams | None = None,
-        local_cache: int = defaults.DUPEFILTER_LOCAL_CACHE,
-        url_policy: UrlPolicy | None = None,
-        max_delay: float = defaults.FRONTIER_MAX_DELAY,
-        queue_by: str = defaults.FRONTIER_QUEUE_BY,
-        host_page_budget: int = defaults.HOST_PAGE_BUDGET,
-        crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX,
-        send_tolerance: float = defaults.CLUSTER_SEND_TOLERANCE,
-    ):
+    def __init__(self, server: redis.Redis, crawler: Crawler, *, node_id: str,
+                 config: SchedulerConfig | None = None):  # fmt: skip
         self.server = server
-        self.send_tolerance = send_tolerance
-        self.queue_by = queue_by
-        self.host_page_budget = host_page_budget
-        self.crawl_delay_max = crawl_delay_max
-        self._over_budget_said: set[str] = set()
-        self._bad_state_said = False
-        self.url_policy = url_policy or UrlPolicy()
-        self.max_delay = max_delay
-        self.refused = RefusedLog(crawler.stats, "frontier/refused")
-        self.start_entries = tracker_for(crawler)
-        self._sent = SentFingerprints(local_cache)
-        self.bloom = bloom
-        self.node_forget_after = node_forget_after
-        self.recrawl_feed_batch = recrawl_feed_batch
-        self.recrawl_store = recrawl_store
-        self.recrawl_claim_timeout = recrawl_claim_timeout
-        # RECRAWL_STORE = "mongo": the store, the finished requests whose revisit
-        # record it has yet to take (their leases wait for it), and the pages whose
-        # queued mark goes with the release of their lease
-        self.status_store: Any = None
-        self._status_pending: list[tuple[bytes, tuple[str, str, float, bytes]]] = []
-        # the batch a worker thread is writing now (empty: none)
-        self._status_in_flight: list[tuple[bytes, tuple[str, str, float, bytes]]] = []
-        self._closed = False
-        self._to_unmark: list[tuple[str, str]] = []
-        self._feeding = False
         self.crawler = crawler
+        self.node_id = node_id
+        self.config = config = config or SchedulerConfig()
+        self.stats = crawler.stats
+        self.health = connection.health_for(crawler)
         # Scrapy's, unless the crawl was carried over from scrapy-redis (see open)
         self.fingerprinter: Any = crawler.request_fingerprinter
-        self.stats = crawler.stats
-        self.node_id = node_id
-        self.persist = persist
-        self.flush_on_start = flush_on_start
-        self.max_idle_time = max_idle_time
-        self.fetch_batch = fetch_batch
-        self.enqueue_batch = enqueue_batch
-        self.lease_timeout = lease_timeout
-        self.release_interval = release_interval
-        self.idle_poll_min = idle_poll_min
-        self.idle_poll_max = idle_poll_max
-        self.heartbeat_interval = heartbeat_interval
-        self.node_timeout = node_timeout
+        self.url_policy = UrlPolicy.from_settings(crawler.settings)
+        self.refused = RefusedLog(crawler.stats, "frontier/refused")
+        self.start_entries = tracker_for(crawler)
+        self._sent = SentFingerprints(config.local_cache)
+        self._over_budget_said: set[str] = set()
+        self._bad_state_said = False
+        # RECRAWL_STORE = "mongo": the store, and the finished requests whose revisit
+        # record it has yet to take (their leases wait for it)
+        self.status_store: Any = None
+        self.statuses: StatusBatches | None = None
+        self._closed = False
+        self._feeding = False
 
         self._buffer: deque[tuple[Request, bytes]] = deque()
         self._leased: dict[Request, bytes] = {}
@@ -156,61 +105,27 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         # pages to fetch again (RECRAWL_AFTER), written with the release of their lease
         self._to_revisit: list[tuple[str, str, float, bytes]] = []
         self._to_release: list[bytes] = []
+        # pages whose queued mark goes with the release of their lease (their
+        # status is in the store outside Redis)
+        self._to_unmark: list[tuple[str, str]] = []
         # Requests finished since the last flush, less those that went to the
         # dead-letter queue; parked copies (retries, waits) are subtracted when
         # written, as the same request is then still to be done.
         self._done = 0
         self._enqueued_untold = 0  # counts for the stats, told at the next flush
         self._dequeued_untold = 0
-        self._poll_delay = idle_poll_min
+        self._poll_delay = config.idle_poll_min
         self._next_poll = 0.0
         self._wake_call = None
         self._idle_since: float | None = None
         self._last_cluster_log = time.monotonic()
-        self.log_interval = log_interval
-        self.health = connection.health_for(crawler)
         self._loops: list[task.LoopingCall] = []
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
-        s = crawler.settings
-        server = connection.from_settings(s)
-        max_idle = compat.max_idle_time(s, defaults.MAX_IDLE_TIME_BEFORE_CLOSE)
-        return cls(
-            server,
-            crawler,
-            node_id=node_id_for(crawler),
-            persist=s.getbool("SCHEDULER_PERSIST", defaults.SCHEDULER_PERSIST),
-            flush_on_start=s.getbool("SCHEDULER_FLUSH_ON_START", defaults.SCHEDULER_FLUSH_ON_START),
-            max_idle_time=max_idle,
-            fetch_batch=s.getint("FRONTIER_FETCH_BATCH", defaults.FRONTIER_FETCH_BATCH),
-            enqueue_batch=s.getint("FRONTIER_ENQUEUE_BATCH", defaults.FRONTIER_ENQUEUE_BATCH),
-            lease_timeout=s.getfloat("FRONTIER_LEASE_TIMEOUT", defaults.FRONTIER_LEASE_TIMEOUT),
-            release_interval=s.getfloat(
-                "FRONTIER_RELEASE_INTERVAL", defaults.FRONTIER_RELEASE_INTERVAL
-            ),
-            idle_poll_min=s.getfloat("FRONTIER_IDLE_POLL_MIN", defaults.FRONTIER_IDLE_POLL_MIN),
-            idle_poll_max=s.getfloat("FRONTIER_IDLE_POLL_MAX", defaults.FRONTIER_IDLE_POLL_MAX),
-            heartbeat_interval=s.getfloat(
-                "NODE_HEARTBEAT_INTERVAL", defaults.NODE_HEARTBEAT_INTERVAL
-            ),
-            node_timeout=s.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT),
-            log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
-            node_forget_after=s.getfloat("NODE_FORGET_AFTER", defaults.NODE_FORGET_AFTER),
-            recrawl_feed_batch=s.getint("RECRAWL_FEED_BATCH", defaults.RECRAWL_FEED_BATCH),
-            recrawl_store=store_kind(s),
-            recrawl_claim_timeout=s.getfloat(
-                "RECRAWL_CLAIM_TIMEOUT", defaults.RECRAWL_CLAIM_TIMEOUT
-            ),
-            bloom=bloom_from_settings(s),
-            local_cache=s.getint("DUPEFILTER_LOCAL_CACHE", defaults.DUPEFILTER_LOCAL_CACHE),
-            url_policy=UrlPolicy.from_settings(s),
-            queue_by=s.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY),
-            host_page_budget=s.getint("HOST_PAGE_BUDGET", defaults.HOST_PAGE_BUDGET),
-            crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX", defaults.CLUSTER_CRAWL_DELAY_MAX),
-            send_tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE", defaults.CLUSTER_SEND_TOLERANCE),
-            max_delay=s.getfloat("FRONTIER_MAX_DELAY", defaults.FRONTIER_MAX_DELAY),
-        )
+        config = SchedulerConfig.from_settings(crawler.settings)
+        server = connection.from_settings(crawler.settings)
+        return cls(server, crawler, node_id=node_id_for(crawler), config=config)
 
     # --- lifecycle ------------------------------------------------------------
 
@@ -225,20 +140,21 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self.server,
             self.keys,
             self.node_id,
-            self.bloom,
-            budget=self.host_page_budget,
-            crawl_delay_max=self.crawl_delay_max,
-            send_tolerance=self.send_tolerance,
+            self.config.bloom,
+            budget=self.config.host_page_budget,
+            crawl_delay_max=self.config.crawl_delay_max,
+            send_tolerance=self.config.send_tolerance,
         )
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
-        if self.recrawl_store == "mongo":
+        if self.config.recrawl_store == "mongo":
             self.status_store = MongoStatusStore.from_settings(
                 self.crawler.settings, spider.name, self.node_id
             )
+            self.statuses = StatusBatches(self.status_store, self.stats, self._status_stored)
             logger.info("pages kept for a recrawl go to %s", self.status_store.describe())
-        if self.flush_on_start:
+        if self.config.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
         self._record_shards()
@@ -268,8 +184,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         logger.info("node %s joined the crawl of %s", self.node_id, spider.name)
         self.crawler.signals.connect(self._on_spider_idle, signal=signals.spider_idle)
         for interval, func in (
-            (self.release_interval, self.flush),
-            (self.heartbeat_interval, self._heartbeat),
+            (self.config.release_interval, self.flush),
+            (self.config.heartbeat_interval, self._heartbeat),
         ):
             loop = task.LoopingCall(func)
             loop.start(interval, now=False)
@@ -304,7 +220,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
     def _group_of_stored(self, stored: dict[str, Any]) -> str:
         meta = stored.get("meta")
         slot = meta.get("download_slot") if isinstance(meta, dict) else None
-        return group_for(str(stored.get("url", "")), slot, self.queue_by)
+        return group_for(str(stored.get("url", "")), slot, self.config.queue_by)
 
     def close(self, reason: str) -> None:
         for loop in self._loops:
@@ -314,16 +230,20 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self._wake_call.cancel()
         # the last pages' recrawl status, before their leases go
         self._collect_finished()
-        self._write_statuses(now=True)
+        if self.statuses is not None:
+            self.statuses.write_now()
+            self.statuses.closed = True
         self._closed = True
         self.flush()
-        if self.status_store is not None:
-            self.status_store.close()
+        if self.statuses is not None:
+            self.statuses.close()
         try:
             # Whatever this node still holds (its local buffer, requests cut
             # short by a forced stop) goes back to the queue at once.
             returned = self.frontier.reclaim(
-                self.node_timeout, closing_node=self.node_id, forget_after=self.node_forget_after
+                self.config.node_timeout,
+                closing_node=self.node_id,
+                forget_after=self.config.node_forget_after,
             )
             if returned.requests.get(self.node_id):
                 logger.info(
@@ -335,7 +255,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                     returned.start_urls[self.node_id],
                 )
             self.checkpoint.write(self.stats, state="closed")
-            if not self.persist and reason == "finished":
+            if not self.config.persist and reason == "finished":
                 # Only a finished crawl is wiped: a node stopped mid-crawl must
                 # not take the others' work with it.
                 self.frontier.clear()
@@ -344,7 +264,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 "could not hand back this node's leases (%s); they return to the queue "
                 "once its heartbeat is %ss old",
                 exc,
-                self.node_timeout,
+                self.config.node_timeout,
             )
 
     # --- the engine's interface -------------------------------------------------
@@ -395,22 +315,24 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self.stats.inc_value("frontier/unserializable")
             self._dead_letter(kind="unserializable", url=request.url, error=str(exc))
             return False
-        group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
+        group = group_for(request.url, request.meta.get("download_slot"), self.config.queue_by)
         if due is not None:
             self._to_delay.append((due, group, data))
             self.stats.inc_value("frontier/delayed")
             return True
         self._to_enqueue.append((fingerprint, group, request.priority, data))
         self._enqueued_untold += 1
-        if len(self._to_enqueue) >= self.enqueue_batch:
+        if len(self._to_enqueue) >= self.config.enqueue_batch:
             self.flush()
         return True
 
     def _delay_problem(self, due: object) -> str | None:
         if not isinstance(due, (int, float)) or isinstance(due, bool) or due != due:
             return f"delay_until {due!r:.80} is not a time"
-        if due > time.time() + self.max_delay:
-            return f"delay_until is more than FRONTIER_MAX_DELAY ({self.max_delay:.0f}s) ahead"
+        if due > time.time() + self.config.max_delay:
+            return (
+                f"delay_until is more than FRONTIER_MAX_DELAY ({self.config.max_delay:.0f}s) ahead"
+            )
         return None
 
     def next_request(self) -> Request | None:
@@ -456,7 +378,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         """
         self._tell_counts()
         self._collect_finished()
-        self._write_statuses()
+        if self.statuses is not None:
+            self.statuses.write()
         write = FrontierWrite(
             enqueue=self._to_enqueue,
             delay=self._to_delay,
@@ -469,8 +392,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         )
         if not write.writes_anything:
             # the lease alone: a Redis error reaches the caller (_refill)
-            return self.frontier.lease(lease, self.lease_timeout) if lease else None
-        return self._settle(write, commit(self.frontier, write, self.lease_timeout))
+            return self.frontier.lease(lease, self.config.lease_timeout) if lease else None
+        return self._settle(write, commit(self.frontier, write, self.config.lease_timeout))
 
     def _settle(
         self, write: FrontierWrite, result: Committed
@@ -505,7 +428,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self._count_over_budget(result.over_budget)
         if added:
             # New work is in the queue: an idle node's back-off must not delay it.
-            self._poll_delay = self.idle_poll_min
+            self._poll_delay = self.config.idle_poll_min
             self._next_poll = 0.0
 
     def _count_over_budget(self, groups: tuple[str, ...]) -> None:
@@ -518,7 +441,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 "%s has used its HOST_PAGE_BUDGET of %d requests: further links to it are "
                 "dropped (said once per host)",
                 group,
-                self.host_page_budget,
+                self.config.host_page_budget,
             )
 
     def _flush_one_by_one(
@@ -571,64 +494,17 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 pending_revisits.pop(request, None)
             if revisit is None:
                 self._to_release.append(member)
-            elif self.status_store is not None:
-                self._status_pending.append((member, revisit))  # released once stored
+            elif self.statuses is not None:
+                self.statuses.add(member, revisit)  # released once stored
             else:
                 self._to_release.append(member)
                 self._to_revisit.append(revisit)
             if not request.meta.get(DEAD_LETTERED):
                 self._done += 1
 
-    def _write_statuses(self, now: bool = False) -> None:
-        """Hand the revisit records of finished requests to the status store, in a
-        worker thread (``now``: here, at close); their leases are released, with
-        their queued marks, once it has them."""
-        if self.status_store is None:
-            return
-        if now:
-            # At close, a batch still in its thread is written again here (the same
-            # $set: writing it twice changes nothing) rather than its pages
-            # fetched again because their leases were handed back.
-            batch = self._status_in_flight + self._status_pending
-            self._status_pending = []
-            if not batch:
-                return
-            from pymongo.errors import PyMongoError
-
-            try:
-                self.status_store.write([entry for _, entry in batch])
-            except PyMongoError as exc:
-                logger.error("could not store %d pages' recrawl status: %s", len(batch), exc)
-                return  # their leases stay: the pages are fetched and stored again
-            self._statuses_written(None, batch)
-            return
-        if not self._status_pending or self._status_in_flight:
-            return
-        batch, self._status_pending = self._status_pending, []
-        self._status_in_flight = batch
-        written = threads.deferToThread(self.status_store.write, [entry for _, entry in batch])
-        written.addCallback(self._statuses_written, batch)
-        written.addErrback(self._statuses_not_written, batch)
-
-    def _statuses_written(self, _: Any, batch: list) -> None:
-        if self._closed:
-            return  # written again, and released, at close
-        self._status_in_flight = []
-        self._to_release += [member for member, _ in batch]
-        self._to_unmark += [(fingerprint, group) for _, (fingerprint, group, _, _) in batch]
-        self.stats.inc_value("recrawl/stored", len(batch))
-
-    def _statuses_not_written(self, failure: Any, batch: list) -> None:
-        if self._closed:
-            return  # the store closed under the thread; the batch was written at close
-        self._status_in_flight = []
-        self._status_pending = batch + self._status_pending  # tried again at the next flush
-        self.stats.inc_value("recrawl/store_errors")
-        logger.error(
-            "could not store %d pages' recrawl status (%s); trying again",
-            len(batch),
-            failure.getErrorMessage(),
-        )
+    def _status_stored(self, members: list[bytes], unmarks: list[tuple[str, str]]) -> None:
+        self._to_release += members
+        self._to_unmark += unmarks
 
     def _refill(self) -> None:
         now = time.monotonic()
@@ -639,7 +515,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         outcome = None
         try:
             # the writes waiting and the lease in one round trip
-            outcome = self.flush(lease=self.fetch_batch)
+            outcome = self.flush(lease=self.config.fetch_batch)
         except redis.RedisError as exc:  # the lease alone, with nothing to write
             self.health.failed(exc)
         else:
@@ -669,7 +545,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self._buffer.append((request, member))
         if items:
             self.stats.inc_value("frontier/leased", len(items))
-            self._poll_delay = self.idle_poll_min
+            self._poll_delay = self.config.idle_poll_min
             self._next_poll = 0.0
         elif outcome is not None and not self.frontier.looked_everywhere:
             # the next shards may have work: look there at once, no back-off yet
@@ -684,7 +560,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 delay = min(delay, max(next_due - time.time(), 0.005))
             self._next_poll = now + delay
             self._schedule_wake(delay)
-            self._poll_delay = min(self._poll_delay * 2, self.idle_poll_max)
+            self._poll_delay = min(self._poll_delay * 2, self.config.idle_poll_max)
 
     def _dead_letter(self, **record: Any) -> None:
         try:

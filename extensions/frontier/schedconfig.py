@@ -1,0 +1,80 @@
+"""The scheduler's settings, read once (the add-on installed their defaults)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from extensions import compat, defaults
+from extensions.exceptions import ConfigError
+from extensions.frontier.bloom import BloomParams, bloom_from_settings
+from extensions.recrawl.statusstore import store_kind
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+
+def require_addon(settings: BaseSettings, component: str) -> None:
+    """One clear line for a component built where the add-on did not install
+    the stack's settings (a project that lists the component by hand)."""
+    if settings.getpriority("FRONTIER_FETCH_BATCH") is None:
+        raise ConfigError(
+            f"{component} needs the add-on: add "
+            'ADDONS = {"extensions.addon.DistributedAddon": 0} to the settings'
+        )
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    persist: bool = defaults.SCHEDULER_PERSIST
+    flush_on_start: bool = defaults.SCHEDULER_FLUSH_ON_START
+    max_idle_time: float = defaults.MAX_IDLE_TIME_BEFORE_CLOSE
+    fetch_batch: int = defaults.FRONTIER_FETCH_BATCH
+    enqueue_batch: int = defaults.FRONTIER_ENQUEUE_BATCH
+    lease_timeout: float = defaults.FRONTIER_LEASE_TIMEOUT
+    release_interval: float = defaults.FRONTIER_RELEASE_INTERVAL
+    idle_poll_min: float = defaults.FRONTIER_IDLE_POLL_MIN
+    idle_poll_max: float = defaults.FRONTIER_IDLE_POLL_MAX
+    heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL
+    node_timeout: float = defaults.NODE_TIMEOUT
+    node_forget_after: float = defaults.NODE_FORGET_AFTER
+    log_interval: float = 60.0
+    recrawl_feed_batch: int = defaults.RECRAWL_FEED_BATCH
+    recrawl_store: str = "redis"
+    recrawl_claim_timeout: float = defaults.RECRAWL_CLAIM_TIMEOUT
+    bloom: BloomParams | None = None
+    local_cache: int = defaults.DUPEFILTER_LOCAL_CACHE
+    max_delay: float = defaults.FRONTIER_MAX_DELAY
+    queue_by: str = defaults.FRONTIER_QUEUE_BY
+    host_page_budget: int = defaults.HOST_PAGE_BUDGET
+    crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX
+    send_tolerance: float = defaults.CLUSTER_SEND_TOLERANCE
+
+    @classmethod
+    def from_settings(cls, s: BaseSettings) -> SchedulerConfig:
+        require_addon(s, "DistributedScheduler")
+        return cls(
+            persist=s.getbool("SCHEDULER_PERSIST"),
+            flush_on_start=s.getbool("SCHEDULER_FLUSH_ON_START"),
+            max_idle_time=compat.max_idle_time(s),
+            fetch_batch=s.getint("FRONTIER_FETCH_BATCH"),
+            enqueue_batch=s.getint("FRONTIER_ENQUEUE_BATCH"),
+            lease_timeout=s.getfloat("FRONTIER_LEASE_TIMEOUT"),
+            release_interval=s.getfloat("FRONTIER_RELEASE_INTERVAL"),
+            idle_poll_min=s.getfloat("FRONTIER_IDLE_POLL_MIN"),
+            idle_poll_max=s.getfloat("FRONTIER_IDLE_POLL_MAX"),
+            heartbeat_interval=s.getfloat("NODE_HEARTBEAT_INTERVAL"),
+            node_timeout=s.getfloat("NODE_TIMEOUT"),
+            node_forget_after=s.getfloat("NODE_FORGET_AFTER"),
+            log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
+            recrawl_feed_batch=s.getint("RECRAWL_FEED_BATCH"),
+            recrawl_store=store_kind(s),
+            recrawl_claim_timeout=s.getfloat("RECRAWL_CLAIM_TIMEOUT"),
+            bloom=bloom_from_settings(s),
+            local_cache=s.getint("DUPEFILTER_LOCAL_CACHE"),
+            max_delay=s.getfloat("FRONTIER_MAX_DELAY"),
+            queue_by=s.get("FRONTIER_QUEUE_BY"),
+            host_page_budget=s.getint("HOST_PAGE_BUDGET"),
+            crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX"),
+            send_tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE"),
+        )
