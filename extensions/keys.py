@@ -15,8 +15,7 @@ key                            type    holds
                                        first, with REDIS_START_URLS_AS_ZSET)
 ``NAME:queue:GROUP``           zset    one queue per host (or domain, or download slot:
                                        FRONTIER_QUEUE_BY): request id -> order (priority
-                                       first, then discovery order); a whole JSON request
-                                       in a queue written by an earlier version
+                                       first, then discovery order)
 ``NAME:data:GROUP``            hash    that group's queued and leased requests: id -> JSON,
                                        written once when queued, gone when finished
 ``NAME:ready``                 zset    groups with work that may be leased now -> their
@@ -32,15 +31,16 @@ key                            type    holds
 ``NAME:held``                  zset    groups held because they pushed back -> hold end (ms)
 ``NAME:banned``                zset    of those, the ones held for a ban -> hold end (ms)
 ``NAME:frontier``              hash    queued (requests in all group queues), seq (the
-                                       discovery counter behind the order)
+                                       discovery counter behind the order), format (the
+                                       layout the crawl was brought to when a node opened)
 ``NAME:rates``                 hash    requests per second per group ('*' = the default),
                                        from CLUSTER_HOST_RATE(S); read by every lease
 ``NAME:crawl_delay``           hash    robots.txt Crawl-delay per group, in seconds
 ``NAME:requests``              zset    the queue of earlier versions (converted into the
                                        group queues when a node opens) and of scrapy-redis
-``NAME:dupefilter``            hash    'n' = how many fingerprints were ever scheduled (and, in
-                                       a crawl begun before levels, 2-byte buckets of 12-byte
-                                       tails, still read)
+``NAME:dupefilter``            hash    'n' = how many fingerprints were ever scheduled (the
+                                       2-byte buckets of earlier versions are moved into the
+                                       levels when a node opens)
 ``NAME:dupefilter:L:B``        hash    level L, bucket B of the exact dupefilter: 7 bytes of
                                        each fingerprint as a field (a small listpack)
 ``NAME:bloom:N``               string  with DUPEFILTER_MODE = "bloom": shard N of the filter's

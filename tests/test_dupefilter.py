@@ -66,7 +66,7 @@ def test_the_exact_filter_grows_by_levels_and_each_new_url_writes_the_same(tmp_p
         server.stop()
 
 
-def test_a_dupefilter_written_before_levels_is_still_read(redis_client):
+def test_a_dupefilter_written_before_levels_is_upgraded_into_them(redis_client):
     keys = SpiderKeys.for_spider("old")
     old = fingerprints(0, 3)
     # the earlier layout: 2-byte bucket -> 12-byte tails side by side, 'n' = count
@@ -74,7 +74,8 @@ def test_a_dupefilter_written_before_levels_is_still_read(redis_client):
         redis_client.hset("old:dupefilter", fp[:2], fp[2:14])
     redis_client.hset("old:dupefilter", "n", 3)
     frontier = Frontier(redis_client, keys, "n1")
-    assert record(frontier, old) == 0
+    assert frontier.upgrade(lambda stored: "")["fingerprints"] == 3
+    assert redis_client.hlen("old:dupefilter") == 1  # 'n' alone: the old buckets are gone
+    assert record(frontier, old) == 0  # still seen, from the levels
     assert record(frontier, fingerprints(3, 2)) == 2
     assert redis_client.hget("old:dupefilter", "n") == b"5"
-    assert redis_client.hlen("old:dupefilter") == 4  # nothing written to the old buckets

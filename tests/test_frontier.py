@@ -172,11 +172,13 @@ def test_exact_dupefilter_never_confuses_fingerprints_sharing_a_bucket(redis_cli
 
 
 def test_nodes_silent_for_long_are_forgotten_once_their_leases_are_back(redis_client, keys):
+    ancient = Frontier(redis_client, keys, "ancient")
+    ancient.enqueue([entry("http://a/x")])
+    ancient.lease(1, lease_timeout=600)
     frontier = Frontier(redis_client, keys, "alive")
     frontier.heartbeat()
     redis_client.zadd(keys.nodes, {"recent": now_ms() - 60_000, "ancient": now_ms() - 3_600_000})
     redis_client.hset(keys.node("ancient"), "pages", 1)
-    redis_client.zadd(keys.leases("ancient"), {b'{"url":"http://a/x"}': 1e15})
     assert frontier.reclaim(node_timeout=30, forget_after=600).requests == {"ancient": 1}
     assert {n.decode() for n in redis_client.zrange(keys.nodes, 0, -1)} == {"alive", "recent"}
     assert not redis_client.exists(keys.node("ancient"))
@@ -336,20 +338,26 @@ def test_a_request_json_is_written_once_and_leases_move_its_id(redis_client, key
     assert lease_urls(Frontier(redis_client, keys, "n2"), 1) == ["http://a/1"]
 
 
-def test_inline_requests_of_earlier_versions_are_leased_and_handed_back_as_they_are(
-    redis_client, keys
-):
-    frontier = Frontier(redis_client, keys, "n1")
+def test_a_crawl_of_earlier_versions_is_upgraded_once_and_then_read_as_any(redis_client, keys):
+    """Whole-JSON queue and lease members (with their group, or without it) become
+    ids with their JSON in the data hash, keeping their order; then the crawl is
+    marked, and a second upgrade reads one field."""
     inline = b'{"url":"http://a/old","priority":1}'
-    redis_client.zadd(keys.queue("a"), {inline: 0})
-    redis_client.zadd(keys.ready, {"a": 0})
-    [(member, data, *_)] = frontier.lease(1, lease_timeout=-1)[0]
-    assert (member, data) == (b"a\n" + inline, inline)
-    assert frontier.reclaim(node_timeout=30).requests == {"n1": 1}
-    assert redis_client.zrange(keys.queue("a"), 0, -1) == [inline]
-    [(member, *_)] = frontier.lease(1, lease_timeout=60)[0]
-    frontier.release([member])
-    assert frontier.sizes().in_flight == 0
+    redis_client.zadd(keys.queue("a"), {inline: -5, b'{"url":"http://a/older"}': -9})
+    redis_client.zadd(keys.ready, {"a": -9})
+    redis_client.zadd(
+        keys.leases("gone"), {b'a\n{"url":"http://a/held"}': 1, b'{"url":"http://b/x"}': 2}
+    )
+    frontier = Frontier(redis_client, keys, "n1")
+    done = frontier.upgrade(lambda stored: group_for(stored["url"]))
+    assert done == {"requests": 0, "inline": 4, "fingerprints": 0}
+    assert not [m for m in redis_client.zrange(keys.queue("a"), 0, -1) if m.startswith(b"{")]
+    assert sorted(redis_client.zrange(keys.leases("gone"), 0, -1))[0].startswith(b"a\n")
+    assert frontier.upgrade(lambda stored: group_for(stored["url"]))["inline"] == 0
+    assert lease_urls(frontier, 1) == ["http://a/older"]  # the lowest score first, as before
+    redis_client.zadd(keys.nodes, {"gone": now_ms() - 60_000})
+    assert frontier.reclaim(node_timeout=30).requests == {"gone": 2}
+    assert sorted(lease_urls(frontier, 5)) == ["http://a/held", "http://a/old", "http://b/x"]
 
 
 def test_an_id_without_its_json_is_leased_with_none_for_the_node_to_dead_letter(redis_client, keys):

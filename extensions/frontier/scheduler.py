@@ -34,6 +34,7 @@ from twisted.internet import task
 from extensions import compat, connection, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.exceptions import SerializationError
+from extensions.frontier.admission import Admission
 from extensions.frontier.commit import Committed, FrontierWrite, commit
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier, SentFingerprints
@@ -42,21 +43,19 @@ from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.leased import remember_as_leased
 from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.schedconfig import SchedulerConfig
-from extensions.frontier.serializer import dumps_request, loads_request
+from extensions.frontier.serializer import loads_request
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
 from extensions.meta import (
     DEAD_LETTERED,
-    DELAY_UNTIL,
     HOST_WATCHED,
     SEND_SLOT,
     START_ENTRY,
-    priority_problem,
 )
 from extensions.recrawl.revisits import after_failure, pending_revisits
 from extensions.recrawl.statusstore import MongoStatusStore
-from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
+from extensions.urlpolicy import UrlPolicy
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -85,10 +84,16 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self.health = connection.health_for(crawler)
         # Scrapy's, unless the crawl was carried over from scrapy-redis (see open)
         self.fingerprinter: Any = crawler.request_fingerprinter
-        self.url_policy = UrlPolicy.from_settings(crawler.settings)
-        self.refused = RefusedLog(crawler.stats, "frontier/refused")
         self.start_entries = tracker_for(crawler)
         self._sent = SentFingerprints(config.local_cache)
+        self.admission = Admission(
+            UrlPolicy.from_settings(crawler.settings),
+            crawler.stats,
+            self._sent,
+            self._dead_letter,
+            queue_by=config.queue_by,
+            max_delay=config.max_delay,
+        )
         self._over_budget_said: set[str] = set()
         self._bad_state_said = False
         # RECRAWL_STORE = "mongo": the store, and the finished requests whose revisit
@@ -158,13 +163,13 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
         self._record_shards()
+        self._upgrade()  # before anything reads the crawl's state (leases handed back too)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
         self.checkpoint.write(self.stats)
         reclaimed: dict[str, int] = {}
         for node in self.checkpoint.dead_local_nodes():
             reclaimed.update(self._reclaim(closing_node=node))
         reclaimed.update(self._reclaim())
-        self._convert_legacy_queue()
         sizes = self.frontier.sizes()
         if sizes.seen:
             progress = self.checkpoint.crawl_progress()
@@ -202,20 +207,25 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         if problem:
             raise RuntimeError(problem)
 
-    def _convert_legacy_queue(self) -> None:
-        """Requests queued by an earlier version in the single ``NAME:requests``
-        queue move into the group queues (scrapy-redis's pickled queue there is
-        refused before the crawl starts: ``scrapy migrate``)."""
-        if self.server.type(self.keys.requests) != b"zset":
-            return
-        first: Any = self.server.zrange(self.keys.requests, 0, 0)
-        if first and first[0].startswith(compat.PICKLE_PREFIX):
-            raise RuntimeError(
-                f"{self.keys.requests} holds scrapy-redis's pickled queue: "
-                f"run `scrapy migrate {self.keys.name}` first"
-            )
-        moved = self.frontier.convert_legacy_queue(self._group_of_stored)
-        logger.info("moved %d requests of the earlier single queue into per-host queues", moved)
+    def _upgrade(self) -> None:
+        """A crawl written by earlier versions is brought to this version's layout,
+        once (scrapy-redis's pickled queue is refused before the crawl starts:
+        ``scrapy migrate``)."""
+        if self.server.type(self.keys.requests) == b"zset":
+            first: Any = self.server.zrange(self.keys.requests, 0, 0)
+            if first and first[0].startswith(compat.PICKLE_PREFIX):
+                raise RuntimeError(
+                    f"{self.keys.requests} holds scrapy-redis's pickled queue: "
+                    f"run `scrapy migrate {self.keys.name}` first"
+                )
+        done = self.frontier.upgrade(self._group_of_stored)
+        if any(done.values()):
+            logger.info(
+                "brought the crawl to this version's layout: %d requests of the single queue "
+                "moved into per-host queues, %d whole-JSON queue entries made ids, %d "
+                "fingerprints moved into the dupefilter's levels",
+                done["requests"], done["inline"], done["fingerprints"],
+            )  # fmt: skip
 
     def _group_of_stored(self, stored: dict[str, Any]) -> str:
         meta = stored.get("meta")
@@ -285,55 +295,19 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
                 self.start_entries.handled(token)
 
     def _enqueue(self, request: Request, from_start_entry: bool = False) -> bool:
-        problem = self.url_policy.problem(request.url)
-        if problem is not None:
-            self.refused.refused(request.url, *problem)
-            if from_start_entry:  # a person pushed it: keep it where they can see why
-                url = mask_credentials(request.url)[:2000]
-                self._dead_letter(kind="start_url", url=url, error=problem[1])
+        admitted = self.admission.admit(request, self.spider, self.fingerprinter, from_start_entry)
+        if admitted is None:
             return False
-        due = request.meta.pop(DELAY_UNTIL, None)
-        invalid = priority_problem(request.priority)
-        if invalid is None and due is not None:
-            invalid = self._delay_problem(due)
-        if invalid is not None:
-            logger.error("cannot queue %s: %s", request, invalid)
-            self.stats.inc_value("frontier/invalid")
-            self._dead_letter(kind="invalid_request", url=request.url, error=invalid)
-            return False
-        fingerprint: str | bytes = ""
-        if due is None and not request.dont_filter:
-            fingerprint = self.fingerprinter.fingerprint(request)
-            if not self._sent.add(fingerprint):
-                self.stats.inc_value("dupefilter/filtered")
-                self.stats.inc_value("dupefilter/filtered_locally")
-                return False
-        try:
-            data = dumps_request(request, self.spider)
-        except SerializationError as exc:
-            logger.error("cannot queue %s: %s", request, exc)
-            self.stats.inc_value("frontier/unserializable")
-            self._dead_letter(kind="unserializable", url=request.url, error=str(exc))
-            return False
-        group = group_for(request.url, request.meta.get("download_slot"), self.config.queue_by)
+        fingerprint, group, priority, data, due = admitted
         if due is not None:
             self._to_delay.append((due, group, data))
             self.stats.inc_value("frontier/delayed")
             return True
-        self._to_enqueue.append((fingerprint, group, request.priority, data))
+        self._to_enqueue.append((fingerprint, group, priority, data))
         self._enqueued_untold += 1
         if len(self._to_enqueue) >= self.config.enqueue_batch:
             self.flush()
         return True
-
-    def _delay_problem(self, due: object) -> str | None:
-        if not isinstance(due, (int, float)) or isinstance(due, bool) or due != due:
-            return f"delay_until {due!r:.80} is not a time"
-        if due > time.time() + self.config.max_delay:
-            return (
-                f"delay_until is more than FRONTIER_MAX_DELAY ({self.config.max_delay:.0f}s) ahead"
-            )
-        return None
 
     def next_request(self) -> Request | None:
         if not self._buffer:

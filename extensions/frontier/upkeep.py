@@ -1,5 +1,6 @@
-"""Forgetting a crawl, and moving the single queue of earlier versions into the
-group queues: done once, by a command or a node at open, never per request."""
+"""Forgetting a crawl, and bringing a crawl written by earlier versions to the
+layout every script reads: done once, by a node at open (``upgrade``), never on
+the path of a request."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions import connection
-from extensions.frontier.redisops import push_start_entries
+from extensions.frontier.redisops import load_script, push_start_entries
 
 if TYPE_CHECKING:
     import redis
@@ -16,6 +17,12 @@ if TYPE_CHECKING:
 
     from extensions.frontier.results import Entry
     from extensions.keys import SpiderKeys
+
+
+#: the layout this version reads (ids in the queues and leases, the dupefilter's
+#: levels), marked in NAME:frontier once a crawl is brought to it
+FORMAT = b"2"
+UPGRADE_BATCH = 500
 
 
 class Upkeep:
@@ -94,3 +101,52 @@ class Upkeep:
             pipe.zrem(self.keys.requests, *(data for data, _ in items))
             pipe.execute()
             moved += len(items)
+
+    def upgrade(self, group_of: Callable[[dict[str, Any]], str]) -> dict[str, int]:
+        """Bring a crawl written by earlier versions to this version's layout: the
+        single queue moved into the group queues, whole-JSON queue and lease members
+        made ids, the dupefilter's old buckets moved into its levels. Once per
+        crawl: a crawl marked upgraded (NAME:frontier 'format') costs one read."""
+        done = {"requests": self.convert_legacy_queue(group_of), "inline": 0, "fingerprints": 0}
+        scopes = self.scopes
+        pipe = self.server.pipeline(transaction=False)
+        for keys in scopes:
+            pipe.hget(keys.frontier, "format")
+            pipe.exists(keys.frontier, keys.dupefilter, keys.ready, keys.nodes)
+        marks = pipe.execute()
+        for index, keys in enumerate(scopes):
+            if marks[2 * index] == FORMAT:
+                continue
+            if marks[2 * index + 1]:  # state of an earlier version's: a fresh crawl has none
+                done["inline"] += self._upgrade_inline(keys)
+                done["fingerprints"] += self._upgrade_dupefilter(keys)
+            self.server.hset(keys.frontier, "format", FORMAT)
+        return done
+
+    def _upgrade_inline(self, keys: SpiderKeys) -> int:
+        script = self.server.register_script(load_script("upgrade_inline"))
+        upgraded = 0
+        for prefix, leases in ((keys.queue(""), False), (keys.leases_prefix(), True)):
+            match = connection.glob_escape(prefix) + "*"
+            for key in list(self.server.scan_iter(match=match, count=1000)):
+                name = connection.text(key)
+                group = "" if leases else name[len(prefix) :]
+                old = [
+                    member
+                    for member, _ in self.server.zscan_iter(key, count=1000)
+                    if (member.partition(b"\n")[2] or member if leases else member)[:1] == b"{"
+                ]
+                for start in range(0, len(old), UPGRADE_BATCH):
+                    batch = old[start : start + UPGRADE_BATCH]
+                    args = [keys.data(""), "1" if leases else "0", group, *batch]
+                    upgraded += int(script(keys=[name, keys.frontier], args=args))
+        return upgraded
+
+    def _upgrade_dupefilter(self, keys: SpiderKeys) -> int:
+        script = self.server.register_script(load_script("upgrade_dupefilter"))
+        buckets = [f for f, _ in self.server.hscan_iter(keys.dupefilter, count=1000) if len(f) == 2]
+        moved = 0
+        for start in range(0, len(buckets), UPGRADE_BATCH):
+            batch = buckets[start : start + UPGRADE_BATCH]
+            moved = int(script(keys=[keys.dupefilter], args=[keys.dupefilter + ":", moved, *batch]))
+        return moved

@@ -36,12 +36,9 @@ end
 
 -- A queued request is an id in its group's queue (NAME:queue:GROUP); its JSON is
 -- in the group's data hash (NAME:data:GROUP) under that id, written once when it
--- is queued: leasing, releasing and handing back move the id alone. A queue
--- member that starts with '{' is a whole JSON request queued by an earlier
--- version, leased and handed back as it is.
-local function is_inline(item)
-  return string.byte(item, 1) == 123
-end
+-- is queued: leasing, releasing and handing back move the id alone. (Earlier
+-- versions' whole-JSON queue members are upgraded once, at a node's open:
+-- upgrade_inline.lua.)
 
 -- Ids for n new requests: the discovery counter's next n values, as text.
 local function new_ids(F, n)
@@ -53,8 +50,8 @@ local function new_ids(F, n)
   return ids
 end
 
--- Leases hold "GROUP\nID" (or "GROUP\nJSON" for an inline request); delayed
--- retries hold "GROUP\nJSON": the group, then the request.
+-- Leases hold "GROUP\nID"; delayed retries hold "GROUP\nJSON": the group, then
+-- the request (a member without its group, another writer's, is put under its host).
 local function split_item(member)
   local at = string.find(member, '\n', 1, true)
   if not at then
@@ -64,7 +61,7 @@ local function split_item(member)
 end
 
 -- Add a request to its group's queue: its id, with its JSON when the id is new
--- (item = nil puts back an id whose JSON is stored; id = nil an inline request).
+-- (item = nil puts back an id whose JSON is stored).
 -- F: {queue_prefix, data_prefix, ready, waiting, frontier, added = {}}; call
 -- settle(F) once at the end of the script.
 local function push(F, group, score, id, item)
@@ -158,4 +155,34 @@ local function observe(P, counters, now, leased)
   else
     redis.call('HSET', counters, 'win', now, 'wl', leased)
   end
+end
+
+-- The exact dupefilter's levels: level L has 4096 * 4^L buckets (small hashes,
+-- prefix .. L .. ':' .. BUCKET) and takes new fingerprints while the filter
+-- holds fewer than its capacity (90 per bucket, counting the levels below); a
+-- fingerprint's bucket is its first bytes, its field the 7 bytes after them.
+local TAIL = 12
+local FIRST_BUCKETS = 4096
+local PER_BUCKET = 90
+
+-- The level that takes the fingerprint the filter counts as its (count + 1)th.
+local function level_for(count)
+  local top, capacity, buckets = 0, FIRST_BUCKETS * PER_BUCKET, FIRST_BUCKETS
+  while count >= capacity and top < 9 do
+    top = top + 1
+    buckets = buckets * 4
+    capacity = capacity + buckets * PER_BUCKET
+  end
+  return top
+end
+
+local function bucket_key(level_prefix, fp, level)
+  local b1, b2, b3, b4 = string.byte(fp, 1, 4)
+  local word = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
+  local bits = 12 + 2 * level
+  return level_prefix .. level .. ':' .. math.floor(word / 2 ^ (32 - bits))
+end
+
+local function fingerprint_field(fp)
+  return string.sub(fp, 5, 11)
 end

@@ -1,7 +1,5 @@
 -- Add requests to their groups' queues unless their fingerprint was seen before.
--- KEYS[1]  dupefilter (hash): field 'n' counts the fingerprints. A dupefilter
---          written before levels also holds 2-byte buckets of 12-byte tails side
---          by side there; they are still read, never written.
+-- KEYS[1]  dupefilter (hash): field 'n' counts the fingerprints
 -- KEYS[2]  ready groups (zset)      KEYS[3]  waiting groups (zset)
 -- KEYS[4]  frontier counters (hash: queued, seq)
 -- ARGV[1]  group queue key prefix   ARGV[2]  group counters key prefix
@@ -16,14 +14,10 @@
 --          request dropped over budget}
 --
 -- Why levels: each new fingerprint is one small HSET, so what Redis writes to its
--- AOF and replicas per URL stays the same however many URLs were seen. Level L
--- has 4096 * 4^L buckets and takes new fingerprints while the filter holds fewer
--- than its capacity (90 per bucket, counting the levels below), so a bucket
+-- AOF and replicas per URL stays the same however many URLs were seen. A bucket
 -- stays a compact listpack of at most ~128 fields (~12 bytes per URL); a check
 -- looks in every level so far: one more HEXISTS each time the filter grows 4x.
-local TAIL = 12
-local FIRST_BUCKETS = 4096
-local PER_BUCKET = 90
+-- (level_for, bucket_key and fingerprint_field come from _shared.lua)
 local F = {queue_prefix = ARGV[1], data_prefix = ARGV[5], ready = KEYS[2], waiting = KEYS[3],
            frontier = KEYS[4], added = {}}
 local budget = tonumber(ARGV[3])
@@ -33,41 +27,14 @@ local seq_base = nil  -- taken on the first request queued: a bare check takes n
 local seq = 0
 local added, over = 0, {}
 
-local seen_count = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
-local legacy = redis.call('HLEN', KEYS[1]) > 1  -- buckets of the layout before levels
-local top, capacity, buckets = 0, FIRST_BUCKETS * PER_BUCKET, FIRST_BUCKETS
-while seen_count >= capacity and top < 9 do
-  top = top + 1
-  buckets = buckets * 4
-  capacity = capacity + buckets * PER_BUCKET
-end
-
-local function bucket_key(fp, level)
-  local b1, b2, b3, b4 = string.byte(fp, 1, 4)
-  local word = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
-  local bits = 12 + 2 * level
-  return level_prefix .. level .. ':' .. math.floor(word / 2 ^ (32 - bits))
-end
-
-local function in_legacy(fp)
-  local stored = redis.call('HGET', KEYS[1], string.sub(fp, 1, 2))
-  if not stored then return false end
-  local tail = string.sub(fp, 3, 2 + TAIL)
-  local from = 1
-  while true do
-    local at = string.find(stored, tail, from, true)
-    if not at then return false end
-    if (at - 1) % TAIL == 0 then return true end  -- a whole entry, not across two
-    from = at + 1
-  end
-end
+local top = level_for(tonumber(redis.call('HGET', KEYS[1], 'n') or '0'))
 
 local function seen_before(fp)
-  local field = string.sub(fp, 5, 11)
+  local field = fingerprint_field(fp)
   for level = 0, top do
-    if redis.call('HEXISTS', bucket_key(fp, level), field) == 1 then return true end
+    if redis.call('HEXISTS', bucket_key(level_prefix, fp, level), field) == 1 then return true end
   end
-  return legacy and in_legacy(fp)
+  return false
 end
 
 local new_fingerprints = 0
@@ -79,7 +46,7 @@ for i = 6, #ARGV, 4 do
     if seen_before(fp) then
       new = false
     else
-      redis.call('HSET', bucket_key(fp, top), string.sub(fp, 5, 11), '')
+      redis.call('HSET', bucket_key(level_prefix, fp, top), fingerprint_field(fp), '')
       new_fingerprints = new_fingerprints + 1
     end
   end

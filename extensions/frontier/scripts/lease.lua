@@ -97,20 +97,11 @@ for pass = 1, 2 do
         if spacing > 2 * lead then soonest = now + lead end
         slot = math.max(soonest, number_field(P, redis.call('HGET', counters, 'next')) or 0)
       end
-      local ids = {}
-      for _, item in ipairs(items) do
-        if not is_inline(item) then ids[#ids + 1] = item end
-      end
-      local stored = #ids > 0 and redis.call('HMGET', F.data_prefix .. group, unpack(ids)) or {}
+      local stored = #items > 0 and redis.call('HMGET', F.data_prefix .. group, unpack(items)) or {}
       local scored = {}
-      local next_stored = 1
-      for _, item in ipairs(items) do
+      for i, item in ipairs(items) do
         local member = group .. '\n' .. item
-        local data = item
-        if not is_inline(item) then
-          data = stored[next_stored] or ''  -- missing: dead-lettered by the node
-          next_stored = next_stored + 1
-        end
+        local data = stored[i] or ''  -- missing: dead-lettered by the node
         scored[#scored + 1] = ARGV[2]
         scored[#scored + 1] = member
         if interval > 0 then

@@ -92,13 +92,9 @@ for i = 1, #nodes, 2 do
   end
   budget = budget - #items
   for _, member in ipairs(items) do
-    local group, item = split_item(member)
-    if is_inline(item) then
-      push(F, group, priority_score(item), nil, item)
-    else
-      local data = redis.call('HGET', F.data_prefix .. group, item) or ''
-      push(F, group, priority_score(data), item, nil)
-    end
+    local group, id = split_item(member)
+    local data = redis.call('HGET', F.data_prefix .. group, id) or ''
+    push(F, group, priority_score(data), id, nil)
   end
   if #items > 0 then
     table.insert(returned, node)

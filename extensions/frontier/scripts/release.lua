@@ -9,11 +9,9 @@ for i = 2, #ARGV do
   local member = ARGV[i]
   if redis.call('ZSCORE', KEYS[1], member) then
     gone[#gone + 1] = member
-    local group, item = split_item(member)
-    if not is_inline(item) then
-      ids_of[group] = ids_of[group] or {}
-      table.insert(ids_of[group], item)
-    end
+    local group, id = split_item(member)
+    ids_of[group] = ids_of[group] or {}
+    table.insert(ids_of[group], id)
   end
 end
 -- one command per key, in chunks that fit Lua's stack

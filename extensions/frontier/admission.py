@@ -1,0 +1,98 @@
+"""What a request must pass before a node queues it: the URL policy, its
+priority and delay ranges, the node's memory of links it sent already, and
+being storable as JSON. What fails is refused or dead-lettered with the reason,
+never raised to the engine."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from extensions.exceptions import SerializationError
+from extensions.frontier.groups import group_for
+from extensions.frontier.serializer import dumps_request
+from extensions.meta import DELAY_UNTIL, priority_problem
+from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+
+    from extensions.frontier.frontier import SentFingerprints
+
+logger = logging.getLogger(__name__)
+
+
+class Admitted(NamedTuple):
+    """A request as it goes to Redis: its fingerprint ("" for dont_filter or a
+    parked copy), group, priority, JSON, and when it is due if it is parked."""
+
+    fingerprint: str | bytes
+    group: str
+    priority: int
+    data: bytes
+    due: float | None
+
+
+class Admission:
+    def __init__(
+        self,
+        url_policy: UrlPolicy,
+        stats: Any,
+        sent: SentFingerprints,
+        dead_letter: Callable[..., None],
+        *,
+        queue_by: str,
+        max_delay: float,
+    ):
+        self.url_policy = url_policy
+        self.stats = stats
+        self.refused = RefusedLog(stats, "frontier/refused")
+        self.sent = sent
+        self.dead_letter = dead_letter
+        self.queue_by = queue_by
+        self.max_delay = max_delay
+
+    def admit(
+        self, request: Request, spider: Spider, fingerprinter: Any, from_start_entry: bool = False
+    ) -> Admitted | None:
+        problem = self.url_policy.problem(request.url)
+        if problem is not None:
+            self.refused.refused(request.url, *problem)
+            if from_start_entry:  # a person pushed it: keep it where they can see why
+                url = mask_credentials(request.url)[:2000]
+                self.dead_letter(kind="start_url", url=url, error=problem[1])
+            return None
+        due = request.meta.pop(DELAY_UNTIL, None)
+        invalid = priority_problem(request.priority)
+        if invalid is None and due is not None:
+            invalid = self._delay_problem(due)
+        if invalid is not None:
+            logger.error("cannot queue %s: %s", request, invalid)
+            self.stats.inc_value("frontier/invalid")
+            self.dead_letter(kind="invalid_request", url=request.url, error=invalid)
+            return None
+        fingerprint: str | bytes = ""
+        if due is None and not request.dont_filter:
+            fingerprint = fingerprinter.fingerprint(request)
+            if not self.sent.add(fingerprint):
+                self.stats.inc_value("dupefilter/filtered")
+                self.stats.inc_value("dupefilter/filtered_locally")
+                return None
+        try:
+            data = dumps_request(request, spider)
+        except SerializationError as exc:
+            logger.error("cannot queue %s: %s", request, exc)
+            self.stats.inc_value("frontier/unserializable")
+            self.dead_letter(kind="unserializable", url=request.url, error=str(exc))
+            return None
+        group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
+        return Admitted(fingerprint, group, request.priority, data, due)
+
+    def _delay_problem(self, due: object) -> str | None:
+        if not isinstance(due, (int, float)) or isinstance(due, bool) or due != due:
+            return f"delay_until {due!r:.80} is not a time"
+        if due > time.time() + self.max_delay:
+            return f"delay_until is more than FRONTIER_MAX_DELAY ({self.max_delay:.0f}s) ahead"
+        return None
