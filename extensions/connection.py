@@ -18,6 +18,7 @@ from scrapy.settings import SETTINGS_PRIORITIES
 
 from extensions import defaults
 from extensions.exceptions import RedisUnavailable
+from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -119,18 +120,22 @@ def connect(
     except ValueError as exc:  # unknown scheme, bad port, ...
         raise RedisUnavailable(f"invalid REDIS_URL {mask_url(url)}: {exc}") from None
     if ping:
-        try:
-            client.ping()
-        except redis.AuthenticationError as exc:
-            raise RedisUnavailable(
-                f"Redis at {mask_url(url)} refused the credentials: {exc}"
-            ) from None
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {exc}") from None
-        except redis.ResponseError as exc:
-            raise RedisUnavailable(f"Redis at {mask_url(url)} refused to answer: {exc}") from None
-        _refuse_cluster_node(client, url)
+        ping_or_fail(client, url)
     return client
+
+
+def ping_or_fail(client: redis.Redis, url: str) -> None:
+    """Raise RedisUnavailable, with what to do, unless Redis at ``url`` answers."""
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        raise RedisUnavailable(f"Redis at {mask_url(url)} refused the credentials: {exc}") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise RedisUnavailable(f"cannot reach Redis at {mask_url(url)}: {exc}") from None
+    except redis.ResponseError as exc:
+        raise RedisUnavailable(f"Redis at {mask_url(url)} refused to answer: {exc}") from None
+    if not isinstance(client, RedisCluster):
+        _refuse_cluster_node(client, url)
 
 
 _KEYED = CommandPolicies(RequestPolicy.DEFAULT_KEYED, ResponsePolicy.DEFAULT_KEYED)
@@ -268,8 +273,19 @@ class RedisHealth:
 
 
 def health_for(crawler) -> RedisHealth:
-    health = getattr(crawler, "_redis_health", None)
-    if health is None:
-        health = RedisHealth(mask_url(redis_url(crawler.settings)), crawler.stats)
-        crawler._redis_health = health
-    return health
+    """The crawler's one RedisHealth, shared by its components."""
+    runtime = runtime_of(crawler)
+    if runtime.health is None:
+        runtime.health = RedisHealth(mask_url(redis_url(crawler.settings)), crawler.stats)
+    return runtime.health
+
+
+def client_for(crawler, *, ping: bool = False) -> redis.Redis:
+    """The crawler's one Redis client, shared by its components; with ``ping``,
+    fail now with a clear error if Redis cannot be reached."""
+    runtime = runtime_of(crawler)
+    if runtime.server is None:
+        runtime.server = from_settings(crawler.settings, ping=False)
+    if ping:
+        ping_or_fail(runtime.server, redis_url(crawler.settings))
+    return runtime.server

@@ -92,6 +92,7 @@ from typing import TYPE_CHECKING, Any
 from redis.cluster import RedisCluster
 
 from extensions import connection, defaults
+from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -275,14 +276,15 @@ class SpiderKeys:
         keys = cls.from_settings(spidercls.name, crawler.settings, template)
         if not keys.auto_shards:
             return keys
-        shards = getattr(crawler, "_frontier_shards", None)
+        runtime = runtime_of(crawler)
+        shards = runtime.shards
         if shards is None:
             server = connection.from_settings(crawler.settings)
             try:
                 shards = auto_shards(server, keys)
             finally:
                 server.close()
-            crawler._frontier_shards = shards  # type: ignore[attr-defined]
+            runtime.shards = shards
         return replace(keys, shards=shards, auto_shards=False)
 
     def leases(self, node: str) -> str:

@@ -74,7 +74,7 @@ class DistributedMixin(SitemapReading):
         )
         if self.redis_batch_size < 1:
             raise ValueError("REDIS_START_URLS_BATCH_SIZE must be at least 1")
-        self.server = connection.from_settings(settings)
+        self.server = connection.client_for(crawler, ping=True)
         node_id = node_id_for(crawler)
         self.dead_letters = DeadLetters(self.server, self.redis_keys.dlq, node_id)
         self.start_leases = StartLeases(self.server, self.redis_keys, node_id)

@@ -59,9 +59,9 @@ def test_redis_host_port_and_params_reach_the_same_server(redis_url):
 
 
 def test_idle_close_settings_mean_what_they_mean_in_scrapy_redis():
-    assert compat.max_idle_time(project(SCHEDULER_IDLE_BEFORE_CLOSE=7), 0) == 7
+    assert compat.max_idle_time(project(SCHEDULER_IDLE_BEFORE_CLOSE=7)) == 7
     both = project(SCHEDULER_IDLE_BEFORE_CLOSE=7, MAX_IDLE_TIME_BEFORE_CLOSE=3)
-    assert compat.max_idle_time(both, 0) == 3
+    assert compat.max_idle_time(both) == 3
     assert config.problems(project(MAX_IDLE_TIME_BEFORE_CLOSE=-1)) == []  # close at once
 
 

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from extensions import connection
+from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     import redis
@@ -36,11 +37,10 @@ def make_node_id(configured: str = "") -> str:
 
 def node_id_for(crawler: Crawler) -> str:
     """The node id of this crawler, the same for every component that asks."""
-    node_id = getattr(crawler, "_distributed_node_id", None)
-    if node_id is None:
-        node_id = make_node_id(crawler.settings.get("NODE_ID", ""))
-        crawler._distributed_node_id = node_id  # type: ignore[attr-defined]
-    return node_id
+    runtime = runtime_of(crawler)
+    if runtime.node_id is None:
+        runtime.node_id = make_node_id(crawler.settings.get("NODE_ID", ""))
+    return runtime.node_id
 
 
 def _pid_alive(pid: int) -> bool:

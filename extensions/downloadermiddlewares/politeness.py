@@ -66,7 +66,7 @@ class ClusterPolitenessMiddleware:
         if rate < 0 or any(float(r) < 0 for r in host_rates.values()):
             raise ValueError("CLUSTER_HOST_RATE and CLUSTER_HOST_RATES must not be negative")
         assert crawler.spidercls is not None
-        server = connection.from_settings(s, ping=False)
+        server = connection.client_for(crawler)
         middleware = cls(crawler, server, SpiderKeys.for_crawler(crawler), rate, host_rates)
         crawler.signals.connect(middleware.publish_rates, signal=signals.spider_opened)
         return middleware

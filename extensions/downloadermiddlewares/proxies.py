@@ -165,7 +165,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
             backoff_base=s.getfloat("ROTATING_PROXY_BACKOFF_BASE", 300),
             backoff_cap=s.getfloat("ROTATING_PROXY_BACKOFF_CAP", 3600),
             crawler=crawler,
-            server=connection.from_settings(s, ping=False),
+            server=connection.client_for(crawler),
             key=SpiderKeys.for_crawler(crawler).proxies,
         )
         middleware.crawler = crawler

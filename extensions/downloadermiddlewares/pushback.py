@@ -136,7 +136,7 @@ class PushbackMiddleware:
         s = crawler.settings
         assert crawler.spidercls is not None
         keys = SpiderKeys.for_crawler(crawler)
-        server = connection.from_settings(s, ping=False)
+        server = connection.client_for(crawler)
         middleware = cls(
             crawler,
             HostStates(server, keys, Backoff.from_settings(s)),

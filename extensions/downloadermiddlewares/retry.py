@@ -101,7 +101,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
     def from_crawler(cls, crawler: Crawler) -> BackoffRetryMiddleware:
         assert crawler.spidercls is not None
         keys = SpiderKeys.for_crawler(crawler)
-        server = connection.from_settings(crawler.settings, ping=False)
+        server = connection.client_for(crawler)
         middleware = cls(crawler.settings, DeadLetters(server, keys.dlq, node_id_for(crawler)))
         middleware.crawler = crawler
         return middleware

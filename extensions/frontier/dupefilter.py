@@ -50,7 +50,7 @@ class RedisDupeFilter(RFPDupeFilter):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RedisDupeFilter:
         assert crawler.spidercls is not None
-        server = connection.from_settings(crawler.settings)
+        server = connection.client_for(crawler, ping=True)
         keys = SpiderKeys.for_crawler(crawler)
         return cls(
             server,

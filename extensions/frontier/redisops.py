@@ -4,6 +4,7 @@ run again in full where Redis forgot them), and the start key's three shapes."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
 
 
+@functools.cache  # read once a process: a status or health call registers scripts anew
 def load_script(name: str) -> str:
     scripts = resources.files("extensions.frontier.scripts")
     # Lua scripts cannot import one another: the shared helpers are prepended.

@@ -129,7 +129,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DistributedScheduler:
         config = SchedulerConfig.from_settings(crawler.settings)
-        server = connection.from_settings(crawler.settings)
+        server = connection.client_for(crawler, ping=True)
         return cls(server, crawler, node_id=node_id_for(crawler), config=config)
 
     # --- lifecycle ------------------------------------------------------------

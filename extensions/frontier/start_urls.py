@@ -33,6 +33,7 @@ from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import now_ms
 from extensions.frontier.redisops import load_script
 from extensions.meta import CONTROL_KEYS, priority_problem
+from extensions.runtime import runtime_of
 from extensions.urlpolicy import UrlPolicy
 
 if TYPE_CHECKING:
@@ -263,10 +264,10 @@ class StartEntryTracker:
 
 def tracker_for(crawler: Any) -> StartEntryTracker:
     """The one tracker of a crawler, shared by its spider and its scheduler."""
-    tracker = getattr(crawler, "_start_entry_tracker", None)
-    if tracker is None:
-        tracker = crawler._start_entry_tracker = StartEntryTracker()
-    return tracker
+    runtime = runtime_of(crawler)
+    if runtime.start_entries is None:
+        runtime.start_entries = StartEntryTracker()
+    return runtime.start_entries
 
 
 def reads_start_urls(spidercls: type) -> bool:

@@ -185,6 +185,7 @@ class PrometheusMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        # a client of its own: the probes answer from their thread however busy the reactor is
         server = connection.from_settings(crawler.settings, ping=False)
         self.registry.register(ClusterCollector(crawler, server, self.keys, self.node_id))
         self.health = NodeHealth(crawler, server, self.keys, self.node_id)

@@ -45,7 +45,7 @@ class TrapMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> TrapMiddleware:
         detector = TrapDetector(TrapRules.from_settings(crawler.settings))
-        server = connection.from_settings(crawler.settings, ping=False)
+        server = connection.client_for(crawler)
         middleware = cls(crawler, detector, server)
         crawler.signals.connect(middleware._opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware._closed, signal=signals.spider_closed)

@@ -1,0 +1,46 @@
+"""What every component of one crawler shares, built once and found through one
+accessor (``runtime_of(crawler)``): its node id, its Redis client and that
+client's health, and what other per-crawler state the components hand each other.
+
+Components used to keep these as private attributes on Scrapy's ``Crawler``
+and to build a Redis client each; now the scheduler, the spider, the
+middlewares, the pipeline and the metrics use one client (redis-py's clients
+are safe to share: each command takes a connection from the client's pool).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy.crawler import Crawler
+
+
+@dataclass
+class Runtime:
+    #: this node's id (NODE_ID, else host-pid-random): cluster.checkpoint.node_id_for
+    node_id: str | None = None
+    #: the shared Redis client: connection.client_for
+    server: redis.Redis | None = None
+    #: its outages, said once: connection.health_for
+    health: Any = None
+    #: start-URL entries on their way to the scheduler: start_urls.tracker_for
+    start_entries: Any = None
+    #: FRONTIER_SHARDS = "auto" as resolved against Redis: keys.SpiderKeys.for_crawler
+    shards: int | None = None
+    #: anything else a component leaves for another, by name
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_runtimes: weakref.WeakKeyDictionary[Crawler, Runtime] = weakref.WeakKeyDictionary()
+
+
+def runtime_of(crawler: Crawler) -> Runtime:
+    """The crawler's runtime, built on first use."""
+    runtime = _runtimes.get(crawler)
+    if runtime is None:
+        runtime = _runtimes[crawler] = Runtime()
+    return runtime
