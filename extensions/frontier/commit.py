@@ -163,3 +163,30 @@ def _queue_parts(
         elif part == "lease":
             calls["lease"] = frontier.lease_on(pipe, write.lease, lease_timeout)
     return calls
+
+
+def write_one_by_one(
+    frontier: Frontier, enqueue: list[Entry], delay: list[tuple[float, str, bytes]]
+) -> tuple[list[Entry], list[tuple[float, str, bytes]], list[tuple[Any, Exception]]]:
+    """Write each request and parked request alone, after Redis refused one of a
+    batch: (those to try again, at the next flush: a server-side error; those
+    to try again among the parked; those Redis refuses, with its error)."""
+    kept_enqueue: list[Entry] = []
+    kept_delay: list[tuple[float, str, bytes]] = []
+    refused: list[tuple[Any, Exception]] = []
+    parts: tuple[tuple[list[Any], Any, list[Any]], ...] = (
+        (enqueue, frontier.enqueue, kept_enqueue),
+        (delay, frontier.delay, kept_delay),
+    )
+    for entries, write, kept in parts:
+        for entry in entries:
+            try:
+                write([entry])
+            except redis.ResponseError as exc:
+                if connection.is_bad_input(exc):
+                    refused.append((entry, exc))
+                else:
+                    kept.append(entry)
+            except redis.RedisError:
+                kept.append(entry)
+    return kept_enqueue, kept_delay, refused

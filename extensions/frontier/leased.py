@@ -9,11 +9,18 @@ own, so one fetch's identity is never pinned to the next.
 
 from __future__ import annotations
 
+import json
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+from extensions.exceptions import SerializationError
+from extensions.frontier.serializer import loads_request
+from extensions.meta import HOST_WATCHED, SEND_SLOT
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
+
+    from extensions.frontier.results import Lease
 
 # node-local, by request object: the header names and meta keys it was leased with
 as_leased: weakref.WeakKeyDictionary[Request, tuple[frozenset[bytes], frozenset[str]]] = (
@@ -46,3 +53,46 @@ def drop_downloader_meta(leased: Request, request: Request) -> None:
         return
     for key in [key for key in request.meta if key not in names[1]]:
         del request.meta[key]
+
+
+class Unreadable(NamedTuple):
+    """A leased queue entry that is no request: what its dead letter says."""
+
+    member: bytes
+    url: str
+    error: str
+    raw: str
+
+
+def requests_of(
+    leases: list[Lease], spider: Spider
+) -> tuple[list[tuple[Request, bytes]], list[Unreadable]]:
+    """The requests of a lease, each with its lease member and its send slot in
+    its meta; and the entries that are not requests (anyone who can write to
+    Redis can write a queue entry)."""
+    requests: list[tuple[Request, bytes]] = []
+    unreadable: list[Unreadable] = []
+    for member, data, slot, window, watched in leases:
+        try:
+            if not data:  # an id in a queue with no JSON stored for it
+                raise SerializationError(f"no request stored for queue entry {member!r:.200}")
+            request = loads_request(data, spider)
+        except SerializationError as exc:
+            raw = data.decode("utf-8", "replace")[:100_000]
+            unreadable.append(Unreadable(member, _url_of(data), str(exc), raw))
+            continue
+        if slot:
+            request.meta[SEND_SLOT] = [slot, window]
+        if watched:
+            request.meta[HOST_WATCHED] = True
+        requests.append((request, member))
+    return requests, unreadable
+
+
+def _url_of(data: bytes) -> str:
+    """The URL of an unreadable queue entry, if one can be told, for the record."""
+    try:
+        url = json.loads(data).get("url")
+    except (ValueError, AttributeError, RecursionError):
+        return ""
+    return url[:2000] if isinstance(url, str) else ""

@@ -20,7 +20,6 @@ What it adds to scrapy-redis's scheduler:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import deque
@@ -33,17 +32,15 @@ from twisted.internet import task
 
 from extensions import compat, connection, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
-from extensions.exceptions import SerializationError
 from extensions.frontier.admission import Admission
-from extensions.frontier.commit import Committed, FrontierWrite, commit
+from extensions.frontier.commit import Committed, FrontierWrite, commit, write_one_by_one
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier, SentFingerprints
 from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
-from extensions.frontier.leased import remember_as_leased
+from extensions.frontier.leased import remember_as_leased, requests_of
 from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.schedconfig import SchedulerConfig
-from extensions.frontier.serializer import loads_request
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
@@ -62,15 +59,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-
-def _url_of(data: bytes) -> str:
-    """The URL of an unreadable queue entry, if one can be told, for the record."""
-    try:
-        url = json.loads(data).get("url")
-    except (ValueError, AttributeError, RecursionError):
-        return ""
-    return url[:2000] if isinstance(url, str) else ""
 
 
 class DistributedScheduler(ClusterDuties, BaseScheduler):
@@ -427,30 +415,17 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         """Write each new request and retry alone; those Redis refuses are
         dead-lettered, those that meet a server-side error wait for the next flush."""
         logger.error("Redis refused a write (%s); writing entries one by one", first_error)
-        kept_enqueue: list[Any] = []
-        kept_delay: list[Any] = []
-        parts: tuple[tuple[list[Any], Any, list[Any]], ...] = (
-            (to_enqueue, self.frontier.enqueue, kept_enqueue),
-            (to_delay, self.frontier.delay, kept_delay),
+        self._to_enqueue, self._to_delay, refused = write_one_by_one(
+            self.frontier, to_enqueue, to_delay
         )
-        for entries, write, kept in parts:
-            for entry in entries:
-                try:
-                    write([entry])
-                except redis.ResponseError as exc:
-                    if not connection.is_bad_input(exc):
-                        kept.append(entry)
-                        continue
-                    self.stats.inc_value("frontier/refused_by_redis")
-                    self._dead_letter(
-                        kind="refused_by_redis",
-                        url="",
-                        error=f"Redis refused the entry: {exc}",
-                        raw=entry[-1].decode("utf-8", "replace")[:10_000],
-                    )
-                except redis.RedisError:
-                    kept.append(entry)
-        self._to_enqueue, self._to_delay = kept_enqueue, kept_delay
+        for entry, exc in refused:
+            self.stats.inc_value("frontier/refused_by_redis")
+            self._dead_letter(
+                kind="refused_by_redis",
+                url="",
+                error=f"Redis refused the entry: {exc}",
+                raw=entry[-1].decode("utf-8", "replace")[:10_000],
+            )
 
     def _collect_finished(self) -> None:
         in_progress = engine.requests_in_progress(self.crawler)
@@ -496,27 +471,13 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             if outcome is not None:
                 items, next_due = outcome
                 self.health.ok()
-        for member, data, slot, window, watched in items:
-            try:
-                if not data:  # an id in a queue with no JSON stored for it
-                    raise SerializationError(f"no request stored for queue entry {member!r:.200}")
-                request = loads_request(data, self.spider)
-            except SerializationError as exc:
-                logger.error("dead-lettering an unreadable queue entry: %s", exc)
-                self.stats.inc_value("frontier/unreadable")
-                self._dead_letter(
-                    kind="unreadable",
-                    url=_url_of(data),
-                    error=str(exc),
-                    raw=data.decode("utf-8", "replace")[:100_000],
-                )
-                self._to_release.append(member)
-                continue
-            if slot:
-                request.meta[SEND_SLOT] = [slot, window]
-            if watched:
-                request.meta[HOST_WATCHED] = True
-            self._buffer.append((request, member))
+        requests, unreadable = requests_of(items, self.spider)
+        self._buffer.extend(requests)
+        for member, url, error, raw in unreadable:
+            logger.error("dead-lettering an unreadable queue entry: %s", error)
+            self.stats.inc_value("frontier/unreadable")
+            self._dead_letter(kind="unreadable", url=url, error=error, raw=raw)
+            self._to_release.append(member)
         if items:
             self.stats.inc_value("frontier/leased", len(items))
             self._poll_delay = self.config.idle_poll_min
