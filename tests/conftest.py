@@ -223,6 +223,18 @@ def nodes(tmp_path):
     started.stop_all()
 
 
+def crawler_with_addon(spidercls: Any = None, settings: dict | None = None) -> Any:
+    """Scrapy's ``get_crawler``, with the add-on that installs the stack's settings
+    (its components read them as installed, with no defaults of their own)."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    addon = {"ADDONS": {"extensions.addon.DistributedAddon": 0}}
+    crawler = get_crawler(spidercls or Spider, {**(settings or {}), **addon})
+    crawler._apply_settings()
+    return crawler
+
+
 def read_items(directory: Path) -> list[dict]:
     items = []
     for path in sorted(directory.rglob("*.jsonl")):

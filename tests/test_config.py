@@ -105,3 +105,30 @@ def test_the_public_paths_users_put_in_their_settings_still_load():
                  "extensions.spiders.DistributedCrawlSpider",
                  "extensions.pipelines.ItemStorePipeline"):  # fmt: skip
         assert isinstance(load_object(path), type), path
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "extensions.frontier.scheduler.DistributedScheduler",
+        "extensions.downloadermiddlewares.recrawl.RecrawlMiddleware",
+        "extensions.downloadermiddlewares.retry.BackoffRetryMiddleware",
+        "extensions.downloadermiddlewares.pushback.PushbackMiddleware",
+        "extensions.downloadermiddlewares.politeness.ClusterPolitenessMiddleware",
+        "extensions.downloadermiddlewares.proxies.RotatingProxyMiddleware",
+        "extensions.downloadermiddlewares.useragents.RotatingUserAgentMiddleware",
+        "extensions.spidermiddlewares.traps.TrapMiddleware",
+        "extensions.spidermiddlewares.linklimit.LinkLimitMiddleware",
+    ],
+)
+def test_a_component_built_without_the_add_on_says_so_in_one_line(path):
+    """The components read the settings the add-on installs, with no defaults of
+    their own: listed by hand without it, each names itself and what to add."""
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.test import get_crawler
+
+    from extensions.exceptions import ConfigError
+
+    component = load_object(path)
+    with pytest.raises(ConfigError, match=rf"^{component.__name__} needs the add-on: add ADDONS"):
+        component.from_crawler(get_crawler(settings_dict={"REDIS_URL": "redis://127.0.0.1:1"}))

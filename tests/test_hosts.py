@@ -10,6 +10,7 @@ import pytest
 from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.hosts import AGAIN, BAN, OK, PUSH, Backoff, Event, HostStates
 from extensions.keys import SpiderKeys
+from tests.conftest import crawler_with_addon
 
 
 @pytest.fixture
@@ -186,14 +187,13 @@ def test_malformed_host_state_is_ignored_and_counted_never_breaking_a_lease(redi
 def test_an_absurd_retry_after_is_capped_or_ignored_and_counted(redis_url, redis_client):
     from scrapy import Spider
     from scrapy.http import Response
-    from scrapy.utils.test import get_crawler
 
     from extensions.downloadermiddlewares.pushback import PushbackMiddleware
 
     class Polite(Spider):
         name = "polite"
 
-    crawler = get_crawler(Polite, {"REDIS_URL": redis_url, "HOST_BACKOFF_MAX": 600})
+    crawler = crawler_with_addon(Polite, {"REDIS_URL": redis_url, "HOST_BACKOFF_MAX": 600})
     crawler.stats.open_spider()
     middleware = PushbackMiddleware.from_crawler(crawler)
 

@@ -10,7 +10,7 @@ from scrapy.settings import Settings
 
 from extensions.downloadermiddlewares.proxies import BanPolicy, proxy_label, proxy_list
 from extensions.frontier.serializer import dumps_request
-from tests.conftest import read_items
+from tests.conftest import crawler_with_addon, read_items
 from tests.helpers import ALLOW, SECRET, good_pages, proxied, with_credentials
 from tools import services
 
@@ -144,7 +144,6 @@ def test_ban_pages_rest_proxies_and_a_node_without_proxies_waits_quietly(
 
 
 def test_shared_proxy_records_are_validated_both_ways(redis_url, redis_client, caplog):
-    from scrapy.utils.test import get_crawler
 
     from extensions.downloadermiddlewares.proxies import (
         RotatingProxyMiddleware,
@@ -162,7 +161,7 @@ def test_shared_proxy_records_are_validated_both_ways(redis_url, redis_client, c
     class ProxiedSpider(Spider):
         name = "proxied"
 
-    crawler = get_crawler(
+    crawler = crawler_with_addon(
         ProxiedSpider,
         {
             "REDIS_URL": redis_url,

@@ -5,7 +5,7 @@ import urllib.request
 
 from demosite.server import CHANGE_EVERY, CHANGING_PAGES
 from extensions.recrawl.records import revisit_page
-from tests.conftest import queued, read_items, site_hits
+from tests.conftest import crawler_with_addon, queued, read_items, site_hits
 from tools import services
 
 PAGES = {f"/changing/{n}" for n in range(1, CHANGING_PAGES + 1)}
@@ -131,12 +131,11 @@ def test_a_page_down_at_its_recrawl_is_dead_lettered_and_stays_on_the_schedule(
 
 
 def test_an_adaptive_interval_grows_while_a_page_stays_the_same_and_shrinks_when_it_changes():
-    from scrapy.utils.test import get_crawler
 
     from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
 
     settings = {"RECRAWL_ADAPTIVE": True, "RECRAWL_MIN": 60, "RECRAWL_MAX": 1000}
-    middleware = RecrawlMiddleware(get_crawler(settings_dict=settings))
+    middleware = RecrawlMiddleware(crawler_with_addon(settings=settings))
     first = middleware._next_interval(100, {}, changed=True)
     assert first == 100  # the first fetch takes the page's own interval
     grown = [first]
@@ -232,7 +231,6 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
     not is unchanged; the spider's own fetch time is not content."""
     from scrapy import Request, Spider
     from scrapy.http import HtmlResponse
-    from scrapy.utils.test import get_crawler
 
     from extensions.downloadermiddlewares.recrawl import RecrawlItemsMiddleware, RecrawlMiddleware
     from extensions.frontier.leased import remember_as_leased
@@ -243,9 +241,8 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
         recrawl_fingerprint = "items"
         recrawl_ignore_fields = ("fetched_at",)
 
-    crawler = get_crawler(Prices, {"RECRAWL_AFTER": 60})
+    crawler = crawler_with_addon(Prices, {"RECRAWL_AFTER": 60})
     crawler.spider = Prices()
-    crawler._apply_settings()
     fetcher = RecrawlMiddleware(crawler)
     hasher = RecrawlItemsMiddleware.from_crawler(crawler)
     url = "http://shop.test/p/1"
@@ -367,15 +364,13 @@ def test_a_kept_page_that_fails_for_good_stays_kept_and_one_that_is_gone_is_drop
 
     from scrapy import Request, Spider
     from scrapy.http import HtmlResponse
-    from scrapy.utils.test import get_crawler
 
     from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
     from extensions.frontier.leased import remember_as_leased
     from extensions.recrawl.revisits import after_failure, pending_revisits
 
-    crawler = get_crawler(Spider, {"RECRAWL_AFTER": 60})
+    crawler = crawler_with_addon(Spider, {"RECRAWL_AFTER": 60})
     crawler.spider = Spider("s")
-    crawler._apply_settings()
     fetcher = RecrawlMiddleware.from_crawler(crawler)
     url = "http://shop.test/p/1"
     state = {"url": url, "fetched_at": 1000.0, "interval": 600.0, "etag": '"v1"'}

@@ -10,7 +10,7 @@ import pytest
 
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
 from tests import conftest
-from tests.conftest import scrapy
+from tests.conftest import crawler_with_addon, scrapy
 from tests.helpers import FLAKY_SETTINGS, page_hits, site_times
 
 
@@ -126,7 +126,6 @@ def test_a_waiting_retry_survives_restarts_and_runs_when_due(
 def test_a_parked_retry_and_a_dead_letter_carry_the_request_as_leased(redis_url, redis_client):
     from scrapy import Request, Spider
     from scrapy.http import Response
-    from scrapy.utils.test import get_crawler
 
     from extensions.downloadermiddlewares.retry import BackoffRetryMiddleware
     from extensions.frontier.leased import remember_as_leased
@@ -134,7 +133,7 @@ def test_a_parked_retry_and_a_dead_letter_carry_the_request_as_leased(redis_url,
     class Retrying(Spider):
         name = "retrying"
 
-    crawler = get_crawler(Retrying, {"REDIS_URL": redis_url, "RETRY_TIMES": 1})
+    crawler = crawler_with_addon(Retrying, {"REDIS_URL": redis_url, "RETRY_TIMES": 1})
     crawler.spider = crawler._create_spider()
     middleware = BackoffRetryMiddleware.from_crawler(crawler)
 

@@ -172,11 +172,3 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
     assert queued(redis_client, "unit") == []  # released, not handed back to be fetched again
     statuses._written(None, [])  # the thread's late answer changes nothing
     assert scheduler._to_release == []
-
-
-def test_the_scheduler_without_the_add_on_says_so_in_one_line(redis_url):
-    from extensions.exceptions import ConfigError
-
-    crawler = get_crawler(UnitSpider, {"REDIS_URL": redis_url})  # no ADDONS
-    with pytest.raises(ConfigError, match=r"DistributedScheduler needs the add-on: add ADDONS"):
-        DistributedScheduler.from_crawler(crawler)

@@ -22,8 +22,9 @@ import redis
 from protego import Protego
 from scrapy import signals
 
-from extensions import connection, defaults
+from extensions import connection
 from extensions.frontier.groups import group_for
+from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -54,14 +55,15 @@ class ClusterPolitenessMiddleware:
         settings = crawler.settings
         self.obey_robots = settings.getbool("ROBOTSTXT_OBEY")
         self.robots_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
-        self.queue_by = settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
+        self.queue_by = settings.get("FRONTIER_QUEUE_BY")
         self._delays_published: set[str] = set()
         self.health = connection.health_for(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ClusterPolitenessMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         s = crawler.settings
-        rate = s.getfloat("CLUSTER_HOST_RATE", defaults.CLUSTER_HOST_RATE)
+        rate = s.getfloat("CLUSTER_HOST_RATE")
         host_rates = s.getdict("CLUSTER_HOST_RATES")
         if rate < 0 or any(float(r) < 0 for r in host_rates.values()):
             raise ValueError("CLUSTER_HOST_RATE and CLUSTER_HOST_RATES must not be negative")

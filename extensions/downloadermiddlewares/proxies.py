@@ -39,7 +39,8 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
-from extensions import connection, defaults
+from extensions import connection
+from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import DELAY_UNTIL
 
@@ -152,6 +153,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RotatingProxyMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         s = crawler.settings
         proxies = proxy_list(s)
         if not proxies:
@@ -272,11 +274,10 @@ class BanPolicy(BanDetectionPolicy):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BanPolicy:
+        require_addon(crawler.settings, cls.__name__)
         s = crawler.settings
-        statuses = {int(x) for x in s.getlist("PROXY_BAN_STATUSES", defaults.PROXY_BAN_STATUSES)}
-        markers = [
-            m.lower().encode() for m in s.getlist("PROXY_BAN_MARKERS", defaults.PROXY_BAN_MARKERS)
-        ]
+        statuses = {int(x) for x in s.getlist("PROXY_BAN_STATUSES")}
+        markers = [m.lower().encode() for m in s.getlist("PROXY_BAN_MARKERS")]
         return cls(statuses, markers)
 
     def response_is_ban(self, request: Request, response: Response) -> bool:
@@ -300,6 +301,7 @@ class BanDetectionMiddleware(StockBanDetection):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BanDetectionMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         if not proxy_list(crawler.settings):
             raise NotConfigured  # no proxies configured: off, silently
         policy_cls = load_object(

@@ -49,6 +49,7 @@ from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.groups import group_for
 from extensions.frontier.hosts import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
 from extensions.frontier.leased import as_leased, drop_downloader_headers, drop_downloader_meta
+from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import (
     BAN_RETRIES,
@@ -133,6 +134,7 @@ class PushbackMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PushbackMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         s = crawler.settings
         assert crawler.spidercls is not None
         keys = SpiderKeys.for_crawler(crawler)
@@ -141,14 +143,12 @@ class PushbackMiddleware:
             crawler,
             HostStates(server, keys, Backoff.from_settings(s)),
             DeadLetters(server, keys.dlq, node_id_for(crawler)),
-            statuses={
-                int(x) for x in s.getlist("HOST_BACKOFF_STATUSES", defaults.HOST_BACKOFF_STATUSES)
-            },
-            retry_times=s.getint("HOST_BACKOFF_RETRY_TIMES", defaults.HOST_BACKOFF_RETRY_TIMES),
-            error_run=s.getint("HOST_BACKOFF_ERRORS", defaults.HOST_BACKOFF_ERRORS),
-            ban_retry_times=s.getint("BAN_RETRY_TIMES", defaults.BAN_RETRY_TIMES),
-            retry_after_max=s.getfloat("HOST_BACKOFF_MAX", defaults.HOST_BACKOFF_MAX),
-            queue_by=s.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY),
+            statuses={int(x) for x in s.getlist("HOST_BACKOFF_STATUSES")},
+            retry_times=s.getint("HOST_BACKOFF_RETRY_TIMES"),
+            error_run=s.getint("HOST_BACKOFF_ERRORS"),
+            ban_retry_times=s.getint("BAN_RETRY_TIMES"),
+            retry_after_max=s.getfloat("HOST_BACKOFF_MAX"),
+            queue_by=s.get("FRONTIER_QUEUE_BY"),
         )
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
@@ -156,7 +156,7 @@ class PushbackMiddleware:
 
     def spider_opened(self, spider: Any) -> None:
         self.bans = BanDetector.from_settings(self.crawler.settings, spider)
-        path = self.crawler.settings.get("BAN_HANDLER", defaults.BAN_HANDLER)
+        path = self.crawler.settings.get("BAN_HANDLER")
         if path:
             self.ban_handler = build_from_crawler(load_object(path), self.crawler)
         elif callable(getattr(spider, "handle_ban", None)):

@@ -31,10 +31,10 @@ from itemadapter import ItemAdapter
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
-from extensions import defaults
 from extensions.frontier.groups import group_for
 from extensions.frontier.leased import as_leased, drop_downloader_headers
 from extensions.frontier.serializer import SerializationError, dumps_request
+from extensions.installed import require_addon
 from extensions.meta import RECRAWL, RECRAWL_AFTER
 from extensions.recrawl import revisits
 from extensions.recrawl.revisits import RevisitEntry, ignored_fields, items_digest, pending_revisits
@@ -54,16 +54,16 @@ class RecrawlMiddleware:
         s = crawler.settings
         self.crawler = crawler
         self.stats = crawler.stats
-        self.after = s.getfloat("RECRAWL_AFTER", defaults.RECRAWL_AFTER)
+        self.after = s.getfloat("RECRAWL_AFTER")
         self.rules = [
             (re.compile(pattern), float(seconds))
-            for pattern, seconds in s.getdict("RECRAWL_RULES", defaults.RECRAWL_RULES).items()
+            for pattern, seconds in s.getdict("RECRAWL_RULES").items()
         ]
-        self.adaptive = s.getbool("RECRAWL_ADAPTIVE", defaults.RECRAWL_ADAPTIVE)
-        self.shortest = s.getfloat("RECRAWL_MIN", defaults.RECRAWL_MIN)
-        self.longest = s.getfloat("RECRAWL_MAX", defaults.RECRAWL_MAX)
-        self.queue_by = s.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
-        self.fingerprint_of = s.get("RECRAWL_FINGERPRINT", defaults.RECRAWL_FINGERPRINT)
+        self.adaptive = s.getbool("RECRAWL_ADAPTIVE")
+        self.shortest = s.getfloat("RECRAWL_MIN")
+        self.longest = s.getfloat("RECRAWL_MAX")
+        self.queue_by = s.get("FRONTIER_QUEUE_BY")
+        self.fingerprint_of = s.get("RECRAWL_FINGERPRINT")
         if self.fingerprint_of not in FINGERPRINTS:
             raise ValueError(
                 f"RECRAWL_FINGERPRINT must be one of {FINGERPRINTS}, not {self.fingerprint_of!r}"
@@ -71,6 +71,7 @@ class RecrawlMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         # always on: a single request may ask for a revisit (meta["recrawl_after"]),
         # and a page with no interval costs a meta lookup
         middleware = cls(crawler)
@@ -229,7 +230,8 @@ class RecrawlItemsMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlItemsMiddleware:
-        setting = crawler.settings.get("RECRAWL_FINGERPRINT", defaults.RECRAWL_FINGERPRINT)
+        require_addon(crawler.settings, cls.__name__)
+        setting = crawler.settings.get("RECRAWL_FINGERPRINT")
         if getattr(crawler.spidercls, "recrawl_fingerprint", setting) != "items":
             raise NotConfigured  # pages are told apart by their bodies: nothing to hash
         return cls(ignored_fields(crawler))

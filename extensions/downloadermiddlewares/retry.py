@@ -27,10 +27,11 @@ from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.utils.response import response_status_message
 from twisted.internet.defer import CancelledError
 
-from extensions import connection, defaults
+from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.leased import drop_downloader_headers
+from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
 
@@ -87,9 +88,9 @@ class BackoffRetryMiddleware(RetryMiddleware):
         dead_letters: DeadLetters | None = None,
     ):
         super().__init__(settings)
-        self.backoff_base = settings.getfloat("RETRY_BACKOFF_BASE", defaults.RETRY_BACKOFF_BASE)
-        self.backoff_max = settings.getfloat("RETRY_BACKOFF_MAX", defaults.RETRY_BACKOFF_MAX)
-        self.retry_after_max = settings.getfloat("RETRY_AFTER_MAX", defaults.RETRY_AFTER_MAX)
+        self.backoff_base = settings.getfloat("RETRY_BACKOFF_BASE")
+        self.backoff_max = settings.getfloat("RETRY_BACKOFF_MAX")
+        self.retry_after_max = settings.getfloat("RETRY_AFTER_MAX")
         if self.backoff_base < 0 or self.backoff_max < 0 or self.retry_after_max < 0:
             raise ValueError(
                 "RETRY_BACKOFF_BASE, RETRY_BACKOFF_MAX and RETRY_AFTER_MAX must be >= 0"
@@ -99,6 +100,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BackoffRetryMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         assert crawler.spidercls is not None
         keys = SpiderKeys.for_crawler(crawler)
         server = connection.client_for(crawler)

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
 
-from extensions import defaults
+from extensions.installed import require_addon
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -155,21 +155,22 @@ class RotatingUserAgentMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RotatingUserAgentMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         s = crawler.settings
-        if not s.getbool("USER_AGENT_ROTATION", defaults.USER_AGENT_ROTATION):
+        if not s.getbool("USER_AGENT_ROTATION"):
             raise NotConfigured  # switched off: Scrapy's USER_AGENT applies
         pool, _ = load_pool(
-            s.getlist("USER_AGENT_BROWSERS", defaults.USER_AGENT_BROWSERS),
-            s.getlist("USER_AGENT_PLATFORMS", defaults.USER_AGENT_PLATFORMS),
-            s.getlist("USER_AGENT_OS", defaults.USER_AGENT_OS),
-            s.getint("USER_AGENT_POOL_SIZE", defaults.USER_AGENT_POOL_SIZE),
+            s.getlist("USER_AGENT_BROWSERS"),
+            s.getlist("USER_AGENT_PLATFORMS"),
+            s.getlist("USER_AGENT_OS"),
+            s.getint("USER_AGENT_POOL_SIZE"),
             # Every node draws the same pool, so a proxy keeps one identity cluster-wide.
             random.Random(POOL_SEED),
         )
         middleware = cls(
             pool,
-            sticky=s.getbool("USER_AGENT_STICKY_PER_PROXY", defaults.USER_AGENT_STICKY_PER_PROXY),
-            language=s.get("USER_AGENT_LANGUAGE", defaults.USER_AGENT_LANGUAGE),
+            sticky=s.getbool("USER_AGENT_STICKY_PER_PROXY"),
+            language=s.get("USER_AGENT_LANGUAGE"),
             default_headers=s.getdict("DEFAULT_REQUEST_HEADERS"),
             default_agent=s.get("USER_AGENT") or "",
         )

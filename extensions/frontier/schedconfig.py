@@ -6,22 +6,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from extensions import compat, defaults
-from extensions.exceptions import ConfigError
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
+from extensions.installed import require_addon
 from extensions.recrawl.statusstore import store_kind
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
-
-
-def require_addon(settings: BaseSettings, component: str) -> None:
-    """One clear line for a component built where the add-on did not install
-    the stack's settings (a project that lists the component by hand)."""
-    if settings.getpriority("FRONTIER_FETCH_BATCH") is None:
-        raise ConfigError(
-            f"{component} needs the add-on: add "
-            'ADDONS = {"extensions.addon.DistributedAddon": 0} to the settings'
-        )
 
 
 @dataclass(frozen=True)

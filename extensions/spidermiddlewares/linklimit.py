@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
-from extensions import defaults
+from extensions.installed import require_addon
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -43,10 +43,11 @@ class LinkLimitMiddleware:
 
     @classmethod
     def limit_for(cls, crawler: Crawler) -> int:
-        return crawler.settings.getint("MAX_LINKS_PER_PAGE", defaults.MAX_LINKS_PER_PAGE)
+        return crawler.settings.getint("MAX_LINKS_PER_PAGE")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> LinkLimitMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         limit = cls.limit_for(crawler)
         if limit <= 0:
             raise NotConfigured("MAX_LINKS_PER_PAGE is 0: no limit")

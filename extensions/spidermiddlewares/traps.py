@@ -17,9 +17,10 @@ import redis
 from scrapy import Request, signals
 from twisted.internet import task
 
-from extensions import connection, defaults
+from extensions import connection
 from extensions.frontier.groups import group_for
 from extensions.frontier.traps import CHAIN, TrapDetector, TrapRules, shape
+from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -37,13 +38,14 @@ class TrapMiddleware:
         self.stats = crawler.stats
         self.detector = detector
         self.server = server
-        self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
+        self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
         self._said: set[tuple[str, str]] = set()
         self._unwritten: Counter[tuple[str, str]] = Counter()
         self._loop: task.LoopingCall | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> TrapMiddleware:
+        require_addon(crawler.settings, cls.__name__)
         detector = TrapDetector(TrapRules.from_settings(crawler.settings))
         server = connection.client_for(crawler)
         middleware = cls(crawler, detector, server)
