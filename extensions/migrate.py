@@ -390,12 +390,7 @@ def _stored_form(obj: Any) -> bytes:
             _latin(k): [_latin(v) for v in (vs if isinstance(vs, list) else [vs])]
             for k, vs in headers.items()
         }
-    for name in ("meta", "cb_kwargs"):
-        if name in out:
-            try:
-                out[name] = values.encode(out[name])
-            except values.Unencodable as exc:
-                raise SerializationError(exc.at(f"request.{name}")) from None
+    values.encode_fields(out, "")
     try:
         return json.dumps(out, separators=(",", ":")).encode()
     except (TypeError, ValueError) as exc:  # bytes or a set where text belongs

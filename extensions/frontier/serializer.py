@@ -208,12 +208,7 @@ def request_to_dict(request: Request, spider: Spider | None = None) -> dict[str,
             out[field] = value
         else:
             out[field] = value
-    for field in ("meta", "cb_kwargs"):
-        if field in out:
-            try:
-                out[field] = values.encode(out[field])
-            except values.Unencodable as exc:
-                raise SerializationError(exc.at(f"{request.url}: request.{field}")) from None
+    values.encode_fields(out, f"{request.url}: ")
     for field in ("cookies", "flags"):
         if field in out:
             _check_json(out[field], f"{request.url}: request.{field}")

@@ -112,6 +112,17 @@ def _encode_dict(value: dict[Any, Any]) -> Any:
     return value if changed is None else changed
 
 
+def encode_fields(record: dict[str, Any], where: str) -> None:
+    """A request record's ``meta`` and ``cb_kwargs`` in their stored form, in
+    place; SerializationError naming where a value with no form sits."""
+    for name in ("meta", "cb_kwargs"):
+        if name in record:
+            try:
+                record[name] = encode(record[name])
+            except Unencodable as exc:
+                raise SerializationError(exc.at(f"{where}request.{name}")) from None
+
+
 # --- reading back ---------------------------------------------------------------
 
 
