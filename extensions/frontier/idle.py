@@ -21,8 +21,18 @@ from extensions.frontier.start_urls import reads_start_urls
 
 if TYPE_CHECKING:
     from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from twisted.internet.base import DelayedCall
 
-    from extensions.frontier.results import FrontierSizes, Lease
+    from extensions.cluster.checkpoint import Checkpoint
+    from extensions.connection import RedisHealth
+    from extensions.frontier.frontier import Frontier, SentFingerprints
+    from extensions.frontier.results import Entry, FrontierSizes, Lease
+    from extensions.frontier.schedconfig import SchedulerConfig
+    from extensions.frontier.start_urls import StartEntryTracker
+    from extensions.keys import SpiderKeys
+    from extensions.recrawl.statusstore import MongoStatusStore
 
 logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
@@ -32,25 +42,25 @@ class ClusterDuties:
     """Mixed into DistributedScheduler, whose state it shares."""
 
     # set by DistributedScheduler
-    config: Any
-    crawler: Any
-    frontier: Any
-    checkpoint: Any
-    server: Any
-    keys: Any
-    stats: Any
-    health: Any
-    start_entries: Any
-    status_store: Any
+    config: SchedulerConfig
+    crawler: Crawler
+    frontier: Frontier
+    checkpoint: Checkpoint
+    server: redis.Redis
+    keys: SpiderKeys
+    stats: StatsCollector
+    health: RedisHealth
+    start_entries: StartEntryTracker
+    status_store: MongoStatusStore | None
     _feeding: bool
     _next_poll: float
     _last_cluster_log: float
     _idle_since: float | None
-    _wake_call: Any
-    _sent: Any
-    _to_enqueue: list
-    _to_delay: list
-    _to_release: list
+    _wake_call: DelayedCall | None
+    _sent: SentFingerprints
+    _to_enqueue: list[Entry]
+    _to_delay: list[tuple[float, str, bytes]]
+    _to_release: list[bytes]
 
     def flush(self, lease: int = 0) -> tuple[list[Lease], float | None] | None:
         raise NotImplementedError
