@@ -47,3 +47,15 @@ def as_recorded(server: Any, spider_keys: keys.SpiderKeys) -> keys.SpiderKeys:
     if shards < 1:
         return spider_keys
     return dataclasses.replace(spider_keys, shards=shards, auto_shards=False)
+
+
+def record_shards(server: Any, spider_keys: keys.SpiderKeys) -> None:
+    """Check FRONTIER_SHARDS against the crawl in Redis, and record it for the
+    nodes that join later (`scrapy crawl` has said why before a node gets here;
+    this catches a node that started otherwise, or two that raced)."""
+    problem = shards_problem(server, spider_keys)
+    if problem is None and spider_keys.shards > 1:
+        server.set(spider_keys.shards_key, spider_keys.shards, nx=True)
+        problem = shards_problem(server, spider_keys)
+    if problem:
+        raise RuntimeError(problem)

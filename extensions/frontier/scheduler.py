@@ -34,9 +34,9 @@ from extensions import compat, connection, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.frontier.admission import Admission
 from extensions.frontier.commit import Committed, FrontierWrite, commit, write_one_by_one
+from extensions.frontier.counts import FlushCounts
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier, SentFingerprints
-from extensions.frontier.groups import group_for
 from extensions.frontier.idle import ClusterDuties
 from extensions.frontier.leased import remember_as_leased, requests_of
 from extensions.frontier.results import Added, Entry, Lease
@@ -82,8 +82,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             queue_by=config.queue_by,
             max_delay=config.max_delay,
         )
-        self._over_budget_said: set[str] = set()
-        self._bad_state_said = False
+        self.counts = FlushCounts(crawler.stats, config.host_page_budget)
         # RECRAWL_STORE = "mongo": the store, and the finished requests whose revisit
         # record it has yet to take (their leases wait for it)
         self.status_store: Any = None
@@ -105,8 +104,6 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         # dead-letter queue; parked copies (retries, waits) are subtracted when
         # written, as the same request is then still to be done.
         self._done = 0
-        self._enqueued_untold = 0  # counts for the stats, told at the next flush
-        self._dequeued_untold = 0
         self._poll_delay = config.idle_poll_min
         self._next_poll = 0.0
         self._wake_call = None
@@ -150,8 +147,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         if self.config.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
-        self._record_shards()
-        self._upgrade()  # before anything reads the crawl's state (leases handed back too)
+        sharding.record_shards(self.server, self.keys)
+        # before anything reads the crawl's state (leases handed back too)
+        self.frontier.upgrade_crawl(self.config.queue_by)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
         self.checkpoint.write(self.stats)
         reclaimed: dict[str, int] = {}
@@ -183,42 +181,6 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             loop = task.LoopingCall(func)
             loop.start(interval, now=False)
             self._loops.append(loop)
-
-    def _record_shards(self) -> None:
-        """Check FRONTIER_SHARDS against the crawl in Redis, and record it for
-        the nodes that join later (`scrapy crawl` has said why before it got here;
-        this catches a node that started otherwise, or two that raced)."""
-        problem = sharding.shards_problem(self.server, self.keys)
-        if problem is None and self.keys.shards > 1:
-            self.server.set(self.keys.shards_key, self.keys.shards, nx=True)
-            problem = sharding.shards_problem(self.server, self.keys)
-        if problem:
-            raise RuntimeError(problem)
-
-    def _upgrade(self) -> None:
-        """A crawl written by earlier versions is brought to this version's layout,
-        once (scrapy-redis's pickled queue is refused before the crawl starts:
-        ``scrapy migrate``)."""
-        if self.server.type(self.keys.requests) == b"zset":
-            first: Any = self.server.zrange(self.keys.requests, 0, 0)
-            if first and first[0].startswith(compat.PICKLE_PREFIX):
-                raise RuntimeError(
-                    f"{self.keys.requests} holds scrapy-redis's pickled queue: "
-                    f"run `scrapy migrate {self.keys.name}` first"
-                )
-        done = self.frontier.upgrade(self._group_of_stored)
-        if any(done.values()):
-            logger.info(
-                "brought the crawl to this version's layout: %d requests of the single queue "
-                "moved into per-host queues, %d whole-JSON queue entries made ids, %d "
-                "fingerprints moved into the dupefilter's levels",
-                done["requests"], done["inline"], done["fingerprints"],
-            )  # fmt: skip
-
-    def _group_of_stored(self, stored: dict[str, Any]) -> str:
-        meta = stored.get("meta")
-        slot = meta.get("download_slot") if isinstance(meta, dict) else None
-        return group_for(str(stored.get("url", "")), slot, self.config.queue_by)
 
     def close(self, reason: str) -> None:
         for loop in self._loops:
@@ -292,7 +254,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self.stats.inc_value("frontier/delayed")
             return True
         self._to_enqueue.append((fingerprint, group, priority, data))
-        self._enqueued_untold += 1
+        self.counts.enqueued += 1
         if len(self._to_enqueue) >= self.config.enqueue_batch:
             self.flush()
         return True
@@ -305,28 +267,8 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         request, data = self._buffer.popleft()
         self._leased[request] = data
         remember_as_leased(request)
-        self._dequeued_untold += 1
+        self.counts.dequeued += 1
         return request
-
-    def _tell_counts(self) -> None:
-        """Per-request counts go into the stats once a flush, not once a request:
-        Scrapy's stats methods cost microseconds a call."""
-        if self._enqueued_untold:
-            self.stats.inc_value("frontier/enqueued", self._enqueued_untold)
-            self._enqueued_untold = 0
-        if self._dequeued_untold:
-            self.stats.inc_value("frontier/dequeued", self._dequeued_untold)
-            self._dequeued_untold = 0
-        if self.frontier.bad_host_fields:
-            self.stats.inc_value("hosts/bad_state", self.frontier.bad_host_fields)
-            # said once at WARNING; later ones are counted
-            logger.log(
-                logging.DEBUG if self._bad_state_said else logging.WARNING,
-                "ignored %d malformed host state fields in Redis (another writer's)",
-                self.frontier.bad_host_fields,
-            )
-            self._bad_state_said = True
-            self.frontier.bad_host_fields = 0
 
     # --- batching ---------------------------------------------------------------
 
@@ -338,7 +280,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         With ``lease``, that many requests are leased in the same round trip,
         after the writes, and the lease's outcome is returned (None if it failed).
         """
-        self._tell_counts()
+        self.counts.tell(self.frontier)
         self._collect_finished()
         if self.statuses is not None:
             self.statuses.write()
@@ -384,27 +326,10 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         return result.leased
 
     def _count_added(self, to_enqueue: list[Entry], result: Added) -> None:
-        added = result.new - len(result.over_budget)
-        self.stats.inc_value("frontier/added", added)
-        self.stats.inc_value("dupefilter/filtered", len(to_enqueue) - result.new)
-        self._count_over_budget(result.over_budget)
-        if added:
+        if self.counts.added(len(to_enqueue), result):
             # New work is in the queue: an idle node's back-off must not delay it.
             self._poll_delay = self.config.idle_poll_min
             self._next_poll = 0.0
-
-    def _count_over_budget(self, groups: tuple[str, ...]) -> None:
-        if not groups:
-            return
-        self.stats.inc_value("frontier/dropped/budget", len(groups))
-        for group in set(groups) - self._over_budget_said:
-            self._over_budget_said.add(group)
-            logger.warning(
-                "%s has used its HOST_PAGE_BUDGET of %d requests: further links to it are "
-                "dropped (said once per host)",
-                group,
-                self.config.host_page_budget,
-            )
 
     def _flush_one_by_one(
         self,

@@ -5,10 +5,13 @@ the path of a request."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions import connection
+from extensions.compat import PICKLE_PREFIX
+from extensions.frontier.groups import group_for
 from extensions.frontier.redisops import load_script, push_start_entries
 
 if TYPE_CHECKING:
@@ -18,6 +21,8 @@ if TYPE_CHECKING:
     from extensions.frontier.results import Entry
     from extensions.keys import SpiderKeys
 
+
+logger = logging.getLogger(__name__)
 
 #: the layout this version reads (ids in the queues and leases, the dupefilter's
 #: levels), marked in NAME:frontier once a crawl is brought to it
@@ -101,6 +106,31 @@ class Upkeep:
             pipe.zrem(self.keys.requests, *(data for data, _ in items))
             pipe.execute()
             moved += len(items)
+
+    def upgrade_crawl(self, queue_by: str) -> None:
+        """At a node's open: ``upgrade``, saying what it did; scrapy-redis's pickled
+        queue is refused (``scrapy migrate`` converts it)."""
+        if self.server.type(self.keys.requests) == b"zset":
+            first: Any = self.server.zrange(self.keys.requests, 0, 0)
+            if first and first[0].startswith(PICKLE_PREFIX):
+                raise RuntimeError(
+                    f"{self.keys.requests} holds scrapy-redis's pickled queue: "
+                    f"run `scrapy migrate {self.keys.name}` first"
+                )
+
+        def group_of(stored: dict[str, Any]) -> str:
+            meta = stored.get("meta")
+            slot = meta.get("download_slot") if isinstance(meta, dict) else None
+            return group_for(str(stored.get("url", "")), slot, queue_by)
+
+        done = self.upgrade(group_of)
+        if any(done.values()):
+            logger.info(
+                "brought the crawl to this version's layout: %d requests of the single queue "
+                "moved into per-host queues, %d whole-JSON queue entries made ids, %d "
+                "fingerprints moved into the dupefilter's levels",
+                done["requests"], done["inline"], done["fingerprints"],
+            )  # fmt: skip
 
     def upgrade(self, group_of: Callable[[dict[str, Any]], str]) -> dict[str, int]:
         """Bring a crawl written by earlier versions to this version's layout: the
