@@ -11,7 +11,7 @@ are safe to share: each command takes a connection from the client's pool).
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,8 +31,6 @@ class Runtime:
     start_entries: Any = None
     #: FRONTIER_SHARDS = "auto" as resolved against Redis: keys.SpiderKeys.for_crawler
     shards: int | None = None
-    #: anything else a component leaves for another, by name
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 _runtimes: weakref.WeakKeyDictionary[Crawler, Runtime] = weakref.WeakKeyDictionary()

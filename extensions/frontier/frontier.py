@@ -132,11 +132,9 @@ class Frontier(RevisitOps, Upkeep):
         empty data only records the fingerprint. Returns what was new and what
         went over HOST_PAGE_BUDGET.
         """
-        parts = self._by_shard(entries, lambda entry: entry[1])
-        self._planner.mark_hot(parts)
-        return Added.combine(
-            [self._enqueue_shard(self.shards[shard], part) for shard, part in parts.items()]
-        )
+        pipe = self.server.pipeline(transaction=False)
+        self.enqueue_on(pipe, entries)
+        return Added.combine(execute(pipe))
 
     def enqueue_on(self, pipe: Pipeline, entries: list[Entry]) -> int:
         """``enqueue``, queued on ``pipe``: one call per shard, whose number is

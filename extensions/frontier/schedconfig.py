@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from extensions import compat, defaults
+from extensions import compat
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.installed import require_addon
 from extensions.recrawl.statusstore import store_kind
@@ -16,29 +16,31 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    persist: bool = defaults.SCHEDULER_PERSIST
-    flush_on_start: bool = defaults.SCHEDULER_FLUSH_ON_START
-    max_idle_time: float = defaults.MAX_IDLE_TIME_BEFORE_CLOSE
-    fetch_batch: int = defaults.FRONTIER_FETCH_BATCH
-    enqueue_batch: int = defaults.FRONTIER_ENQUEUE_BATCH
-    lease_timeout: float = defaults.FRONTIER_LEASE_TIMEOUT
-    release_interval: float = defaults.FRONTIER_RELEASE_INTERVAL
-    idle_poll_min: float = defaults.FRONTIER_IDLE_POLL_MIN
-    idle_poll_max: float = defaults.FRONTIER_IDLE_POLL_MAX
-    heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL
-    node_timeout: float = defaults.NODE_TIMEOUT
-    node_forget_after: float = defaults.NODE_FORGET_AFTER
-    log_interval: float = 60.0
-    recrawl_feed_batch: int = defaults.RECRAWL_FEED_BATCH
-    recrawl_store: str = "redis"
-    recrawl_claim_timeout: float = defaults.RECRAWL_CLAIM_TIMEOUT
-    bloom: BloomParams | None = None
-    local_cache: int = defaults.DUPEFILTER_LOCAL_CACHE
-    max_delay: float = defaults.FRONTIER_MAX_DELAY
-    queue_by: str = defaults.FRONTIER_QUEUE_BY
-    host_page_budget: int = defaults.HOST_PAGE_BUDGET
-    crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX
-    send_tolerance: float = defaults.CLUSTER_SEND_TOLERANCE
+    """Built by ``from_settings`` alone: the defaults are the add-on's (defaults.py)."""
+
+    persist: bool
+    flush_on_start: bool
+    max_idle_time: float
+    fetch_batch: int
+    enqueue_batch: int
+    lease_timeout: float
+    release_interval: float
+    idle_poll_min: float
+    idle_poll_max: float
+    heartbeat_interval: float
+    node_timeout: float
+    node_forget_after: float
+    log_interval: float
+    recrawl_feed_batch: int
+    recrawl_store: str
+    recrawl_claim_timeout: float
+    bloom: BloomParams | None
+    local_cache: int
+    max_delay: float
+    queue_by: str
+    host_page_budget: int
+    crawl_delay_max: float
+    send_tolerance: float
 
     @classmethod
     def from_settings(cls, s: BaseSettings) -> SchedulerConfig:

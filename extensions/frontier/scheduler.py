@@ -62,12 +62,13 @@ logger = logging.getLogger(__name__)
 
 
 class DistributedScheduler(ClusterDuties, BaseScheduler):
-    def __init__(self, server: redis.Redis, crawler: Crawler, *, node_id: str,
-                 config: SchedulerConfig | None = None):  # fmt: skip
+    def __init__(
+        self, server: redis.Redis, crawler: Crawler, *, node_id: str, config: SchedulerConfig
+    ):
         self.server = server
         self.crawler = crawler
         self.node_id = node_id
-        self.config = config = config or SchedulerConfig()
+        self.config = config
         self.stats = crawler.stats
         self.health = connection.health_for(crawler)
         # Scrapy's, unless the crawl was carried over from scrapy-redis (see open)
