@@ -29,6 +29,7 @@ from scrapy.http import Response
 from scrapy.spiders import SitemapSpider
 from scrapy.spiders.sitemap import regex
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.sitemap import sitemap_urls_from_robots
 from twisted.internet import threads
 
 from extensions import defaults
@@ -65,7 +66,6 @@ class SitemapReading:
     # the attributes setup_sitemaps gives a spider that is not a SitemapSpider.
     sitemap_filter = SitemapSpider.sitemap_filter
     _get_sitemap_body = SitemapSpider._get_sitemap_body
-    _get_urls_from_sitemapindex = SitemapSpider._get_urls_from_sitemapindex
 
     def setup_sitemaps(self, crawler: Crawler) -> None:
         if not isinstance(self, SitemapSpider):  # which set these up in its own __init__
@@ -89,7 +89,25 @@ class SitemapReading:
     def _parse_sitemap(self, response: Response) -> Iterable[Request]:
         """A sitemap's, a sitemap index's or a robots.txt's requests (the callback
         of every sitemap request)."""
+        if response.url.endswith("/robots.txt"):
+            urls = sitemap_urls_from_robots(response.body, base_url=response.url)
+            return [Request(url, callback=self._parse_sitemap) for url in self._usable(urls)]
         return SitemapSpider._parse_sitemap(self, response)  # type: ignore[arg-type]
+
+    def _usable(self, urls: Iterable[Any]) -> Iterator[str]:
+        """The URLs a request can be made of: one bad ``<loc>`` of a sitemap (anyone
+        writes them) is counted and skipped, not the end of the sitemap's pages."""
+        for url in urls:
+            try:
+                Request(url)
+            except (TypeError, ValueError):
+                self.crawler.stats.inc_value("sitemaps/bad_loc")
+                continue
+            yield url
+
+    def _get_urls_from_sitemapindex(self, entries: Iterable[dict[str, Any]]) -> Iterator[str]:
+        found = SitemapSpider._get_urls_from_sitemapindex(self, entries)  # type: ignore[arg-type]
+        yield from self._usable(found)
 
     def sitemap_requests(self) -> Iterator[Request]:
         for url in self.sitemap_urls:
@@ -124,7 +142,10 @@ class SitemapReading:
                     dated.append((entry.get("loc"), entry["lastmod"]))
                 yield entry
 
-        yield from SitemapSpider._get_urls_and_callbacks_from_urlset(self, noting(entries))  # type: ignore[arg-type]
+        pairs = SitemapSpider._get_urls_and_callbacks_from_urlset(self, noting(entries))  # type: ignore[arg-type]
+        for loc, callback in pairs:
+            if next(self._usable([loc]), None) is not None:
+                yield loc, callback
         if dated:
             self._apply_lastmods(dated)
 

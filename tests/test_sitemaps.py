@@ -245,10 +245,17 @@ def test_a_plain_distributed_spider_reads_a_urlset_with_its_rules_and_lastmod(re
         '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
         f"<url><loc>{kept}</loc><lastmod>{time.strftime('%Y-%m-%dT%H:%M:%S+00:00', time.gmtime())}"
         "</lastmod></url>"
-        "<url><loc>http://shop.test/category/books</loc></url></urlset>"
+        "<url><loc>no scheme /product/3</loc></url>"  # anyone writes sitemaps
+        "<url><loc>http://shop.test/category/books</loc></url>"
+        "<url><loc>http://shop.test/product/2</loc></url></urlset>"
     )
     sitemap = XmlResponse("http://shop.test/sitemap.xml", body=body.encode())
     requests = list(spider._parse_sitemap(sitemap))
-    assert [(r.url, r.callback) for r in requests] == [(kept, spider.parse_product)]
+    # the bad loc is skipped, not the end of the sitemap; the category has no rule
+    assert [(r.url, r.callback) for r in requests] == [
+        (kept, spider.parse_product),
+        ("http://shop.test/product/2", spider.parse_product),
+    ]
+    assert crawler.stats.get_value("sitemaps/bad_loc") == 1
     assert crawler.stats.get_value("recrawl/lastmod_changed") == 1
     assert frontier.server.zscore(f"{spider.name}:due", fingerprint) / 1000 <= time.time()
