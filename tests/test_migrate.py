@@ -24,7 +24,8 @@ from demosite import catalog
 from extensions.compat import ScrapyRedisFingerprinter
 from extensions.frontier.serializer import loads_request
 from extensions.keys import SpiderKeys
-from extensions.migrate import Migration, lifo_queue_class, spider_stub, unpickle
+from extensions.migrate import Migration, lifo_queue_class, spider_stub
+from extensions.plainpickle import unpickle
 from tests.conftest import ROOT, queued, scrapy, site_hits
 from tests.helpers import PROJECT, project_scrapy
 from tests.spiders import ScrapyRedisStyleSpider

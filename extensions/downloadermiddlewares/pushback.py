@@ -36,13 +36,13 @@ import redis
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
-from scrapy.utils.misc import build_from_crawler, load_object
 from twisted.internet import task
 from twisted.internet.task import deferLater
 
-from extensions import connection, defaults
+from extensions import connection
 from extensions.bans import SCANNED, BanDetector
 from extensions.cluster.checkpoint import node_id_for
+from extensions.downloadermiddlewares.challenges import BAN_ANSWER, ChallengeAnswerer
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
 from extensions.exceptions import HostBanned
 from extensions.frontier.deadletter import DeadLetters
@@ -67,8 +67,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: meta of a request a ban handler returned: its own answer is never a ban to solve
-BAN_ANSWER = "_ban_answer"
 #: seconds after its robots.txt named a Crawl-delay that a host's requests leased
 #: before (unpaced) ask Redis for a slot
 CONFIRM_AFTER_ROBOTS = 10.0
@@ -105,11 +103,11 @@ class PushbackMiddleware:
         dead_letters: DeadLetters,
         *,
         statuses: set[int],
-        retry_times: int = defaults.HOST_BACKOFF_RETRY_TIMES,
-        error_run: int = defaults.HOST_BACKOFF_ERRORS,
-        ban_retry_times: int = defaults.BAN_RETRY_TIMES,
-        retry_after_max: float = defaults.HOST_BACKOFF_MAX,
-        queue_by: str = defaults.FRONTIER_QUEUE_BY,
+        retry_times: int,
+        error_run: int,
+        ban_retry_times: int,
+        retry_after_max: float,
+        queue_by: str,
     ):
         self.crawler = crawler
         self.stats = crawler.stats
@@ -122,13 +120,12 @@ class PushbackMiddleware:
         self.retry_after_max = retry_after_max
         self.queue_by = queue_by
         self.bans: BanDetector | None = None  # built once the spider exists
-        self.ban_handler: Any = None
+        self.challenges: ChallengeAnswerer | None = None
         self.health = connection.health_for(crawler)
         self._held: dict[str, float] = {}  # group -> hold end this node knows of
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self._good: dict[str, list[float]] = {}  # watched group -> [answers, latency sum]
         self._confirm: dict[str, float] = {}  # group -> until when unpaced sends ask Redis
-        self._solved_said: set[str] = set()
         self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
         self._loop: task.LoopingCall | None = None
 
@@ -156,11 +153,7 @@ class PushbackMiddleware:
 
     def spider_opened(self, spider: Any) -> None:
         self.bans = BanDetector.from_settings(self.crawler.settings, spider)
-        path = self.crawler.settings.get("BAN_HANDLER")
-        if path:
-            self.ban_handler = build_from_crawler(load_object(path), self.crawler)
-        elif callable(getattr(spider, "handle_ban", None)):
-            self.ban_handler = spider
+        self.challenges = ChallengeAnswerer.for_spider(self.crawler, spider)
         self._loop = task.LoopingCall(self._report_good)
         self._loop.start(REPORT_INTERVAL, now=False)
 
@@ -341,10 +334,10 @@ class PushbackMiddleware:
     async def _banned(self, request: Request, response: Response, group: str):
         self.stats.inc_value("bans/detected")
         retries = request.meta.get(BAN_RETRIES, 0) + 1
-        if self.ban_handler is not None:
+        if self.challenges is not None:
             # an answered challenge lifts the ban, not the reason for it: the
             # host is held and slowed all the same, its pages then come through
-            await self._solve(request, response)
+            await self.challenges.answer(request, response, group)
         self._hold(group, BAN, self._retry_after(response), f"banned, HTTP {response.status}")
         if as_leased.get(request) is None:
             # not IgnoreRequest: a robots.txt dropped on purpose would allow everything
@@ -365,43 +358,6 @@ class PushbackMiddleware:
         retry.meta[BAN_RETRIES] = retries
         retry.meta.setdefault(FIRST_FAILURE, time.time())
         return retry
-
-    async def _solve(self, request: Request, response: Response) -> bool:
-        """Whether the ban handler answered the challenge (returned requests, all
-        of them fetched); its outcome counts in the stats."""
-        self.stats.inc_value("bans/handler_called")
-        try:
-            answers = list(self.ban_handler.handle_ban(request, response) or ())
-        except Exception:  # a handler's own bug: logged once per call, the ban stands
-            logger.exception("BAN_HANDLER failed on %s", request.url[:200])
-            self.stats.inc_value("bans/handler_errors")
-            return False
-        if not answers:
-            self.stats.inc_value("bans/unsolved")
-            return False
-        assert self.crawler.engine is not None
-        for answer in answers:
-            answer.meta[BAN_ANSWER] = True
-            try:
-                reply = await self.crawler.engine.download_async(answer)
-            except Exception as exc:  # the answer could not be sent: the ban stands
-                logger.warning("could not send the answer to a challenge: %s", exc)
-                self.stats.inc_value("bans/unsolved")
-                return False
-            if reply.status >= 400:
-                logger.warning("the answer to %s's challenge was refused (HTTP %d)",
-                               self.group_of(request), reply.status)  # fmt: skip
-                self.stats.inc_value("bans/unsolved")
-                return False
-        self.stats.inc_value("bans/solved")
-        group = self.group_of(request)
-        logger.log(
-            logging.DEBUG if group in self._solved_said else logging.INFO,
-            "answered the challenge of %s (said once per host)",
-            group,
-        )
-        self._solved_said.add(group)
-        return True
 
     # --- good answers from watched hosts ----------------------------------------
 

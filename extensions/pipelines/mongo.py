@@ -18,7 +18,6 @@ Runs in the pipeline's worker thread, never on the reactor. For each batch:
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import time
 from collections.abc import Collection
@@ -27,19 +26,16 @@ from typing import Any
 
 import bson
 import pymongo
-from pymongo import InsertOne, UpdateOne
+from pymongo import UpdateOne
 from pymongo.errors import (
     BulkWriteError,
-    ConnectionFailure,
     DocumentTooLarge,
-    ExecutionTimeout,
     InvalidDocument,
     OperationFailure,
     PyMongoError,
-    WaitQueueTimeoutError,
-    WTimeoutError,
 )
 
+from extensions import defaults
 from extensions.pipelines.documents import (
     KEY_FIELD,
     WriteReport,
@@ -47,41 +43,19 @@ from extensions.pipelines.documents import (
     keep_rejected,
 )
 from extensions.pipelines.journal import Journal
-
-logger = logging.getLogger(__name__)
-
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-DUPLICATE_KEY = 11000
-# Server error codes that mean "try again": not primary, shutting down,
-# stepping down, network trouble, time limits.
-TRANSIENT_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
-WRITE_MODES = ("upsert", "insert")
-CHANGED_AT = "_changed_at"  # when the item's fields last changed
-CONTENT_HASH = "_content_hash"  # of the item's own fields, to tell a change
-# Fields the store sets itself: an item's own value for them is not written.
-_STORE_FIELDS = frozenset(
-    {"_id", "_collection", KEY_FIELD, "_first_seen", CHANGED_AT, CONTENT_HASH}
+from extensions.pipelines.mongowrites import (
+    CHANGED_AT,
+    CONTENT_HASH,
+    DUPLICATE_KEY,
+    MAX_DOCUMENT_BYTES,
+    TRANSIENT_CODES,
+    WRITE_MODES,
+    content_hash,
+    is_transient,
+    write_of,
 )
 
-
-def content_hash(doc: dict[str, Any], ignored: Collection[str] = ()) -> str:
-    """A digest of the item's own fields (not those starting with ``_``, which
-    the crawl sets, nor the ``ignored`` ones, such as the spider's own fetch
-    time), stable across nodes and field order."""
-    fields = {k: doc[k] for k in sorted(doc) if not k.startswith("_") and k not in ignored}
-    try:
-        encoded = bson.encode(fields)
-    except (InvalidDocument, TypeError, ValueError, OverflowError):
-        encoded = repr(fields).encode()  # the write will reject it with the reason
-    return hashlib.sha1(encoded).hexdigest()[:20]
-
-
-def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, (ConnectionFailure, ExecutionTimeout, WTimeoutError, WaitQueueTimeoutError)):
-        return True
-    if isinstance(exc, PyMongoError) and exc.has_error_label("RetryableWriteError"):
-        return True
-    return isinstance(exc, OperationFailure) and exc.code in TRANSIENT_CODES
+logger = logging.getLogger(__name__)
 
 
 class MongoStore:
@@ -93,9 +67,9 @@ class MongoStore:
         *,
         key_field: str = "url",
         node_id: str = "",
-        journal_dir: Path | str = "data/journal",
-        mode: str = "upsert",
-        retry_time: float = 30.0,
+        journal_dir: Path | str = defaults.MONGO_JOURNAL_DIR,
+        mode: str = defaults.MONGO_WRITE_MODE,
+        retry_time: float = defaults.MONGO_RETRY_TIME,
         server_selection_timeout: float = 5.0,
         ignore_fields: Collection[str] = (),
     ):
@@ -294,7 +268,10 @@ class MongoStore:
                 group, hashes = self._mark_changed(collection, group, hashes, report, now, retry)
                 if not group:
                     continue
-            operations = [self._operation(d, h, now) for d, h in zip(group, hashes, strict=True)]
+            operations = [
+                write_of(d, self._key_of(d), h, now, self.mode)
+                for d, h in zip(group, hashes, strict=True)
+            ]
             try:
                 result = collection.bulk_write(operations, ordered=False)
             except BulkWriteError as exc:
@@ -353,19 +330,6 @@ class MongoStore:
             return [docs[i] for i in kept], [hashes[i] for i in kept]
         report.changed += result.modified_count
         return docs, hashes
-
-    def _operation(self, doc: dict[str, Any], digest: str, now: dt.datetime):
-        fields = {k: v for k, v in doc.items() if k not in _STORE_FIELDS}
-        fields[CONTENT_HASH] = digest
-        key_field = self._key_of(doc)
-        if self.mode == "insert":
-            return InsertOne({**fields, "_first_seen": now, "_updated_at": now, CHANGED_AT: now})
-        fields["_updated_at"] = now
-        return UpdateOne(
-            {key_field: doc[key_field]},
-            {"$set": fields, "$setOnInsert": {"_first_seen": now, CHANGED_AT: now}},
-            upsert=True,
-        )
 
     def _by_collection(self, docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         groups: dict[str, list[dict[str, Any]]] = {}
