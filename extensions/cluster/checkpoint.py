@@ -118,6 +118,11 @@ class Checkpoint:
         raw = self.server.hgetall(self.keys.checkpoint)
         return {connection.text(k): float(v) for k, v in raw.items()}
 
+    def nodes_alive(self, node_timeout: float) -> int:
+        """Nodes whose heartbeat is younger than ``node_timeout`` seconds."""
+        since = int((time.time() - node_timeout) * 1000)
+        return int(self.server.zcount(self.keys.nodes, since, "+inf"))
+
     def dead_local_nodes(self) -> list[str]:
         """Nodes of this host whose process is gone: their leases need not wait
         for the heartbeat timeout (a node restarted after kill -9 or a reboot)."""

@@ -1,13 +1,14 @@
-"""What a scheduler does for the cluster besides handing out requests: its
-heartbeat and checkpoint, returning dead nodes' leases, the cluster-wide log
-line, waking an idle engine, and deciding when the crawl is over (a node closes
-only when the whole cluster's frontier has stayed empty for
-``MAX_IDLE_TIME_BEFORE_CLOSE`` seconds)."""
+"""What a scheduler does for the cluster besides handing out requests: when an
+idle node asks Redis again and wakes its engine (``Polling``); its heartbeat and
+checkpoint, returning dead nodes' leases, the cluster-wide log line, and deciding
+when the crawl is over (``ClusterDuties``: a node closes only when the whole
+cluster's frontier has stayed empty for ``MAX_IDLE_TIME_BEFORE_CLOSE`` seconds)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -22,63 +23,162 @@ from extensions.frontier.start_urls import reads_start_urls
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
-    from scrapy.statscollectors import StatsCollector
     from twisted.internet.base import DelayedCall
 
     from extensions.cluster.checkpoint import Checkpoint
     from extensions.connection import RedisHealth
-    from extensions.frontier.frontier import Frontier, SentFingerprints
-    from extensions.frontier.results import Entry, FrontierSizes, Lease
+    from extensions.frontier.frontier import Frontier
+    from extensions.frontier.results import FrontierSizes
     from extensions.frontier.schedconfig import SchedulerConfig
     from extensions.frontier.start_urls import StartEntryTracker
-    from extensions.keys import SpiderKeys
     from extensions.recrawl.statusstore import MongoStatusStore
 
 logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
 
-class ClusterDuties:
-    """Mixed into DistributedScheduler, whose state it shares."""
+class Polling:
+    """When a node with an empty buffer asks Redis again: at once while there is
+    work, backing off from ``idle_poll_min`` to ``idle_poll_max`` while there is
+    none; the engine is woken then, so it does not wait for its own 5 s heartbeat."""
 
-    # set by DistributedScheduler
-    config: SchedulerConfig
-    crawler: Crawler
-    frontier: Frontier
-    checkpoint: Checkpoint
-    server: redis.Redis
-    keys: SpiderKeys
-    stats: StatsCollector
-    health: RedisHealth
-    start_entries: StartEntryTracker
-    status_store: MongoStatusStore | None
-    _feeding: bool
-    _next_poll: float
-    _last_cluster_log: float
-    _idle_since: float | None
-    _wake_call: DelayedCall | None
-    _sent: SentFingerprints
-    _to_enqueue: list[Entry]
-    _to_delay: list[tuple[float, str, bytes]]
-    _to_release: list[bytes]
+    def __init__(self, crawler: Crawler, poll_min: float, poll_max: float):
+        self.crawler = crawler
+        self.poll_min = poll_min
+        self.poll_max = poll_max
+        self._delay = poll_min
+        self._next = 0.0  # monotonic time of the next look
+        self._wake_call: DelayedCall | None = None
 
-    def flush(self, lease: int = 0) -> tuple[list[Lease], float | None] | None:
-        raise NotImplementedError
+    def due(self, now: float) -> bool:
+        return now >= self._next
 
-    def _schedule_wake(self, delay: float) -> None:
+    def work_found(self) -> None:
+        """New work is in the queue: the back-off must not delay it."""
+        self._delay = self.poll_min
+        self._next = 0.0
+
+    def look_again_now(self) -> None:
+        """Somewhere not yet looked at may have work: no back-off yet."""
+        self._next = 0.0
+        self.wake_in(0)
+
+    def back_off(self, now: float, next_due: float | None) -> None:
+        """Nothing found: look again later, but no later than the next parked
+        request is due (``next_due``, a wall-clock time)."""
+        delay = self._delay
+        if next_due is not None:
+            delay = min(delay, max(next_due - time.time(), 0.005))
+        self._next = now + delay
+        self.wake_in(delay)
+        self._delay = min(self._delay * 2, self.poll_max)
+
+    def wake_in(self, delay: float) -> None:
         if self._wake_call is not None and self._wake_call.active():
             if self._wake_call.getTime() > reactor.seconds() + delay:
                 self._wake_call.reset(delay)  # something is due sooner than planned
             return
         self._wake_call = reactor.callLater(delay, engine.wake, self.crawler)
 
+    def cancel(self) -> None:
+        if self._wake_call is not None and self._wake_call.active():
+            self._wake_call.cancel()
+
+
+class ClusterDuties:
+    """The scheduler's work for the cluster. What it needs of the scheduler is
+    passed in: ``flush`` writes what the scheduler holds, ``unwritten`` says
+    whether anything is still held, ``forget_sent`` empties its local filter."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: SchedulerConfig,
+        frontier: Frontier,
+        checkpoint: Checkpoint,
+        health: RedisHealth,
+        start_entries: StartEntryTracker,
+        status_store: MongoStatusStore | None,
+        polling: Polling,
+        *,
+        flush: Callable[[], object],
+        unwritten: Callable[[], bool],
+        forget_sent: Callable[[], None],
+    ):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.config = config
+        self.frontier = frontier
+        self.checkpoint = checkpoint
+        self.health = health
+        self.start_entries = start_entries
+        self.status_store = status_store
+        self.polling = polling
+        self.flush = flush
+        self.unwritten = unwritten
+        self.forget_sent = forget_sent
+        self._feeding = False
+        self._idle_since: float | None = None
+        self._last_cluster_log = time.monotonic()
+
+    # --- joining and leaving the crawl ------------------------------------------
+
+    def join(self, spider: Spider) -> None:
+        """This node's first heartbeat; the leases of nodes that are gone go back
+        to the queue before it leases anything."""
+        self.checkpoint.write(self.stats)
+        reclaimed: dict[str, int] = {}
+        for node in self.checkpoint.dead_local_nodes():
+            reclaimed.update(self.reclaim(closing_node=node))
+        reclaimed.update(self.reclaim())
+        sizes = self.frontier.sizes()
+        if sizes.seen:
+            progress = self.checkpoint.crawl_progress()
+            from_nodes = ", ".join(f"{n} from node {node}" for node, n in reclaimed.items())
+            logger.info(
+                "resuming %s: %d done, %d items, %d queued, %d in flight, %d delayed, "
+                "%d dead-lettered%s",
+                spider.name, progress.get("pages", 0), progress.get("items", 0),
+                sizes.queued, sizes.in_flight, sizes.delayed, sizes.dlq,
+                f"; {from_nodes} leases reclaimed" if from_nodes else "",
+            )  # fmt: skip
+
+    def leave(self, reason: str) -> None:
+        """Whatever this node still holds (its local buffer, requests cut short
+        by a forced stop) goes back to the queue at once."""
+        node_id = self.checkpoint.node_id
+        try:
+            returned = self.frontier.reclaim(
+                self.config.node_timeout,
+                closing_node=node_id,
+                forget_after=self.config.node_forget_after,
+            )
+            if returned.requests.get(node_id):
+                logger.info("returned %d unfinished requests to the queue",
+                            returned.requests[node_id])  # fmt: skip
+            if returned.start_urls.get(node_id):
+                logger.info("returned %d start URL entries to the start list",
+                            returned.start_urls[node_id])  # fmt: skip
+            self.checkpoint.write(self.stats, state="closed")
+            if not self.config.persist and reason == "finished":
+                # Only a finished crawl is wiped: a node stopped mid-crawl must
+                # not take the others' work with it.
+                self.frontier.clear()
+        except redis.RedisError as exc:
+            logger.error(
+                "could not hand back this node's leases (%s); they return to the queue "
+                "once its heartbeat is %ss old",
+                exc,
+                self.config.node_timeout,
+            )
+
     # --- heartbeat, reclaim, idle ----------------------------------------------
 
-    def _heartbeat(self) -> None:
+    def heartbeat(self) -> None:
         try:
             sizes = self.frontier.sizes(in_turn=True)
             self.checkpoint.write(self.stats, sizes)
-            self._reclaim(in_turn=True)
+            self.reclaim(in_turn=True)
             self._feed_due()
             if time.monotonic() - self._last_cluster_log >= self.config.log_interval:
                 self._log_cluster(sizes)
@@ -111,16 +211,14 @@ class ClusterDuties:
             return
         if result:
             self.stats.inc_value("recrawl/queued", result)
-            self._next_poll = 0.0
+            self.polling.work_found()
             engine.wake(self.crawler)
 
     def _log_cluster(self, sizes: FrontierSizes) -> None:
         """Scrapy's LogStats line speaks for this node; this one for the cluster."""
         self._last_cluster_log = time.monotonic()
         done = int(self.checkpoint.crawl_progress().get("done", 0))
-        alive = self.server.zcount(
-            self.keys.nodes, int((time.time() - self.config.node_timeout) * 1000), "+inf"
-        )
+        alive = self.checkpoint.nodes_alive(self.config.node_timeout)
         share = f" ({100 * done / sizes.seen:.0f}%)" if sizes.seen else ""
         logger.info(
             "cluster: %d done of %d discovered%s, %d queued, %d in flight, %d delayed, "
@@ -129,7 +227,7 @@ class ClusterDuties:
             alive,
         )  # fmt: skip
 
-    def _reclaim(self, closing_node: str = "", in_turn: bool = False) -> dict[str, int]:
+    def reclaim(self, closing_node: str = "", in_turn: bool = False) -> dict[str, int]:
         """Reclaim; returns {node: requests returned to the queue}."""
         returned = self.frontier.reclaim(
             self.config.node_timeout,
@@ -146,11 +244,11 @@ class ClusterDuties:
             logger.warning("returned %d requests leased by node %s to the queue", count, node)
             self.stats.inc_value("frontier/reclaimed", count)
         if returned:
-            self._next_poll = 0.0
+            self.polling.work_found()
             engine.wake(self.crawler)
         return returned.requests
 
-    def _on_spider_idle(self, spider: Spider) -> None:
+    def on_spider_idle(self, spider: Spider) -> None:
         abandoned = self.start_entries.abandon_open()
         if abandoned:
             # Idle means nothing is on its way to this scheduler any more.
@@ -167,13 +265,7 @@ class ClusterDuties:
             self.health.failed(exc)
             raise DontCloseSpider from None
         now = time.monotonic()
-        if (
-            sizes.pending
-            or self._to_enqueue
-            or self._to_delay
-            or self._to_release
-            or len(self.start_entries)
-        ):
+        if sizes.pending or self.unwritten() or len(self.start_entries):
             self._idle_since = None
             raise DontCloseSpider
         if self._idle_since is None:
@@ -181,11 +273,11 @@ class ClusterDuties:
             logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
             # The crawl is over: from here on the shared dupefilter alone decides,
             # so a recrawl after someone cleared it is not dropped on this node.
-            self._sent.clear()
+            self.forget_sent()
         close_after = self.close_after(spider)
         if close_after is None or now - self._idle_since < close_after:
             logger.debug("no work anywhere; looking again in %.2f s", self.config.idle_poll_max)
-            self._schedule_wake(self.config.idle_poll_max)
+            self.polling.wake_in(self.config.idle_poll_max)
             raise DontCloseSpider
 
     def close_after(self, spider: Spider) -> float | None:

@@ -37,7 +37,7 @@ from extensions.frontier.commit import Committed, FrontierWrite, commit, write_o
 from extensions.frontier.counts import FlushCounts
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier, SentFingerprints
-from extensions.frontier.idle import ClusterDuties
+from extensions.frontier.idle import ClusterDuties, Polling
 from extensions.frontier.leased import remember_as_leased, requests_of
 from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.schedconfig import SchedulerConfig
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class DistributedScheduler(ClusterDuties, BaseScheduler):
+class DistributedScheduler(BaseScheduler):
     def __init__(
         self, server: redis.Redis, crawler: Crawler, *, node_id: str, config: SchedulerConfig
     ):
@@ -86,10 +86,9 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self.counts = FlushCounts(crawler.stats, config.host_page_budget)
         # RECRAWL_STORE = "mongo": the store, and the finished requests whose revisit
         # record it has yet to take (their leases wait for it)
-        self.status_store: Any = None
+        self.status_store: MongoStatusStore | None = None
         self.statuses: StatusBatches | None = None
         self._closed = False
-        self._feeding = False
 
         self._buffer: deque[tuple[Request, bytes]] = deque()
         self._leased: dict[Request, bytes] = {}
@@ -105,11 +104,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         # dead-letter queue; parked copies (retries, waits) are subtracted when
         # written, as the same request is then still to be done.
         self._done = 0
-        self._poll_delay = config.idle_poll_min
-        self._next_poll = 0.0
-        self._wake_call = None
-        self._idle_since: float | None = None
-        self._last_cluster_log = time.monotonic()
+        self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
         self._loops: list[task.LoopingCall] = []
 
     @classmethod
@@ -148,36 +143,29 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         if self.config.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
+        self.duties = ClusterDuties(
+            self.crawler,
+            self.config,
+            self.frontier,
+            self.checkpoint,
+            self.health,
+            self.start_entries,
+            self.status_store,
+            self.polling,
+            flush=self.flush,
+            unwritten=lambda: bool(self._to_enqueue or self._to_delay or self._to_release),
+            forget_sent=self._sent.clear,
+        )
         sharding.record_shards(self.server, self.keys)
         # before anything reads the crawl's state (leases handed back too)
         self.frontier.upgrade_crawl(self.config.queue_by)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
-        self.checkpoint.write(self.stats)
-        reclaimed: dict[str, int] = {}
-        for node in self.checkpoint.dead_local_nodes():
-            reclaimed.update(self._reclaim(closing_node=node))
-        reclaimed.update(self._reclaim())
-        sizes = self.frontier.sizes()
-        if sizes.seen:
-            progress = self.checkpoint.crawl_progress()
-            from_nodes = ", ".join(f"{n} from node {node}" for node, n in reclaimed.items())
-            logger.info(
-                "resuming %s: %d done, %d items, %d queued, %d in flight, %d delayed, "
-                "%d dead-lettered%s",
-                spider.name,
-                progress.get("pages", 0),
-                progress.get("items", 0),
-                sizes.queued,
-                sizes.in_flight,
-                sizes.delayed,
-                sizes.dlq,
-                f"; {from_nodes} leases reclaimed" if from_nodes else "",
-            )
+        self.duties.join(spider)
         logger.info("node %s joined the crawl of %s", self.node_id, spider.name)
-        self.crawler.signals.connect(self._on_spider_idle, signal=signals.spider_idle)
+        self.crawler.signals.connect(self.duties.on_spider_idle, signal=signals.spider_idle)
         for interval, func in (
             (self.config.release_interval, self.flush),
-            (self.config.heartbeat_interval, self._heartbeat),
+            (self.config.heartbeat_interval, self.duties.heartbeat),
         ):
             loop = task.LoopingCall(func)
             loop.start(interval, now=False)
@@ -187,8 +175,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         for loop in self._loops:
             if loop.running:
                 loop.stop()
-        if self._wake_call is not None and self._wake_call.active():
-            self._wake_call.cancel()
+        self.polling.cancel()
         # the last pages' recrawl status, before their leases go
         self._collect_finished()
         if self.statuses is not None:
@@ -198,35 +185,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
         self.flush()
         if self.statuses is not None:
             self.statuses.close()
-        try:
-            # Whatever this node still holds (its local buffer, requests cut
-            # short by a forced stop) goes back to the queue at once.
-            returned = self.frontier.reclaim(
-                self.config.node_timeout,
-                closing_node=self.node_id,
-                forget_after=self.config.node_forget_after,
-            )
-            if returned.requests.get(self.node_id):
-                logger.info(
-                    "returned %d unfinished requests to the queue", returned.requests[self.node_id]
-                )
-            if returned.start_urls.get(self.node_id):
-                logger.info(
-                    "returned %d start URL entries to the start list",
-                    returned.start_urls[self.node_id],
-                )
-            self.checkpoint.write(self.stats, state="closed")
-            if not self.config.persist and reason == "finished":
-                # Only a finished crawl is wiped: a node stopped mid-crawl must
-                # not take the others' work with it.
-                self.frontier.clear()
-        except redis.RedisError as exc:
-            logger.error(
-                "could not hand back this node's leases (%s); they return to the queue "
-                "once its heartbeat is %ss old",
-                exc,
-                self.config.node_timeout,
-            )
+        self.duties.leave(reason)
 
     # --- the engine's interface -------------------------------------------------
 
@@ -328,9 +287,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
 
     def _count_added(self, to_enqueue: list[Entry], result: Added) -> None:
         if self.counts.added(len(to_enqueue), result):
-            # New work is in the queue: an idle node's back-off must not delay it.
-            self._poll_delay = self.config.idle_poll_min
-            self._next_poll = 0.0
+            self.polling.work_found()
 
     def _flush_one_by_one(
         self,
@@ -383,7 +340,7 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
 
     def _refill(self) -> None:
         now = time.monotonic()
-        if now < self._next_poll:
+        if not self.polling.due(now):
             return
         items: list[Lease] = []
         next_due = None
@@ -406,22 +363,11 @@ class DistributedScheduler(ClusterDuties, BaseScheduler):
             self._to_release.append(member)
         if items:
             self.stats.inc_value("frontier/leased", len(items))
-            self._poll_delay = self.config.idle_poll_min
-            self._next_poll = 0.0
+            self.polling.work_found()
         elif outcome is not None and not self.frontier.looked_everywhere:
-            # the next shards may have work: look there at once, no back-off yet
-            self._next_poll = 0.0
-            self._schedule_wake(0)
+            self.polling.look_again_now()  # the next shards may have work
         else:
-            # Nothing there: look again later, backing off (but no later than the
-            # next parked request is due), and wake the engine then so it does
-            # not wait for its own 5 s heartbeat.
-            delay = self._poll_delay
-            if next_due is not None:
-                delay = min(delay, max(next_due - time.time(), 0.005))
-            self._next_poll = now + delay
-            self._schedule_wake(delay)
-            self._poll_delay = min(self._poll_delay * 2, self.config.idle_poll_max)
+            self.polling.back_off(now, next_due)
 
     def _dead_letter(self, **record: Any) -> None:
         try:
