@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from extensions import compat, config, defaults
+from extensions import compat, config, defaults, installed
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -51,9 +51,7 @@ class DistributedAddon:
     def update_settings(self, settings: BaseSettings) -> None:
         # Every setting of the stack gets its default here, so `scrapy settings
         # --get NAME` shows it and a project overrides it as any Scrapy setting.
-        for name in dir(defaults):
-            if name.isupper():
-                settings.setdefault(name, getattr(defaults, name), "addon")
+        installed.install_defaults(settings)
         compat.take_over(settings)  # SCHEDULER, DUPEFILTER_CLASS (scrapy-redis leftovers too)
         compat.warn_ignored(settings)
         self._close_doors(settings)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from extensions import defaults
-
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.http import Response
@@ -47,10 +45,8 @@ class BanDetector:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider: Any = None) -> BanDetector:
-        statuses = {int(s) for s in settings.getlist("BAN_STATUSES", defaults.BAN_STATUSES)}
-        markers = [
-            str(m).lower().encode() for m in settings.getlist("BAN_MARKERS", defaults.BAN_MARKERS)
-        ]
+        statuses = {int(s) for s in settings.getlist("BAN_STATUSES")}
+        markers = [str(m).lower().encode() for m in settings.getlist("BAN_MARKERS")]
         return cls(statuses, markers, spider)
 
     def is_ban(self, request: Request, response: Response) -> bool:

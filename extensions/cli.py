@@ -9,11 +9,13 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
-from extensions import connection
+from extensions import connection, installed
 from extensions.exceptions import RedisUnavailable
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
+    import argparse
+
     import redis
     from scrapy.settings import Settings
 
@@ -44,8 +46,15 @@ def redis_for_command(settings: Settings) -> redis.Redis:
 
 
 class ProjectCommand(ScrapyCommand):
-    """A quick command of the project: no crawler process, no Scrapy log noise."""
+    """A quick command of the project: no crawler process, no Scrapy log noise,
+    and the stack's settings as a crawler would have them (the add-on's defaults
+    under the project's values)."""
 
     requires_project = True
     requires_crawler_process = False
     default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        assert self.settings is not None
+        installed.install_defaults(self.settings)

@@ -1,11 +1,13 @@
 """The stack's components read their settings as the add-on installed them (its
 defaults, from ``defaults.py``, at the add-on's priority), without defaults of
-their own: one built where the add-on is not says so in one line."""
+their own: one built where the add-on is not says so in one line. The project's
+commands install the same defaults before they read a setting."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from extensions import defaults
 from extensions.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -23,3 +25,20 @@ def require_addon(settings: BaseSettings, component: str) -> None:
         raise ConfigError(
             f'{component} needs the add-on: add ADDONS = {{"{ADDON}": 0}} to the settings'
         )
+
+
+def with_defaults(settings: BaseSettings) -> BaseSettings:
+    """A copy of ``settings`` with the defaults installed (``install_defaults``),
+    for what reads them before the add-on has run."""
+    copy = settings.copy()
+    copy.frozen = False  # a frozen crawler's copy: this one is read, never applied
+    install_defaults(copy)
+    return copy
+
+
+def install_defaults(settings: BaseSettings) -> None:
+    """Every setting of ``defaults.py`` the project left unset, at the add-on's
+    priority: a project's own value, or one from the command line, still wins."""
+    for name in dir(defaults):
+        if name.isupper():
+            settings.setdefault(name, getattr(defaults, name), "addon")

@@ -91,7 +91,8 @@ from typing import TYPE_CHECKING, Any
 
 from redis.cluster import RedisCluster
 
-from extensions import connection, defaults
+from extensions import connection
+from extensions.installed import require_addon
 from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
@@ -252,10 +253,9 @@ class SpiderKeys:
     ) -> SpiderKeys:
         """The keys of spider ``name`` under ``REDIS_START_URLS_KEY`` (unless the
         spider names its own template) and ``REDIS_CLUSTER``."""
-        template = start_urls_template or settings.get(
-            "REDIS_START_URLS_KEY", defaults.REDIS_START_URLS_KEY
-        )
-        hash_tag = settings.getbool("REDIS_CLUSTER", defaults.REDIS_CLUSTER)
+        require_addon(settings, "SpiderKeys.from_settings")
+        template = start_urls_template or settings.get("REDIS_START_URLS_KEY")
+        hash_tag = settings.getbool("REDIS_CLUSTER")
         shards = shards_setting(settings)
         keys = cls.for_spider(
             name,
@@ -336,7 +336,7 @@ class SpiderKeys:
 
 def shards_setting(settings: BaseSettings) -> int | None:
     """FRONTIER_SHARDS as a count, or None for "auto"."""
-    value = settings.get("FRONTIER_SHARDS", defaults.FRONTIER_SHARDS)
+    value = settings.get("FRONTIER_SHARDS")
     if str(value).strip().lower() == AUTO:
         return None
     return int(value)
@@ -344,8 +344,8 @@ def shards_setting(settings: BaseSettings) -> int | None:
 
 def start_type(settings: BaseSettings) -> str:
     """The start key's type under scrapy-redis's REDIS_START_URLS_AS_SET / _AS_ZSET."""
-    as_set = settings.getbool("REDIS_START_URLS_AS_SET", defaults.REDIS_START_URLS_AS_SET)
-    as_zset = settings.getbool("REDIS_START_URLS_AS_ZSET", defaults.REDIS_START_URLS_AS_ZSET)
+    as_set = settings.getbool("REDIS_START_URLS_AS_SET")
+    as_zset = settings.getbool("REDIS_START_URLS_AS_ZSET")
     if as_set and as_zset:
         raise ValueError("REDIS_START_URLS_AS_SET and REDIS_START_URLS_AS_ZSET are both on")
     return "zset" if as_zset else "set" if as_set else "list"

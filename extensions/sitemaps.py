@@ -32,7 +32,6 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.sitemap import sitemap_urls_from_robots
 from twisted.internet import threads
 
-from extensions import defaults
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
@@ -41,6 +40,7 @@ from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,9 @@ class SitemapReading:
     sitemap_filter = SitemapSpider.sitemap_filter
     _get_sitemap_body = SitemapSpider._get_sitemap_body
 
-    def setup_sitemaps(self, crawler: Crawler) -> None:
+    def setup_sitemaps(self, crawler: Crawler, settings: BaseSettings) -> None:
+        """``settings``: the crawler's, with the stack's defaults (the add-on has
+        not installed them yet when a spider is built)."""
         if not isinstance(self, SitemapSpider):  # which set these up in its own __init__
             rules = getattr(self, "sitemap_rules", None)
             # without rules, Request's own default callback: parse, or a CrawlSpider's rules
@@ -77,12 +79,11 @@ class SitemapReading:
                 else [(regex(""), None)]
             )
             self._follow = [regex(x) for x in self.sitemap_follow]
-            settings = crawler.settings
             self._max_size = getattr(self, "download_maxsize", settings.getint("DOWNLOAD_MAXSIZE"))
             self._warn_size = getattr(
                 self, "download_warnsize", settings.getint("DOWNLOAD_WARNSIZE")
             )
-        if crawler.settings.getbool("SITEMAP_FROM_ROBOTS", defaults.SITEMAP_FROM_ROBOTS):
+        if settings.getbool("SITEMAP_FROM_ROBOTS"):
             self._robots_queued: set[str] = set()
             crawler.signals.connect(self._queue_robots_sitemaps, signal=signals.request_scheduled)
 
@@ -153,7 +154,7 @@ class SitemapReading:
         """Tell the pages kept for a recrawl what the sitemap says of them."""
         stats = self.crawler.stats
         assert stats is not None
-        queue_by = self.crawler.settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
+        queue_by = self.crawler.settings.get("FRONTIER_QUEUE_BY")
         fingerprinter = self.crawler.request_fingerprinter
         entries = []
         latest = time.time() + LASTMOD_SLACK

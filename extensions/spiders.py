@@ -29,11 +29,12 @@ from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.spiders import CrawlSpider, SitemapSpider
 
-from extensions import connection, defaults
+from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
+from extensions.installed import with_defaults
 from extensions.keys import SpiderKeys
 from extensions.meta import START_ENTRY
 from extensions.sitemaps import SitemapReading
@@ -65,12 +66,12 @@ class DistributedMixin(SitemapReading):
         return spider
 
     def setup_redis(self, crawler: Crawler) -> None:
-        settings = crawler.settings
+        # Scrapy builds the spider before the add-ons install their settings
+        settings = with_defaults(crawler.settings)
         self.redis_keys = SpiderKeys.from_settings(self.name, settings, self.redis_key)
         self.redis_key = self.redis_keys.start_urls
         self.redis_batch_size = int(
-            self.redis_batch_size
-            or settings.getint("REDIS_START_URLS_BATCH_SIZE", defaults.REDIS_START_URLS_BATCH_SIZE)
+            self.redis_batch_size or settings.getint("REDIS_START_URLS_BATCH_SIZE")
         )
         if self.redis_batch_size < 1:
             raise ValueError("REDIS_START_URLS_BATCH_SIZE must be at least 1")
@@ -81,7 +82,7 @@ class DistributedMixin(SitemapReading):
         self.start_entry_rules = EntryRules.from_settings(settings)
         self.redis_encoding = self.start_entry_rules.encoding  # scrapy-redis's attribute
         crawler.signals.connect(self._read_start_urls_when_idle, signal=signals.spider_idle)
-        self.setup_sitemaps(crawler)
+        self.setup_sitemaps(crawler, settings)
         logger.info("reading start URLs from Redis list %s", self.redis_key)
 
     async def start(self) -> AsyncIterator[Any]:

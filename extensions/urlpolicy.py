@@ -59,12 +59,10 @@ class UrlPolicy:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> UrlPolicy:
         return cls(
-            schemes=frozenset(
-                s.lower() for s in settings.getlist("ALLOWED_SCHEMES", defaults.ALLOWED_SCHEMES)
-            ),
+            schemes=frozenset(s.lower() for s in settings.getlist("ALLOWED_SCHEMES")),
             ports=frozenset(int(p) for p in settings.getlist("ALLOWED_PORTS", [])),
             max_length=settings.getint("URLLENGTH_LIMIT", 2083),
-            deny_private=settings.getbool("DENY_PRIVATE_NETWORKS", defaults.DENY_PRIVATE_NETWORKS),
+            deny_private=settings.getbool("DENY_PRIVATE_NETWORKS"),
         )
 
     def problem(self, url: str) -> tuple[str, str] | None:

@@ -19,6 +19,18 @@ from tools import services
 SHOP_PAGES = catalog.expected_pages() - {"/about"}
 
 
+def stack_settings(values: dict | None = None):
+    """Scrapy settings with the stack's defaults installed, as the add-on (or one
+    of the project's commands) installs them, under ``values``."""
+    from scrapy.settings import Settings
+
+    from extensions.installed import install_defaults
+
+    settings = Settings(values or {})
+    install_defaults(settings)
+    return settings
+
+
 def seed(redis_url: str, spider: str, *urls: str) -> None:
     result = scrapy("seed", spider, *urls, "-s", f"REDIS_URL={redis_url}")
     assert result.returncode == 0, result.stderr

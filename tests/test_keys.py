@@ -4,6 +4,8 @@ import pytest
 from scrapy.settings import Settings
 
 from extensions import keys
+from extensions.exceptions import ConfigError
+from tests.helpers import stack_settings
 
 
 def test_scrapy_redis_compatible_names():
@@ -29,7 +31,7 @@ def test_node_keys_share_the_spider_prefix():
 
 
 def test_redis_cluster_puts_a_hash_tag_on_every_key():
-    settings = Settings({"REDIS_CLUSTER": "True"})
+    settings = stack_settings({"REDIS_CLUSTER": "True"})
     k = keys.SpiderKeys.from_settings("shop", settings)
     assert k.name == "shop"
     assert (k.start_urls, k.requests, k.leases("n1")) == (
@@ -43,7 +45,13 @@ def test_redis_cluster_puts_a_hash_tag_on_every_key():
     with pytest.raises(ValueError, match="must contain %\\(name\\)s"):
         keys.SpiderKeys.from_settings("shop", settings, "seeds")
     # without REDIS_CLUSTER, the names are scrapy-redis's
-    assert keys.SpiderKeys.from_settings("shop", Settings()).requests == "shop:requests"
+    assert keys.SpiderKeys.from_settings("shop", stack_settings()).requests == "shop:requests"
+
+
+def test_keys_from_settings_without_the_stack_defaults_say_so_in_one_line():
+    # bare Scrapy settings would read REDIS_START_URLS_KEY as None, not fail
+    with pytest.raises(ConfigError, match=r"SpiderKeys\.from_settings needs the add-on"):
+        keys.SpiderKeys.from_settings("shop", Settings({"REDIS_CLUSTER": True}))
 
 
 def test_custom_start_urls_key_template():

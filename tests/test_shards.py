@@ -8,7 +8,6 @@ import signal
 import pytest
 import redis
 from redis.cluster import RedisCluster
-from scrapy.settings import Settings
 
 from extensions import connection, sharding
 from extensions import keys as shard_keys
@@ -18,7 +17,7 @@ from extensions.frontier.redisops import execute
 from extensions.frontier.results import Added
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits
-from tests.helpers import all_keys, wait_for
+from tests.helpers import all_keys, stack_settings, wait_for
 from tools import services
 
 HOSTS = [f"host{n}.example" for n in range(24)]
@@ -115,7 +114,7 @@ def test_auto_takes_the_recorded_count_else_one_on_a_single_redis_else_32_per_pr
     redis_cluster,
     cluster_client,
 ):
-    auto = SpiderKeys.from_settings("t", Settings({"FRONTIER_SHARDS": "auto"}))
+    auto = SpiderKeys.from_settings("t", stack_settings({"FRONTIER_SHARDS": "auto"}))
     assert auto.auto_shards and sharding.shards_problem(redis_client, auto) is None
     assert shard_keys.auto_shards(redis_client, auto) == 1
     redis_client.set(auto.shards_key, 7)  # a crawl begun with 7: every node adopts it
@@ -124,12 +123,12 @@ def test_auto_takes_the_recorded_count_else_one_on_a_single_redis_else_32_per_pr
     assert sharding.as_recorded(redis_client, auto).shards == 7
 
     client = connection.connect(redis_cluster.url, cluster=True)
-    on_cluster = SpiderKeys.from_settings("t", Settings({"REDIS_CLUSTER": True}))
+    on_cluster = SpiderKeys.from_settings("t", stack_settings({"REDIS_CLUSTER": True}))
     assert on_cluster.auto_shards  # "auto" is the default
     assert shard_keys.auto_shards(client, on_cluster) == 3 * shard_keys.AUTO_SHARDS_PER_PRIMARY
     Frontier(client, on_cluster, "n1").enqueue([entry("http://a.example/")])
     assert shard_keys.auto_shards(client, on_cluster) == 1  # a crawl begun unsharded stays so
-    explicit = SpiderKeys.from_settings("t", Settings({"REDIS_CLUSTER": True,
+    explicit = SpiderKeys.from_settings("t", stack_settings({"REDIS_CLUSTER": True,
                                                        "FRONTIER_SHARDS": 4}))  # fmt: skip
     assert not explicit.auto_shards and sharding.shards_problem(client, explicit)
 

@@ -9,7 +9,7 @@ from demosite import catalog
 from demosite.server import ARCHIVE_PAGES
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.start_urls import parse_entry
-from tests.conftest import read_items, scrapy
+from tests.conftest import crawler_with_addon, read_items, scrapy
 from tests.helpers import page_hits, project_scrapy
 
 
@@ -182,14 +182,14 @@ def test_a_lastmod_that_does_not_parse_or_lies_ahead_moves_nothing(redis_url):
     import time
 
     import redis
-    from scrapy.utils.test import get_crawler
 
     from extensions.frontier.frontier import Frontier
     from extensions.keys import SpiderKeys
     from tests.spiders import BooksSitemapSpider
 
-    crawler = get_crawler(BooksSitemapSpider, {"REDIS_URL": redis_url, "RECRAWL_STORE": "redis"})
-    crawler._apply_settings()
+    crawler = crawler_with_addon(
+        BooksSitemapSpider, {"REDIS_URL": redis_url, "RECRAWL_STORE": "redis"}
+    )
     spider = BooksSitemapSpider.from_crawler(crawler)
     crawler.spider = spider
     keys = SpiderKeys.for_spider("books_sitemap")
@@ -222,14 +222,14 @@ def test_a_plain_distributed_spider_reads_a_urlset_with_its_rules_and_lastmod(re
 
     import redis
     from scrapy.http import XmlResponse
-    from scrapy.utils.test import get_crawler
 
     from extensions.frontier.frontier import Frontier
     from extensions.keys import SpiderKeys
     from tests.spiders import BooksFromRobotsSpider
 
-    crawler = get_crawler(BooksFromRobotsSpider, {"REDIS_URL": redis_url, "RECRAWL_STORE": "redis"})
-    crawler._apply_settings()
+    crawler = crawler_with_addon(
+        BooksFromRobotsSpider, {"REDIS_URL": redis_url, "RECRAWL_STORE": "redis"}
+    )
     spider = BooksFromRobotsSpider.from_crawler(crawler, start="http://shop.test/")
     crawler.spider = spider
     now = time.time()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from extensions import config, defaults, sharding
+from extensions import config, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
@@ -63,7 +63,7 @@ class Command(ProjectCommand):
                 "dlq",
                 budget=0,  # a replay is not held to the budget it met
             )
-            queue_by = settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY)
+            queue_by = settings.get("FRONTIER_QUEUE_BY")
             replayed, left = letters.replay(frontier, queue_by, opts.limit)
             print(f"replayed {replayed} requests into the queue of {args[0]}")
             if left:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
-from extensions import compat, config, connection, defaults
+from extensions import compat, config, connection
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import ConfigError
 from extensions.frontier.bloom import bloom_from_settings
@@ -65,7 +65,7 @@ class Command(ProjectCommand):
             keys,
             spider_stub(spidercls),
             bloom_from_settings(settings),
-            queue_by=settings.get("FRONTIER_QUEUE_BY", defaults.FRONTIER_QUEUE_BY),
+            queue_by=settings.get("FRONTIER_QUEUE_BY"),
             lifo=lifo_queue_class(self.settings.get("SCHEDULER_QUEUE_CLASS", "")),
         )
         plan = migration.plan()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, config, defaults, sharding
+from extensions import compat, config, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.frontier import Frontier
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
@@ -78,12 +78,12 @@ class Command(ProjectCommand):
 
         frontier = Frontier(server, keys, "recrawl", budget=0)
         settings = config.effective(self.settings)
-        batch = settings.getint("RECRAWL_FEED_BATCH", defaults.RECRAWL_FEED_BATCH)
+        batch = settings.getint("RECRAWL_FEED_BATCH")
         unreadable = 0
         if store_kind(settings) == "mongo":
             store = MongoStatusStore.from_settings(settings, keys.name, "recrawl")
             chosen = store.make_due(pattern, cutoff, opts.limit)
-            hold = settings.getfloat("RECRAWL_CLAIM_TIMEOUT", defaults.RECRAWL_CLAIM_TIMEOUT)
+            hold = settings.getfloat("RECRAWL_CLAIM_TIMEOUT")
 
             def feed() -> int:
                 return store.feed(frontier, batch, hold)

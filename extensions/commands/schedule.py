@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 
-from extensions import defaults
 from extensions.cli import ProjectCommand, spider_keys
 from extensions.scrapyd import ScrapydError, make_nodes, node_urls
 
@@ -28,7 +27,7 @@ def nodes_and_project(opts: argparse.Namespace, settings) -> tuple[list, str]:
         nodes = make_nodes(urls, settings)
     except ScrapydError as exc:
         raise UsageError(str(exc)) from None
-    project = opts.project or settings.get("SCRAPYD_PROJECT") or defaults.SCRAPYD_PROJECT
+    project = opts.project or settings.get("SCRAPYD_PROJECT")
     return nodes, project
 
 

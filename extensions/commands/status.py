@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, defaults, sharding
+from extensions import compat, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.observability.status import (
     SHARD_FIELDS,
@@ -153,8 +153,8 @@ class Command(ProjectCommand):
         keys = spider_keys(self.settings, args[0])
         server = redis_for_command(self.settings)
         keys = sharding.as_recorded(server, keys)
-        node_timeout = self.settings.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT)
-        stall_time = self.settings.getfloat("NODE_STALL_TIME", defaults.NODE_STALL_TIME)
+        node_timeout = self.settings.getfloat("NODE_TIMEOUT")
+        stall_time = self.settings.getfloat("NODE_STALL_TIME")
         foreign = compat.foreign_state(server, keys)
         if foreign:
             raise SystemExit("error: " + "\n       ".join(foreign))
@@ -169,7 +169,7 @@ class Command(ProjectCommand):
                 print(json.dumps(report) if opts.json else render_shard(report))
                 return
         if opts.hosts:
-            budget = self.settings.getint("HOST_PAGE_BUDGET", defaults.HOST_PAGE_BUDGET)
+            budget = self.settings.getint("HOST_PAGE_BUDGET")
             scope = keys if opts.shard is None else keys.shard(opts.shard)
             rows = host_status(server, scope, budget, opts.limit or None)
             print(json.dumps({"hosts": rows}) if opts.json else render_hosts(rows))

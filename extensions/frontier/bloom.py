@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from extensions import defaults
-
 MAX_SHARD_BITS = 2**32 - 1  # a Redis string holds at most 512 MB
 DEFAULT_SHARD_BITS = 2**30  # 128 MB per key keeps each key easy to move and dump
 
@@ -59,12 +57,12 @@ class BloomParams:
 
 
 def bloom_from_settings(settings) -> BloomParams | None:
-    mode = settings.get("DUPEFILTER_MODE", defaults.DUPEFILTER_MODE)
+    mode = settings.get("DUPEFILTER_MODE")
     if mode == "exact":
         return None
     if mode != "bloom":
         raise ValueError(f"DUPEFILTER_MODE must be 'exact' or 'bloom', not {mode!r}")
     return BloomParams.for_capacity(
-        settings.getint("DUPEFILTER_BLOOM_CAPACITY", defaults.DUPEFILTER_BLOOM_CAPACITY),
-        settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE", defaults.DUPEFILTER_BLOOM_ERROR_RATE),
+        settings.getint("DUPEFILTER_BLOOM_CAPACITY"),
+        settings.getfloat("DUPEFILTER_BLOOM_ERROR_RATE"),
     )

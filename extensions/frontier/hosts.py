@@ -66,18 +66,14 @@ class Backoff:
     @classmethod
     def from_settings(cls, s: BaseSettings) -> Backoff:
         return cls(
-            base=s.getfloat("HOST_BACKOFF_BASE", defaults.HOST_BACKOFF_BASE),
-            cap=s.getfloat("HOST_BACKOFF_MAX", defaults.HOST_BACKOFF_MAX),
-            forgive=s.getfloat("HOST_BACKOFF_FORGIVE", defaults.HOST_BACKOFF_FORGIVE),
-            adaptive=s.getbool(
-                "CLUSTER_AUTOTHROTTLE_ENABLED", defaults.CLUSTER_AUTOTHROTTLE_ENABLED
-            ),
-            min_rate=s.getfloat(
-                "CLUSTER_AUTOTHROTTLE_MIN_RATE", defaults.CLUSTER_AUTOTHROTTLE_MIN_RATE
-            ),
-            step=s.getfloat("CLUSTER_AUTOTHROTTLE_STEP", defaults.CLUSTER_AUTOTHROTTLE_STEP),
-            tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE", defaults.CLUSTER_SEND_TOLERANCE),
-            crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX", defaults.CLUSTER_CRAWL_DELAY_MAX),
+            base=s.getfloat("HOST_BACKOFF_BASE"),
+            cap=s.getfloat("HOST_BACKOFF_MAX"),
+            forgive=s.getfloat("HOST_BACKOFF_FORGIVE"),
+            adaptive=s.getbool("CLUSTER_AUTOTHROTTLE_ENABLED"),
+            min_rate=s.getfloat("CLUSTER_AUTOTHROTTLE_MIN_RATE"),
+            step=s.getfloat("CLUSTER_AUTOTHROTTLE_STEP"),
+            tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE"),
+            crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX"),
         )
 
 

@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 
 from scrapy import FormRequest, Request
 
-from extensions import defaults
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import now_ms
 from extensions.frontier.redisops import load_script
@@ -61,14 +60,12 @@ class EntryRules:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> EntryRules:
-        keys = settings.getlist("START_URL_META_KEYS", defaults.START_URL_META_KEYS)
+        keys = settings.getlist("START_URL_META_KEYS")
         return cls(
             policy=UrlPolicy.from_settings(settings),
             meta_keys=None if "*" in keys else frozenset(keys),
             encoding=settings.get("REDIS_ENCODING") or "utf-8",
-            dont_filter=settings.getbool(
-                "REDIS_START_URLS_DONT_FILTER", defaults.REDIS_START_URLS_DONT_FILTER
-            ),
+            dont_filter=settings.getbool("REDIS_START_URLS_DONT_FILTER"),
         )
 
 

@@ -63,11 +63,9 @@ class TrapRules:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> TrapRules:
         return cls(
-            chain_limit=settings.getint("TRAP_CHAIN_LIMIT", defaults.TRAP_CHAIN_LIMIT),
-            repeated_segments=settings.getint(
-                "TRAP_REPEATED_SEGMENTS", defaults.TRAP_REPEATED_SEGMENTS
-            ),
-            query_variants=settings.getint("TRAP_QUERY_VARIANTS", defaults.TRAP_QUERY_VARIANTS),
+            chain_limit=settings.getint("TRAP_CHAIN_LIMIT"),
+            repeated_segments=settings.getint("TRAP_REPEATED_SEGMENTS"),
+            query_variants=settings.getint("TRAP_QUERY_VARIANTS"),
             url_length=settings.getint("URLLENGTH_LIMIT", 2083),
         )
 

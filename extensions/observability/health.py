@@ -25,7 +25,6 @@ import redis
 from scrapy import signals
 from twisted.internet import task
 
-from extensions import defaults
 from extensions.frontier.frontier import Frontier
 
 if TYPE_CHECKING:
@@ -44,9 +43,9 @@ class NodeHealth:
         self.server = server
         self.keys = keys
         self.node_id = node_id
-        self.reactor_timeout = s.getfloat("HEALTH_REACTOR_TIMEOUT", defaults.HEALTH_REACTOR_TIMEOUT)
-        self.redis_grace = s.getfloat("HEALTH_REDIS_GRACE", defaults.HEALTH_REDIS_GRACE)
-        self.stall_time = s.getfloat("NODE_STALL_TIME", defaults.NODE_STALL_TIME)
+        self.reactor_timeout = s.getfloat("HEALTH_REACTOR_TIMEOUT")
+        self.redis_grace = s.getfloat("HEALTH_REDIS_GRACE")
+        self.stall_time = s.getfloat("NODE_STALL_TIME")
         now = time.monotonic()
         self.last_tick = now
         self.last_progress = now

@@ -24,7 +24,7 @@ from prometheus_client.exposition import MetricsHandler
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from extensions import connection, defaults
+from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
 from extensions.keys import SpiderKeys
 from extensions.observability.health import NodeHealth
@@ -78,8 +78,8 @@ class ClusterCollector:
         self.keys = keys
         self.node_id = node_id
         s = crawler.settings
-        self.node_timeout = s.getfloat("NODE_TIMEOUT", defaults.NODE_TIMEOUT)
-        self.stall_time = s.getfloat("NODE_STALL_TIME", defaults.NODE_STALL_TIME)
+        self.node_timeout = s.getfloat("NODE_TIMEOUT")
+        self.stall_time = s.getfloat("NODE_STALL_TIME")
 
     def collect(self):
         labels = [self.keys.name, self.node_id]
@@ -195,11 +195,11 @@ class PrometheusMetrics:
         self._latency = self.latency.labels(*self._labels)
         self._by_status: dict[int, Counter] = {}
         self.port: int | None = None
-        self.address = crawler.settings.get("METRICS_ADDRESS", defaults.METRICS_ADDRESS)
+        self.address = crawler.settings.get("METRICS_ADDRESS")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PrometheusMetrics:
-        ports = parse_ports(crawler.settings.get("METRICS_PORT", defaults.METRICS_PORT))
+        ports = parse_ports(crawler.settings.get("METRICS_PORT"))
         if not ports:
             raise NotConfigured  # METRICS_PORT unset or 0: off
         extension = cls(crawler, ports)

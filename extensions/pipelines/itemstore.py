@@ -34,6 +34,7 @@ from twisted.python.failure import Failure
 
 from extensions import defaults
 from extensions.cluster.checkpoint import node_id_for
+from extensions.installed import require_addon
 from extensions.pipelines.documents import COUNTED, KEY_FIELD, WriteReport
 from extensions.pipelines.stores import ItemStore, JsonLinesStore
 from extensions.recrawl.revisits import ignored_fields
@@ -95,10 +96,11 @@ class ItemStorePipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemStorePipeline:
+        require_addon(crawler.settings, cls.__name__)
         s = crawler.settings
         assert crawler.spidercls is not None
         name = crawler.spidercls.name
-        uri = s.get("MONGO_URI") or defaults.MONGO_URI
+        uri = s.get("MONGO_URI")
         store: ItemStore
         if uri:
             # imported only when used: pymongo adds a tenth of a second to every start
@@ -106,27 +108,23 @@ class ItemStorePipeline:
 
             store = MongoStore(
                 uri,
-                s.get("MONGO_DATABASE") or defaults.MONGO_DATABASE,
+                s.get("MONGO_DATABASE"),
                 getattr(crawler.spidercls, "mongo_collection", None) or name,
                 key_field=getattr(crawler.spidercls, "item_key_field", None) or "url",
                 node_id=node_id_for(crawler),
-                journal_dir=Path(s.get("MONGO_JOURNAL_DIR", defaults.MONGO_JOURNAL_DIR)) / name,
-                mode=s.get("MONGO_WRITE_MODE", defaults.MONGO_WRITE_MODE),
-                retry_time=s.getfloat("MONGO_RETRY_TIME", defaults.MONGO_RETRY_TIME),
+                journal_dir=Path(s.get("MONGO_JOURNAL_DIR")) / name,
+                mode=s.get("MONGO_WRITE_MODE"),
+                retry_time=s.getfloat("MONGO_RETRY_TIME"),
                 ignore_fields=ignored_fields(crawler),
             )
         else:
-            store = JsonLinesStore(
-                s.get("ITEMS_DIR", defaults.ITEMS_DIR), name, node_id_for(crawler)
-            )
+            store = JsonLinesStore(s.get("ITEMS_DIR"), name, node_id_for(crawler))
         return cls(
             crawler,
             store,
-            batch_size=s.getint("ITEM_STORE_BATCH_SIZE", defaults.ITEM_STORE_BATCH_SIZE),
-            flush_interval=s.getfloat(
-                "ITEM_STORE_FLUSH_INTERVAL", defaults.ITEM_STORE_FLUSH_INTERVAL
-            ),
-            max_pending=s.getint("ITEM_STORE_MAX_PENDING", defaults.ITEM_STORE_MAX_PENDING),
+            batch_size=s.getint("ITEM_STORE_BATCH_SIZE"),
+            flush_interval=s.getfloat("ITEM_STORE_FLUSH_INTERVAL"),
+            max_pending=s.getint("ITEM_STORE_MAX_PENDING"),
         )
 
     async def open_spider(self) -> None:

@@ -9,8 +9,6 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from extensions import defaults
-
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -51,5 +49,5 @@ def ignored_fields(crawler: Crawler) -> frozenset[str]:
     ``RECRAWL_IGNORE_FIELDS``."""
     fields = getattr(crawler.spidercls, "recrawl_ignore_fields", None)
     if fields is None:
-        fields = crawler.settings.getlist("RECRAWL_IGNORE_FIELDS", defaults.RECRAWL_IGNORE_FIELDS)
+        fields = crawler.settings.getlist("RECRAWL_IGNORE_FIELDS")
     return frozenset([fields] if isinstance(fields, str) else fields)

@@ -84,12 +84,11 @@ class MongoStatusStore:
 
     @classmethod
     def from_settings(cls, settings: Any, name: str, node_id: str = "") -> MongoStatusStore:
-        from extensions import defaults
 
         uri = settings.get("MONGO_URI")
         if not uri:
             raise ValueError('RECRAWL_STORE = "mongo" needs MONGO_URI')
-        database = settings.get("MONGO_DATABASE") or defaults.MONGO_DATABASE
+        database = settings.get("MONGO_DATABASE")
         return cls(uri, database, f"{name}_status", node_id)
 
     def describe(self) -> str:
