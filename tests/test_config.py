@@ -119,6 +119,7 @@ def test_the_public_paths_users_put_in_their_settings_still_load():
         "extensions.downloadermiddlewares.useragents.RotatingUserAgentMiddleware",
         "extensions.spidermiddlewares.traps.TrapMiddleware",
         "extensions.spidermiddlewares.linklimit.LinkLimitMiddleware",
+        "extensions.pipelines.itemstore.ItemStorePipeline",
     ],
 )
 def test_a_component_built_without_the_add_on_says_so_in_one_line(path):

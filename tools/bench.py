@@ -1,12 +1,11 @@
 """``make bench``: side-by-side figures measured in one run on this machine.
 
-Every variant crawls the bundled demo shop on loopback with the same spider
-logic and concurrency; variants are run alternately and each figure is the
-median of ``BENCH_RUNS`` runs (default 3). Speed is measured on the site's side:
-pages served divided by the time from the first to the last request, so
-start-up and close-down are left out. CPU is the node process's own user+sys
-time per page; Redis commands per page come from ``INFO commandstats``, round trips from
-redis-py on the node's side (``tools/count_round_trips.py``).
+Every section is registered once below (``SECTIONS``), under its number;
+``BENCH_ONLY=1,3`` picks sections and ``python -m tools.bench --list`` names them.
+Crawl sections run the bundled demo shop on loopback with the same spider logic and
+concurrency (``tools/bench_crawl.py``); their variants are run alternately and each
+figure is the median of ``BENCH_RUNS`` runs (default 3). A section whose figures are
+not noisy, or that takes minutes, is measured in the first run only.
 """
 
 from __future__ import annotations
@@ -21,190 +20,31 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pymongo
 import redis
-from redis.cluster import RedisCluster
 
 from extensions.pipelines.mongo import MongoStore
 from tools import pushback_bench, recrawl_bench, redis_ceiling, services, shard_spread
+from tools.bench_crawl import (
+    CONCURRENCY,
+    NO_ADDON,
+    OURS,
+    PLAIN,
+    PLAIN_TUNED,
+    POLITE,
+    PYTHON_GC,
+    RUNS,
+    STOCK,
+    VARIANT_SPIDERS,
+    VARIANTS,
+    Figures,
+    crawl_once,
+)
 
-RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 MONGO_ITEMS = 2000  # documents per store measurement (nx-27017 slows as a collection grows)
 THREE_CATEGORIES = {"allow": "/category/(books|garden|kitchen),/product/"}
-CONCURRENCY = 32
-NO_ADDON = '{"extensions.addon.DistributedAddon": null}'
-STORE = '{"extensions.pipelines.itemstore.ItemStorePipeline": 900}'
-
-BENCH_SPIDERS = "crawler.spiders,tools.bench_spiders"
-# Items as a Scrapy user writes them without this project: a feed export ({workdir}
-# is the run's directory).
-FEED = json.dumps({"{workdir}/items.jsonl": {"format": "jsonlines", "overwrite": True}})
-PLAIN = "plain Scrapy (memory queue, feed export)"
-STOCK = "stock scrapy-redis (RedisSpider, feed export)"
-VARIANTS: dict[str, dict[str, str]] = {
-    PLAIN: {"ADDONS": NO_ADDON, "SPIDER_MODULES": BENCH_SPIDERS, "FEEDS": FEED},
-    STOCK: {
-        "ADDONS": NO_ADDON,
-        "SPIDER_MODULES": BENCH_SPIDERS,
-        "FEEDS": FEED,
-        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-        "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-    },
-    "this project (leases, delayed retries, checkpoints)": {},
-}
-# plain Scrapy with the node's collector tuning: what the distributed layer itself costs
-PLAIN_TUNED = "plain Scrapy + the node's collector tuning"
-VARIANTS[PLAIN_TUNED] = {
-    **VARIANTS[PLAIN],
-    "EXTENSIONS": '{"extensions.gctuning.GarbageCollectorTuning": 100}',
-    "SPIDER_MIDDLEWARES": '{"extensions.gctuning.ResponseRelease": 25}',
-}
-# the spider each variant runs: the same parsing on every side
-VARIANT_SPIDERS = {PLAIN: "plain_shop", PLAIN_TUNED: "plain_shop", STOCK: "stock_shop"}
-OURS = "this project (leases, delayed retries, checkpoints)"
-# politeness decided at lease time, at a rate above what one node asks of the site
-POLITE = "this project + CLUSTER_HOST_RATE=100000 (at lease)"
-VARIANTS[POLITE] = {"CLUSTER_HOST_RATE": "100000"}
-# what the node's collector tuning (extensions/gctuning.py) buys: Python's own thresholds
-PYTHON_GC = "this project, Python's GC thresholds, no freeze"
-VARIANTS[PYTHON_GC] = {"GC_FREEZE": "False", "GC_THRESHOLD": ""}
-
-
-@dataclass
-class Sample:
-    pages: int
-    seconds: float
-    cpu: float
-    redis_calls: int
-    round_trips: int = 0
-    reactor_round_trips: int = 0
-
-    @property
-    def rate(self) -> float:
-        return (self.pages - 1) / self.seconds if self.seconds else 0.0
-
-
-@dataclass
-class Figures:
-    samples: list[Sample] = field(default_factory=list)
-
-    def median(self, attr: str) -> float:
-        return statistics.median(getattr(s, attr) for s in self.samples)
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(s.rate for s in self.samples)
-
-    @property
-    def cpu_ms_per_page(self) -> float:
-        return statistics.median(1000 * s.cpu / s.pages for s in self.samples)
-
-    @property
-    def calls_per_page(self) -> float:
-        return statistics.median(s.redis_calls / s.pages for s in self.samples)
-
-    @property
-    def round_trips_per_page(self) -> float:
-        return statistics.median(s.round_trips / s.pages for s in self.samples)
-
-    @property
-    def reactor_round_trips_per_page(self) -> float:
-        return statistics.median(s.reactor_round_trips / s.pages for s in self.samples)
-
-
-def redis_calls(client: redis.Redis | RedisCluster) -> int:
-    if isinstance(client, RedisCluster):  # one dict per primary
-        per_node = client.info("commandstats", target_nodes=RedisCluster.PRIMARIES)
-        stats_list = list(per_node.values())
-    else:
-        stats_list = [client.info("commandstats")]
-    return sum(
-        v["calls"]
-        for stats in stats_list
-        for k, v in stats.items()
-        if not k.endswith(("info", "config", "cluster", "command"))
-    )
-
-
-def crawl_once(
-    redis_url: str,
-    settings: dict[str, str],
-    nodes: int,
-    workdir: Path,
-    *,
-    spider: str = "shop",
-    spider_args: dict[str, str] | None = None,
-    env: dict[str, str] | None = None,
-    cluster: bool = False,
-) -> Sample:
-    client: redis.Redis | RedisCluster
-    if cluster:
-        client = RedisCluster.from_url(redis_url)
-        client.flushall(target_nodes=RedisCluster.PRIMARIES)
-        client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
-        settings = {**settings, "REDIS_CLUSTER": "True"}
-    else:
-        client = redis.Redis.from_url(redis_url)
-        client.flushall()
-        client.config_resetstat()
-    site = services.start_demo_site()
-    try:
-        client.lpush(
-            f"{{{spider}}}:start_urls" if cluster else f"{spider}:start_urls", site.url + "/"
-        )
-        if spider == "plain_shop":  # no Redis: its start URL is an argument
-            spider_args = {**(spider_args or {}), "start": site.url + "/"}
-        settings = {k: v.replace("{workdir}", str(workdir)) for k, v in settings.items()}
-        common = {
-            "CONCURRENT_REQUESTS": CONCURRENCY,
-            "CONCURRENT_REQUESTS_PER_DOMAIN": CONCURRENCY,
-            "MAX_IDLE_TIME_BEFORE_CLOSE": 1,
-            "ITEMS_DIR": workdir,
-            "LOG_LEVEL": "WARNING",
-        }
-        logs = [workdir / f"node-{n}.log" for n in range(nodes)]
-        trips = [workdir / f"node-{n}.trips.json" for n in range(nodes)]
-        procs = []
-        for log, trips_file in zip(logs, trips, strict=True):
-            log.unlink(missing_ok=True)
-            trips_file.unlink(missing_ok=True)
-            procs.append(
-                services.start_node(
-                    spider,
-                    redis_url,
-                    log=log,
-                    settings={**common, **settings},
-                    spider_args=spider_args,
-                    env={**(env or {}), "ROUND_TRIPS_FILE": str(trips_file)},
-                    runner="tools.count_round_trips",
-                )
-            )
-        cpu = 0.0
-        for proc, log in zip(procs, logs, strict=True):
-            # wait4 gives this node's own CPU time, not the demo site's
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            cpu += usage.ru_utime + usage.ru_stime
-            if proc.returncode != 0:
-                raise SystemExit(f"a bench node failed:\n{log.read_text()[-3000:]}")
-        with urllib.request.urlopen(site.url + "/__times", timeout=10) as response:
-            times = json.load(response)
-        stamps = sorted(t for path, ts in times.items() if path != "/robots.txt" for t in ts)
-        counted = [json.loads(path.read_text()) for path in trips]
-        return Sample(
-            len(stamps),
-            stamps[-1] - stamps[0],
-            cpu,
-            redis_calls(client),
-            round_trips=sum(c["reactor"] + c["other"] for c in counted),
-            reactor_round_trips=sum(c["reactor"] for c in counted),
-        )
-    finally:
-        site.stop()
-        client.close()
 
 
 def wake_latencies(redis_url: str, variant: str, workdir: Path, seed: int) -> list[float]:
@@ -311,8 +151,9 @@ def crawl_variants(uri: str) -> dict[str, dict[str, str]]:
 
 
 def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]]]:
-    """(settings, environment) of each variant of section 3."""
-    plain = {"ADDONS": NO_ADDON, "ITEM_PIPELINES": STORE}
+    """(settings, environment) of each variant of section 7: plain Scrapy as its
+    users run it (its feed export), and this project's whole stack."""
+    plain = VARIANTS[PLAIN]
     return {
         "plain Scrapy, direct": (plain, {}),
         "plain Scrapy, through the proxy": (plain, {"http_proxy": proxy}),
@@ -325,7 +166,6 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-SECTIONS = os.environ.get("BENCH_ONLY", "1,2,3,4,6,7,8,9,10,11,12,13,14,15,16,17").split(",")
 REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     STOCK: VARIANTS[STOCK],
@@ -465,188 +305,6 @@ def compile_project() -> None:
         compileall.compile_dir(services.ROOT / package, quiet=1)
 
 
-def main() -> None:
-    compile_project()
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        work = Path(tmp)
-        server = services.start_redis(work / "redis")
-        proxy = services.start_forward_proxy()
-        mongo = None
-        uri = os.environ.get("TEST_MONGO_URI")
-        if not uri and ("6" in SECTIONS or "16" in SECTIONS):
-            mongo = services.start_mongo_wire(work / "mongo")
-            uri = mongo.url
-        try:
-            results = {name: Figures() for name in VARIANTS}
-            scale = {n: Figures() for n in (1, 2)}
-            stack = {name: Figures() for name in stack_variants(proxy.url)}
-            observability = {name: Figures() for name in OBSERVABILITY}
-            seen: dict[str, float] = {}
-            queued: dict[str, float] = {}
-            stores: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
-            crawls = {name: Figures() for name in crawl_variants(uri or "")}
-            wakes: dict[str, list[float]] = {name: [] for name in WAKE_VARIANTS}
-            remote = {name: Figures() for name in REMOTE_VARIANTS}
-            remote_rtt: list[float] = []
-            aof: dict[str, list[float]] = {name: [] for name in AOF_VARIANTS}
-            growth: dict[str, list[tuple[int, float, float, float]]] = {}
-            ceiling: list[dict] = []
-            spread: list[tuple[int, dict]] = []
-            sharding = {name: Figures() for name in SHARDING_VARIANTS}
-            sharded_ceiling: list[dict] = []
-            freshness: dict[str, dict] = {}
-            pushback: dict[str, dict] = {}
-            cluster = None
-            if "15" in SECTIONS:
-                cluster = services.start_redis_cluster(work / "cluster-15")
-            for run in range(RUNS):
-                if "1" in SECTIONS:
-                    for name, settings in VARIANTS.items():
-                        spider = VARIANT_SPIDERS.get(name, "shop")
-                        results[name].samples.append(
-                            crawl_once(
-                                server.url, settings, 1, work / f"items-{run}", spider=spider
-                            )
-                        )
-                if "2" in SECTIONS:
-                    for n in scale:
-                        scale[n].samples.append(
-                            crawl_once(server.url, {}, n, work / f"scale-{run}")
-                        )
-                if "7" in SECTIONS:
-                    for name, (settings, env) in stack_variants(proxy.url).items():
-                        stack[name].samples.append(
-                            crawl_once(server.url, settings, 1, work / f"stack-{run}", env=env)
-                        )
-                if "8" in SECTIONS:
-                    for name, settings in OBSERVABILITY.items():
-                        if "METRICS_PORT" in settings:
-                            settings = {**settings, "METRICS_PORT": str(services.free_port())}
-                        observability[name].samples.append(
-                            crawl_once(server.url, settings, 1, work / f"obs-{run}")
-                        )
-                if run == 0 and "4" in SECTIONS:  # memory is not noisy: measured once
-                    with redis.Redis.from_url(server.url) as client:
-                        seen = seen_memory(client)
-                        queued = queued_memory(client)
-                if "6" in SECTIONS:
-                    for name, rate in store_rates(uri, work).items():
-                        stores[name].append(rate)
-                    for name, settings in crawl_variants(uri).items():
-                        database = f"bench_{uuid.uuid4().hex[:8]}"
-                        crawls[name].samples.append(
-                            crawl_once(
-                                server.url,
-                                {**settings, "MONGO_DATABASE": database},
-                                1,
-                                work / f"store-{run}",
-                                spider="site",
-                                spider_args=THREE_CATEGORIES,
-                            )
-                        )
-                        with pymongo.MongoClient(uri) as client:
-                            client.drop_database(database)
-                if "9" in SECTIONS:
-                    for name in WAKE_VARIANTS:
-                        wakes[name] += wake_latencies(server.url, name, work / f"wake-{run}", run)
-                if "10" in SECTIONS:
-                    latency = services.start_latency_proxy(server.url, REMOTE_DELAY_MS)
-                    try:
-                        remote_rtt.append(round_trip_ms(latency.url))
-                        for name, settings in REMOTE_VARIANTS.items():
-                            spider = VARIANT_SPIDERS.get(name, "shop")
-                            remote[name].samples.append(
-                                crawl_once(
-                                    latency.url, settings, 1, work / f"remote-{run}", spider=spider
-                                )
-                            )
-                    finally:
-                        latency.stop()
-                if run == 0 and "12" in SECTIONS:  # one long fill: measured once
-                    growth = dupefilter_growth(work)
-                if run == 0 and "13" in SECTIONS:
-                    ceiling = [redis_ceiling.measure(server.url, n, 8.0) for n in (1, 2, 3)]
-                if run == 0 and "14" in SECTIONS:  # placement is not noisy: measured once
-                    cluster = services.start_redis_cluster(work / "cluster")
-                    try:
-                        spread = shard_spread.measure(cluster.url, SPREAD_SHARDS, SPREAD_PAGES)
-                    finally:
-                        cluster.stop()
-                if "15" in SECTIONS and cluster is not None:
-                    for name, (on_cluster, settings) in SHARDING_VARIANTS.items():
-                        url = cluster.url if on_cluster else server.url
-                        sharding[name].samples.append(
-                            crawl_once(url, settings, 1, work / f"shard-{run}", cluster=on_cluster)
-                        )
-                    if run == 0:
-                        for shards in (1, 96):
-                            for clients in (1, 2):
-                                sharded_ceiling.append(
-                                    redis_ceiling.measure(
-                                        cluster.url, clients, 8.0, shards=shards,
-                                        cluster=True, hosts=CEILING_HOSTS,
-                                    )
-                                )  # fmt: skip
-                if run == 0 and "16" in SECTIONS:
-                    assert uri is not None
-                    freshness = recrawl_bench.measure(server.url, uri, work / "fresh", CONCURRENCY)
-                if run == 0 and "17" in SECTIONS:  # minutes a crawl: measured once
-                    pushback = pushback_bench.measure(server.url, work / "pushback")
-                if "11" in SECTIONS:
-                    for n, name in enumerate(AOF_VARIANTS):  # a directory each: a fresh AOF
-                        aof[name].append(aof_per_page(name, work / f"aof-{run}-{n}"))
-                print(f"run {run + 1}/{RUNS} done", file=sys.stderr)
-        finally:
-            server.stop()
-            proxy.stop()
-            if cluster is not None:
-                cluster.stop()
-            if mongo is not None:
-                mongo.stop()
-    if "11" in SECTIONS:
-        report_aof(aof)
-    if "12" in SECTIONS:
-        report_growth(growth)
-    if "13" in SECTIONS:
-        redis_ceiling.report(ceiling)
-    if "14" in SECTIONS:
-        shard_spread.report(spread, SPREAD_PAGES)
-    if "15" in SECTIONS:
-        report_sharding(sharding, sharded_ceiling)
-    if "1" in SECTIONS:
-        report(results)
-    if "2" in SECTIONS:
-        report_scale(scale)
-    if "4" in SECTIONS:
-        report_memory(seen, queued)
-    if "1" in SECTIONS:
-        report_commands(results)
-    if "6" in SECTIONS:
-        server_name = (
-            "a real MongoDB (TEST_MONGO_URI)"
-            if mongo is None
-            else "nx-27017, the MongoDB-wire server over SQLite: not MongoDB's speed"
-        )
-        report_store(stores, crawls, server_name)
-    if "7" in SECTIONS:
-        report_stack(stack)
-    if "8" in SECTIONS:
-        print(f"\n8. Observability cost, one node, same shop crawl, median of {RUNS}")
-        base = observability["metrics off, heartbeats every 60 s"].rate
-        for name, figures in observability.items():
-            print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / base:6.2f}x")
-    if "9" in SECTIONS:
-        report_wake(wakes)
-    if "10" in SECTIONS:
-        report_remote(remote, statistics.median(remote_rtt), results)
-    if "17" in SECTIONS:
-        pushback_bench.report(pushback)
-    if "16" in SECTIONS:
-        recrawl_bench.report(
-            freshness, "a real MongoDB" if mongo is None else "nx-27017, over SQLite"
-        )
-
-
 AOF_VARIANTS = (STOCK, OURS)
 GROWTH_SIZES = (1_000_000, 10_000_000)  # seen URLs at which the dupefilter's costs are taken
 GROWTH_PROBE = 20_000  # new URLs measured at each size
@@ -784,10 +442,13 @@ def report_wake(wakes: dict[str, list[float]]) -> None:
         print(f"   {name:52s} {statistics.median(latencies):8.2f} {max(latencies):8.2f}")
 
 
-def report_memory(seen: dict[str, float], queued: dict[str, float]) -> None:
+def report_seen_memory(seen: dict[str, float]) -> None:
     print(f"\n3. Redis memory per seen URL, {SEEN_URLS:,} URLs (used_memory delta)")
     for name, per_url in seen.items():
         print(f"   {name:52s} {per_url:8.1f} B/URL   100M URLs: {per_url * 1e8 / 2**30:6.1f} GiB")
+
+
+def report_queued_memory(queued: dict[str, float]) -> None:
     print(f"\n4. Redis memory per queued request, {QUEUED_REQUESTS:,} product requests")
     for name, per_request in queued.items():
         unit = "B/host, over its requests" if "per host" in name else "B/request"
@@ -881,5 +542,391 @@ def report_scale(scale: dict[int, Figures]) -> None:
               f"{figures.rate / one:5.2f}x")  # fmt: skip
 
 
+class Bench:
+    """What the sections of one ``make bench`` share: its directory, its servers,
+    and section 1's crawls (which sections 5 and 10 read too)."""
+
+    def __init__(self, work: Path, redis_url: str, proxy_url: str, mongo_uri: str | None):
+        self.work = work
+        self.redis_url = redis_url
+        self.proxy_url = proxy_url
+        self.mongo_uri = mongo_uri
+        self.one_node = {name: Figures() for name in VARIANTS}
+        self._one_node_runs: set[int] = set()
+
+    def crawl_one_node(self, run: int) -> None:
+        """Section 1's crawls for this run, once however many sections ask."""
+        if run in self._one_node_runs:
+            return
+        self._one_node_runs.add(run)
+        for name, settings in VARIANTS.items():
+            spider = VARIANT_SPIDERS.get(name, "shop")
+            self.one_node[name].samples.append(
+                crawl_once(self.redis_url, settings, 1, self.work / f"items-{run}", spider=spider)
+            )
+
+
+class Section:
+    """One numbered comparison: ``measure`` is called in every run (the first only
+    when ``once``), ``report`` after the last."""
+
+    number: int
+    title: str
+    once = False
+    needs_mongo = False
+
+    def measure(self, bench: Bench, run: int) -> None:
+        raise NotImplementedError
+
+    def report(self, bench: Bench) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stops what the section kept running from one run to the next."""
+
+
+SECTIONS: dict[int, type[Section]] = {}
+
+
+def section(number: int, title: str):
+    """Registers a section under its number, which no other section may have."""
+
+    def register(cls: type[Section]) -> type[Section]:
+        if number in SECTIONS:
+            raise RuntimeError(f"bench section {number} registered twice")
+        cls.number, cls.title = number, title
+        SECTIONS[number] = cls
+        return cls
+
+    return register
+
+
+@section(1, "one node against plain Scrapy and stock scrapy-redis: pages/s, CPU, commands")
+class OneNode(Section):
+    def measure(self, bench: Bench, run: int) -> None:
+        bench.crawl_one_node(run)
+
+    def report(self, bench: Bench) -> None:
+        report(bench.one_node)
+
+
+@section(2, "one and two nodes on one Redis")
+class Nodes(Section):
+    def __init__(self) -> None:
+        self.scale = {n: Figures() for n in (1, 2)}
+
+    def measure(self, bench: Bench, run: int) -> None:
+        for n, figures in self.scale.items():
+            figures.samples.append(crawl_once(bench.redis_url, {}, n, bench.work / f"scale-{run}"))
+
+    def report(self, bench: Bench) -> None:
+        report_scale(self.scale)
+
+
+@section(3, "Redis memory per seen URL: stock set, exact dupefilter, Bloom filter")
+class SeenMemory(Section):
+    once = True  # memory is not noisy
+
+    def measure(self, bench: Bench, run: int) -> None:
+        with redis.Redis.from_url(bench.redis_url) as client:
+            self.seen = seen_memory(client)
+
+    def report(self, bench: Bench) -> None:
+        report_seen_memory(self.seen)
+
+
+@section(4, "Redis memory per queued request and per host")
+class QueuedMemory(Section):
+    once = True
+
+    def measure(self, bench: Bench, run: int) -> None:
+        with redis.Redis.from_url(bench.redis_url) as client:
+            self.queued = queued_memory(client)
+
+    def report(self, bench: Bench) -> None:
+        report_queued_memory(self.queued)
+
+
+@section(5, "Redis commands and round trips per page, from section 1's crawls")
+class RedisTraffic(Section):
+    def measure(self, bench: Bench, run: int) -> None:
+        bench.crawl_one_node(run)
+
+    def report(self, bench: Bench) -> None:
+        report_commands(bench.one_node)
+
+
+@section(6, "the MongoDB item store against per-item inserts and JSON Lines")
+class ItemStore(Section):
+    needs_mongo = True
+
+    def __init__(self) -> None:
+        self.stores: dict[str, list[float]] = {name: [] for name in STORE_VARIANTS}
+        self.crawls = {name: Figures() for name in crawl_variants("")}
+
+    def measure(self, bench: Bench, run: int) -> None:
+        assert bench.mongo_uri is not None
+        for name, rate in store_rates(bench.mongo_uri, bench.work).items():
+            self.stores[name].append(rate)
+        for name, settings in crawl_variants(bench.mongo_uri).items():
+            database = f"bench_{uuid.uuid4().hex[:8]}"
+            self.crawls[name].samples.append(
+                crawl_once(
+                    bench.redis_url,
+                    {**settings, "MONGO_DATABASE": database},
+                    1,
+                    bench.work / f"store-{run}",
+                    spider="site",
+                    spider_args=THREE_CATEGORIES,
+                )
+            )
+            with pymongo.MongoClient(bench.mongo_uri) as client:
+                client.drop_database(database)
+
+    def report(self, bench: Bench) -> None:
+        report_store(self.stores, self.crawls, mongo_server(bench))
+
+
+@section(7, "the middleware stack (proxies, user agents, rate checks) through a proxy")
+class MiddlewareStack(Section):
+    def __init__(self) -> None:
+        self.stack: dict[str, Figures] = {}
+
+    def measure(self, bench: Bench, run: int) -> None:
+        workdir = bench.work / f"stack-{run}"
+        for name, (settings, env) in stack_variants(bench.proxy_url).items():
+            spider = "plain_shop" if name.startswith("plain") else "shop"
+            self.stack.setdefault(name, Figures()).samples.append(
+                crawl_once(bench.redis_url, settings, 1, workdir, env=env, spider=spider)
+            )
+
+    def report(self, bench: Bench) -> None:
+        report_stack(self.stack)
+
+
+@section(8, "what metrics and heartbeats cost")
+class Observability(Section):
+    def __init__(self) -> None:
+        self.figures = {name: Figures() for name in OBSERVABILITY}
+
+    def measure(self, bench: Bench, run: int) -> None:
+        for name, settings in OBSERVABILITY.items():
+            if "METRICS_PORT" in settings:
+                settings = {**settings, "METRICS_PORT": str(services.free_port())}
+            self.figures[name].samples.append(
+                crawl_once(bench.redis_url, settings, 1, bench.work / f"obs-{run}")
+            )
+
+    def report(self, bench: Bench) -> None:
+        print(f"\n8. Observability cost, one node, same shop crawl, median of {RUNS}")
+        base = self.figures["metrics off, heartbeats every 60 s"].rate
+        for name, figures in self.figures.items():
+            print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / base:6.2f}x")
+
+
+@section(9, "seconds from a pushed start URL to its fetch on an idle node")
+class Wake(Section):
+    def __init__(self) -> None:
+        self.wakes: dict[str, list[float]] = {name: [] for name in WAKE_VARIANTS}
+
+    def measure(self, bench: Bench, run: int) -> None:
+        workdir = bench.work / f"wake-{run}"
+        for name in WAKE_VARIANTS:
+            self.wakes[name] += wake_latencies(bench.redis_url, name, workdir, run)
+
+    def report(self, bench: Bench) -> None:
+        report_wake(self.wakes)
+
+
+@section(10, "one node with Redis a round trip away")
+class RemoteRedis(Section):
+    def __init__(self) -> None:
+        self.remote = {name: Figures() for name in REMOTE_VARIANTS}
+        self.rtt: list[float] = []
+
+    def measure(self, bench: Bench, run: int) -> None:
+        latency = services.start_latency_proxy(bench.redis_url, REMOTE_DELAY_MS)
+        try:
+            self.rtt.append(round_trip_ms(latency.url))
+            for name, settings in REMOTE_VARIANTS.items():
+                workdir = bench.work / f"remote-{run}"
+                spider = VARIANT_SPIDERS.get(name, "shop")
+                self.remote[name].samples.append(
+                    crawl_once(latency.url, settings, 1, workdir, spider=spider)
+                )
+        finally:
+            latency.stop()
+
+    def report(self, bench: Bench) -> None:
+        report_remote(self.remote, statistics.median(self.rtt), bench.one_node)
+
+
+@section(11, "AOF bytes per crawled page: stock scrapy-redis and this project")
+class AofPerPage(Section):
+    def __init__(self) -> None:
+        self.aof: dict[str, list[float]] = {name: [] for name in AOF_VARIANTS}
+
+    def measure(self, bench: Bench, run: int) -> None:
+        for n, name in enumerate(AOF_VARIANTS):  # a directory each: a fresh AOF
+            self.aof[name].append(aof_per_page(name, bench.work / f"aof-{run}-{n}"))
+
+    def report(self, bench: Bench) -> None:
+        report_aof(self.aof)
+
+
+@section(12, "the dupefilter's AOF bytes, time and memory at 1M and 10M seen URLs")
+class DupefilterGrowth(Section):
+    once = True  # one long fill
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.growth = dupefilter_growth(bench.work)
+
+    def report(self, bench: Bench) -> None:
+        report_growth(self.growth)
+
+
+@section(13, "the Redis ceiling: the frontier's scripts driven without Scrapy")
+class RedisCeiling(Section):
+    once = True
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.rows = [redis_ceiling.measure(bench.redis_url, n, 8.0) for n in (1, 2, 3)]
+
+    def report(self, bench: Bench) -> None:
+        redis_ceiling.report(self.rows)
+
+
+@section(14, "one crawl's spread over a three-primary Redis Cluster")
+class ShardSpread(Section):
+    once = True  # placement is not noisy
+
+    def measure(self, bench: Bench, run: int) -> None:
+        cluster = services.start_redis_cluster(bench.work / "cluster")
+        try:
+            self.spread = shard_spread.measure(cluster.url, SPREAD_SHARDS, SPREAD_PAGES)
+        finally:
+            cluster.stop()
+
+    def report(self, bench: Bench) -> None:
+        shard_spread.report(self.spread, SPREAD_PAGES)
+
+
+@section(15, "the cost of sharding: a single Redis against a cluster")
+class Sharding(Section):
+    def __init__(self) -> None:
+        self.sharding = {name: Figures() for name in SHARDING_VARIANTS}
+        self.ceiling: list[dict] = []
+        self.cluster: services.RedisCluster | None = None
+
+    def measure(self, bench: Bench, run: int) -> None:
+        if self.cluster is None:  # kept for every run, stopped after the last
+            self.cluster = services.start_redis_cluster(bench.work / "cluster-15")
+        url = self.cluster.url
+        for name, (on_cluster, settings) in SHARDING_VARIANTS.items():
+            self.sharding[name].samples.append(
+                crawl_once(
+                    url if on_cluster else bench.redis_url,
+                    settings,
+                    1,
+                    bench.work / f"shard-{run}",
+                    cluster=on_cluster,
+                )
+            )
+        if run == 0:
+            for shards in (1, 96):
+                for clients in (1, 2):
+                    self.ceiling.append(
+                        redis_ceiling.measure(
+                            url, clients, 8.0, shards=shards, cluster=True, hosts=CEILING_HOSTS
+                        )
+                    )
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    def report(self, bench: Bench) -> None:
+        report_sharding(self.sharding, self.ceiling)
+
+
+@section(16, "keeping a crawl fresh: recrawls with and without validators")
+class Freshness(Section):
+    once = True
+    needs_mongo = True
+
+    def measure(self, bench: Bench, run: int) -> None:
+        assert bench.mongo_uri is not None
+        self.freshness = recrawl_bench.measure(
+            bench.redis_url, bench.mongo_uri, bench.work / "fresh", CONCURRENCY
+        )
+
+    def report(self, bench: Bench) -> None:
+        recrawl_bench.report(self.freshness, mongo_server(bench))
+
+
+@section(17, "hosts that push back: the cluster slowing down for them")
+class Pushback(Section):
+    once = True  # minutes a crawl
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.pushback = pushback_bench.measure(bench.redis_url, bench.work / "pushback")
+
+    def report(self, bench: Bench) -> None:
+        pushback_bench.report(self.pushback)
+
+
+def mongo_server(bench: Bench) -> str:
+    if os.environ.get("TEST_MONGO_URI"):
+        return "a real MongoDB (TEST_MONGO_URI)"
+    return "nx-27017, the MongoDB-wire server over SQLite: not MongoDB's speed"
+
+
+def chosen_sections(only: str | None) -> list[Section]:
+    """The sections ``BENCH_ONLY`` names (all when unset), in number order."""
+    if not only:
+        return [cls() for _, cls in sorted(SECTIONS.items())]
+    numbers = []
+    for part in only.split(","):
+        if not part.strip().isdigit() or int(part) not in SECTIONS:
+            known = ", ".join(map(str, SECTIONS))
+            raise SystemExit(f"BENCH_ONLY: no section {part.strip()!r}; there are {known}")
+        numbers.append(int(part))
+    return [SECTIONS[number]() for number in sorted(set(numbers))]
+
+
+def main(argv: list[str]) -> None:
+    if "--list" in argv:
+        for number, cls in sorted(SECTIONS.items()):
+            print(f"{number:3d}. {cls.title}")
+        return
+    sections = chosen_sections(os.environ.get("BENCH_ONLY"))
+    compile_project()
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        work = Path(tmp)
+        server = services.start_redis(work / "redis")
+        proxy = services.start_forward_proxy()
+        uri = os.environ.get("TEST_MONGO_URI")
+        mongo = None
+        if not uri and any(s.needs_mongo for s in sections):
+            mongo = services.start_mongo_wire(work / "mongo")
+            uri = mongo.url
+        bench = Bench(work, server.url, proxy.url, uri)
+        try:
+            for run in range(RUNS):
+                for chosen in sections:
+                    if run == 0 or not chosen.once:
+                        chosen.measure(bench, run)
+                print(f"run {run + 1}/{RUNS} done", file=sys.stderr)
+        finally:
+            for chosen in sections:
+                chosen.close()
+            server.stop()
+            proxy.stop()
+            if mongo is not None:
+                mongo.stop()
+    for chosen in sections:
+        chosen.report(bench)
+
+
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
