@@ -50,8 +50,11 @@ def test_no_release_goes_before_the_writes_of_its_flush(sharded):
 
 def _leased(frontier: Frontier, url: str) -> bytes:
     frontier.enqueue([(url.encode().ljust(20, b"-"), "a", 0, json.dumps({"url": url}).encode())])
-    [lease], _ = frontier.lease(1, 600)
-    return lease.member
+    for _ in range(frontier.keys.shards):  # a sharded lease looks through the shards in turn
+        leased, _ = frontier.lease(1, 600)
+        if leased:
+            return leased[0].member
+    raise AssertionError(f"{url} was not leased")
 
 
 def test_commit_writes_children_and_releases_their_parent_together(redis_client):
@@ -86,3 +89,34 @@ def test_a_refused_write_keeps_the_release_back_unless_the_rest_went_in(redis_cl
     result = commit(gone, FrontierWrite(release=[b"a\n9"]), 600)
     assert (result.writes_in, result.rest_in, result.bad_input) == (False, False, False)
     assert result.error is not None
+
+
+def test_a_sharded_write_stays_with_the_node_until_the_release_after_it_is_in(redis_client):
+    """Sharded, the writes and the release go in two round trips. When the second
+    fails (here the crawl's checkpoint is not a hash; in life a primary failing
+    over between them, which may lose what it acknowledged), the writes are not
+    settled: written again with the release, the dupefilter keeps them single."""
+    keys = SpiderKeys.for_spider("c", shards=2)
+    frontier = Frontier(redis_client, keys, "n1")
+    parent = _leased(frontier, "http://a/parent")
+    child = (b"child".ljust(20, b"-"), "a", 0, b'{"url":"http://a/child"}')
+    write = FrontierWrite(enqueue=[child], release=[parent], done=1)
+    redis_client.rpush(keys.checkpoint, "not a hash")
+    result = commit(frontier, write, 600)
+    assert (result.writes_in, result.rest_in, result.writes_settled) == (True, False, False)
+    assert result.error is not None
+
+    redis_client.delete(keys.checkpoint)
+    again = commit(frontier, write, 600)
+    assert (again.writes_in, again.rest_in, again.writes_settled) == (True, True, True)
+    assert again.added is not None and again.added.new == 0  # already queued: filtered
+    queued_urls = [
+        json.loads(raw)["url"]
+        for shard in keys.all_shards()
+        for raw in redis_client.hvals(shard.data("a"))
+    ]
+    assert queued_urls == ["http://a/child"]  # queued once; the parent's data went with it
+    assert int(redis_client.hget(keys.checkpoint, "done")) == 1
+
+    one_slot = commit(Frontier(redis_client, SpiderKeys.for_spider("d"), "n1"), write, 600)
+    assert one_slot.writes_settled  # one transaction: nothing to write again

@@ -80,6 +80,18 @@ class Committed:
     leased: tuple[list[Lease], float | None] | None = None
     #: what stopped the lease, if it failed on its own
     lease_error: Exception | None = None
+    #: the frontier is sharded: the writes and the rest went in two round trips
+    sharded: bool = False
+
+    @property
+    def writes_settled(self) -> bool:
+        """Whether the writes may leave the node's buffers: they are in and, on a
+        sharded frontier, so is the rest. A primary that fails over between the two
+        round trips may lose writes it acknowledged and had not yet sent to its
+        replica; the release then goes to the promoted replica without them. Kept,
+        they go again with the release: the dupefilter drops what is queued already
+        (a request with no fingerprint may be fetched twice: never lost)."""
+        return self.writes_in and (self.rest_in or not self.sharded)
 
 
 def phases(write: FrontierWrite, sharded: bool) -> list[list[str]]:
@@ -100,7 +112,7 @@ def commit(frontier: Frontier, write: FrontierWrite, lease_timeout: float) -> Co
     """Write ``write`` to ``frontier``: see ``phases``. Raises nothing for Redis's
     errors: they are in the result."""
     sharded = frontier.keys.shards > 1
-    result = Committed()
+    result = Committed(sharded=sharded)
     plan = phases(write, sharded)
     for index, parts in enumerate(plan):
         last = index == len(plan) - 1

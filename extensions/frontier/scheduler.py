@@ -264,10 +264,11 @@ class DistributedScheduler(BaseScheduler):
     ) -> tuple[list[Lease], float | None] | None:
         """Take out of the buffers what went in; what did not waits for the next
         flush (a refused entry is written alone and dead-lettered)."""
-        if result.writes_in:
+        if result.writes_in and write.enqueue and result.added is not None:
+            # written again (writes not settled), what is in already counts as filtered
+            self._count_added(write.enqueue, result.added)
+        if result.writes_settled:
             self._to_enqueue, self._to_delay, self._to_revisit = [], [], []
-            if write.enqueue and result.added is not None:
-                self._count_added(write.enqueue, result.added)
         if result.rest_in:
             self._to_release, self._to_revisit, self._to_unmark, self._done = [], [], [], 0
             if write.release and result.error is None:
