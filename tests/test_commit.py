@@ -120,3 +120,16 @@ def test_a_sharded_write_stays_with_the_node_until_the_release_after_it_is_in(re
 
     one_slot = commit(Frontier(redis_client, SpiderKeys.for_spider("d"), "n1"), write, 600)
     assert one_slot.writes_settled  # one transaction: nothing to write again
+
+
+def test_a_sharded_write_settles_when_redis_refuses_the_rest_for_what_it_holds(redis_client):
+    """A release Redis refuses for its input (here a done count that is not a
+    number) says the primary is up and holds the writes: they are not sent again."""
+    keys = SpiderKeys.for_spider("e", shards=2)
+    frontier = Frontier(redis_client, keys, "n1")
+    parent = _leased(frontier, "http://a/parent")
+    child = (b"child".ljust(20, b"-"), "a", 0, b'{"url":"http://a/child"}')
+    redis_client.hset(keys.checkpoint, "done", "not a number")
+    result = commit(frontier, FrontierWrite(enqueue=[child], release=[parent], done=1), 600)
+    assert (result.writes_in, result.rest_in, result.bad_input) == (True, False, True)
+    assert result.writes_settled

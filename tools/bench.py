@@ -648,10 +648,7 @@ class QueuedMemory(Section):
 
 
 @section(5, "Redis commands and round trips per page, from section 1's crawls")
-class RedisTraffic(Section):
-    def measure(self, bench: Bench, run: int) -> None:
-        bench.crawl_one_node(run)
-
+class RedisTraffic(OneNode):
     def report(self, bench: Bench) -> None:
         report_commands(bench.one_node)
 

@@ -90,8 +90,10 @@ class Committed:
         round trips may lose writes it acknowledged and had not yet sent to its
         replica; the release then goes to the promoted replica without them. Kept,
         they go again with the release: the dupefilter drops what is queued already
-        (a request with no fingerprint may be fetched twice: never lost)."""
-        return self.writes_in and (self.rest_in or not self.sharded)
+        (a request with no fingerprint may be fetched twice: never lost). When Redis
+        refused the rest for what it holds (bad input), the primary is up and has
+        the writes: sending them again would only repeat them at every flush."""
+        return self.writes_in and (self.rest_in or not self.sharded or self.bad_input)
 
 
 def phases(write: FrontierWrite, sharded: bool) -> list[list[str]]:
