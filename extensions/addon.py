@@ -38,6 +38,8 @@ DOWNLOADER_MIDDLEWARES = {
 # closest to the spider: counts what its callbacks yield before anything else
 SPIDER_MIDDLEWARES = {
     "extensions.spidermiddlewares.linklimit.LinkLimitMiddleware": 950,
+    # after the recrawl hash (a crawl id is not the page's content), before the rest
+    "extensions.spidermiddlewares.crawlid.CrawlIdMiddleware": 980,
     # next to the spider: hashes the items it yields, before anything drops one
     "extensions.downloadermiddlewares.recrawl.RecrawlItemsMiddleware": 990,
     # before Scrapy's UrlLengthMiddleware (800), so an over-long URL counts as a trap

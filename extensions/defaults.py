@@ -77,6 +77,11 @@ FRONTIER_QUEUE_BY = "host"
 FRONTIER_SHARDS = "auto"
 HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl; 0 = no limit
 
+# --- several crawls of one spider (extensions/frontier/crawls.py) ---
+CRAWL_ID = ""  # the crawl this node's own start requests join ("" = the crawl without an id)
+# requests a crawl under an id may be given, unless seeded with its own --budget; 0 = no limit
+CRAWL_PAGE_BUDGET = 0
+
 # --- robots.txt (Scrapy's ROBOTSTXT_OBEY; extensions/downloadermiddlewares/robotstxt.py) ---
 ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.txt fails (5xx)
 ROBOTSTXT_RETRY_TIMES = 10  # waits a request may spend on that before it is dropped

@@ -72,6 +72,21 @@ key                            type    holds
                                        MongoDB into the queue: fingerprint -> group
 ``NAME:due``                   zset    RECRAWL_AFTER: request fingerprint -> when it is due
                                        again (ms since epoch)
+``NAME:crawls``                hash    crawls under an id (scrapy seed --crawl ID): id -> state
+                                       (running, paused, stopped, expired); '*' = paused
+                                       pauses every crawl, '' the crawl without an id
+``NAME:crawl:ID``              hash    crawl ID: weight, budget, started, expires (ms),
+                                       updated (its last activity), done, items, dlq,
+                                       queued, in_flight, delayed, accepted, removed,
+                                       dropped (per shard: queued .. dropped, weight, budget)
+``NAME:crawl:ID:ready``        zset    crawl ID's groups that may be leased now (the crawl
+                                       without an id keeps NAME:ready); its groups are
+                                       HOST#ID: the host part keys politeness, shared
+``NAME:crawl:ID:groups``       set     every group crawl ID queued in (what stopping empties)
+``NAME:turns``                 zset    running crawls with groups ready -> requests given,
+                                       by weight: who leases next ('' = without an id)
+``NAME:crawl_ends``            zset    crawls with an expiry -> when (ms); stopped ones
+                                       still being emptied -> 0
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -92,6 +107,7 @@ from typing import TYPE_CHECKING, Any
 from redis.cluster import RedisCluster
 
 from extensions import connection
+from extensions.crawlid import host_of
 from extensions.installed import require_addon
 from extensions.runtime import runtime_of
 
@@ -127,6 +143,13 @@ WRITTEN_BY = {
     "fingerprinter": "scrapy migrate; Frontier.clear (forget)",
     "migrating": "scrapy migrate",
     "shards": "scheduler.py (the first node of a sharded crawl); Frontier.clear (forget)",
+    "crawls": "crawls.py (scrapy seed --crawl, pause, resume, stop; a node meeting a new id)",
+    "crawl": "crawls.py (settings); enqueue*.lua, lease.lua, reclaim.lua, release.lua "
+    "(counters); the scheduler's flush (done, items); deadletter.py (dlq)",
+    "crawl_ready": "enqueue*.lua, lease.lua, reclaim.lua (as NAME:ready); crawls.py (stop)",
+    "crawl_groups": "enqueue*.lua, lease.lua, reclaim.lua; crawls.py (stop)",
+    "turns": "enqueue*.lua, lease.lua, reclaim.lua; crawls.py (pause, resume, stop)",
+    "crawl_ends": "crawls.py (seed --expire-after, stop; heartbeats end and empty them)",
 }
 
 START_URLS = "%(name)s:start_urls"
@@ -155,6 +178,10 @@ DLQ = "%(name)s:dlq"
 FINGERPRINTER = "%(name)s:fingerprinter"
 MIGRATING = "%(name)s:migrating:%(what)s"
 SHARDS = "%(name)s:shards"
+CRAWLS = "%(name)s:crawls"
+CRAWL = "%(name)s:crawl:%(crawl)s"
+TURNS = "%(name)s:turns"
+CRAWL_ENDS = "%(name)s:crawl_ends"
 REVISIT = "%(name)s:revisit"
 DUE = "%(name)s:due"
 
@@ -189,6 +216,9 @@ class SpiderKeys:
     crawl_delay: str
     held: str
     banned: str
+    crawls: str = ""
+    turns: str = ""
+    crawl_ends: str = ""
     #: the start key's Redis type: "list", "set" or "zset" (scrapy-redis's three kinds)
     start_type: str = "list"
     #: FRONTIER_SHARDS: how many parts the frontier is split into, each under a hash
@@ -242,6 +272,9 @@ class SpiderKeys:
             crawl_delay=CRAWL_DELAY % subs,
             held=HELD % subs,
             banned=BANNED % subs,
+            crawls=CRAWLS % subs,
+            turns=TURNS % subs,
+            crawl_ends=CRAWL_ENDS % subs,
             start_type=start_type,
             shards=shards,
             shards_key=SHARDS % subs,
@@ -305,6 +338,17 @@ class SpiderKeys:
     def host(self, group: str) -> str:
         return HOST % {"name": self.prefix, "group": group}
 
+    def crawl(self, crawl: str) -> str:
+        """Crawl ``crawl``'s hash (its settings and counters); the scripts find it
+        next to the group data (``_shared.lua``: NAME:data: -> NAME:crawl:ID)."""
+        return CRAWL % {"name": self.prefix, "crawl": crawl}
+
+    def crawl_ready(self, crawl: str) -> str:
+        return self.ready if not crawl else self.crawl(crawl) + ":ready"
+
+    def crawl_groups(self, crawl: str) -> str:
+        return self.crawl(crawl) + ":groups"
+
     def migrating(self, what: str) -> str:
         return MIGRATING % {"name": self.prefix, "what": what}
 
@@ -328,10 +372,11 @@ class SpiderKeys:
         return [self.shard(index) for index in range(self.shards)]
 
     def shard_of(self, group: str) -> int:
-        """The shard of a queue group: a stable hash of it, mod FRONTIER_SHARDS."""
+        """The shard of a queue group: a stable hash of its host part, mod
+        FRONTIER_SHARDS (every crawl's queue of a host is where the host's state is)."""
         if self.shards == 1:
             return 0
-        return zlib.crc32(group.encode("utf-8", "surrogateescape")) % self.shards
+        return zlib.crc32(host_of(group).encode("utf-8", "surrogateescape")) % self.shards
 
 
 def shards_setting(settings: BaseSettings) -> int | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from extensions.crawlid import crawl_id_problem
+
 #: park the request in ``NAME:delayed`` until this time (s since epoch)
 DELAY_UNTIL = "delay_until"
 #: when the request first failed (s since epoch), kept across retries
@@ -37,6 +39,10 @@ HOST_WAITS = "host_waits"
 BAN_RETRIES = "ban_retries"
 #: times the request waited for its host's robots.txt to become readable
 ROBOTS_WAITS = "robots_waits"
+
+#: the crawl the request belongs to (a crawl id; absent: the crawl without one).
+#: Requests a response produces inherit it (spidermiddlewares/crawlid.py)
+CRAWL_ID = "crawl_id"
 
 #: the largest request priority taken (either sign); the queue orders by at
 #: most +-2**20 of it (scripts/_shared.lua), with the discovery order below it
@@ -65,6 +71,10 @@ def _list_of_ints(value: Any) -> bool:
 
 def _list_of_text(value: Any) -> bool:
     return isinstance(value, list) and all(_text(v) for v in value)
+
+
+def _crawl_id(value: Any) -> bool:
+    return crawl_id_problem(value) is None
 
 
 def _slot(value: Any) -> bool:
@@ -107,6 +117,7 @@ CONTROL_KEYS: dict[str, Any] = {
     FIRST_FAILURE: _number,
     DEAD_LETTERED: _flag,
     START_ENTRY: _text,
+    CRAWL_ID: _crawl_id,
     RECRAWL: dict,
     RECRAWL_AFTER: _number,
     ROBOTS_WAITS: _integer,

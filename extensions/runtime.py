@@ -11,7 +11,7 @@ are safe to share: each command takes a connection from the client's pool).
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,6 +31,12 @@ class Runtime:
     start_entries: Any = None
     #: FRONTIER_SHARDS = "auto" as resolved against Redis: keys.SpiderKeys.for_crawler
     shards: int | None = None
+    #: items scraped per crawl under an id since the scheduler's last flush
+    #: (spidermiddlewares/crawlid.py counts, the scheduler writes them)
+    crawl_items: dict[str, int] = field(default_factory=dict)
+    #: the crawl of items that cannot carry a ``_crawl`` field themselves, until the
+    #: item store takes it (spidermiddlewares/crawlid.py)
+    item_crawls: Any = None
 
 
 _runtimes: weakref.WeakKeyDictionary[Crawler, Runtime] = weakref.WeakKeyDictionary()

@@ -26,7 +26,14 @@ import pymongo
 import redis
 
 from extensions.pipelines.mongo import MongoStore
-from tools import pushback_bench, recrawl_bench, redis_ceiling, services, shard_spread
+from tools import (
+    crawls_bench,
+    pushback_bench,
+    recrawl_bench,
+    redis_ceiling,
+    services,
+    shard_spread,
+)
 from tools.bench_crawl import (
     CONCURRENCY,
     NO_ADDON,
@@ -542,6 +549,11 @@ def report_scale(scale: dict[int, Figures]) -> None:
               f"{figures.rate / one:5.2f}x")  # fmt: skip
 
 
+WITHOUT_CRAWL_ID = "without a crawl id (as before)"
+WITH_CRAWL_ID = "under a crawl id (seeded with --crawl)"
+CRAWL_ID_VARIANTS = {WITHOUT_CRAWL_ID: "", WITH_CRAWL_ID: "bench"}
+
+
 class Bench:
     """What the sections of one ``make bench`` share: its directory, its servers,
     and section 1's crawls (which sections 5 and 10 read too)."""
@@ -870,6 +882,36 @@ class Pushback(Section):
 
     def report(self, bench: Bench) -> None:
         pushback_bench.report(self.pushback)
+
+
+@section(18, "crawl ids: their cost per page, and a paused crawl's weight on the others")
+class CrawlIds(Section):
+    def __init__(self) -> None:
+        self.figures = {name: Figures() for name in CRAWL_ID_VARIANTS}
+        self.paused: list[dict[str, float]] = []
+
+    def measure(self, bench: Bench, run: int) -> None:
+        for name, crawl in CRAWL_ID_VARIANTS.items():
+            self.figures[name].samples.append(
+                crawl_once(bench.redis_url, {}, 1, bench.work / f"crawl-ids-{run}", crawl=crawl)
+            )
+        if run == 0:
+            self.paused = crawls_bench.measure(bench.redis_url)
+
+    def report(self, bench: Bench) -> None:
+        print(f"\n18. Crawl ids, one node, the shop crawl, median of {RUNS}")
+        print(f"   {'variant':40s} {'pages/s':>8s} {'CPU ms/page':>12s} {'commands':>9s} "
+              f"{'round trips':>12s}")  # fmt: skip
+        base = self.figures[WITHOUT_CRAWL_ID]
+        for name, figures in self.figures.items():
+            trips = figures.round_trips_per_page
+            print(f"   {name:40s} {figures.rate:8.0f} {figures.cpu_ms_per_page:12.2f} "
+                  f"{figures.calls_per_page:9.2f} {trips:12.3f}")  # fmt: skip
+        ours = self.figures[WITH_CRAWL_ID]
+        if base.rate:
+            print(f"   under a crawl id / without: {ours.rate / base.rate:.2f}x pages/s, "
+                  f"{ours.calls_per_page - base.calls_per_page:+.2f} commands a page")  # fmt: skip
+        crawls_bench.report(self.paused)
 
 
 def mongo_server(bench: Bench) -> str:

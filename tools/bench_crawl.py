@@ -127,7 +127,9 @@ def crawl_once(
     spider_args: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
     cluster: bool = False,
+    crawl: str = "",
 ) -> Sample:
+    """One measured crawl of the demo shop (``crawl``: seeded under that crawl id)."""
     client: redis.Redis | RedisCluster
     if cluster:
         client = RedisCluster.from_url(redis_url)
@@ -140,9 +142,8 @@ def crawl_once(
         client.config_resetstat()
     site = services.start_demo_site()
     try:
-        client.lpush(
-            f"{{{spider}}}:start_urls" if cluster else f"{spider}:start_urls", site.url + "/"
-        )
+        start = json.dumps({"url": site.url + "/", "crawl": crawl}) if crawl else site.url + "/"
+        client.lpush(f"{{{spider}}}:start_urls" if cluster else f"{spider}:start_urls", start)
         if spider == "plain_shop":  # no Redis: its start URL is an argument
             spider_args = {**(spider_args or {}), "start": site.url + "/"}
         settings = {k: v.replace("{workdir}", str(workdir)) for k, v in settings.items()}

@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
+from extensions import sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
+from extensions.crawlid import crawl_id_problem
 from extensions.exceptions import InvalidStartURL
+from extensions.frontier.crawls import Crawls
 from extensions.frontier.redisops import push_start_entries
 from extensions.frontier.start_urls import EntryRules, parse_entry, reads_start_urls
 from extensions.sitemaps import SitemapReading
@@ -24,7 +27,10 @@ PUSH_BATCH = 1000
 
 class Command(ProjectCommand):
     def syntax(self) -> str:
-        return "NAME [URL ...] [-f FILE] [--sitemap]"
+        return (
+            "NAME [URL ...] [-f FILE] [--sitemap] [--crawl ID [--weight W] [--budget N] "
+            "[--expire-after S]]"
+        )
 
     def short_desc(self) -> str:
         return "Validate start URLs and push them to the spider's Redis start list"
@@ -36,7 +42,9 @@ class Command(ProjectCommand):
             "first, as a node would check it (scheme, length, credentials, priority, "
             "meta keys): invalid ones are reported and skipped, the valid ones still go in, "
             "and the exit status is 1 if any was refused. -f reads one entry per line "
-            "('-' for standard input); blank lines and lines starting with # are skipped."
+            "('-' for standard input); blank lines and lines starting with # are skipped. "
+            "--crawl starts (or adds to) a crawl of its own: its own dupefilter, budget, "
+            "figures, pause and stop (scrapy crawls, pause, resume, stop)."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -49,6 +57,22 @@ class Command(ProjectCommand):
             "--sitemap", action="store_true",
             help="the URLs are sitemaps, sitemap indexes or robots.txt files to read page "
                  "URLs from (any DistributedSpider reads them)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--crawl", metavar="ID", default="",
+            help="the crawl the entries start or join: letters, digits, '-', '_', '.'",
+        )  # fmt: skip
+        parser.add_argument(
+            "--weight", type=float, default=None, metavar="W",
+            help="with --crawl: its share of leasing against the other crawls (default 1)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--budget", type=int, default=None, metavar="N",
+            help="with --crawl: requests it may be given at most (default CRAWL_PAGE_BUDGET)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--expire-after", type=float, default=0.0, metavar="SECONDS", dest="expire_after",
+            help="with --crawl: it stops itself this long after now",
         )  # fmt: skip
         parser.add_argument(
             "--score", type=float, default=0.0,
@@ -64,6 +88,17 @@ class Command(ProjectCommand):
         if not entries:
             raise UsageError("no URLs given: pass them as arguments or with -f FILE")
         assert self.settings is not None
+        crawl = opts.crawl
+        if crawl:
+            problem = crawl_id_problem(crawl)
+            if problem:
+                raise SystemExit(f"error: --crawl: {problem}")
+            if (opts.weight or 1) <= 0 or (opts.budget or 0) < 0 or opts.expire_after < 0:
+                raise SystemExit("error: --weight must be positive, --budget and "
+                                 "--expire-after not negative")  # fmt: skip
+            entries = [_in_crawl(entry, crawl) for entry in entries]
+        elif opts.budget is not None or opts.expire_after or opts.weight is not None:
+            raise UsageError("--weight, --budget and --expire-after go with --crawl ID")
         keys = spider_keys(self.settings, name)
         spidercls = get_spider_loader(self.settings).load(name)
         if not reads_start_urls(spidercls):
@@ -91,13 +126,24 @@ class Command(ProjectCommand):
             else:
                 valid.append(entry.strip())
 
-        if valid:
-            server = redis_for_command(self.settings)
+        server = redis_for_command(self.settings) if valid else None
+        if crawl and server is not None:
+            crawls = Crawls(server, sharding.as_recorded(server, keys))
+            state = crawls.state(crawl)
+            if state in ("stopped", "expired"):
+                raise SystemExit(f"error: crawl {crawl} of {name} is {state}: start another id")
+            budget = opts.budget
+            if budget is None and state is None:
+                budget = self.settings.getint("CRAWL_PAGE_BUDGET")
+            crawls.register(crawl, weight=opts.weight, budget=budget,
+                            expire_after=opts.expire_after)  # fmt: skip
+        if server is not None:
             for start in range(0, len(valid), PUSH_BATCH):
                 push_start_entries(
                     server, keys, valid[start : start + PUSH_BATCH], score=opts.score
                 )
-        print(f"pushed {len(valid)} start URLs to {keys.start_urls}", end="")
+        into = f" (crawl {crawl})" if crawl else ""
+        print(f"pushed {len(valid)} start URLs to {keys.start_urls}{into}", end="")
         print(f", refused {refused}" if refused else "")
         if refused:
             self.exitcode = 1
@@ -115,6 +161,20 @@ def _as_sitemap(entry: str) -> str:
             return json.dumps({**data, "sitemap": True})
         return text
     return json.dumps({"url": text, "sitemap": True})
+
+
+def _in_crawl(entry: str, crawl: str) -> str:
+    """A URL, or a JSON entry without a crawl of its own, in crawl ``crawl``."""
+    text = entry.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text  # refused, with the reason, when checked
+        if isinstance(data, dict) and "crawl" not in data:
+            return json.dumps({**data, "crawl": crawl})
+        return text
+    return json.dumps({"url": text, "crawl": crawl})
 
 
 def _read_entries(path: str) -> list[str]:

@@ -16,6 +16,8 @@ from scrapy.exceptions import UsageError
 
 from extensions import compat, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
+from extensions.commands.crawls import render_one
+from extensions.frontier.crawls import Crawls
 from extensions.observability.status import (
     SHARD_FIELDS,
     crawl_status,
@@ -122,7 +124,8 @@ def render_hosts(rows: list[dict[str, Any]]) -> str:
 class Command(ProjectCommand):
     def syntax(self) -> str:
         return (
-            "NAME [--json] [--watch [--interval S] [--count N]] [--hosts [--limit N]] [--shard K]"
+            "NAME [--json] [--watch [--interval S] [--count N]] [--hosts [--limit N]] [--shard K] "
+            "[--crawl ID]"
         )
 
     def short_desc(self) -> str:
@@ -143,6 +146,9 @@ class Command(ProjectCommand):
         parser.add_argument("--shard", type=int, default=None, metavar="K",
                             help="one shard of a sharded frontier (FRONTIER_SHARDS): "
                                  "its sizes, or with --hosts its hosts")  # fmt: skip
+        parser.add_argument("--crawl", metavar="ID", default=None,
+                            help="one crawl of the spider (scrapy seed --crawl ID): its "
+                                 "state and figures")  # fmt: skip
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -158,6 +164,14 @@ class Command(ProjectCommand):
         foreign = compat.foreign_state(server, keys)
         if foreign:
             raise SystemExit("error: " + "\n       ".join(foreign))
+        if opts.crawl is not None:
+            crawls = Crawls(server, keys)
+            if crawls.state(opts.crawl) is None:
+                known = ", ".join(crawls.ids()) or "none"
+                raise SystemExit(f"error: no crawl {opts.crawl!r} of {keys.name} (crawls: {known})")
+            figures = crawls.figures(opts.crawl)
+            print(json.dumps(figures.as_dict()) if opts.json else render_one(figures))
+            return
         if opts.shard is not None:
             if not 0 <= opts.shard < keys.shards:
                 raise UsageError(

@@ -31,11 +31,12 @@ from itemadapter import ItemAdapter
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
+from extensions.crawlid import crawl_fingerprint, crawl_group
 from extensions.frontier.groups import group_for
 from extensions.frontier.leased import as_leased, drop_downloader_headers
 from extensions.frontier.serializer import SerializationError, dumps_request
 from extensions.installed import require_addon
-from extensions.meta import RECRAWL, RECRAWL_AFTER
+from extensions.meta import CRAWL_ID, RECRAWL, RECRAWL_AFTER
 from extensions.recrawl import revisits
 from extensions.recrawl.revisits import RevisitEntry, ignored_fields, items_digest, pending_revisits
 
@@ -213,9 +214,12 @@ class RecrawlMiddleware:
             self.stats.inc_value("recrawl/unserializable")
             pending_revisits.pop(request, None)
             return None
-        fingerprint = self.crawler.request_fingerprinter.fingerprint(request).hex()
+        crawl = request.meta.get(CRAWL_ID) or ""
+        fingerprint = crawl_fingerprint(
+            self.crawler.request_fingerprinter.fingerprint(request), crawl
+        ).hex()
         slot = again.meta.get("download_slot")  # the spider's own, not the downloader's
-        group = group_for(request.url, slot, self.queue_by)
+        group = crawl_group(group_for(request.url, slot, self.queue_by), crawl)
         entry = (fingerprint, group, due, data)
         pending_revisits[request] = entry
         self.stats.inc_value("recrawl/scheduled")

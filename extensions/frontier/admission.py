@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from extensions.crawlid import crawl_fingerprint, crawl_id_problem
 from extensions.exceptions import SerializationError
-from extensions.frontier.groups import group_for
+from extensions.frontier.groups import queue_group_for
 from extensions.frontier.serializer import dumps_request
-from extensions.meta import DELAY_UNTIL, priority_problem
+from extensions.meta import CRAWL_ID, DELAY_UNTIL, priority_problem
 from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
@@ -68,6 +69,9 @@ class Admission:
         invalid = priority_problem(request.priority)
         if invalid is None and due is not None:
             invalid = self._delay_problem(due)
+        crawl = request.meta.get(CRAWL_ID) or ""
+        if invalid is None and crawl:
+            invalid = crawl_id_problem(crawl)
         if invalid is not None:
             logger.error("cannot queue %s: %s", request, invalid)
             self.stats.inc_value("frontier/invalid")
@@ -75,7 +79,7 @@ class Admission:
             return None
         fingerprint: str | bytes = ""
         if due is None and not request.dont_filter:
-            fingerprint = fingerprinter.fingerprint(request)
+            fingerprint = crawl_fingerprint(fingerprinter.fingerprint(request), crawl)
             if not self.sent.add(fingerprint):
                 self.stats.inc_value("dupefilter/filtered")
                 self.stats.inc_value("dupefilter/filtered_locally")
@@ -87,7 +91,7 @@ class Admission:
             self.stats.inc_value("frontier/unserializable")
             self.dead_letter(kind="unserializable", url=request.url, error=str(exc))
             return None
-        group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
+        group = queue_group_for(request.url, request.meta, self.queue_by)
         return Admitted(fingerprint, group, request.priority, data, due)
 
     def _delay_problem(self, due: object) -> str | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from extensions import connection
+from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.redisops import execute
 from extensions.frontier.results import Added, Entry, Lease
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 #: the parts that write what requests produced, and those that may go only with
 #: them or after them
 WRITES = ("enqueue", "delay", "revisit")
-AFTER = ("release", "unmark", "start_acks", "done", "lease")
+AFTER = ("release", "unmark", "start_acks", "done", "crawl_counts", "lease")
 
 
 @dataclass
@@ -50,6 +51,8 @@ class FrontierWrite:
     start_acks: list[bytes] = field(default_factory=list)
     #: requests finished (the crawl's done count)
     done: int = 0
+    #: per crawl under an id: {"done": requests finished, "items": items scraped}
+    crawl_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: requests to lease, after the writes, in the same round trip
     lease: int = 0
 
@@ -174,6 +177,14 @@ def _queue_parts(
             leases.ack(write.start_acks, pipe)
         elif part == "done":
             pipe.hincrby(frontier.keys.checkpoint, "done", write.done)
+        elif part == "crawl_counts":
+            now = now_ms()
+            for crawl, counts in write.crawl_counts.items():
+                key = frontier.keys.crawl(crawl)
+                for name, value in counts.items():
+                    if value:
+                        pipe.hincrby(key, name, value)
+                pipe.hset(key, "updated", now)
         elif part == "lease":
             calls["lease"] = frontier.lease_on(pipe, write.lease, lease_timeout)
     return calls

@@ -42,8 +42,10 @@ class FlushCounts:
 
     def added(self, written: int, result: Added) -> int:
         """Count what an enqueue of ``written`` requests did; the requests added."""
-        added = result.new - len(result.over_budget)
+        added = result.new - len(result.over_budget) - result.over_crawl_budget
         self.stats.inc_value("frontier/added", added)
+        if result.over_crawl_budget:
+            self.stats.inc_value("frontier/dropped/crawl_budget", result.over_crawl_budget)
         self.stats.inc_value("dupefilter/filtered", written - result.new)
         groups = result.over_budget
         if groups:

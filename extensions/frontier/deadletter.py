@@ -21,12 +21,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from extensions.crawlid import crawl_id_problem
 from extensions.exceptions import SerializationError
-from extensions.frontier.groups import group_for
+from extensions.frontier.groups import queue_group_for
 from extensions.frontier.leased import drop_downloader_headers
 from extensions.frontier.redisops import execute
 from extensions.frontier.serializer import dumps_request, entry_problem
-from extensions.meta import DEAD_LETTERED
+from extensions.meta import CRAWL_ID, DEAD_LETTERED
 
 if TYPE_CHECKING:
     import redis
@@ -57,6 +58,8 @@ class DeadLetters:
         self.server = server
         self.key = key
         self.node_id = node_id
+        # NAME:crawl:ID sits next to NAME:dlq (keys.CRAWL)
+        self.crawl_prefix = key.removesuffix("dlq") + "crawl:"
 
     def add(
         self, *, kind: str, url: str, error: str, pipe: Pipeline | None = None, **extra: Any
@@ -69,7 +72,11 @@ class DeadLetters:
             "time": time.time(),
             **extra,
         }
-        (pipe or self.server).lpush(self.key, json.dumps(record, default=repr))
+        target = pipe or self.server
+        target.lpush(self.key, json.dumps(record, default=repr))
+        crawl = extra.get("crawl")
+        if crawl and crawl_id_problem(crawl) is None:
+            target.hincrby(self.crawl_prefix + crawl, "dlq", 1)
 
     def add_request(
         self,
@@ -104,6 +111,7 @@ class DeadLetters:
             first_failure=first,
             last_failure=last,
             request=stored,
+            **({"crawl": request.meta[CRAWL_ID]} if request.meta.get(CRAWL_ID) else {}),
         )
 
     def records(self, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
@@ -148,8 +156,10 @@ class DeadLetters:
             if not meta:
                 request.pop("meta", None)
             data = json.dumps(request, separators=(",", ":")).encode()
-            slot = meta.get("download_slot") if isinstance(meta, dict) else None
-            group = group_for(request["url"], slot, queue_by)
+            # into the queue of the crawl it came from
+            group = queue_group_for(
+                request["url"], meta if isinstance(meta, dict) else {}, queue_by
+            )
             # dont_filter: it was seen, and is to be fetched again
             frontier.enqueue_on(pipe, [("", group, int(request.get("priority", 0)), data)])
             removals.lrem(self.key, -1, raw)  # type: ignore[arg-type]  # bytes go as they are

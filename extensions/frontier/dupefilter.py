@@ -80,7 +80,7 @@ class RedisDupeFilter(RFPDupeFilter):
         if self._check is None:
             self._check = self.server.register_script(load_script("enqueue"))
         # the enqueue script with no request: it only checks and records the fingerprint
-        added, _ = self._check(
+        added, *_ = self._check(
             keys=[self.key, "", "", ""],
             args=["", "", 0, self.key + ":", "", self.request_fingerprint(request), "", 0, ""],
         )

@@ -16,6 +16,7 @@ import redis
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
+from extensions.crawlid import split_group
 from extensions.frontier.leaseplan import LeasePlanner
 from extensions.frontier.redisops import execute, load_script, run_script
 from extensions.frontier.results import Added, Entry, FrontierSizes, Lease, Reclaimed, counts_of
@@ -171,8 +172,16 @@ class Frontier(RevisitOps, Upkeep):
     def delay(self, entries: list[tuple[float, str, bytes]], pipe: Pipeline | None = None) -> None:
         """Park (due time in seconds since epoch, group, data) entries until they are due."""
         for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+            keys = self.shards[shard]
             mapping = {group.encode() + b"\n" + data: int(due * 1000) for due, group, data in part}
-            (pipe or self.server).zadd(self.shards[shard].delayed, mapping)
+            (pipe or self.server).zadd(keys.delayed, mapping)
+            parked: dict[str, int] = {}
+            for _, group, _ in part:
+                crawl = split_group(group)[1]
+                if crawl:
+                    parked[crawl] = parked.get(crawl, 0) + 1
+            for crawl, count in parked.items():  # taken off by the lease that unparks them
+                (pipe or self.server).hincrby(keys.crawl(crawl), "delayed", count)
 
     def _create_bloom_shards(self, keys: SpiderKeys) -> None:
         """Create each bitmap at its full size once: grown bit by bit, Redis would

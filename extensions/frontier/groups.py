@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from extensions.crawlid import crawl_group
+from extensions.meta import CRAWL_ID
+
 QUEUE_BY = ("host", "domain", "slot")
 MAX_GROUP_LENGTH = 255  # the longest host name DNS allows
 
@@ -33,8 +36,9 @@ def registered_domain(host: str) -> str:
 
 
 def clean(group: str) -> str:
-    """A group name safe in a key and in a lease (no newline, bounded)."""
-    return group.replace("\n", " ").replace("\r", " ")[:MAX_GROUP_LENGTH]
+    """A group name safe in a key and in a lease (no newline, no ``#``: it marks
+    a crawl id; bounded)."""
+    return group.replace("\n", " ").replace("\r", " ").replace("#", "%23")[:MAX_GROUP_LENGTH]
 
 
 def group_for(url: str, slot: Any = None, by: str = "host") -> str:
@@ -45,3 +49,9 @@ def group_for(url: str, slot: Any = None, by: str = "host") -> str:
     except ValueError:
         host = ""
     return clean(registered_domain(host) if by == "domain" else host)
+
+
+def queue_group_for(url: str, meta: dict[str, Any], by: str = "host") -> str:
+    """The queue a request with this URL and meta joins: its group, in its crawl."""
+    crawl = meta.get(CRAWL_ID)
+    return crawl_group(group_for(url, meta.get("download_slot"), by), crawl or None)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from extensions.cluster.checkpoint import Checkpoint
     from extensions.connection import RedisHealth
+    from extensions.frontier.crawls import Crawls
     from extensions.frontier.frontier import Frontier
     from extensions.frontier.results import FrontierSizes
     from extensions.frontier.schedconfig import SchedulerConfig
@@ -100,6 +101,7 @@ class ClusterDuties:
         start_entries: StartEntryTracker,
         status_store: MongoStatusStore | None,
         polling: Polling,
+        crawls: Crawls,
         *,
         flush: Callable[[], object],
         unwritten: Callable[[], bool],
@@ -114,6 +116,7 @@ class ClusterDuties:
         self.start_entries = start_entries
         self.status_store = status_store
         self.polling = polling
+        self.crawls = crawls
         self.flush = flush
         self.unwritten = unwritten
         self.forget_sent = forget_sent
@@ -179,6 +182,7 @@ class ClusterDuties:
             sizes = self.frontier.sizes(in_turn=True)
             self.checkpoint.write(self.stats, sizes)
             self.reclaim(in_turn=True)
+            self._end_crawls()
             self._feed_due()
             if time.monotonic() - self._last_cluster_log >= self.config.log_interval:
                 self._log_cluster(sizes)
@@ -186,6 +190,16 @@ class ClusterDuties:
             self.health.failed(exc)
         else:
             self.health.ok()
+
+    def _end_crawls(self) -> None:
+        """Crawls whose expiry passed stop (any node, each once); a stopped one
+        whose emptying was cut short is emptied further."""
+        for crawl, state, removed in self.crawls.end_due():
+            if state == "expired":
+                logger.info("crawl %s expired: %d queued requests removed", crawl, removed)
+                self.stats.inc_value("crawls/expired")
+            if removed:
+                self.stats.inc_value("crawls/removed", removed)
 
     def _feed_due(self) -> None:
         """Pages due for a recrawl back into the queue (any node, each once)."""
@@ -265,7 +279,14 @@ class ClusterDuties:
             self.health.failed(exc)
             raise DontCloseSpider from None
         now = time.monotonic()
-        if sizes.pending or self.unwritten() or len(self.start_entries):
+        # paused crawls' work is not work a node can do: whether it waits for their
+        # resume follows MAX_IDLE_TIME_BEFORE_CLOSE like any idle spell
+        try:
+            pending = sizes.pending - self.crawls.paused_pending(sizes) if sizes.pending else 0
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            raise DontCloseSpider from None
+        if pending > 0 or self.unwritten() or len(self.start_entries):
             self._idle_since = None
             raise DontCloseSpider
         if self._idle_since is None:

@@ -32,17 +32,24 @@ class Added:
 
     new: int
     over_budget: tuple[str, ...] = ()
+    #: requests dropped because their crawl had used its budget
+    over_crawl_budget: int = 0
 
     @classmethod
     def of(cls, result: Any) -> Added:
-        new, over = result
-        return cls(int(new), tuple(connection.text(group) for group in over))
+        new, over, *rest = result
+        crawl_over = int(rest[0]) if rest else 0
+        return cls(int(new), tuple(connection.text(group) for group in over), crawl_over)
 
     @classmethod
     def combine(cls, results: list[Any]) -> Added:
         """What the enqueue calls of one batch (one per shard) did together."""
         parts = [cls.of(result) for result in results]
-        return cls(sum(p.new for p in parts), tuple(g for p in parts for g in p.over_budget))
+        return cls(
+            sum(p.new for p in parts),
+            tuple(g for p in parts for g in p.over_budget),
+            sum(p.over_crawl_budget for p in parts),
+        )
 
 
 def counts_of(flat: list) -> dict[str, int]:

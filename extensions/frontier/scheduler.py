@@ -32,9 +32,11 @@ from twisted.internet import task
 
 from extensions import compat, connection, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
+from extensions.crawlid import split_group
 from extensions.frontier.admission import Admission
 from extensions.frontier.commit import Committed, FrontierWrite, commit, write_one_by_one
 from extensions.frontier.counts import FlushCounts
+from extensions.frontier.crawls import Crawls
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier, SentFingerprints
 from extensions.frontier.idle import ClusterDuties, Polling
@@ -45,6 +47,7 @@ from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
 from extensions.meta import (
+    CRAWL_ID,
     DEAD_LETTERED,
     HOST_WATCHED,
     SEND_SLOT,
@@ -52,6 +55,7 @@ from extensions.meta import (
 )
 from extensions.recrawl.revisits import after_failure, pending_revisits
 from extensions.recrawl.statusstore import MongoStatusStore
+from extensions.runtime import runtime_of
 from extensions.urlpolicy import UrlPolicy
 
 if TYPE_CHECKING:
@@ -104,6 +108,8 @@ class DistributedScheduler(BaseScheduler):
         # dead-letter queue; parked copies (retries, waits) are subtracted when
         # written, as the same request is then still to be done.
         self._done = 0
+        # the same, per crawl under an id
+        self._crawl_done: dict[str, int] = {}
         self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
         self._loops: list[task.LoopingCall] = []
 
@@ -133,6 +139,7 @@ class DistributedScheduler(BaseScheduler):
         )
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
+        self.crawls = Crawls(self.server, self.keys)
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
         if self.config.recrawl_store == "mongo":
             self.status_store = MongoStatusStore.from_settings(
@@ -152,6 +159,7 @@ class DistributedScheduler(BaseScheduler):
             self.start_entries,
             self.status_store,
             self.polling,
+            self.crawls,
             flush=self.flush,
             unwritten=lambda: bool(self._to_enqueue or self._to_delay or self._to_release),
             forget_sent=self._sent.clear,
@@ -209,6 +217,9 @@ class DistributedScheduler(BaseScheduler):
         if admitted is None:
             return False
         fingerprint, group, priority, data, due = admitted
+        crawl = request.meta.get(CRAWL_ID)
+        if crawl:
+            self._crawl_met(crawl)
         if due is not None:
             self._to_delay.append((due, group, data))
             self.stats.inc_value("frontier/delayed")
@@ -252,6 +263,7 @@ class DistributedScheduler(BaseScheduler):
             unmark=self._to_unmark,
             start_acks=self.start_entries.take_done(),
             done=self._done - len(self._to_delay),
+            crawl_counts=self._crawl_counts(),
             lease=lease,
         )
         if not write.writes_anything:
@@ -271,6 +283,9 @@ class DistributedScheduler(BaseScheduler):
             self._to_enqueue, self._to_delay, self._to_revisit = [], [], []
         if result.rest_in:
             self._to_release, self._to_revisit, self._to_unmark, self._done = [], [], [], 0
+            self._crawl_done = {}
+        else:
+            self._keep_items(write.crawl_counts)
             if write.release and result.error is None:
                 self.stats.inc_value("frontier/released", len(write.release))
         if result.lease_error is not None:
@@ -334,6 +349,39 @@ class DistributedScheduler(BaseScheduler):
                 self._to_revisit.append(revisit)
             if not request.meta.get(DEAD_LETTERED):
                 self._done += 1
+                crawl = request.meta.get(CRAWL_ID)
+                if crawl:
+                    self._crawl_done[crawl] = self._crawl_done.get(crawl, 0) + 1
+
+    def _crawl_met(self, crawl: str) -> None:
+        try:
+            self.crawls.ensure(crawl)
+        except redis.RedisError as exc:  # registered by the next request of it
+            self.health.failed(exc)
+
+    def _crawl_counts(self) -> dict[str, dict[str, int]]:
+        """What the crawls under an id did since the last flush: requests done
+        (less their copies parked now, as for the spider's count) and items."""
+        counts: dict[str, dict[str, int]] = {}
+        for crawl, done in self._crawl_done.items():
+            counts.setdefault(crawl, {})["done"] = done
+        for _, group, _ in self._to_delay:
+            crawl = split_group(group)[1]
+            if crawl:
+                entry = counts.setdefault(crawl, {})
+                entry["done"] = entry.get("done", 0) - 1
+        items = runtime_of(self.crawler).crawl_items
+        for crawl, count in items.items():
+            counts.setdefault(crawl, {})["items"] = count
+        items.clear()
+        return counts
+
+    def _keep_items(self, counts: dict[str, dict[str, int]]) -> None:
+        """Items counted in a write that did not go in: counted at the next flush."""
+        items = runtime_of(self.crawler).crawl_items
+        for crawl, entry in counts.items():
+            if entry.get("items"):
+                items[crawl] = items.get(crawl, 0) + entry["items"]
 
     def _status_stored(self, members: list[bytes], unmarks: list[tuple[str, str]]) -> None:
         self._to_release += members

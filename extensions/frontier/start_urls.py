@@ -28,10 +28,11 @@ from urllib.parse import urlsplit
 
 from scrapy import FormRequest, Request
 
+from extensions.crawlid import crawl_id_problem
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import now_ms
 from extensions.frontier.redisops import load_script
-from extensions.meta import CONTROL_KEYS, priority_problem
+from extensions.meta import CONTROL_KEYS, CRAWL_ID, priority_problem
 from extensions.runtime import runtime_of
 from extensions.urlpolicy import UrlPolicy
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
     from extensions.keys import SpiderKeys
 
-_KNOWN_KEYS = {"url", "meta", "priority", "method", "dont_filter", "sitemap"}
+_KNOWN_KEYS = {"url", "meta", "priority", "method", "dont_filter", "sitemap", "crawl"}
 MAX_ENTRY_BYTES = 1024 * 1024  # an entry longer than this is not read as JSON
 
 
@@ -108,10 +109,15 @@ class StartEntry:
     formdata: dict[str, str] = field(default_factory=dict)
     #: a sitemap (or robots.txt) to read URLs from: ``"sitemap": true``
     sitemap: bool = False
+    #: the crawl it starts or joins: ``"crawl": "ID"`` ("" = the crawl without an id)
+    crawl: str = ""
 
     def to_request(self, **kwargs: Any) -> Request:
+        meta = dict(self.meta)
+        if self.crawl:
+            meta[CRAWL_ID] = self.crawl
         common = {
-            "meta": dict(self.meta),
+            "meta": meta,
             "priority": self.priority,
             "dont_filter": self.dont_filter,
             **kwargs,
@@ -177,7 +183,13 @@ def parse_entry(raw: bytes | str, rules: EntryRules = DEFAULT_RULES) -> StartEnt
     sitemap = data.get("sitemap", False)
     if not isinstance(sitemap, bool):
         raise InvalidStartURL("'sitemap' must be true or false")
+    crawl = data.get("crawl", "")
+    if crawl != "":
+        problem = crawl_id_problem(crawl)
+        if problem:
+            raise InvalidStartURL(f"'crawl': {problem}")
     return StartEntry(
+        crawl=crawl,
         sitemap=sitemap,
         url=validate_url(url, rules),
         meta=meta,

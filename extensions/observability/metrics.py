@@ -26,6 +26,7 @@ from scrapy.exceptions import NotConfigured
 
 from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
+from extensions.frontier.crawls import Crawls
 from extensions.keys import SpiderKeys
 from extensions.observability.health import NodeHealth
 from extensions.observability.status import crawl_status
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: a crawl's figures exported per crawl id, and at most how many crawls
+CRAWL_PARTS = ("queued", "in_flight", "delayed", "done", "items", "dlq")
+MAX_CRAWLS_EXPORTED = 200
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 #: stats counters exported as Prometheus counters: metric name -> stats key
 STATS_COUNTERS = {
@@ -136,6 +140,32 @@ class ClusterCollector:
         yield up
         yield stalled
         yield heartbeat_age
+        try:
+            yield from self._crawls()
+        except redis.RedisError as exc:
+            logger.debug("metrics: Redis unavailable (%s)", exc)
+
+    def _crawls(self):
+        """The crawls under an id that are running or paused (finished, stopped
+        and expired ones drop out, so the labels stay bounded)."""
+        family = GaugeMetricFamily(
+            "crawler_crawl",
+            "one crawl of the spider (scrapy seed --crawl ID) by part",
+            labels=["spider", "crawl", "part"],
+        )
+        paused = GaugeMetricFamily(
+            "crawler_crawl_paused", "1 if the crawl is paused", labels=["spider", "crawl"]
+        )
+        crawls = Crawls(self.server, self.keys)
+        for crawl in crawls.ids()[:MAX_CRAWLS_EXPORTED]:
+            figures = crawls.figures(crawl)
+            if figures.shown_state not in ("running", "paused"):
+                continue
+            for part in CRAWL_PARTS:
+                family.add_metric([self.keys.name, crawl, part], getattr(figures, part))
+            paused.add_metric([self.keys.name, crawl], 1 if figures.state == "paused" else 0)
+        yield family
+        yield paused
 
 
 class ProbeHandler(MetricsHandler):

@@ -38,6 +38,7 @@ from extensions.installed import require_addon
 from extensions.pipelines.documents import COUNTED, KEY_FIELD, WriteReport
 from extensions.pipelines.stores import ItemStore, JsonLinesStore
 from extensions.recrawl.revisits import ignored_fields
+from extensions.spidermiddlewares.crawlid import CRAWL_FIELD, crawl_of_item
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -177,6 +178,9 @@ class ItemStorePipeline:
                 doc = dict(adapter.items())
         spider = self.crawler.spider
         doc.setdefault("_spider", spider.name if spider else "")
+        crawl = crawl_of_item(self.crawler, item)
+        if crawl:
+            doc.setdefault(CRAWL_FIELD, crawl)
         doc.setdefault("_node", self.node_id)
         doc.setdefault("_fetched_at", dt.datetime.now(dt.UTC))
         key_field = getattr(item, "item_key_field", None)

@@ -60,11 +60,110 @@ local function split_item(member)
   return string.sub(member, 1, at - 1), string.sub(member, at + 1)
 end
 
+-- Crawls. A queue group is HOST, or HOST#CRAWL for a crawl started under an id
+-- (scrapy seed --crawl ID): the host part keys what belongs to the host (its
+-- politeness, holds, rates: shared by every crawl), the whole group what belongs
+-- to the job (its queue, data and HOST_PAGE_BUDGET count). A crawl's keys sit
+-- next to its groups' data (F.data_prefix is NAME:data:): NAME:crawls (crawl ->
+-- state; absent = running; '*' = paused pauses every crawl), NAME:turns (crawls
+-- with work ready -> how much they were given, by weight), NAME:crawl:ID (its
+-- counters and settings), NAME:crawl:ID:ready (its groups ready: the crawl with
+-- no id keeps NAME:ready) and NAME:crawl:ID:groups (every group it queued in).
+local function crawl_of(group)
+  return string.match(group, '#(%w[%w_.-]*)$') or ''
+end
+
+local function host_part(group)
+  return string.match(group, '^(.*)#%w[%w_.-]*$') or group
+end
+
+local function crawl_base(F)
+  if not F.base then F.base = string.sub(F.data_prefix, 1, #F.data_prefix - 5) end
+  return F.base
+end
+
+local function crawl_key(F, crawl, what)
+  local key = crawl_base(F) .. 'crawl:' .. crawl
+  if what then return key .. ':' .. what end
+  return key
+end
+
+local function ready_of(F, crawl)
+  if crawl == '' then return F.ready end
+  return crawl_key(F, crawl, 'ready')
+end
+
+-- running, paused, stopped or expired (read once per script and crawl)
+local function crawl_state(F, crawl)
+  F.states = F.states or {}
+  local state = F.states[crawl]
+  if not state then
+    local fields = redis.call('HMGET', crawl_base(F) .. 'crawls', crawl, '*')
+    state = fields[1] or 'running'
+    if state == 'running' and fields[2] == 'paused' then state = 'paused' end
+    F.states[crawl] = state
+  end
+  return state
+end
+
+local function has_ended(F, crawl)
+  if crawl == '' then return false end
+  local state = crawl_state(F, crawl)
+  return state == 'stopped' or state == 'expired'
+end
+
+-- A counter of a crawl under an id (the crawl without one has the frontier's).
+local function count_crawl(F, crawl, field, n)
+  if crawl ~= '' and n ~= 0 then
+    redis.call('HINCRBY', crawl_key(F, crawl), field, n)
+  end
+end
+
+-- A running crawl with groups ready takes part in the turns of leasing; it joins
+-- at the turn of the crawl furthest behind, so an idle spell earns it no burst.
+local function take_turn(F, crawl)
+  F.turned = F.turned or {}
+  if F.turned[crawl] then return end
+  F.turned[crawl] = true
+  if crawl_state(F, crawl) ~= 'running' then return end
+  local turns = crawl_base(F) .. 'turns'
+  if redis.call('ZSCORE', turns, crawl) then return end
+  local first = redis.call('ZRANGE', turns, 0, 0, 'WITHSCORES')[2]
+  redis.call('ZADD', turns, tonumber(first or '0'), crawl)
+end
+
+-- Whether a request of this group goes over its crawl's budget (NAME:crawl:ID
+-- 'budget', CRAWL_PAGE_BUDGET or seed --budget: requests the crawl may be given;
+-- per shard, its share): counted in the crawl's 'accepted', or 'dropped' when over.
+local function over_crawl_budget(F, group)
+  local crawl = crawl_of(group)
+  if crawl == '' then return false end
+  F.budgets = F.budgets or {}
+  local limit = F.budgets[crawl]
+  if limit == nil then
+    limit = tonumber(redis.call('HGET', crawl_key(F, crawl), 'budget') or '0') or 0
+    F.budgets[crawl] = limit
+  end
+  if limit <= 0 then return false end
+  if redis.call('HINCRBY', crawl_key(F, crawl), 'accepted', 1) > limit then
+    redis.call('HINCRBY', crawl_key(F, crawl), 'dropped', 1)
+    return true
+  end
+  return false
+end
+
 -- Add a request to its group's queue: its id, with its JSON when the id is new
--- (item = nil puts back an id whose JSON is stored).
+-- (item = nil puts back an id whose JSON is stored). A request of a crawl that
+-- was stopped is dropped instead (its JSON too), counted in the crawl's 'removed'.
 -- F: {queue_prefix, data_prefix, ready, waiting, frontier, added = {}}; call
 -- settle(F) once at the end of the script.
 local function push(F, group, score, id, item)
+  local crawl = crawl_of(group)
+  if has_ended(F, crawl) then
+    if id and not item then redis.call('HDEL', F.data_prefix .. group, id) end
+    count_crawl(F, crawl, 'removed', 1)
+    return
+  end
   local member = id or item
   if id and item then
     redis.call('HSET', F.data_prefix .. group, id, item)
@@ -73,20 +172,32 @@ local function push(F, group, score, id, item)
     local best = F.added[group]
     F.added[group] = (best and math.min(best, score)) or score
     F.count = (F.count or 0) + 1
+    if crawl ~= '' then
+      F.crawl_count = F.crawl_count or {}
+      F.crawl_count[crawl] = (F.crawl_count[crawl] or 0) + 1
+    end
   end
 end
 
--- The queued count, and each group that got work among the ready ones (unless
--- politeness holds it back): once per script and group, not once per request.
+-- The queued counts, and each group that got work among its crawl's ready ones
+-- (unless politeness holds it back): once per script and group, not per request.
 local function settle(F)
   if not F.count then return end
   redis.call('HINCRBY', F.frontier, 'queued', F.count)
+  for crawl, n in pairs(F.crawl_count or {}) do
+    count_crawl(F, crawl, 'queued', n)
+  end
   for group, score in pairs(F.added) do
+    local crawl = crawl_of(group)
+    if crawl ~= '' then
+      redis.call('SADD', crawl_key(F, crawl, 'groups'), group)
+    end
     if not redis.call('ZSCORE', F.waiting, group) then
-      redis.call('ZADD', F.ready, 'LT', score, group)
+      redis.call('ZADD', ready_of(F, crawl), 'LT', score, group)
+      take_turn(F, crawl)
     end
   end
-  F.added, F.count = {}, nil
+  F.added, F.count, F.crawl_count = {}, nil, nil
 end
 
 -- A number another writer left in a hash, or nil: absent, or malformed (not a
@@ -106,7 +217,8 @@ end
 -- rate ('arate' in its host hash, set once it pushed back); the spacing (ms)
 -- leases and send slots keep, the interval plus the tolerance; the window
 -- (ms) a send may come after its slot; and whether the group is watched (it
--- pushed back: nodes report its good answers, so its rate climbs again). The window is the
+-- pushed back: nodes report its good answers, so its rate climbs again), its hold end
+-- (ms, 0: none) and its next send slot (ms, or nil). The window is the
 -- tolerance, which keeps every two sends at least the interval apart. A node
 -- later than that asks Redis, which lets it go at once when no later slot was
 -- handed out yet: for a group slower than one request per two leads, nearly
@@ -118,10 +230,11 @@ end
 local FAST_WINDOW_MS = 25
 local function host_pacing(P, group, now)
   local rate = number_field(P, redis.call('HGET', P.rates, group)) or P.default_rate
-  local fields = redis.call('HMGET', P.host_prefix .. group, 'arate', 'hold', 'win')
+  local fields = redis.call('HMGET', P.host_prefix .. group, 'arate', 'hold', 'win', 'next')
   local arate = number_field(P, fields[1])
   local hold = number_field(P, fields[2]) or 0
   P.window_start = number_field(P, fields[3])
+  local next_slot = number_field(P, fields[4])
   if arate and arate > 0 and (rate <= 0 or arate < rate) then
     rate = arate
   end
@@ -136,7 +249,7 @@ local function host_pacing(P, group, now)
   if spacing <= 2 * P.lead then
     window = math.max(window, FAST_WINDOW_MS)
   end
-  return interval, spacing, window, arate ~= nil or hold > now
+  return interval, spacing, window, arate ~= nil or hold > now, hold, next_slot
 end
 
 -- The rate a group is leased at, for the whole cluster ('orate', requests/s

@@ -11,7 +11,7 @@
 --          empty fingerprint skips the seen check (dont_filter), empty JSON only
 --          records the fingerprint (a standalone dupefilter check)
 -- Returns  {new fingerprints (requests added or over budget), the group of each
---          request dropped over budget}
+--          request dropped over budget, requests dropped over their crawl's budget}
 --
 -- Why levels: each new fingerprint is one small HSET, so what Redis writes to its
 -- AOF and replicas per URL stays the same however many URLs were seen. A bucket
@@ -25,7 +25,7 @@ local level_prefix = ARGV[4]
 local count = (#ARGV - 5) / 4
 local seq_base = nil  -- taken on the first request queued: a bare check takes none
 local seq = 0
-local added, over = 0, {}
+local added, over, crawl_over = 0, {}, 0
 
 local top = level_for(tonumber(redis.call('HGET', KEYS[1], 'n') or '0'))
 
@@ -58,6 +58,8 @@ for i = 6, #ARGV, 4 do
       if budget > 0 and redis.call('HINCRBY', ARGV[2] .. group, 'accepted', 1) > budget then
         redis.call('HINCRBY', ARGV[2] .. group, 'dropped:budget', 1)
         over[#over + 1] = group
+      elseif over_crawl_budget(F, group) then
+        crawl_over = crawl_over + 1
       else
         seq_base = seq_base or redis.call('HINCRBY', KEYS[4], 'seq', count) - count
         local id = seq_base + seq
@@ -70,4 +72,4 @@ if new_fingerprints > 0 then
   redis.call('HINCRBY', KEYS[1], 'n', new_fingerprints)
 end
 settle(F)
-return {added, over}
+return {added, over, crawl_over}

@@ -11,7 +11,7 @@
 --          offsets, group, priority, request JSON (empty JSON only records the
 --          fingerprint)
 -- Returns  {new fingerprints (requests added or over budget), the group of each
---          request dropped over budget}
+--          request dropped over budget, requests dropped over their crawl's budget}
 local F = {queue_prefix = ARGV[1], data_prefix = ARGV[6], ready = KEYS[2], waiting = KEYS[3],
            frontier = KEYS[4], added = {}}
 local budget = tonumber(ARGV[3])
@@ -20,7 +20,7 @@ local stride = k + 4
 local count = (#ARGV - 6) / stride
 local seq_base = nil  -- taken on the first request queued: a bare check takes none
 local seq = 0
-local added, over = 0, {}
+local added, over, crawl_over = 0, {}, 0
 local i = 7
 while i <= #ARGV do
   seq = seq + 1
@@ -53,6 +53,8 @@ while i <= #ARGV do
       if budget > 0 and redis.call('HINCRBY', ARGV[2] .. group, 'accepted', 1) > budget then
         redis.call('HINCRBY', ARGV[2] .. group, 'dropped:budget', 1)
         over[#over + 1] = group
+      elseif over_crawl_budget(F, group) then
+        crawl_over = crawl_over + 1
       else
         seq_base = seq_base or redis.call('HINCRBY', KEYS[4], 'seq', count) - count
         local id = seq_base + seq
@@ -63,4 +65,4 @@ while i <= #ARGV do
   i = i + stride
 end
 settle(F)
-return {added, over}
+return {added, over, crawl_over}

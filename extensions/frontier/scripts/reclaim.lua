@@ -50,6 +50,7 @@ local returned = {}
 local returned_start = {}
 local budget = tonumber(ARGV[11])
 local more = 0
+local back = {}  -- leases returned per crawl under an id
 local nodes = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 for i = 1, #nodes, 2 do
   if budget <= 0 then
@@ -95,11 +96,14 @@ for i = 1, #nodes, 2 do
     local group, id = split_item(member)
     local data = redis.call('HGET', F.data_prefix .. group, id) or ''
     push(F, group, priority_score(data), id, nil)
+    local crawl = crawl_of(group)
+    if crawl ~= '' then back[crawl] = (back[crawl] or 0) + 1 end
   end
   if #items > 0 then
     table.insert(returned, node)
     table.insert(returned, #items)
   end
 end
+for crawl, n in pairs(back) do count_crawl(F, crawl, 'in_flight', -n) end
 settle(F)
 return {returned, returned_start, more}

@@ -1,0 +1,67 @@
+"""Crawl ids: several crawls of one spider share a cluster, each its own job.
+
+A crawl id is a short name (``scrapy seed NAME --crawl ID``, ``"crawl": "ID"``
+in a start entry, ``CRAWL_ID`` for a node's own start requests). It is part of
+every key that belongs to one job (its queues, dupefilter entries, budget and
+figures), never of what belongs to a host (its politeness and backoff).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TypeVar
+
+Fingerprint = TypeVar("Fingerprint", bytes, str)
+
+#: what joins a host and a crawl id in a queue group (HOST#CRAWL)
+CRAWL_SEPARATOR = "#"
+MAX_CRAWL_ID_LENGTH = 64
+_CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+#: the states a crawl under an id is in (NAME:crawls); "finished" is shown for a
+#: running crawl with nothing left to do
+STATES = ("running", "paused", "stopped", "expired")
+
+
+def crawl_id_problem(value: object) -> str | None:
+    """Why ``value`` is not a crawl id, or None."""
+    if not isinstance(value, str):
+        return f"crawl id {value!r:.80} is not a string"
+    if not value or len(value) > MAX_CRAWL_ID_LENGTH:
+        return f"crawl id {value!r:.80} must be 1 to {MAX_CRAWL_ID_LENGTH} characters"
+    if not _CRAWL_ID.fullmatch(value):
+        return (
+            f"crawl id {value!r:.80} may hold only letters, digits and '-', '_', '.' "
+            "(and starts with a letter or digit)"
+        )
+    return None
+
+
+def crawl_fingerprint(fingerprint: Fingerprint, crawl: str) -> Fingerprint:
+    """A request fingerprint within crawl ``crawl``: the same URL is new to each
+    crawl. The crawl without an id keeps Scrapy's own fingerprints."""
+    if not crawl:
+        return fingerprint
+    if isinstance(fingerprint, str):  # a hex fingerprint stays hex
+        return hashlib.sha1(f"crawl\0{crawl}\0{fingerprint}".encode()).hexdigest()
+    return hashlib.sha1(b"crawl\0" + crawl.encode() + b"\0" + fingerprint).digest()
+
+
+def crawl_group(group: str, crawl: str | None) -> str:
+    """The queue group of ``group``'s requests in crawl ``crawl``: ``HOST#CRAWL``,
+    or the group itself for the crawl without an id. Politeness stays the
+    host's (``host_of``); the queue, its budget count and its data are the crawl's."""
+    return f"{group}{CRAWL_SEPARATOR}{crawl}" if crawl else group
+
+
+def split_group(group: str) -> tuple[str, str]:
+    """(host group, crawl id or "") of a queue group."""
+    host, separator, crawl = group.rpartition(CRAWL_SEPARATOR)
+    if separator and host and crawl_id_problem(crawl) is None:
+        return host, crawl
+    return group, ""
+
+
+def host_of(group: str) -> str:
+    return split_group(group)[0]

@@ -1,0 +1,38 @@
+-- Empty the queues of a crawl that was stopped, a bounded part per call.
+-- KEYS[1]  the crawl's groups (set)      KEYS[2]  waiting groups (zset)
+-- KEYS[3]  frontier counters (hash: queued)
+-- ARGV[1]  the crawl id    ARGV[2]  group queue key prefix
+-- ARGV[3]  group data key prefix         ARGV[4]  requests one call removes at most
+-- Returns  {requests removed, 1 if more are left}
+-- Leased requests are left alone: they finish, and their release drops their JSON.
+local F = {data_prefix = ARGV[3], ready = '', added = {}}
+local crawl, budget = ARGV[1], tonumber(ARGV[4])
+local ready = crawl_key(F, crawl, 'ready')
+local removed = 0
+while budget > 0 do
+  local group = redis.call('SRANDMEMBER', KEYS[1])
+  if not group then break end
+  local queue = ARGV[2] .. group
+  local ids = redis.call('ZRANGE', queue, 0, budget - 1)
+  if #ids > 0 then
+    redis.call('ZREMRANGEBYRANK', queue, 0, #ids - 1)
+    for from = 1, #ids, 1000 do
+      redis.call('HDEL', ARGV[3] .. group, unpack(ids, from, math.min(from + 999, #ids)))
+    end
+    removed = removed + #ids
+    budget = budget - #ids
+  end
+  if redis.call('ZCARD', queue) == 0 then
+    redis.call('SREM', KEYS[1], group)
+    redis.call('ZREM', ready, group)
+    redis.call('ZREM', KEYS[2], group)
+  end
+end
+if removed > 0 then
+  redis.call('HINCRBY', KEYS[3], 'queued', -removed)
+  count_crawl(F, crawl, 'queued', -removed)
+  count_crawl(F, crawl, 'removed', removed)
+end
+local more = 0
+if redis.call('SCARD', KEYS[1]) > 0 then more = 1 end
+return {removed, more}
