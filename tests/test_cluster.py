@@ -104,6 +104,6 @@ def test_cluster_pipelines_queue_scripts_as_eval(redis_cluster, cluster_client):
     pipe = client.pipeline(transaction=True)
     frontier.enqueue_on(pipe, [(b"f" * 20, "a", 0, b'{"url":"http://a/"}')])
     frontier.heartbeat(pipe)
-    assert pipe.execute()[0] == [1, []]
+    assert pipe.execute()[0] == [1, [], 0]  # new, none over a host budget or a crawl budget
     assert cluster_client.zcard("{t}:queue:a") == 1
     assert cluster_client.zscore("{t}:nodes", "n1")

@@ -390,8 +390,15 @@ class Frontier(RevisitOps, Upkeep):
                     keys.waiting,
                     keys.held,
                     keys.banned,
+                    keys.crawls,
                 ],
-                [keys.leases_prefix(), keys.start_leases(""), keys.start_type, now_ms()],
+                [
+                    keys.leases_prefix(),
+                    keys.start_leases(""),
+                    keys.start_type,
+                    now_ms(),
+                    keys.crawl(""),
+                ],
             ),
             "sizes" if in_turn else None,
         )

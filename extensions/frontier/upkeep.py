@@ -68,11 +68,12 @@ class Upkeep:
                 keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
                 keys.held, keys.banned,
                 keys.bloom_count, keys.shards_key, keys.revisit, keys.due,
+                keys.crawls, keys.turns, keys.crawl_ends,
             ]  # fmt: skip
             doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
             self.server.delete(*doomed)
             patterns = (keys.bloom_prefix, keys.queue(""), keys.data(""), keys.host(""),
-                        keys.dupefilter + ":")  # fmt: skip
+                        keys.dupefilter + ":", keys.crawl(""))  # fmt: skip
             for pattern in patterns:
                 batch = []
                 for key in self.server.scan_iter(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from extensions import defaults
 from extensions.connection import glob_escape, text
+from extensions.crawlid import host_of
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 
@@ -124,7 +125,8 @@ def host_status(
     server: redis.Redis, keys: SpiderKeys, budget: int = 0, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """One row per queue group (host) that was ever given work, busiest first:
-    queued, in flight, fetched, rate, next allowed time, budget left, dropped."""
+    queued, in flight, fetched, rate, next allowed time, budget left, dropped
+    (queued and in flight summed over the crawls)."""
     rows = [row for shard in keys.all_shards() for row in _shard_hosts(server, shard, budget)]
     rows.sort(key=lambda row: (-row["queued"], -row["in_flight"], -row["fetched"], row["host"]))
     return rows[:limit] if limit else rows
@@ -143,8 +145,18 @@ def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dic
         for member in members:
             group, newline, _ = member.partition(b"\n")
             if newline:
-                in_flight[text(group)] += 1
+                in_flight[host_of(text(group))] += 1
     ready = {text(g) for g in server.zrange(keys.ready, 0, -1)}
+    # the crawls under an id queue a host's requests in groups of their own (HOST#ID)
+    crawl_groups: dict[str, list[str]] = collections.defaultdict(list)
+    for crawl in server.hkeys(keys.crawls):
+        crawl = text(crawl)
+        if crawl in ("*", ""):
+            continue
+        for group in server.sscan_iter(keys.crawl_groups(crawl), count=1000):
+            crawl_groups[host_of(text(group))].append(text(group))
+        ready |= {host_of(text(g)) for g in server.zrange(keys.crawl_ready(crawl), 0, -1)}
+    groups = {host_of(group) for group in groups} | set(crawl_groups)
     held: Any = server.zrange(keys.waiting, 0, -1, withscores=True)
     waiting = {text(group): score for group, score in held}
     default_rate = _number(server.hget(keys.rates, "*"))
@@ -159,9 +171,14 @@ def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dic
             pipe.hgetall(keys.host(group))
             pipe.hget(keys.rates, group)
             pipe.hget(keys.crawl_delay, group)
+        for group in chunk:
+            for crawl_group in crawl_groups.get(group, ()):
+                pipe.zcard(keys.queue(crawl_group))
         replies = pipe.execute()
+        in_crawls = iter(replies[4 * len(chunk) :])
         for n, group in enumerate(chunk):
             queued, counters, rate, delay = replies[4 * n : 4 * n + 4]
+            queued += sum(next(in_crawls) for _ in crawl_groups.get(group, ()))
             fields = {text(k): text(v) for k, v in counters.items()}
             leased = int(_number(fields.get("leased")))
             accepted = int(_number(fields.get("accepted")))

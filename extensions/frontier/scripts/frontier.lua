@@ -13,6 +13,8 @@
 -- KEYS[8]  ready groups (zset)       KEYS[9]  waiting groups (zset)
 -- KEYS[10] held groups (zset)        KEYS[11] banned groups (zset)
 -- ARGV[4]  now (ms since epoch)
+-- KEYS[12] crawls (hash: crawl id -> state)   ARGV[5]  crawl key prefix (NAME:crawl:):
+--          a crawl under an id keeps its ready groups in its own zset
 -- Returns  {start_urls, queued, in_flight, seen, dlq, delayed, hosts with work, ready
 --          hosts, hosts held (backing off, bans included), hosts banned}
 local in_flight = 0
@@ -22,6 +24,12 @@ for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   start_leased = start_leased + redis.call('LLEN', ARGV[2] .. node)
 end
 local start_size = {list = 'LLEN', set = 'SCARD', zset = 'ZCARD'}
+local ready = redis.call('ZCARD', KEYS[8])
+for _, crawl in ipairs(redis.call('HKEYS', KEYS[12])) do
+  if crawl ~= '*' and crawl ~= '' then
+    ready = ready + redis.call('ZCARD', ARGV[5] .. crawl .. ':ready')
+  end
+end
 return {
   redis.call(start_size[ARGV[3]] or 'LLEN', KEYS[1]) + start_leased,
   tonumber(redis.call('HGET', KEYS[2], 'queued') or '0'),
@@ -29,8 +37,8 @@ return {
   tonumber(redis.call('HGET', KEYS[4], 'n') or '0') + tonumber(redis.call('GET', KEYS[7]) or '0'),
   redis.call('LLEN', KEYS[5]),
   redis.call('ZCARD', KEYS[6]),
-  redis.call('ZCARD', KEYS[8]) + redis.call('ZCARD', KEYS[9]),
-  redis.call('ZCARD', KEYS[8]),
+  ready + redis.call('ZCARD', KEYS[9]),
+  ready,
   redis.call('ZCOUNT', KEYS[10], ARGV[4], '+inf'),
   redis.call('ZCOUNT', KEYS[11], ARGV[4], '+inf'),
 }
