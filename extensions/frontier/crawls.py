@@ -222,16 +222,17 @@ class Crawls:
         self._in_every_scope("resume", target)
         return before
 
-    def stop(self, crawl: str, state: str = "stopped") -> int:
+    def stop(self, crawl: str, state: str = "stopped", calls: int = 10_000) -> int:
         """End a crawl under an id: nothing of it is leased again, its queued
-        requests are removed (returned: how many); its done records stay."""
+        requests are removed (returned: how many; at most ``calls`` drain calls
+        per scope now, the rest by the heartbeats); its done records stay."""
         if not crawl:
             raise ValueError("only a crawl under an id can be stopped")
         self._known_or_raise(crawl)
         self._in_every_scope(state, crawl)
         self.server.hset(self.keys.crawl(crawl), "ended", now_ms())
         self.server.zadd(self.keys.crawl_ends, {crawl: 0})  # emptied by heartbeats if cut short
-        return self.drain(crawl)
+        return self.drain(crawl, calls)
 
     def drain(self, crawl: str, calls: int = 10_000) -> int:
         """Remove a stopped crawl's queued requests, DRAIN_BATCH per call."""
@@ -263,7 +264,8 @@ class Crawls:
                 self.server.zrem(self.keys.crawl_ends, crawl)
                 continue
             if state in ("running", "paused"):
-                removed = self.stop(crawl, "expired")
+                # a heartbeat's share: the next ones empty the rest
+                removed = self.stop(crawl, "expired", calls=1)
                 ended.append((crawl, "expired", removed))
             else:
                 ended.append((crawl, state, self.drain(crawl, calls=1)))
