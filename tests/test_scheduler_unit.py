@@ -222,3 +222,24 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
     assert queued(redis_client, "unit") == []  # released, not handed back to be fetched again
     statuses._written(None, [])  # the thread's late answer changes nothing
     assert scheduler._to_release == []
+
+
+def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(scheduler, redis_client):
+    from extensions.runtime import runtime_of
+
+    scheduler.enqueue_request(Request("http://example.com/p", meta={"crawl_id": "job"}))
+    scheduler.flush()
+    assert redis_client.hget("unit:crawls", "job") == b"running"  # met, so registered
+    page = scheduler.next_request()
+    assert page is not None and page.meta["crawl_id"] == "job"
+    # the engine is done with it (its callback yielded two items)
+    scheduler._to_release.append(scheduler._leased.pop(page))
+    scheduler._done += 1
+    scheduler._crawl_done["job"] = 1
+    runtime_of(scheduler.crawler).crawl_items["job"] = 2
+    scheduler.flush()
+    record = redis_client.hgetall("unit:crawl:job")
+    assert (record[b"done"], record[b"items"], record[b"in_flight"]) == (b"1", b"2", b"0")
+    assert b"updated" in record
+    assert redis_client.hget("unit:checkpoint", "done") == b"1"
+    assert scheduler.stats.get_value("frontier/released") == 1

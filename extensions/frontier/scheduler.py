@@ -284,10 +284,10 @@ class DistributedScheduler(BaseScheduler):
         if result.rest_in:
             self._to_release, self._to_revisit, self._to_unmark, self._done = [], [], [], 0
             self._crawl_done = {}
-        else:
-            self._keep_items(write.crawl_counts)
             if write.release and result.error is None:
                 self.stats.inc_value("frontier/released", len(write.release))
+        else:
+            self._keep_items(write.crawl_counts)
         if result.lease_error is not None:
             self.health.failed(result.lease_error)
         if result.error is None:
