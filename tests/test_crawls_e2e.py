@@ -82,6 +82,7 @@ def test_three_crawls_of_one_spider_paused_resumed_and_stopped(
     done = int(redis_client.hget("shop:checkpoint", "done"))
     assert sum(f.done for f in figures) == done == sum(hits.values())
     assert all(f.pending == 0 for f in figures)
+    assert "crawls under an id: 2 running, 1 stopped" in command(redis_url, "status", "shop")
     one = json.loads(command(redis_url, "status", "shop", "--crawl", "alpha", "--json"))
     assert (one["state"], one["done"]) == ("finished", len(SHOP_PAGES))
 

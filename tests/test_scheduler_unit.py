@@ -243,3 +243,16 @@ def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(schedule
     assert b"updated" in record
     assert redis_client.hget("unit:checkpoint", "done") == b"1"
     assert scheduler.stats.get_value("frontier/released") == 1
+
+
+def test_a_request_of_a_crawl_that_cannot_be_queued_is_dead_lettered_in_its_crawl(
+    scheduler, redis_client
+):
+    bad = Request("http://example.com/p", priority=10**12, meta={"crawl_id": "job"})
+    assert scheduler.enqueue_request(bad) is False
+    (record,) = dlq(redis_client)
+    assert (record["kind"], record["crawl"]) == ("invalid_request", "job")
+    assert redis_client.hget("unit:crawl:job", "dlq") == b"1"
+    # a crawl id that is not one is refused, with the reason
+    assert scheduler.enqueue_request(Request("http://a/", meta={"crawl_id": "a b"})) is False
+    assert "crawl id 'a b'" in dlq(redis_client)[0]["error"]

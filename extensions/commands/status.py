@@ -72,6 +72,9 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
             f"recrawl: {status['recrawl']} pages kept, {status['due']} due now"
             + (f"; due per hour ahead: {' '.join(map(str, ahead))}" if ahead else "")
         )
+    if status.get("crawls"):
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(status["crawls"].items()))
+        lines.append(f"crawls under an id: {counts} (scrapy crawls {status['spider']})")
     if errors:
         lines.append("top errors: " + "; ".join(f"{reason} ({n})" for reason, n in errors))
     lines.append(

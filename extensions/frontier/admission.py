@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def _crawl_of(request: Request) -> dict[str, str]:
+    """The crawl a dead letter of ``request`` names (and is counted in), if any."""
+    crawl = request.meta.get(CRAWL_ID)
+    return {"crawl": crawl} if crawl and crawl_id_problem(crawl) is None else {}
+
+
 class Admitted(NamedTuple):
     """A request as it goes to Redis: its fingerprint ("" for dont_filter or a
     parked copy), group, priority, JSON, and when it is due if it is parked."""
@@ -63,7 +69,7 @@ class Admission:
             self.refused.refused(request.url, *problem)
             if from_start_entry:  # a person pushed it: keep it where they can see why
                 url = mask_credentials(request.url)[:2000]
-                self.dead_letter(kind="start_url", url=url, error=problem[1])
+                self.dead_letter(kind="start_url", url=url, error=problem[1], **_crawl_of(request))
             return None
         due = request.meta.pop(DELAY_UNTIL, None)
         invalid = priority_problem(request.priority)
@@ -75,7 +81,9 @@ class Admission:
         if invalid is not None:
             logger.error("cannot queue %s: %s", request, invalid)
             self.stats.inc_value("frontier/invalid")
-            self.dead_letter(kind="invalid_request", url=request.url, error=invalid)
+            self.dead_letter(
+                kind="invalid_request", url=request.url, error=invalid, **_crawl_of(request)
+            )
             return None
         fingerprint: str | bytes = ""
         if due is None and not request.dont_filter:
@@ -89,7 +97,9 @@ class Admission:
         except SerializationError as exc:
             logger.error("cannot queue %s: %s", request, exc)
             self.stats.inc_value("frontier/unserializable")
-            self.dead_letter(kind="unserializable", url=request.url, error=str(exc))
+            self.dead_letter(
+                kind="unserializable", url=request.url, error=str(exc), **_crawl_of(request)
+            )
             return None
         group = queue_group_for(request.url, request.meta, self.queue_by)
         return Admitted(fingerprint, group, request.priority, data, due)

@@ -408,7 +408,14 @@ class DistributedScheduler(BaseScheduler):
         for member, url, error, raw in unreadable:
             logger.error("dead-lettering an unreadable queue entry: %s", error)
             self.stats.inc_value("frontier/unreadable")
-            self._dead_letter(kind="unreadable", url=url, error=error, raw=raw)
+            crawl = split_group(connection.text(member.partition(b"\n")[0]))[1]
+            self._dead_letter(
+                kind="unreadable",
+                url=url,
+                error=error,
+                raw=raw,
+                **({"crawl": crawl} if crawl else {}),
+            )
             self._to_release.append(member)
         if items:
             self.stats.inc_value("frontier/leased", len(items))

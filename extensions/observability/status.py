@@ -41,6 +41,10 @@ def crawl_status(
     ``status_store`` where the crawl keeps them in MongoDB)."""
     frontier = Frontier(server, keys, node_id="")
     sizes = frontier.sizes()
+    states: Any = server.hgetall(keys.crawls)
+    crawls = collections.Counter(
+        text(state) for crawl, state in states.items() if text(crawl) not in ("*", "")
+    )
     schedule = (status_store or frontier).recrawl_schedule(hours_ahead)
     checkpoint = {text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
     now = time.time()
@@ -102,6 +106,8 @@ def crawl_status(
         "due": schedule.due,
         "due_by_hour": schedule.due_by_hour,
         "nodes": nodes,
+        # crawls under an id by state (scrapy crawls NAME lists them)
+        "crawls": dict(crawls),
     }
 
 
