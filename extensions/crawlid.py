@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TypeVar
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 Fingerprint = TypeVar("Fingerprint", bytes, str)
 
@@ -65,3 +66,18 @@ def split_group(group: str) -> tuple[str, str]:
 
 def host_of(group: str) -> str:
     return split_group(group)[0]
+
+
+def crawls_of(groups: Iterable[str]) -> dict[str, int]:
+    """How many of ``groups`` (one per request) belong to each crawl under an id."""
+    counts: dict[str, int] = {}
+    for group in groups:
+        crawl = split_group(group)[1]
+        if crawl:
+            counts[crawl] = counts.get(crawl, 0) + 1
+    return counts
+
+
+def crawl_fields(crawl: str | None) -> dict[str, Any]:
+    """What a dead-letter record says of its crawl: ``crawl``, if it is one."""
+    return {"crawl": crawl} if crawl and crawl_id_problem(crawl) is None else {}

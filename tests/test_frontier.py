@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from extensions.frontier.frontier import Frontier, SentFingerprints, now_ms
+from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.groups import group_for
+from extensions.frontier.sent import SentFingerprints
 from extensions.keys import SpiderKeys
 
 

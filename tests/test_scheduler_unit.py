@@ -235,7 +235,7 @@ def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(schedule
     # the engine is done with it (its callback yielded two items)
     scheduler._to_release.append(scheduler._leased.pop(page))
     scheduler._done += 1
-    scheduler._crawl_done["job"] = 1
+    scheduler.tally.finished("job")
     runtime_of(scheduler.crawler).crawl_items["job"] = 2
     scheduler.flush()
     record = redis_client.hgetall("unit:crawl:job")

@@ -83,8 +83,8 @@ def drive(
     hosts: int = HOSTS,
 ) -> None:
     from extensions import defaults
-    from extensions.frontier.frontier import SentFingerprints
     from extensions.frontier.redisops import execute
+    from extensions.frontier.sent import SentFingerprints
 
     server, frontier = _frontier(url, f"client{client_id}", shards, cluster)
     sent = SentFingerprints(defaults.DUPEFILTER_LOCAL_CACHE)  # as a node drops repeats

@@ -27,8 +27,9 @@ def crawl(url: str, shards: int, pages: int) -> dict[str, list[float]]:
     """Drive ``pages`` pages through a ``shards``-shard frontier; per primary, its
     share of the commands and of the memory the crawl added."""
     from extensions import connection
-    from extensions.frontier.frontier import Frontier, SentFingerprints
+    from extensions.frontier.frontier import Frontier
     from extensions.frontier.redisops import execute
+    from extensions.frontier.sent import SentFingerprints
     from extensions.keys import SpiderKeys
 
     client = connection.connect(url, cluster=True)

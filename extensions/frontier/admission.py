@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from extensions.crawlid import crawl_fingerprint, crawl_id_problem
+from extensions.crawlid import crawl_fields, crawl_fingerprint, crawl_id_problem
 from extensions.exceptions import SerializationError
 from extensions.frontier.groups import queue_group_for
 from extensions.frontier.serializer import dumps_request
@@ -20,15 +20,9 @@ from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 if TYPE_CHECKING:
     from scrapy import Request, Spider
 
-    from extensions.frontier.frontier import SentFingerprints
+    from extensions.frontier.sent import SentFingerprints
 
 logger = logging.getLogger(__name__)
-
-
-def _crawl_of(request: Request) -> dict[str, str]:
-    """The crawl a dead letter of ``request`` names (and is counted in), if any."""
-    crawl = request.meta.get(CRAWL_ID)
-    return {"crawl": crawl} if crawl and crawl_id_problem(crawl) is None else {}
 
 
 class Admitted(NamedTuple):
@@ -69,7 +63,12 @@ class Admission:
             self.refused.refused(request.url, *problem)
             if from_start_entry:  # a person pushed it: keep it where they can see why
                 url = mask_credentials(request.url)[:2000]
-                self.dead_letter(kind="start_url", url=url, error=problem[1], **_crawl_of(request))
+                self.dead_letter(
+                    kind="start_url",
+                    url=url,
+                    error=problem[1],
+                    **crawl_fields(request.meta.get(CRAWL_ID)),
+                )
             return None
         due = request.meta.pop(DELAY_UNTIL, None)
         invalid = priority_problem(request.priority)
@@ -82,7 +81,10 @@ class Admission:
             logger.error("cannot queue %s: %s", request, invalid)
             self.stats.inc_value("frontier/invalid")
             self.dead_letter(
-                kind="invalid_request", url=request.url, error=invalid, **_crawl_of(request)
+                kind="invalid_request",
+                url=request.url,
+                error=invalid,
+                **crawl_fields(request.meta.get(CRAWL_ID)),
             )
             return None
         fingerprint: str | bytes = ""
@@ -98,7 +100,10 @@ class Admission:
             logger.error("cannot queue %s: %s", request, exc)
             self.stats.inc_value("frontier/unserializable")
             self.dead_letter(
-                kind="unserializable", url=request.url, error=str(exc), **_crawl_of(request)
+                kind="unserializable",
+                url=request.url,
+                error=str(exc),
+                **crawl_fields(request.meta.get(CRAWL_ID)),
             )
             return None
         group = queue_group_for(request.url, request.meta, self.queue_by)

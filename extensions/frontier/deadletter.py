@@ -21,7 +21,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from extensions.crawlid import crawl_id_problem
+from extensions.crawlid import crawl_fields
 from extensions.exceptions import SerializationError
 from extensions.frontier.groups import queue_group_for
 from extensions.frontier.leased import drop_downloader_headers
@@ -74,8 +74,8 @@ class DeadLetters:
         }
         target = pipe or self.server
         target.lpush(self.key, json.dumps(record, default=repr))
-        crawl = extra.get("crawl")
-        if crawl and crawl_id_problem(crawl) is None:
+        crawl = crawl_fields(extra.get("crawl")).get("crawl")
+        if crawl:
             target.hincrby(self.crawl_prefix + crawl, "dlq", 1)
 
     def add_request(
@@ -111,7 +111,7 @@ class DeadLetters:
             first_failure=first,
             last_failure=last,
             request=stored,
-            **({"crawl": request.meta[CRAWL_ID]} if request.meta.get(CRAWL_ID) else {}),
+            **crawl_fields(request.meta.get(CRAWL_ID)),
         )
 
     def records(self, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:

@@ -16,7 +16,7 @@ import redis
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
-from extensions.crawlid import split_group
+from extensions.crawlid import crawls_of
 from extensions.frontier.leaseplan import LeasePlanner
 from extensions.frontier.redisops import execute, load_script, run_script
 from extensions.frontier.results import Added, Entry, FrontierSizes, Lease, Reclaimed, counts_of
@@ -44,35 +44,6 @@ LEASE_LEAD_MS = 100
 # Bytes of Scrapy's request fingerprint the exact dupefilter keeps: 2 name the
 # bucket, 12 are stored; 112 bits leave no collision to fear.
 FINGERPRINT_BYTES = 14
-
-
-class SentFingerprints:
-    """Fingerprints this node already wrote to the shared dupefilter.
-
-    Most links a crawl extracts were seen before, many by this very node; those
-    are dropped here, before being serialized and sent to Redis to be dropped
-    there. Two generations of at most ``size`` bound the memory; a fingerprint
-    forgotten only costs the trip to Redis it would have cost anyway.
-    """
-
-    def __init__(self, size: int):
-        self.size = size
-        self._current: set[bytes | str] = set()
-        self._previous: set[bytes | str] = set()
-
-    def add(self, fingerprint: bytes | str) -> bool:
-        """Remember ``fingerprint``; False if it was sent before."""
-        if fingerprint in self._current or fingerprint in self._previous:
-            return False
-        if self.size <= 0:
-            return True
-        if len(self._current) >= self.size:
-            self._previous, self._current = self._current, set()
-        self._current.add(fingerprint)
-        return True
-
-    def clear(self) -> None:
-        self._current, self._previous = set(), set()
 
 
 RECLAIM_BATCH = 2000  # leases one reclaim call returns at most
@@ -175,12 +146,8 @@ class Frontier(RevisitOps, Upkeep):
             keys = self.shards[shard]
             mapping = {group.encode() + b"\n" + data: int(due * 1000) for due, group, data in part}
             (pipe or self.server).zadd(keys.delayed, mapping)
-            parked: dict[str, int] = {}
-            for _, group, _ in part:
-                crawl = split_group(group)[1]
-                if crawl:
-                    parked[crawl] = parked.get(crawl, 0) + 1
-            for crawl, count in parked.items():  # taken off by the lease that unparks them
+            # taken off by the lease that unparks them
+            for crawl, count in crawls_of(group for _, group, _ in part).items():
                 (pipe or self.server).hincrby(keys.crawl(crawl), "delayed", count)
 
     def _create_bloom_shards(self, keys: SpiderKeys) -> None:

@@ -32,27 +32,22 @@ from twisted.internet import task
 
 from extensions import compat, connection, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
-from extensions.crawlid import split_group
+from extensions.crawlid import crawl_fields, split_group
 from extensions.frontier.admission import Admission
 from extensions.frontier.commit import Committed, FrontierWrite, commit, write_one_by_one
 from extensions.frontier.counts import FlushCounts
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls import Crawls, CrawlTally
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.frontier import Frontier, SentFingerprints
+from extensions.frontier.frontier import Frontier
 from extensions.frontier.idle import ClusterDuties, Polling
 from extensions.frontier.leased import remember_as_leased, requests_of
 from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.schedconfig import SchedulerConfig
+from extensions.frontier.sent import SentFingerprints
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
-from extensions.meta import (
-    CRAWL_ID,
-    DEAD_LETTERED,
-    HOST_WATCHED,
-    SEND_SLOT,
-    START_ENTRY,
-)
+from extensions.meta import CRAWL_ID, DEAD_LETTERED, HOST_WATCHED, SEND_SLOT, START_ENTRY
 from extensions.recrawl.revisits import after_failure, pending_revisits
 from extensions.recrawl.statusstore import MongoStatusStore
 from extensions.runtime import runtime_of
@@ -108,8 +103,8 @@ class DistributedScheduler(BaseScheduler):
         # dead-letter queue; parked copies (retries, waits) are subtracted when
         # written, as the same request is then still to be done.
         self._done = 0
-        # the same, per crawl under an id
-        self._crawl_done: dict[str, int] = {}
+        # the same per crawl under an id, and their items
+        self.tally = CrawlTally(runtime_of(crawler).crawl_items)
         self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
         self._loops: list[task.LoopingCall] = []
 
@@ -263,7 +258,7 @@ class DistributedScheduler(BaseScheduler):
             unmark=self._to_unmark,
             start_acks=self.start_entries.take_done(),
             done=self._done - len(self._to_delay),
-            crawl_counts=self._crawl_counts(),
+            crawl_counts=self.tally.take(group for _, group, _ in self._to_delay),
             lease=lease,
         )
         if not write.writes_anything:
@@ -283,11 +278,11 @@ class DistributedScheduler(BaseScheduler):
             self._to_enqueue, self._to_delay, self._to_revisit = [], [], []
         if result.rest_in:
             self._to_release, self._to_revisit, self._to_unmark, self._done = [], [], [], 0
-            self._crawl_done = {}
+            self.tally.written()
             if write.release and result.error is None:
                 self.stats.inc_value("frontier/released", len(write.release))
         else:
-            self._keep_items(write.crawl_counts)
+            self.tally.keep_items(write.crawl_counts)
         if result.lease_error is not None:
             self.health.failed(result.lease_error)
         if result.error is None:
@@ -349,39 +344,13 @@ class DistributedScheduler(BaseScheduler):
                 self._to_revisit.append(revisit)
             if not request.meta.get(DEAD_LETTERED):
                 self._done += 1
-                crawl = request.meta.get(CRAWL_ID)
-                if crawl:
-                    self._crawl_done[crawl] = self._crawl_done.get(crawl, 0) + 1
+                self.tally.finished(request.meta.get(CRAWL_ID))
 
     def _crawl_met(self, crawl: str) -> None:
         try:
             self.crawls.ensure(crawl)
         except redis.RedisError as exc:  # registered by the next request of it
             self.health.failed(exc)
-
-    def _crawl_counts(self) -> dict[str, dict[str, int]]:
-        """What the crawls under an id did since the last flush: requests done
-        (less their copies parked now, as for the spider's count) and items."""
-        counts: dict[str, dict[str, int]] = {}
-        for crawl, done in self._crawl_done.items():
-            counts.setdefault(crawl, {})["done"] = done
-        for _, group, _ in self._to_delay:
-            crawl = split_group(group)[1]
-            if crawl:
-                entry = counts.setdefault(crawl, {})
-                entry["done"] = entry.get("done", 0) - 1
-        items = runtime_of(self.crawler).crawl_items
-        for crawl, count in items.items():
-            counts.setdefault(crawl, {})["items"] = count
-        items.clear()
-        return counts
-
-    def _keep_items(self, counts: dict[str, dict[str, int]]) -> None:
-        """Items counted in a write that did not go in: counted at the next flush."""
-        items = runtime_of(self.crawler).crawl_items
-        for crawl, entry in counts.items():
-            if entry.get("items"):
-                items[crawl] = items.get(crawl, 0) + entry["items"]
 
     def _status_stored(self, members: list[bytes], unmarks: list[tuple[str, str]]) -> None:
         self._to_release += members
@@ -408,14 +377,9 @@ class DistributedScheduler(BaseScheduler):
         for member, url, error, raw in unreadable:
             logger.error("dead-lettering an unreadable queue entry: %s", error)
             self.stats.inc_value("frontier/unreadable")
-            crawl = split_group(connection.text(member.partition(b"\n")[0]))[1]
-            self._dead_letter(
-                kind="unreadable",
-                url=url,
-                error=error,
-                raw=raw,
-                **({"crawl": crawl} if crawl else {}),
-            )
+            group = connection.text(member.partition(b"\n")[0])
+            crawl = crawl_fields(split_group(group)[1])
+            self._dead_letter(kind="unreadable", url=url, error=error, raw=raw, **crawl)
             self._to_release.append(member)
         if items:
             self.stats.inc_value("frontier/leased", len(items))
