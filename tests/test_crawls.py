@@ -114,13 +114,11 @@ def test_two_crawls_of_one_host_share_its_pace(frontier, crawls, redis_client, k
     leased, _ = frontier.lease(10, lease_timeout=60)
     # one lease hands out the host's next slot once, to one crawl; the other waits
     assert len(leased) == 1
-    slots = [leased[0].slot]
     for _ in range(3):
         redis_client.zadd(keys.waiting, {g: 0 for g in ("slow", "slow#a", "slow#b")}, xx=True)
         redis_client.hset(keys.host("slow"), "next", now_ms())  # as if the interval passed
         more, _ = frontier.lease(10, lease_timeout=60)
         assert len(more) == 1
-        slots.append(more[0].slot)
     # both crawls are served, one slot at a time
     assert redis_client.hget(keys.host("slow"), "leased") == b"4"
     assert redis_client.exists(keys.host("slow#a")) == 0  # no politeness state of its own

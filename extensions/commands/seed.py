@@ -96,7 +96,7 @@ class Command(ProjectCommand):
             if (opts.weight or 1) <= 0 or (opts.budget or 0) < 0 or opts.expire_after < 0:
                 raise SystemExit("error: --weight must be positive, --budget and "
                                  "--expire-after not negative")  # fmt: skip
-            entries = [_in_crawl(entry, crawl) for entry in entries]
+            entries = [_with(entry, "crawl", crawl, keep=True) for entry in entries]
         elif opts.budget is not None or opts.expire_after or opts.weight is not None:
             raise UsageError("--weight, --budget and --expire-after go with --crawl ID")
         keys = spider_keys(self.settings, name)
@@ -112,7 +112,7 @@ class Command(ProjectCommand):
                     f"spider {name!r} does not read sitemaps (base it on DistributedSpider "
                     "or DistributedCrawlSpider): --sitemap entries would not be read as such"
                 )
-            entries = [_as_sitemap(entry) for entry in entries]
+            entries = [_with(entry, "sitemap", True) for entry in entries]
 
         rules = EntryRules.from_settings(self.settings)
         valid: list[str] = []
@@ -149,32 +149,19 @@ class Command(ProjectCommand):
             self.exitcode = 1
 
 
-def _as_sitemap(entry: str) -> str:
-    """A URL, or a JSON entry, marked as a sitemap to read."""
+def _with(entry: str, key: str, value: object, *, keep: bool = False) -> str:
+    """A URL, or a JSON entry, with ``key`` set to ``value`` (``keep``: unless the
+    entry sets it itself)."""
     text = entry.strip()
-    if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return text  # refused, with the reason, when checked
-        if isinstance(data, dict):
-            return json.dumps({**data, "sitemap": True})
+    if not text.startswith("{"):
+        return json.dumps({"url": text, key: value})
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text  # refused, with the reason, when checked
+    if not isinstance(data, dict) or (keep and key in data):
         return text
-    return json.dumps({"url": text, "sitemap": True})
-
-
-def _in_crawl(entry: str, crawl: str) -> str:
-    """A URL, or a JSON entry without a crawl of its own, in crawl ``crawl``."""
-    text = entry.strip()
-    if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return text  # refused, with the reason, when checked
-        if isinstance(data, dict) and "crawl" not in data:
-            return json.dumps({**data, "crawl": crawl})
-        return text
-    return json.dumps({"url": text, "crawl": crawl})
+    return json.dumps({**data, key: value})
 
 
 def _read_entries(path: str) -> list[str]:

@@ -16,7 +16,7 @@ from scrapy.exceptions import UsageError
 
 from extensions import compat, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.commands.crawls import render_one
+from extensions.commands.crawls import CrawlsOf, render_one
 from extensions.frontier.crawls import Crawls
 from extensions.observability.status import (
     SHARD_FIELDS,
@@ -124,7 +124,7 @@ def render_hosts(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-class Command(ProjectCommand):
+class Command(CrawlsOf, ProjectCommand):
     def syntax(self) -> str:
         return (
             "NAME [--json] [--watch [--interval S] [--count N]] [--hosts [--limit N]] [--shard K] "
@@ -169,9 +169,7 @@ class Command(ProjectCommand):
             raise SystemExit("error: " + "\n       ".join(foreign))
         if opts.crawl is not None:
             crawls = Crawls(server, keys)
-            if crawls.state(opts.crawl) is None:
-                known = ", ".join(crawls.ids()) or "none"
-                raise SystemExit(f"error: no crawl {opts.crawl!r} of {keys.name} (crawls: {known})")
+            self.crawl_or_exit(crawls, opts.crawl)
             figures = crawls.figures(opts.crawl)
             print(json.dumps(figures.as_dict()) if opts.json else render_one(figures))
             return

@@ -9,10 +9,11 @@ much it holds. The crawl without an id is the spider's crawl as it always was.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extensions import connection
@@ -36,7 +37,7 @@ DRAIN_BATCH = 5000
 ENDS_PER_BEAT = 4
 
 #: counters the scripts keep in each scope's NAME:crawl:ID, summed over shards
-SCOPE_COUNTERS = ("queued", "in_flight", "delayed", "accepted", "removed", "dropped")
+SCOPE_COUNTERS = ("queued", "in_flight", "delayed", "removed", "dropped")
 #: counters the nodes keep under NAME
 NODE_COUNTERS = ("done", "items", "dlq")
 
@@ -97,7 +98,6 @@ class CrawlFigures:
     started: float | None = None
     updated: float | None = None
     expires: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def pending(self) -> int:
@@ -111,23 +111,10 @@ class CrawlFigures:
         return self.state
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "crawl": self.crawl,
-            "state": self.shown_state,
-            "queued": self.queued,
-            "in_flight": self.in_flight,
-            "delayed": self.delayed,
-            "done": self.done,
-            "items": self.items,
-            "dlq": self.dlq,
-            "removed": self.removed,
-            "dropped": self.dropped,
-            "weight": self.weight,
-            "budget": self.budget,
-            "started": self.started,
-            "last_activity": self.updated,
-            "expires": self.expires,
-        }
+        data = dataclasses.asdict(self)
+        data["state"] = self.shown_state
+        data["last_activity"] = data.pop("updated")
+        return data
 
 
 def _number(value: Any, kind: type = int) -> Any:
@@ -197,12 +184,16 @@ class Crawls:
             logger.info("a new crawl of %s: %s", self.keys.name, crawl)
         self._known.add(crawl)
 
+    def states(self) -> dict[str, str]:
+        """Every crawl under an id and its state, in one read ('*' and '' left out:
+        a pause of every crawl, and of the crawl without an id, are in ``all_paused``
+        and ``state("")``)."""
+        raw: Any = self.server.hgetall(self.keys.crawls)
+        found = {connection.text(k): connection.text(v) for k, v in raw.items()}
+        return {c: found[c] for c in sorted(found) if c not in (ALL, "")}
+
     def ids(self) -> list[str]:
-        return sorted(
-            connection.text(name)
-            for name in self.server.hkeys(self.keys.crawls)
-            if connection.text(name) not in (ALL, "")
-        )
+        return list(self.states())
 
     def state(self, crawl: str) -> str | None:
         """The crawl's state, None for an id never registered ("" is the crawl
@@ -252,8 +243,9 @@ class Crawls:
             self.server.hdel(self.keys.crawls, ALL)
             for scope in self.scopes:
                 self.server.hdel(scope.crawls, ALL)
-            for other in ["", *self.ids()]:
-                if other != crawl and self.state(other) == "running":
+            others = {"": self.state("") or "running", **self.states()}
+            for other, state in others.items():
+                if other != crawl and state == "running":
                     self._in_every_scope("pause", other)
         self._in_every_scope("resume", target)
         return before
@@ -328,11 +320,7 @@ class Crawls:
             expires=_seconds(own.get("expires")),
         )
         for name in SCOPE_COUNTERS:
-            total = max(sum(_number(part.get(name, 0)) for part in parts), 0)
-            if hasattr(figures, name):
-                setattr(figures, name, total)
-            else:
-                figures.extra[name] = total
+            setattr(figures, name, max(sum(_number(part.get(name, 0)) for part in parts), 0))
         for name in NODE_COUNTERS:
             setattr(figures, name, _number(own.get(name, 0)))
         return figures
@@ -361,10 +349,13 @@ class Crawls:
         until a resume (so it does not keep an idle node open)."""
         if self.all_paused():
             return sizes.queued + sizes.delayed
-        paused = [c for c in ["", *self.ids()] if self.state(c) == "paused"]
+        states = self.states()
+        if self.state("") == "paused":
+            states[""] = "paused"
+        paused = [c for c, state in states.items() if state == "paused"]
         if not paused:
-            return 0
-        named = [self.figures(c) for c in self.ids()]
+            return 0  # asked at every idle look: two reads, whatever the crawls hold
+        named = [self.figures(c) for c in states if c]
         figures = {f.crawl: f for f in named}
         if "" in paused:
             figures[""] = self.without_id(sizes, {}, named)

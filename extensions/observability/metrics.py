@@ -157,7 +157,8 @@ class ClusterCollector:
             "crawler_crawl_paused", "1 if the crawl is paused", labels=["spider", "crawl"]
         )
         crawls = Crawls(self.server, self.keys)
-        for crawl in crawls.ids()[:MAX_CRAWLS_EXPORTED]:
+        live = [c for c, state in crawls.states().items() if state in ("running", "paused")]
+        for crawl in live[:MAX_CRAWLS_EXPORTED]:
             figures = crawls.figures(crawl)
             if figures.shown_state not in ("running", "paused"):
                 continue
