@@ -31,3 +31,15 @@ class ProductItem:
     in_stock: bool
     category: str
     fetched_at: str
+
+
+@dataclass
+class RenderedItem:
+    """One page of the demo site's JavaScript shop, as the browser built it."""
+
+    url: str
+    title: str | None
+    price: str | None
+    links: int  # item links on the page (the endless list: all it loaded)
+    rows: int  # table rows (the data page: loaded by fetch)
+    rendered: bool  # fetched with a browser

@@ -5,7 +5,10 @@
 ``--port 0`` takes a free port; the first line printed is ``listening on URL``.
 ``GET /__hits`` returns how often each path was requested (the access log as
 JSON), which the tests use to prove every page was fetched exactly once;
-``GET /__times`` when (seconds since epoch) each path was requested.
+``GET /__times`` when (seconds since epoch) each path was requested;
+``GET /__agents`` the User-Agent headers each path was requested with.
+``/js/`` (not linked) holds pages JavaScript builds, and ``/js/hostile/``
+pages that attack a browser (``demosite/jspages.py``).
 
 ``/flaky/`` (not linked from the shop) lists pages that fail on purpose:
 ``/flaky/503-twice/N`` (503, 503, then the page), ``/flaky/429/N`` (429 with
@@ -48,7 +51,7 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog, directory, hostile, pushback, traps
+from demosite import catalog, directory, hostile, jspages, pushback, traps
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -286,11 +289,16 @@ async def times(request: web.Request) -> web.Response:
     return web.json_response(request.app["times"])
 
 
+async def agents(request: web.Request) -> web.Response:
+    return web.json_response({path: sorted(seen) for path, seen in request.app["agents"].items()})
+
+
 @web.middleware
 async def count_hits(request: web.Request, handler):
     if not request.path.startswith("/__"):
         request.app["hits"][request.path_qs] += 1
         request.app["times"][request.path_qs].append(time.time())
+        request.app["agents"][request.path_qs].add(request.headers.get("User-Agent", ""))
         if request.app["latency"]:
             await asyncio.sleep(request.app["latency"])
         if request.path in request.app["down"]:
@@ -340,6 +348,7 @@ def make_app(
     app["edited"] = {}
     app["down"] = set()
     app["times"] = defaultdict(list)
+    app["agents"] = defaultdict(set)
     app["latency"] = latency
     app.router.add_get("/", home)
     app.router.add_get("/about", about)
@@ -355,6 +364,7 @@ def make_app(
     hostile.add_routes(app)
     traps.add_routes(app)
     directory.add_routes(app)
+    jspages.add_routes(app)
     app.router.add_get("/changing/", changing_index)
     app.router.add_get("/changing/{n}", changing)
     app.router.add_get("/__not_modified", not_modified)
@@ -362,6 +372,7 @@ def make_app(
     app.router.add_post("/__down", down)
     app.router.add_get("/__hits", hits)
     app.router.add_get("/__times", times)
+    app.router.add_get("/__agents", agents)
     return app
 
 

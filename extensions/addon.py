@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from extensions import compat, config, defaults, installed
+from extensions.render import setup as render
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -30,6 +31,9 @@ DOWNLOADER_MIDDLEWARES = {
     # the first after decompression to see an answer: a 429/503 or a ban page goes
     # back to wait with its host before the retry middleware or a callback sees it
     "extensions.downloadermiddlewares.pushback.PushbackMiddleware": 585,
+    # after the ban check (a ban page is not a page that lacks its content):
+    # RENDER_AUTO's check of a plain fetch; off unless RENDER_AUTO or RENDER_ENABLED
+    "extensions.render.autocheck.RenderAutoMiddleware": 580,
     "extensions.downloadermiddlewares.politeness.ClusterPolitenessMiddleware": 590,
     "extensions.downloadermiddlewares.proxies.RotatingProxyMiddleware": 610,
     "extensions.downloadermiddlewares.useragents.RotatingUserAgentMiddleware": 615,
@@ -76,6 +80,7 @@ class DistributedAddon:
             settings["EXTENSIONS"][METRICS] = 500  # off unless METRICS_PORT is set
         if GC_TUNING not in settings["EXTENSIONS"]:
             settings["EXTENSIONS"][GC_TUNING] = 100
+        render.install(settings)  # a render node: the browser's download handler
         config.check(settings)  # a crawler never starts with a value it would choke on
 
     @staticmethod

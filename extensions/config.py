@@ -127,6 +127,18 @@ def _recrawl_rules(settings: BaseSettings, name: str) -> str | None:
     return problem
 
 
+def _regexes(settings: BaseSettings, name: str) -> str | None:
+    patterns = settings.getlist(name, [])
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            return f"must be a list of regular expressions, not {patterns!r:.80}"
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"{pattern!r} is not a regular expression: {exc}"
+    return None
+
+
 def _metrics_port(settings: BaseSettings, name: str) -> str | None:
     text = str(settings.get(name) or "").strip()
     if text in ("", "0"):
@@ -273,6 +285,19 @@ CHECKS: dict[str, Check] = {
     "ITEM_STORE_BATCH_SIZE": _number(int, 1),
     "ITEM_STORE_FLUSH_INTERVAL": _number(float, 0, above=True),
     "ITEM_STORE_MAX_PENDING": _number(int, 1),
+    "RENDER_ENABLED": _flag,
+    "RENDER_URLS": _regexes,
+    "RENDER_MAX_PAGES": _number(int, 1, 256),
+    "RENDER_PAGES_PER_BROWSER": _number(int, 1),
+    "RENDER_MEMORY_LIMIT_MB": _number(int, 64),
+    "RENDER_PAGE_TIMEOUT": _number(float, 0, above=True),
+    "RENDER_BLOCK_RESOURCES": _names,
+    "RENDER_WAIT_FOR_NODES": _flag,
+    "RENDER_AUTO": _flag,
+    "RENDER_AUTO_URLS": _regexes,
+    "RENDER_AUTO_RECHECK": _number(float, 0, 1),
+    "RENDER_AUTO_MAX_PATTERNS": _number(int, 0),
+    "RENDER_AUTO_REFRESH": _number(float, 0, above=True),
 }
 
 

@@ -17,6 +17,9 @@ Fingerprint = TypeVar("Fingerprint", bytes, str)
 
 #: what joins a host and a crawl id in a queue group (HOST#CRAWL)
 CRAWL_SEPARATOR = "#"
+#: what ends the host part of a render lane's group (HOST!render, HOST!render#CRAWL);
+#: groups.clean keeps '!' out of host names
+RENDER_MARK = "!render"
 MAX_CRAWL_ID_LENGTH = 64
 _CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -57,15 +60,35 @@ def crawl_group(group: str, crawl: str | None) -> str:
 
 
 def split_group(group: str) -> tuple[str, str]:
-    """(host group, crawl id or "") of a queue group."""
+    """(host group, crawl id or "") of a queue group (its render lane, if it
+    is one, stays on the host group: ``HOST!render``)."""
     host, separator, crawl = group.rpartition(CRAWL_SEPARATOR)
     if separator and host and crawl_id_problem(crawl) is None:
         return host, crawl
     return group, ""
 
 
+def render_group(group: str) -> str:
+    """The queue group of ``group``'s requests that a browser must fetch:
+    ``HOST!render`` (``HOST!render#CRAWL``), leased by render nodes alone."""
+    host, crawl = split_group(group)
+    if host.endswith(RENDER_MARK):
+        return group
+    return crawl_group(host + RENDER_MARK, crawl or None)
+
+
+def is_render_group(group: str) -> bool:
+    host = split_group(group)[0]
+    return len(host) > len(RENDER_MARK) and host.endswith(RENDER_MARK)
+
+
 def host_of(group: str) -> str:
-    return split_group(group)[0]
+    """The host part of a queue group: what its politeness is keyed by, shared by
+    every crawl and both lanes (plain and render) of the host."""
+    host = split_group(group)[0]
+    if len(host) > len(RENDER_MARK) and host.endswith(RENDER_MARK):
+        return host[: -len(RENDER_MARK)]
+    return host
 
 
 def crawls_of(groups: Iterable[str]) -> dict[str, int]:

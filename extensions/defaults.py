@@ -168,3 +168,21 @@ RECRAWL_IGNORE_FIELDS: list[str] = []  # item fields that are not content (a tim
 RECRAWL_STORE = "auto"  # where pages' recrawl state lives: redis, mongo (auto: mongo if MONGO_URI)
 RECRAWL_CLAIM_TIMEOUT = 600.0  # s: due pages a node took from MongoDB are its own this long
 RECRAWL_FEED_BATCH = 500  # due pages a heartbeat moves into the queue, per shard
+
+# --- browser rendering (extensions/render) ---
+RENDER_ENABLED = False  # this node renders (a render node) when it also finds a browser
+RENDER_BROWSER = ""  # Chromium's path; empty = chromium, chromium-browser or google-chrome on PATH
+RENDER_URLS: list[str] = []  # URL regexes always rendered (and a spider's render_urls)
+RENDER_MAX_PAGES = 4  # pages open at once on a render node (the render requests it leases)
+RENDER_PAGES_PER_BROWSER = 100  # pages a browser renders before it is replaced by a fresh one
+RENDER_MEMORY_LIMIT_MB = 1024  # the browser's processes above this (RSS): replaced when idle
+RENDER_PAGE_TIMEOUT = 30.0  # seconds a page may take, actions included, before it fails
+RENDER_BLOCK_RESOURCES = ["image", "font", "media"]  # resource types the browser never fetches
+RENDER_SCRIPTS: dict[str, str] = {}  # name -> JavaScript that page actions may evaluate
+RENDER_WAIT_FOR_NODES = True  # an idle plain node stays while render work waits for a render node
+RENDER_AUTO = False  # fetch plainly first, render what lacks content, learn it for the cluster
+RENDER_AUTO_URLS: list[str] = []  # URL regexes RENDER_AUTO decides for; empty = every URL
+RENDER_AUTO_SELECTOR = ""  # CSS selector a page's content must match (or a spider's needs_render)
+RENDER_AUTO_RECHECK = 0.05  # share of pages learned as needing a browser fetched plainly again
+RENDER_AUTO_MAX_PATTERNS = 100_000  # learned URL patterns kept in Redis at most
+RENDER_AUTO_REFRESH = 10.0  # seconds between a node's looks at the cluster's learned patterns

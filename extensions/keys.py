@@ -30,7 +30,8 @@ key                            type    holds
                                        it is leased at)
 ``NAME:held``                  zset    groups held because they pushed back -> hold end (ms)
 ``NAME:banned``                zset    of those, the ones held for a ban -> hold end (ms)
-``NAME:frontier``              hash    queued (requests in all group queues), seq (the
+``NAME:frontier``              hash    queued (requests in all group queues; render_queued:
+                                       those in render groups), seq (the
                                        discovery counter behind the order), format (the
                                        layout the crawl was brought to when a node opened)
 ``NAME:rates``                 hash    requests per second per group ('*' = the default),
@@ -87,6 +88,14 @@ key                            type    holds
                                        by weight: who leases next ('' = without an id)
 ``NAME:crawl_ends``            zset    crawls with an expiry -> when (ms); stopped ones
                                        still being emptied -> 0
+``NAME:ready:render``          zset    groups of the render lane (HOST!render: requests a
+                                       browser fetches) that may be leased now; a crawl
+                                       under an id has NAME:crawl:ID:ready:render
+``NAME:turns:render``          zset    NAME:turns of the render lane
+``NAME:render_nodes``          zset    render nodes (RENDER_ENABLED, a browser found) -> last
+                                       heartbeat (ms since epoch)
+``NAME:render_auto``           hash    RENDER_AUTO: URL patterns (host/dir/) learned as
+                                       needing a browser -> when (ms since epoch)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -150,6 +159,8 @@ WRITTEN_BY = {
     "crawl_groups": "enqueue*.lua, lease.lua, reclaim.lua; crawls.py (stop)",
     "turns": "enqueue*.lua, lease.lua, reclaim.lua; crawls.py (pause, resume, stop)",
     "crawl_ends": "crawls.py (seed --expire-after, stop; heartbeats end and empty them)",
+    "render_nodes": "checkpoint.py (a render node's heartbeat; gone when it leaves)",
+    "render_auto": "render/autocheck.py (RENDER_AUTO learns and unlearns patterns)",
 }
 
 START_URLS = "%(name)s:start_urls"
@@ -182,6 +193,8 @@ CRAWLS = "%(name)s:crawls"
 CRAWL = "%(name)s:crawl:%(crawl)s"
 TURNS = "%(name)s:turns"
 CRAWL_ENDS = "%(name)s:crawl_ends"
+RENDER_NODES = "%(name)s:render_nodes"
+RENDER_AUTO = "%(name)s:render_auto"
 REVISIT = "%(name)s:revisit"
 DUE = "%(name)s:due"
 
@@ -219,6 +232,8 @@ class SpiderKeys:
     crawls: str = ""
     turns: str = ""
     crawl_ends: str = ""
+    render_nodes: str = ""
+    render_auto: str = ""
     #: the start key's Redis type: "list", "set" or "zset" (scrapy-redis's three kinds)
     start_type: str = "list"
     #: FRONTIER_SHARDS: how many parts the frontier is split into, each under a hash
@@ -275,6 +290,8 @@ class SpiderKeys:
             crawls=CRAWLS % subs,
             turns=TURNS % subs,
             crawl_ends=CRAWL_ENDS % subs,
+            render_nodes=RENDER_NODES % subs,
+            render_auto=RENDER_AUTO % subs,
             start_type=start_type,
             shards=shards,
             shards_key=SHARDS % subs,

@@ -44,6 +44,18 @@ ROBOTS_WAITS = "robots_waits"
 #: Requests a response produces inherit it (spidermiddlewares/crawlid.py)
 CRAWL_ID = "crawl_id"
 
+#: fetch the request with a browser: it queues in its host's render lane and only
+#: a render node leases it (extensions/render; a start entry may set it)
+RENDER = "render"
+#: what the browser does on the page before its HTML is taken: a JSON list of
+#: page actions (extensions/render/actions.py; a start entry may set it)
+RENDER_ACTIONS = "render_actions"
+#: RENDER_AUTO's plain fetch that checks whether the page needs a browser:
+#: "probe" (nothing learned for its URL pattern) or "recheck" (learned, and
+#: checked again in case the site changed)
+RENDER_CHECK = "render_check"
+RENDER_CHECKS = ("probe", "recheck")
+
 #: the largest request priority taken (either sign); the queue orders by at
 #: most +-2**20 of it (scripts/_shared.lua), with the discovery order below it
 MAX_PRIORITY = 10**9
@@ -125,6 +137,7 @@ CONTROL_KEYS: dict[str, Any] = {
     HOST_WATCHED: _flag,
     HOST_WAITS: _integer,
     BAN_RETRIES: _integer,
+    RENDER_CHECK: lambda value: value in RENDER_CHECKS,
     "trap_chain": _integer,  # extensions.frontier.traps.CHAIN
     "retry_times": _integer,
     "retry_backoff_base": _number,
@@ -133,7 +146,10 @@ CONTROL_KEYS: dict[str, Any] = {
 
 
 def control_meta_problem(meta: dict[str, Any]) -> str | None:
-    """Why a queue entry's meta cannot be trusted to steer a node, or None."""
+    """Why a queue entry's meta cannot be trusted to steer a node, or None
+    (its page actions are checked by extensions.render.actions)."""
+    if RENDER in meta and not _flag(meta[RENDER]):
+        return f"meta['render'] holds {meta[RENDER]!r:.80}, not true or false"
     for key in meta.keys() & CONTROL_KEYS.keys():  # meta is small: cheap on the hot path
         check = CONTROL_KEYS[key]
         value = meta[key]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
 
 HOST = socket.gethostname()
+RENDER_NODE_FORGET_MS = 86_400_000
 
 
 def make_node_id(configured: str = "") -> str:
@@ -69,6 +70,8 @@ class Checkpoint:
         self.started = time.time()
         self._reported = {"pages": 0, "items": 0}
         self._last_progress = self.started
+        #: a render node: its heartbeats go to NAME:render_nodes too
+        self.renders = False
 
     def write(
         self,
@@ -91,9 +94,16 @@ class Checkpoint:
             mapping={
                 "host": HOST, "pid": os.getpid(), "state": state,
                 "started": self.started, "last_beat": now,
-                "last_progress": self._last_progress, **progress,
+                "last_progress": self._last_progress, "render": int(self.renders),
+                **progress,
             },
         )  # fmt: skip
+        if self.renders and state != "closed":
+            pipe.zadd(self.keys.render_nodes, {self.node_id: now_ms()})
+            # render nodes gone a day are forgotten by the others' heartbeats
+            pipe.zremrangebyscore(self.keys.render_nodes, 0, now_ms() - RENDER_NODE_FORGET_MS)
+        elif self.renders:
+            pipe.zrem(self.keys.render_nodes, self.node_id)
         pipe.hsetnx(self.keys.checkpoint, "started", now)
         crawl: dict[Any, Any] = {"updated": now}
         if sizes is not None:
@@ -122,6 +132,11 @@ class Checkpoint:
         """Nodes whose heartbeat is younger than ``node_timeout`` seconds."""
         since = int((time.time() - node_timeout) * 1000)
         return int(self.server.zcount(self.keys.nodes, since, "+inf"))
+
+    def render_nodes_alive(self, node_timeout: float) -> int:
+        """Render nodes whose heartbeat is younger than ``node_timeout`` seconds."""
+        since = int((time.time() - node_timeout) * 1000)
+        return int(self.server.zcount(self.keys.render_nodes, since, "+inf"))
 
     def dead_local_nodes(self) -> list[str]:
         """Nodes of this host whose process is gone: their leases need not wait

@@ -75,6 +75,13 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
     if status.get("crawls"):
         counts = ", ".join(f"{n} {state}" for state, n in sorted(status["crawls"].items()))
         lines.append(f"crawls under an id: {counts} (scrapy crawls {status['spider']})")
+    if status.get("render_queued") or status.get("render_nodes"):
+        nodes = status.get("render_nodes", 0)
+        lines.append(
+            f"render: {status.get('render_queued', 0)} queued for a browser, {nodes} render "
+            f"node{'s' if nodes != 1 else ''} alive"
+            + ("" if nodes else " (render work waits for one: RENDER_ENABLED and a browser)")
+        )
     if errors:
         lines.append("top errors: " + "; ".join(f"{reason} ({n})" for reason, n in errors))
     lines.append(
@@ -89,6 +96,7 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
         lines.append(
             f"{node['node']:32s} {node['state']:8s} {node['seconds_since_heartbeat']:>8.1f}s "
             f"{rate:8.1f} {node['pages']:7d} {node['items']:7d}"
+            + ("  renders" if node.get("render") else "")
         )
     return "\n".join(lines)
 

@@ -15,12 +15,14 @@ from extensions.exceptions import SerializationError
 from extensions.frontier.groups import queue_group_for
 from extensions.frontier.serializer import dumps_request
 from extensions.meta import CRAWL_ID, DELAY_UNTIL, priority_problem
+from extensions.render.actions import render_meta_problem
 from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
 
     from extensions.frontier.sent import SentFingerprints
+    from extensions.render.policy import RenderPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ class Admission:
         self.dead_letter = dead_letter
         self.queue_by = queue_by
         self.max_delay = max_delay
+        #: which requests a browser fetches (RENDER_URLS, RENDER_AUTO); set at open
+        self.render: RenderPolicy | None = None
 
     def admit(
         self, request: Request, spider: Spider, fingerprinter: Any, from_start_entry: bool = False
@@ -77,6 +81,8 @@ class Admission:
         crawl = request.meta.get(CRAWL_ID) or ""
         if invalid is None and crawl:
             invalid = crawl_id_problem(crawl)
+        if invalid is None:
+            invalid = render_meta_problem(request.meta)
         if invalid is not None:
             logger.error("cannot queue %s: %s", request, invalid)
             self.stats.inc_value("frontier/invalid")
@@ -87,6 +93,8 @@ class Admission:
                 **crawl_fields(request.meta.get(CRAWL_ID)),
             )
             return None
+        if self.render is not None:
+            self.render.decide(request)
         fingerprint: str | bytes = ""
         if due is None and not request.dont_filter:
             fingerprint = crawl_fingerprint(fingerprinter.fingerprint(request), crawl)

@@ -55,6 +55,8 @@ class FrontierWrite:
     crawl_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: requests to lease, after the writes, in the same round trip
     lease: int = 0
+    #: render requests to lease besides (a render node's room for them)
+    render_lease: int = 0
 
     def has(self, part: str) -> bool:
         return bool(getattr(self, part))
@@ -186,7 +188,7 @@ def _queue_parts(
                         pipe.hincrby(key, name, value)
                 pipe.hset(key, "updated", now)
         elif part == "lease":
-            calls["lease"] = frontier.lease_on(pipe, write.lease, lease_timeout)
+            calls["lease"] = frontier.lease_on(pipe, write.lease, lease_timeout, write.render_lease)
     return calls
 
 

@@ -9,6 +9,7 @@ leases to the queue. Every multi-key change is one Lua script (``scripts/``).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -162,20 +163,23 @@ class Frontier(RevisitOps, Upkeep):
                 self.server.set(key, bytes(size), nx=True)
         self._bloom_ready.add(keys.bloom_prefix)
 
-    def lease(self, count: int, lease_timeout: float) -> tuple[list[Lease], float | None]:
+    def lease(
+        self, count: int, lease_timeout: float, render: int = 0
+    ) -> tuple[list[Lease], float | None]:
         """Lease up to ``count`` requests to this node, best priority first,
         after moving retries that are due into the queue.
 
         Returns (the leases, when the next waiting host or delayed request is
         due in seconds since epoch, if nothing was leased). A sharded frontier
         asks the shards that last had work for the bulk and a few others in turn
-        (``leaseplan``), in one round trip.
+        (``leaseplan``), in one round trip. ``render``: up to that many render
+        requests besides (a render node's; any other node leases none).
         """
         pipe = self.server.pipeline(transaction=False)
-        self.lease_on(pipe, count, lease_timeout)
+        self.lease_on(pipe, count, lease_timeout, render)
         return self.lease_result(execute(pipe))
 
-    def lease_on(self, pipe: Pipeline, count: int, lease_timeout: float) -> int:
+    def lease_on(self, pipe: Pipeline, count: int, lease_timeout: float, render: int = 0) -> int:
         """``lease``, queued on ``pipe``: one call per shard asked, whose number
         is returned (``lease_result`` reads their results from ``execute(pipe)``)."""
         plan = self._planner.plan(count)
@@ -189,7 +193,8 @@ class Frontier(RevisitOps, Upkeep):
                  keys.frontier, keys.rates, keys.crawl_delay],
                 [wanted, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
                  keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data(""),
-                 self.send_tolerance, LEASE_LEAD_MS],
+                 self.send_tolerance, LEASE_LEAD_MS, render if wanted == count else
+                 math.ceil(render * wanted / max(count, 1))],
                 pipe,
             )  # fmt: skip
         return len(plan)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from extensions.crawlid import crawl_group
-from extensions.meta import CRAWL_ID
+from extensions.crawlid import RENDER_MARK, crawl_group
+from extensions.meta import CRAWL_ID, RENDER
 
 QUEUE_BY = ("host", "domain", "slot")
 MAX_GROUP_LENGTH = 255  # the longest host name DNS allows
@@ -37,8 +37,9 @@ def registered_domain(host: str) -> str:
 
 def clean(group: str) -> str:
     """A group name safe in a key and in a lease (no newline, no ``#``: it marks
-    a crawl id; bounded)."""
-    return group.replace("\n", " ").replace("\r", " ").replace("#", "%23")[:MAX_GROUP_LENGTH]
+    a crawl id, no ``!``: it marks the render lane; bounded)."""
+    group = group.replace("\n", " ").replace("\r", " ").replace("#", "%23").replace("!", "%21")
+    return group[:MAX_GROUP_LENGTH]
 
 
 def group_for(url: str, slot: Any = None, by: str = "host") -> str:
@@ -52,6 +53,10 @@ def group_for(url: str, slot: Any = None, by: str = "host") -> str:
 
 
 def queue_group_for(url: str, meta: dict[str, Any], by: str = "host") -> str:
-    """The queue a request with this URL and meta joins: its group, in its crawl."""
+    """The queue a request with this URL and meta joins: its group, in its crawl,
+    in the render lane when a browser must fetch it (``meta["render"]``)."""
     crawl = meta.get(CRAWL_ID)
-    return crawl_group(group_for(url, meta.get("download_slot"), by), crawl or None)
+    group = group_for(url, meta.get("download_slot"), by)
+    if meta.get(RENDER) is True:
+        group += RENDER_MARK
+    return crawl_group(group, crawl or None)

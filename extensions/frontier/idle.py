@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from extensions.recrawl.statusstore import MongoStatusStore
 
 logger = logging.getLogger(__name__)
+RENDER_WAIT_LOG_INTERVAL = 60.0  # seconds between "render work waits" lines
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
 
@@ -122,6 +123,7 @@ class ClusterDuties:
         self.forget_sent = forget_sent
         self._feeding = False
         self._idle_since: float | None = None
+        self._render_said = -RENDER_WAIT_LOG_INTERVAL
         self._last_cluster_log = time.monotonic()
 
     # --- joining and leaving the crawl ------------------------------------------
@@ -286,6 +288,8 @@ class ClusterDuties:
         except redis.RedisError as exc:
             self.health.failed(exc)
             raise DontCloseSpider from None
+        if sizes.render_queued and not self.checkpoint.renders:
+            pending = self._render_wait(pending, sizes.render_queued, now)
         if pending > 0 or self.unwritten() or len(self.start_entries):
             self._idle_since = None
             raise DontCloseSpider
@@ -300,6 +304,20 @@ class ClusterDuties:
             logger.debug("no work anywhere; looking again in %.2f s", self.config.idle_poll_max)
             self.polling.wake_in(self.config.idle_poll_max)
             raise DontCloseSpider
+
+    def _render_wait(self, pending: int, render_queued: int, now: float) -> int:
+        """The pending work a node that cannot render waits for: all of it
+        (RENDER_WAIT_FOR_NODES), or all but the render work."""
+        if now - self._render_said >= RENDER_WAIT_LOG_INTERVAL and pending <= render_queued:
+            self._render_said = now
+            logger.info(
+                "%d render requests wait for a render node (this node cannot render)%s",
+                render_queued,
+                "" if self.config.render_wait_for_nodes else ": not waiting for them",
+            )
+        if self.config.render_wait_for_nodes:
+            return pending
+        return max(0, pending - render_queued)
 
     def close_after(self, spider: Spider) -> float | None:
         """Seconds the cluster must stay idle before this node closes; None = never.

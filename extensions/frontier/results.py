@@ -84,6 +84,8 @@ class FrontierSizes:
     #: hosts held because they pushed back (backing off), and of them, for a ban
     held_hosts: int = 0
     banned_hosts: int = 0
+    #: of the queued requests, those waiting for a render node (render lane)
+    render_queued: int = 0
 
     @property
     def pending(self) -> int:

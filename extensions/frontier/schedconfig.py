@@ -41,6 +41,8 @@ class SchedulerConfig:
     host_page_budget: int
     crawl_delay_max: float
     send_tolerance: float
+    render_max_pages: int
+    render_wait_for_nodes: bool
 
     @classmethod
     def from_settings(cls, s: BaseSettings) -> SchedulerConfig:
@@ -69,4 +71,6 @@ class SchedulerConfig:
             host_page_budget=s.getint("HOST_PAGE_BUDGET"),
             crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX"),
             send_tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE"),
+            render_max_pages=s.getint("RENDER_MAX_PAGES"),
+            render_wait_for_nodes=s.getbool("RENDER_WAIT_FOR_NODES"),
         )

@@ -25,6 +25,7 @@ from scrapy.utils.request import request_from_dict
 from extensions.exceptions import SerializationError
 from extensions.frontier import values
 from extensions.meta import control_meta_problem, priority_problem
+from extensions.render.actions import render_meta_problem, spider_scripts
 
 # Attributes left out when they hold these values.
 _DEFAULTS: dict[str, Any] = {
@@ -293,7 +294,7 @@ def entry_problem(obj: Any) -> str | None:
         if not check(value):
             return f"field {field!r} holds {value!r:.80}, which is not valid there"
     if "meta" in obj:
-        return control_meta_problem(obj["meta"])
+        return control_meta_problem(obj["meta"]) or render_meta_problem(obj["meta"])
     return None
 
 
@@ -318,6 +319,9 @@ def loads_request(data: bytes | str, spider: Spider | None = None) -> Request:
             if field in obj:
                 obj[field] = values.decode_field(obj[field], f"{url:.200}: {field}")
     if spider is not None:
+        problem = render_meta_problem(obj.get("meta") or {}, spider_scripts(spider))
+        if problem:
+            raise SerializationError(f"{url:.200}: {problem}")
         for field in ("callback", "errback"):
             if obj.get(field):
                 problem = callback_problem(spider, obj[field])

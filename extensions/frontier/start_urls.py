@@ -32,7 +32,8 @@ from extensions.crawlid import crawl_id_problem
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import now_ms
 from extensions.frontier.redisops import load_script
-from extensions.meta import CONTROL_KEYS, CRAWL_ID, priority_problem
+from extensions.meta import CONTROL_KEYS, CRAWL_ID, control_meta_problem, priority_problem
+from extensions.render.actions import render_meta_problem
 from extensions.runtime import runtime_of
 from extensions.urlpolicy import UrlPolicy
 
@@ -149,6 +150,9 @@ def _checked_meta(meta: Any, rules: EntryRules) -> dict[str, Any]:
             )
         if rules.meta_keys is not None and key not in rules.meta_keys:
             raise InvalidStartURL(f"meta key {key!r} is not in START_URL_META_KEYS")
+    problem = control_meta_problem(meta) or render_meta_problem(meta)
+    if problem:
+        raise InvalidStartURL(problem)
     return meta
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from extensions import defaults
 from extensions.connection import glob_escape, text
-from extensions.crawlid import host_of
+from extensions.crawlid import host_of, render_group
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 
@@ -81,6 +81,7 @@ def crawl_status(
                 ),
                 "host": record.get("host", ""),
                 "pid": int(_number(record.get("pid"))),
+                "render": record.get("render") == "1",
             }
         )
     return {
@@ -102,6 +103,11 @@ def crawl_status(
         "ready_hosts": sizes.ready_hosts,
         "held_hosts": sizes.held_hosts,
         "banned_hosts": sizes.banned_hosts,
+        # of the queued, the requests that wait for a render node, and those alive
+        "render_queued": sizes.render_queued,
+        "render_nodes": int(
+            server.zcount(keys.render_nodes, int((now - node_timeout) * 1000), "+inf")
+        ),
         "recrawl": schedule.pages,
         "due": schedule.due,
         "due_by_hour": schedule.due_by_hour,
@@ -153,6 +159,7 @@ def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dic
             if newline:
                 in_flight[host_of(text(group))] += 1
     ready = {text(g) for g in server.zrange(keys.ready, 0, -1)}
+    ready |= {host_of(text(g)) for g in server.zrange(keys.ready + ":render", 0, -1)}
     # the crawls under an id queue a host's requests in groups of their own (HOST#ID)
     crawl_groups: dict[str, list[str]] = collections.defaultdict(list)
     for crawl in server.hkeys(keys.crawls):
@@ -161,8 +168,12 @@ def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dic
             continue
         for group in server.sscan_iter(keys.crawl_groups(crawl), count=1000):
             crawl_groups[host_of(text(group))].append(text(group))
-        ready |= {host_of(text(g)) for g in server.zrange(keys.crawl_ready(crawl), 0, -1)}
+        for lane in ("", ":render"):
+            found = server.zrange(keys.crawl_ready(crawl) + lane, 0, -1)
+            ready |= {host_of(text(g)) for g in found}
     groups = {host_of(group) for group in groups} | set(crawl_groups)
+    for group in groups:  # the render lane of the crawl without an id
+        crawl_groups[group].append(render_group(group))
     held: Any = server.zrange(keys.waiting, 0, -1, withscores=True)
     waiting = {text(group): score for group, score in held}
     default_rate = _number(server.hget(keys.rates, "*"))

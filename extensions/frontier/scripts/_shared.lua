@@ -73,8 +73,35 @@ local function crawl_of(group)
   return string.match(group, '#(%w[%w_.-]*)$') or ''
 end
 
-local function host_part(group)
+-- Render lane: a group HOST!render (HOST!render#CRAWL in a crawl) holds the
+-- requests a browser must fetch, leased by render nodes alone. Its ready set and
+-- turns are its crawl's with ':render' after them; its host is HOST, so both
+-- lanes keep one pace per host. (A group name never holds '!': groups.clean.)
+local RENDER_MARK = '!render'
+
+local function job_part(group)
   return string.match(group, '^(.*)#%w[%w_.-]*$') or group
+end
+
+local function lane_of(group)
+  local job = job_part(group)
+  if #job > #RENDER_MARK and string.sub(job, -#RENDER_MARK) == RENDER_MARK then
+    return 'render'
+  end
+  return ''
+end
+
+local function host_part(group)
+  local job = job_part(group)
+  if lane_of(group) == 'render' then return string.sub(job, 1, #job - #RENDER_MARK) end
+  return job
+end
+
+-- The group less its lane: what HOST_PAGE_BUDGET counts (both lanes together).
+local function budget_group(group)
+  if lane_of(group) ~= 'render' then return group end
+  local crawl = string.match(group, '#%w[%w_.-]*$') or ''
+  return host_part(group) .. crawl
 end
 
 local function crawl_base(F)
@@ -88,9 +115,16 @@ local function crawl_key(F, crawl, what)
   return key
 end
 
-local function ready_of(F, crawl)
-  if crawl == '' then return F.ready end
-  return crawl_key(F, crawl, 'ready')
+local function ready_of(F, crawl, lane)
+  local key = F.ready
+  if crawl ~= '' then key = crawl_key(F, crawl, 'ready') end
+  if lane == 'render' then return key .. ':render' end
+  return key
+end
+
+local function turns_of(F, lane)
+  if lane == 'render' then return crawl_base(F) .. 'turns:render' end
+  return crawl_base(F) .. 'turns'
 end
 
 -- running, paused, stopped or expired (read once per script and crawl)
@@ -119,14 +153,15 @@ local function count_crawl(F, crawl, field, n)
   end
 end
 
--- A running crawl with groups ready takes part in the turns of leasing; it joins
+-- A running crawl with groups ready takes part in the turns of leasing (of its
+-- lane: render groups take turns among themselves); it joins
 -- at the turn of the crawl furthest behind, so an idle spell earns it no burst.
-local function take_turn(F, crawl)
+local function take_turn(F, crawl, lane)
   F.turned = F.turned or {}
-  if F.turned[crawl] then return end
-  F.turned[crawl] = true
+  if F.turned[lane .. '\n' .. crawl] then return end
+  F.turned[lane .. '\n' .. crawl] = true
   if crawl_state(F, crawl) ~= 'running' then return end
-  local turns = crawl_base(F) .. 'turns'
+  local turns = turns_of(F, lane)
   if redis.call('ZSCORE', turns, crawl) then return end
   local first = redis.call('ZRANGE', turns, 0, 0, 'WITHSCORES')[2]
   redis.call('ZADD', turns, tonumber(first or '0'), crawl)
@@ -172,6 +207,7 @@ local function push(F, group, score, id, item)
     local best = F.added[group]
     F.added[group] = (best and math.min(best, score)) or score
     F.count = (F.count or 0) + 1
+    if lane_of(group) == 'render' then F.render_count = (F.render_count or 0) + 1 end
     if crawl ~= '' then
       F.crawl_count = F.crawl_count or {}
       F.crawl_count[crawl] = (F.crawl_count[crawl] or 0) + 1
@@ -179,11 +215,13 @@ local function push(F, group, score, id, item)
   end
 end
 
--- The queued counts, and each group that got work among its crawl's ready ones
--- (unless politeness holds it back): once per script and group, not per request.
+-- The queued counts (render_queued: those in render groups), and each group
+-- that got work among its crawl's ready ones (unless politeness holds it back):
+-- once per script and group, not per request.
 local function settle(F)
   if not F.count then return end
   redis.call('HINCRBY', F.frontier, 'queued', F.count)
+  if F.render_count then redis.call('HINCRBY', F.frontier, 'render_queued', F.render_count) end
   for crawl, n in pairs(F.crawl_count or {}) do
     count_crawl(F, crawl, 'queued', n)
   end
@@ -193,11 +231,12 @@ local function settle(F)
       redis.call('SADD', crawl_key(F, crawl, 'groups'), group)
     end
     if not redis.call('ZSCORE', F.waiting, group) then
-      redis.call('ZADD', ready_of(F, crawl), 'LT', score, group)
-      take_turn(F, crawl)
+      local lane = lane_of(group)
+      redis.call('ZADD', ready_of(F, crawl, lane), 'LT', score, group)
+      take_turn(F, crawl, lane)
     end
   end
-  F.added, F.count, F.crawl_count = {}, nil, nil
+  F.added, F.count, F.crawl_count, F.render_count = {}, nil, nil, nil
 end
 
 -- A number another writer left in a hash, or nil: absent, or malformed (not a

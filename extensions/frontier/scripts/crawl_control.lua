@@ -11,9 +11,10 @@ local before = redis.call('HGET', KEYS[1], crawl) or 'running'
 if op == 'pause' then
   if before == 'running' then redis.call('HSET', KEYS[1], crawl, 'paused') end
   if crawl == '*' then
-    redis.call('DEL', KEYS[2])
+    redis.call('DEL', KEYS[2], turns_of(F, 'render'))
   else
     redis.call('ZREM', KEYS[2], crawl)
+    redis.call('ZREM', turns_of(F, 'render'), crawl)
   end
 elseif op == 'resume' then
   local resumed = {crawl}
@@ -29,10 +30,13 @@ elseif op == 'resume' then
     redis.call('HSET', KEYS[1], crawl, 'running')
   end
   for _, name in ipairs(resumed) do
-    if redis.call('ZCARD', ready_of(F, name)) > 0 then take_turn(F, name) end
+    for _, lane in ipairs({'', 'render'}) do
+      if redis.call('ZCARD', ready_of(F, name, lane)) > 0 then take_turn(F, name, lane) end
+    end
   end
 else
   redis.call('HSET', KEYS[1], crawl, op)
   redis.call('ZREM', KEYS[2], crawl)
+  redis.call('ZREM', turns_of(F, 'render'), crawl)
 end
 return before

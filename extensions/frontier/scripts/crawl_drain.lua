@@ -7,8 +7,7 @@
 -- Leased requests are left alone: they finish, and their release drops their JSON.
 local F = {data_prefix = ARGV[3], ready = '', added = {}}
 local crawl, budget = ARGV[1], tonumber(ARGV[4])
-local ready = crawl_key(F, crawl, 'ready')
-local removed = 0
+local removed, render_removed = 0, 0
 while budget > 0 do
   local group = redis.call('SRANDMEMBER', KEYS[1])
   if not group then break end
@@ -20,16 +19,18 @@ while budget > 0 do
       redis.call('HDEL', ARGV[3] .. group, unpack(ids, from, math.min(from + 999, #ids)))
     end
     removed = removed + #ids
+    if lane_of(group) == 'render' then render_removed = render_removed + #ids end
     budget = budget - #ids
   end
   if redis.call('ZCARD', queue) == 0 then
     redis.call('SREM', KEYS[1], group)
-    redis.call('ZREM', ready, group)
+    redis.call('ZREM', ready_of(F, crawl, lane_of(group)), group)
     redis.call('ZREM', KEYS[2], group)
   end
 end
 if removed > 0 then
   redis.call('HINCRBY', KEYS[3], 'queued', -removed)
+  if render_removed > 0 then redis.call('HINCRBY', KEYS[3], 'render_queued', -render_removed) end
   count_crawl(F, crawl, 'queued', -removed)
   count_crawl(F, crawl, 'removed', removed)
 end

@@ -55,8 +55,8 @@ for i = 6, #ARGV, 4 do
     local item = ARGV[i + 3]
     if item ~= '' then
       local group = ARGV[i + 1]
-      if budget > 0 and redis.call('HINCRBY', ARGV[2] .. group, 'accepted', 1) > budget then
-        redis.call('HINCRBY', ARGV[2] .. group, 'dropped:budget', 1)
+      if budget > 0 and redis.call('HINCRBY', ARGV[2] .. budget_group(group), 'accepted', 1) > budget then
+        redis.call('HINCRBY', ARGV[2] .. budget_group(group), 'dropped:budget', 1)
         over[#over + 1] = group
       elseif over_crawl_budget(F, group) then
         crawl_over = crawl_over + 1

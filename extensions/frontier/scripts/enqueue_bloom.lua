@@ -50,8 +50,8 @@ while i <= #ARGV do
     added = added + 1
     local group, item = ARGV[i + k + 1], ARGV[i + k + 3]
     if item ~= '' then
-      if budget > 0 and redis.call('HINCRBY', ARGV[2] .. group, 'accepted', 1) > budget then
-        redis.call('HINCRBY', ARGV[2] .. group, 'dropped:budget', 1)
+      if budget > 0 and redis.call('HINCRBY', ARGV[2] .. budget_group(group), 'accepted', 1) > budget then
+        redis.call('HINCRBY', ARGV[2] .. budget_group(group), 'dropped:budget', 1)
         over[#over + 1] = group
       elseif over_crawl_budget(F, group) then
         crawl_over = crawl_over + 1

@@ -16,7 +16,8 @@
 -- KEYS[12] crawls (hash: crawl id -> state)   ARGV[5]  crawl key prefix (NAME:crawl:):
 --          a crawl under an id keeps its ready groups in its own zset
 -- Returns  {start_urls, queued, in_flight, seen, dlq, delayed, hosts with work, ready
---          hosts, hosts held (backing off, bans included), hosts banned}
+--          hosts, hosts held (backing off, bans included), hosts banned, of the
+--          queued those in render groups}
 local in_flight = 0
 local start_leased = 0
 for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
@@ -24,10 +25,11 @@ for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   start_leased = start_leased + redis.call('LLEN', ARGV[2] .. node)
 end
 local start_size = {list = 'LLEN', set = 'SCARD', zset = 'ZCARD'}
-local ready = redis.call('ZCARD', KEYS[8])
+local ready = redis.call('ZCARD', KEYS[8]) + redis.call('ZCARD', KEYS[8] .. ':render')
 for _, crawl in ipairs(redis.call('HKEYS', KEYS[12])) do
   if crawl ~= '*' and crawl ~= '' then
     ready = ready + redis.call('ZCARD', ARGV[5] .. crawl .. ':ready')
+      + redis.call('ZCARD', ARGV[5] .. crawl .. ':ready:render')
   end
 end
 return {
@@ -41,4 +43,5 @@ return {
   ready,
   redis.call('ZCOUNT', KEYS[10], ARGV[4], '+inf'),
   redis.call('ZCOUNT', KEYS[11], ARGV[4], '+inf'),
+  tonumber(redis.call('HGET', KEYS[2], 'render_queued') or '0'),
 }

@@ -26,6 +26,8 @@
 --          may be late by (slots are spaced by the interval plus that)
 -- ARGV[11] ms before its next slot a paced group may be leased, so its request
 --          is at the node, waiting for its slot, when the slot comes
+-- ARGV[12] how many render requests at most (render groups, HOST!render): 0 on a
+--          node that cannot render, which never leases one
 -- Returns  {leases (GROUP\nID, rate-limited groups first), their JSON in the same
 --          order ('' for a missing one), the time (ms) the next waiting group or
 --          delayed retry is due, or false (an idle node sleeps until then at
@@ -36,6 +38,7 @@
 local F = {queue_prefix = ARGV[5], data_prefix = ARGV[9], ready = KEYS[4], waiting = KEYS[5],
            frontier = KEYS[6], added = {}}
 local count = tonumber(ARGV[1])
+local render_count = tonumber(ARGV[12] or '0') or 0
 local now = tonumber(ARGV[4])
 local MAX_CRAWLS = 16  -- crawls one lease looks at: the 16 furthest behind
 
@@ -61,12 +64,15 @@ for _, group in ipairs(woken) do
   local crawl = crawl_of(group)
   local head = redis.call('ZRANGE', F.queue_prefix .. group, 0, 0, 'WITHSCORES')
   if head[2] and not has_ended(F, crawl) then
-    redis.call('ZADD', ready_of(F, crawl), head[2], group)
-    take_turn(F, crawl)
+    local lane = lane_of(group)
+    redis.call('ZADD', ready_of(F, crawl, lane), head[2], group)
+    take_turn(F, crawl, lane)
   end
 end
-if redis.call('ZCARD', KEYS[4]) > 0 then
-  take_turn(F, '')  -- a crawl begun before crawl ids takes part as it is
+for _, lane in ipairs({'', 'render'}) do
+  if redis.call('ZCARD', ready_of(F, '', lane)) > 0 then
+    take_turn(F, '', lane)  -- a crawl begun before crawl ids takes part as it is
+  end
 end
 
 local lead = tonumber(ARGV[11])
@@ -174,55 +180,64 @@ local function lease_groups(ready, want_total)
   return got
 end
 
--- the crawls' turns: each running crawl with ready groups, the least served
--- (for its weight) first; a crawl's share of this lease follows its weight
-local turns = crawl_base(F) .. 'turns'
-local in_turns = redis.call('ZRANGE', turns, 0, MAX_CRAWLS - 1)
-local crawls, weights, total_weight = {}, {}, 0
-for _, crawl in ipairs(in_turns) do
-  if crawl_state(F, crawl) == 'running' then
-    local weight = 1
-    if crawl ~= '' then
-      weight = number_field(P, redis.call('HGET', crawl_key(F, crawl), 'weight')) or 1
-      if weight <= 0 then weight = 1 end
+-- the crawls' turns, in one lane: each running crawl with ready groups, the
+-- least served (for its weight) first; a crawl's share of this lease follows its
+-- weight. Returns how many requests the lane gave.
+local function lease_lane(lane, lane_count)
+  local turns = turns_of(F, lane)
+  local in_turns = redis.call('ZRANGE', turns, 0, MAX_CRAWLS - 1)
+  local crawls, weights, total_weight = {}, {}, 0
+  for _, crawl in ipairs(in_turns) do
+    if crawl_state(F, crawl) == 'running' then
+      local weight = 1
+      if crawl ~= '' then
+        weight = number_field(P, redis.call('HGET', crawl_key(F, crawl), 'weight')) or 1
+        if weight <= 0 then weight = 1 end
+      end
+      crawls[#crawls + 1] = crawl
+      weights[crawl] = weight
+      total_weight = total_weight + weight
+    else
+      redis.call('ZREM', turns, crawl)  -- paused or ended since it joined
     end
-    crawls[#crawls + 1] = crawl
-    weights[crawl] = weight
-    total_weight = total_weight + weight
-  else
-    redis.call('ZREM', turns, crawl)  -- paused or ended since it joined
   end
-end
-local given, short = {}, {}
-for pass = 1, 2 do
+  local given, short, lane_got = {}, {}, 0
+  for pass = 1, 2 do
+    for _, crawl in ipairs(crawls) do
+      local left = lane_count - lane_got
+      if left <= 0 then break end
+      local want = left
+      if pass == 1 then
+        want = math.min(left, math.max(1, math.floor(lane_count * weights[crawl] / total_weight + 0.5)))
+      end
+      if pass == 1 or not short[crawl] then
+        local got = lease_groups(ready_of(F, crawl, lane), want)
+        given[crawl] = (given[crawl] or 0) + got
+        lane_got = lane_got + got
+        short[crawl] = got < want
+      end
+    end
+    if lane_got >= lane_count or #crawls <= 1 then break end
+  end
   for _, crawl in ipairs(crawls) do
-    local left = count - #leased - #paced
-    if left <= 0 then break end
-    local want = left
-    if pass == 1 then
-      want = math.min(left, math.max(1, math.floor(count * weights[crawl] / total_weight + 0.5)))
+    local got = given[crawl] or 0
+    if got > 0 then
+      count_crawl(F, crawl, 'queued', -got)
+      count_crawl(F, crawl, 'in_flight', got)
+      if #crawls > 1 then
+        redis.call('ZINCRBY', turns, got / weights[crawl], crawl)
+      end
     end
-    if pass == 1 or not short[crawl] then
-      local got = lease_groups(ready_of(F, crawl), want)
-      given[crawl] = (given[crawl] or 0) + got
-      short[crawl] = got < want
+    if redis.call('ZCARD', ready_of(F, crawl, lane)) == 0 then
+      redis.call('ZREM', turns, crawl)  -- back when a group of it is ready again
     end
   end
-  if #leased + #paced >= count or #crawls <= 1 then break end
+  return lane_got
 end
-for _, crawl in ipairs(crawls) do
-  local got = given[crawl] or 0
-  if got > 0 then
-    count_crawl(F, crawl, 'queued', -got)
-    count_crawl(F, crawl, 'in_flight', got)
-    if #crawls > 1 then
-      redis.call('ZINCRBY', turns, got / weights[crawl], crawl)
-    end
-  end
-  if redis.call('ZCARD', ready_of(F, crawl)) == 0 then
-    redis.call('ZREM', turns, crawl)  -- back when a group of it is ready again
-  end
-end
+
+local render_taken = 0
+if render_count > 0 then render_taken = lease_lane('render', render_count) end
+lease_lane('', count)
 
 for i, member in ipairs(leased) do
   paced[#paced + 1] = member
@@ -233,13 +248,17 @@ leased, leased_data = paced, paced_data
 if taken > 0 then
   redis.call('HINCRBY', KEYS[6], 'queued', -taken)
 end
+if render_taken > 0 then
+  redis.call('HINCRBY', KEYS[6], 'render_queued', -render_taken)
+end
 
 if #leased == 0 then
-  if redis.call('ZCARD', KEYS[4]) + redis.call('ZCARD', KEYS[5]) == 0
+  if redis.call('ZCARD', KEYS[4]) + redis.call('ZCARD', ready_of(F, '', 'render'))
+      + redis.call('ZCARD', KEYS[5]) == 0
       and redis.call('EXISTS', crawl_base(F) .. 'crawls') == 0 then
     -- no group holds work: a count left over (a queue deleted by hand) must not
     -- keep the crawl from ever being idle (crawls under an id count their own)
-    redis.call('HSET', KEYS[6], 'queued', 0)
+    redis.call('HSET', KEYS[6], 'queued', 0, 'render_queued', 0)
   end
   local next_times = {}
   local waiting = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
