@@ -37,6 +37,9 @@ class Runtime:
     #: the crawl of items that cannot carry a ``_crawl`` field themselves, until the
     #: item store takes it (spidermiddlewares/crawlid.py)
     item_crawls: Any = None
+    #: RENDER_AUTO's learned patterns and their node-local cache, one for the
+    #: scheduler (which decides) and the check (which learns): policy.learned_for
+    render_learned: Any = None
 
 
 _runtimes: weakref.WeakKeyDictionary[Crawler, Runtime] = weakref.WeakKeyDictionary()

@@ -43,6 +43,12 @@ BAD_VALUES = [
     ("GC_THRESHOLD", "50000,20"),
     ("GC_THRESHOLD", [0, 10, 10]),
     ("GC_FREEZE", "maybe"),
+    ("RENDER_URLS", ["/js/("]),
+    ("RENDER_AUTO_URLS", [7]),
+    ("RENDER_MAX_PAGES", 0),
+    ("RENDER_PAGE_TIMEOUT", 0),
+    ("RENDER_AUTO_RECHECK", 1.5),
+    ("RENDER_MEMORY_LIMIT_MB", 10),
 ]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from crawler.items import RenderedItem
 from extensions.spiders import DistributedSpider
 
-LIST_ACTIONS = [{"method": "scroll", "kwargs": {"times": 10, "wait": 300}}]
+LIST_ACTIONS = [{"method": "scroll", "kwargs": {"times": 10, "wait": 2000}}]
 DATA_ACTIONS = [{"method": "wait_for_selector", "args": ["tr.row"]}]
 
 

@@ -139,9 +139,7 @@ class DistributedScheduler(BaseScheduler):
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
         self.checkpoint.renders = self.renders
-        self.admission.render = RenderPolicy.from_crawler(
-            self.crawler, self.server, self.keys.render_auto
-        )
+        self.admission.render = RenderPolicy.from_crawler(self.crawler)
         self.crawls = Crawls(self.server, self.keys)
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
         if self.config.recrawl_store == "mongo":

@@ -165,17 +165,22 @@ def spider_scripts(spider: Any) -> dict[str, str]:
     return {str(name): str(script) for name, script in scripts.items()}
 
 
-async def scroll(page: Any, times: int = 1, wait: int = 250) -> None:
-    """Scroll to the bottom ``times`` times, ``wait`` ms apart, stopping once the
-    page no longer grows."""
-    height = -1
+async def scroll(page: Any, times: int = 1, wait: int = 1000) -> None:
+    """Scroll to the bottom up to ``times`` times, each time waiting up to ``wait``
+    ms for the page to grow (an endless list loading more); stops when it did not."""
     for _ in range(times):
-        new_height = await page.evaluate("document.scrollingElement.scrollHeight")
-        if new_height == height:
-            break
-        height = new_height
+        height = await page.evaluate("document.scrollingElement.scrollHeight")
         await page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
-        await page.wait_for_timeout(wait)
+        try:
+            await page.wait_for_function(
+                "height => document.scrollingElement.scrollHeight > height",
+                arg=height,
+                timeout=wait,
+            )
+        except Exception as exc:  # Playwright's TimeoutError: the page is whole
+            if "Timeout" not in type(exc).__name__:
+                raise
+            return
 
 
 def page_methods(actions: list[dict[str, Any]], scripts: Mapping[str, str]) -> list[Any]:

@@ -16,13 +16,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
 
-from extensions import connection
-from extensions.keys import SpiderKeys
 from extensions.meta import RENDER, RENDER_CHECK
-from extensions.render.policy import LearnedRender, url_pattern
+from extensions.render.policy import LearnedRender, learned_for, url_pattern
 from extensions.render.setup import renders_here
 
 if TYPE_CHECKING:
@@ -55,20 +52,7 @@ class RenderAutoMiddleware:
     def from_crawler(cls, crawler: Crawler) -> RenderAutoMiddleware:
         settings = crawler.settings
         renders = renders_here(settings)
-        learned = None
-        if settings.getbool("RENDER_AUTO"):
-            keys = SpiderKeys.for_crawler(crawler)
-            learned = LearnedRender(
-                connection.client_for(crawler),
-                keys.render_auto,
-                refresh=settings.getfloat("RENDER_AUTO_REFRESH"),
-                max_patterns=settings.getint("RENDER_AUTO_MAX_PATTERNS"),
-                stats=crawler.stats,
-            )
-        elif renders:
-            return cls(crawler, None, renders)
-        if learned is None:
-            raise NotConfigured("nothing to check, and the node renders no page")
+        learned = learned_for(crawler) if settings.getbool("RENDER_AUTO") else None
         return cls(crawler, learned, renders)
 
     def process_request(self, request: Request, spider: Spider | None = None) -> Request | None:

@@ -183,9 +183,11 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
         page = self._pages.pop(id(request), None)
         if page is not None and not page.is_closed():
             # timed out or cancelled: scrapy-playwright closes the pages it finishes
-            with suppress(PlaywrightError, TimeoutError):
+            try:
                 await asyncio.wait_for(page.close(run_before_unload=False), CLOSE_TIMEOUT)
                 self.stats.inc_value("playwright/page_count/closed")
+            except (PlaywrightError, TimeoutError):
+                self._retire_reason = "hung"  # a page that cannot be closed: a new browser
         wrapper = self.context_wrappers.get(context)
         if context != DEFAULT_CONTEXT and wrapper is not None and not wrapper.context.pages:
             with suppress(PlaywrightError, TimeoutError):
@@ -237,7 +239,13 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
 
     async def _retire(self, reason: str) -> None:
         old = getattr(self, "browser", None)
-        logger.info("replacing the browser (%s) after %d pages", reason, self._rendered)
+        held = self.browser_memory()
+        logger.info(
+            "replacing the browser (%s) after %d pages; it held %d MB",
+            reason,
+            self._rendered,
+            held // 2**20,
+        )
         self.stats.inc_value(f"render/browser_replaced/{reason}")
         if hasattr(self, "browser"):
             del self.browser  # the next page launches a fresh one

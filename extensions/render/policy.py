@@ -25,7 +25,10 @@ from urllib.parse import urlsplit
 
 import redis
 
+from extensions import connection
+from extensions.keys import SpiderKeys
 from extensions.meta import RENDER, RENDER_CHECK
+from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -108,6 +111,22 @@ class LearnedRender:
             self._cache.popitem(last=False)
 
 
+def learned_for(crawler: Crawler) -> LearnedRender:
+    """The crawler's one LearnedRender: what its check learns, its scheduler
+    knows at once."""
+    runtime = runtime_of(crawler)
+    if runtime.render_learned is None:
+        settings = crawler.settings
+        runtime.render_learned = LearnedRender(
+            connection.client_for(crawler),
+            SpiderKeys.for_crawler(crawler).render_auto,
+            refresh=settings.getfloat("RENDER_AUTO_REFRESH"),
+            max_patterns=settings.getint("RENDER_AUTO_MAX_PATTERNS"),
+            stats=crawler.stats,
+        )
+    return runtime.render_learned
+
+
 class RenderPolicy:
     def __init__(
         self,
@@ -125,7 +144,7 @@ class RenderPolicy:
         self.recheck = recheck
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler, server: redis.Redis, key: str) -> RenderPolicy | None:
+    def from_crawler(cls, crawler: Crawler) -> RenderPolicy | None:
         """The policy, or None when nothing is ever rendered by URL (requests
         may still ask with ``meta["render"]``)."""
         settings = crawler.settings
@@ -136,17 +155,10 @@ class RenderPolicy:
             raise ValueError(f"{crawler.spider}.render_urls: {exc}") from None
         if not settings.getbool("RENDER_AUTO"):
             return cls(render_urls, crawler.stats) if render_urls else None
-        learned = LearnedRender(
-            server,
-            key,
-            refresh=settings.getfloat("RENDER_AUTO_REFRESH"),
-            max_patterns=settings.getint("RENDER_AUTO_MAX_PATTERNS"),
-            stats=crawler.stats,
-        )
         return cls(
             render_urls,
             crawler.stats,
-            learned=learned,
+            learned=learned_for(crawler),
             auto_urls=compile_patterns(settings.getlist("RENDER_AUTO_URLS")),
             recheck=settings.getfloat("RENDER_AUTO_RECHECK"),
         )

@@ -1,0 +1,227 @@
+"""JavaScript pages across the cluster, end to end: real nodes, real Redis, the
+demo site's /js/ pages and a real Chromium driven by Playwright.
+
+Skipped, saying so, only on a machine with no browser (``make system-tools``
+installs Debian's chromium)."""
+
+import json
+import os
+import re
+import signal
+import time
+import urllib.request
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+from demosite import jspages
+from extensions.keys import SpiderKeys
+from extensions.observability.status import crawl_status
+from extensions.render.browser import find_browser
+from tests.conftest import read_items, scrapy
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.skipif(
+    find_browser() is None, reason="no Chromium on this machine (make system-tools installs it)"
+)
+
+SETTINGS = {
+    "MAX_IDLE_TIME_BEFORE_CLOSE": 5,
+    "NODE_TIMEOUT": 5,
+    "LOGSTATS_INTERVAL": 1,
+    "USER_AGENT_ROTATION": False,
+}
+RENDER = {"RENDER_ENABLED": True}
+JS_PAGES = {"/js/", "/js/list", "/js/data"} | {f"/js/item/{n}" for n in range(1, 51)}
+
+
+@pytest.fixture
+def render_nodes(nodes):
+    """The nodes fixture, whose teardown also kills what a node left behind (a
+    node killed with -9 leaves its browser to the process group)."""
+    yield nodes
+    for proc in nodes.procs:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def agents(site) -> dict[str, list[str]]:
+    with urllib.request.urlopen(site.url + "/__agents", timeout=10) as response:
+        return json.load(response)
+
+
+def seed(redis_url: str, *args: str) -> None:
+    result = scrapy("seed", "jsshop", *args, "-s", f"REDIS_URL={redis_url}")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def js_paths(items) -> set[str]:
+    return {re.sub(r"^http://[^/]+", "", item["url"]) for item in items}
+
+
+def browser_processes(proc) -> int:
+    """Chromium processes left in a node's process group."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with suppress(OSError):
+            comm = Path(f"/proc/{entry}/comm").read_text()
+            if os.getpgid(int(entry)) == proc.pid and "chrom" in comm:
+                count += 1
+    return count
+
+
+def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
+    redis_url, redis_client, demo_site, render_nodes, tmp_path
+):
+    nodes = render_nodes
+    seed(redis_url, demo_site.url + "/js/")
+    plain = nodes.start("jsshop", redis_url, NODE_ID="plain", USER_AGENT="plain-node", **SETTINGS)
+    # alone, the plain node leases none of the render work, and waits for a render node
+    wait_for(lambda: "wait for a render node" in nodes.log(0), 60, "the plain node waits")
+    status = crawl_status(redis_client, SpiderKeys.for_spider("jsshop"))
+    assert (status["render_queued"], status["render_nodes"]) == (1, 0)
+    assert (
+        "render: 1 queued for a browser, 0 render nodes alive"
+        in scrapy("status", "jsshop", "-s", f"REDIS_URL={redis_url}").stdout
+    )
+    time.sleep(SETTINGS["MAX_IDLE_TIME_BEFORE_CLOSE"] + 2)
+    assert plain.poll() is None  # past MAX_IDLE_TIME_BEFORE_CLOSE, still there
+
+    render = nodes.start("jsshop", redis_url, NODE_ID="render", USER_AGENT="render-node",
+                         **RENDER, **SETTINGS)  # fmt: skip
+    wait_for(
+        lambda: crawl_status(redis_client, SpiderKeys.for_spider("jsshop"))["render_nodes"] == 1,
+        60,
+        "the render node registered",
+    )
+    assert nodes.wait(180) == [0, 0], nodes.tail()
+
+    items = read_items(tmp_path / "items")
+    assert js_paths(items) == JS_PAGES and len(items) == len(JS_PAGES)
+    by_path = {re.sub(r"^http://[^/]+", "", item["url"]): item for item in items}
+    assert all(item["rendered"] and item["title"] for item in items)  # the browser's DOM
+    assert by_path["/js/item/7"]["price"] == jspages.price(7)
+    assert by_path["/js/list"]["links"] == jspages.JS_ITEMS  # scrolled to its end
+    assert by_path["/js/data"]["rows"] == 5  # loaded by fetch
+    # only the render node fetched the render work, the browser's own requests too
+    seen = agents(demo_site)
+    assert {path for path, uas in seen.items() if "plain-node" in uas} <= {"/robots.txt"}
+    assert all(seen[path] == ["render-node"] for path in JS_PAGES)
+    assert seen["/js/api/data.json"] == ["render-node"]
+    assert nodes.stat(0, "render/pages") == 0
+    assert nodes.stat(1, "render/pages") == len(JS_PAGES)
+    assert nodes.stat(1, "playwright/page_count") == nodes.stat(1, "playwright/page_count/closed")
+    assert nodes.stat(1, "playwright/page_count/max_concurrent") <= 4  # RENDER_MAX_PAGES
+    assert browser_processes(render) == 0
+
+
+@pytest.mark.chaos
+def test_kill_9_of_the_render_node_loses_no_page(
+    redis_url, redis_client, demo_site, render_nodes, tmp_path
+):
+    nodes = render_nodes
+    seed(redis_url, demo_site.url + "/js/")
+    fast = {**SETTINGS, **RENDER, "FRONTIER_LEASE_TIMEOUT": 30}
+    nodes.start("jsshop", redis_url, NODE_ID="plain", **SETTINGS)
+    victim = nodes.start("jsshop", redis_url, NODE_ID="r1", **fast)
+    items_dir = tmp_path / "items"
+    wait_for(lambda: len(read_items(items_dir)) >= 15, 120, "the render node under way")
+    os.killpg(victim.pid, signal.SIGKILL)  # the node and its browser, as a lost machine
+    victim.wait(30)
+    nodes.start("jsshop", redis_url, NODE_ID="r2", **fast)
+    codes = nodes.wait(240)
+    assert codes == [0, -signal.SIGKILL, 0], nodes.tail()
+    assert js_paths(read_items(items_dir)) == JS_PAGES
+    assert nodes.stat(2, "render/pages") > 0
+
+
+def test_auto_mode_learns_the_javascript_pages_for_the_cluster(
+    redis_url, redis_client, demo_site, render_nodes, tmp_path
+):
+    nodes = render_nodes
+    auto = {**SETTINGS, "RENDER_AUTO_RECHECK": 0}
+    seed(redis_url, "--crawl", "first", demo_site.url + "/js/", demo_site.url + "/about")
+    nodes.start("jsshop", redis_url, {"render": "auto"}, NODE_ID="p1", USER_AGENT="plain-1", **auto)
+    nodes.start("jsshop", redis_url, {"render": "auto"}, NODE_ID="r1", USER_AGENT="render-1",
+                **RENDER, **auto)  # fmt: skip
+    assert nodes.wait(180) == [0, 0], nodes.tail()
+
+    items = read_items(tmp_path / "items")
+    assert js_paths(items) == JS_PAGES | {"/about"}
+    assert all(item["title"] for item in items)  # every JS page stored as rendered
+    learned = {key.decode() for key in redis_client.hkeys("jsshop:render_auto")}
+    assert learned == {"127.0.0.1/js/", "127.0.0.1/js/item/"}  # not the static /about
+    stats = {name: nodes.total(name) for name in (
+        "render/auto/decided/plain", "render/auto/decided/render",
+        "render/auto/mispredicted/plain", "render/auto/plain_ok")}  # fmt: skip
+    # fetched plainly: the static page, and the JS pages met before their pattern
+    # was learned (a render node fetches plain work too); the rest straight away
+    assert stats["render/auto/plain_ok"] == 1  # /about
+    assert 2 <= stats["render/auto/mispredicted/plain"] < len(JS_PAGES) / 2
+    assert stats["render/auto/decided/render"] > len(JS_PAGES) / 2
+    assert stats["render/auto/decided/plain"] == stats["render/auto/mispredicted/plain"] + 1
+    assert "/about" in {path for path, uas in agents(demo_site).items() if "plain-1" in uas}
+
+    # a second crawl: every node renders those pages straight away
+    seed(redis_url, "--crawl", "second", demo_site.url + "/js/")
+    nodes.start("jsshop", redis_url, {"render": "auto"}, NODE_ID="p2", USER_AGENT="plain-2", **auto)
+    nodes.start("jsshop", redis_url, {"render": "auto"}, NODE_ID="r2", USER_AGENT="render-2",
+                **RENDER, **auto)  # fmt: skip
+    assert nodes.wait(180) == [0, 0, 0, 0], nodes.tail()
+    seen = agents(demo_site)
+    assert not {path for path, uas in seen.items() if "plain-2" in uas} & JS_PAGES
+    assert all("render-2" in seen[path] for path in JS_PAGES)
+    for node in (2, 3):
+        assert nodes.stat(node, "render/auto/decided/plain") == 0
+        assert nodes.stat(node, "render/auto/mispredicted/plain") == 0
+    assert nodes.stat(3, "render/pages") == len(JS_PAGES)
+
+
+def test_hostile_pages_are_bounded_and_dead_lettered_with_the_reason(
+    redis_url, redis_client, demo_site, render_nodes, tmp_path
+):
+    nodes = render_nodes
+    hostile = [f"{demo_site.url}/js/hostile/{name}" for name in jspages.HOSTILE]
+    seed(redis_url, *hostile, demo_site.url + "/js/item/1")
+    render = nodes.start(
+        "jsshop", redis_url, NODE_ID="r1", **RENDER, **SETTINGS,
+        RENDER_PAGE_TIMEOUT=4, RETRY_TIMES=1, RETRY_BACKOFF_BASE=0.2, RETRY_BACKOFF_MAX=0.5,
+    )  # fmt: skip
+    assert nodes.wait(240) == [0], nodes.tail()
+    dead = {}
+    for raw in redis_client.lrange("jsshop:dlq", 0, -1):
+        record = json.loads(raw)
+        dead[record["url"].rpartition("/")[2]] = record["error"]
+    assert set(dead) == {"loop", "alloc", "noload", "download"}, dead
+    assert "RENDER_PAGE_TIMEOUT" in dead["loop"] or "failed the page" in dead["loop"]
+    assert "RENDER_PAGE_TIMEOUT" in dead["noload"] or "Timeout" in dead["noload"]
+    assert "download" in dead["download"].lower()
+    items = {
+        re.sub(r"^http://[^/]+", "", item["url"]): item for item in read_items(tmp_path / "items")
+    }
+    assert items["/js/hostile/popup"]["title"] == "Popup"  # stored; its windows closed
+    assert items["/js/item/1"]["title"] == "Item 1"  # the rest of the crawl went on
+    assert nodes.stat(0, "playwright/page_count") == nodes.stat(0, "playwright/page_count/closed")
+    assert browser_processes(render) == 0
+
+
+def test_browsers_are_replaced_and_memory_stays_flat_over_a_long_rendered_crawl(
+    redis_url, redis_client, demo_site, render_nodes, tmp_path
+):
+    nodes = render_nodes
+    pages = 240
+    seed(redis_url, *(f"{demo_site.url}/js/item/{n % 50 + 1}?v={n}" for n in range(pages)))
+    nodes.start("jsshop", redis_url, NODE_ID="r1", **RENDER, **SETTINGS,
+                RENDER_PAGES_PER_BROWSER=40)  # fmt: skip
+    assert nodes.wait(300) == [0], nodes.tail()
+    assert nodes.stat(0, "render/pages") >= pages
+    assert nodes.stat(0, "render/browser_replaced/pages") >= pages // 40 - 1
+    assert nodes.stat(0, "playwright/page_count") == nodes.stat(0, "playwright/page_count/closed")
+    held = [int(mb) for mb in re.findall(r"replacing the browser \(pages\).* held (\d+) MB",
+                                         nodes.log(0))]  # fmt: skip
+    assert len(held) >= 4
+    # what a browser holds when it is replaced does not grow from one to the next
+    assert max(held[1:]) <= 1.5 * held[0] + 100, held
