@@ -30,6 +30,8 @@ _from_environment = (
     "METRICS_PORT",
     "DENY_PRIVATE_NETWORKS",  # True in the container images
     "LOG_LEVEL",
+    "RENDER_ENABLED",  # True in the render image: this node renders (a browser found)
+    "RENDER_BROWSER",
 )
 globals().update({name: os.environ[name] for name in _from_environment if name in os.environ})
 

@@ -41,7 +41,9 @@ def test_compose_file_is_valid_and_wires_the_cluster():
     redis_command = services["redis"]["command"]
     assert "--appendonly" in redis_command and "r-pw" in redis_command
     assert services["mongo"]["environment"]["MONGO_INITDB_ROOT_PASSWORD"] == "m-pw"
-    for node in ("scrapyd-1", "scrapyd-2"):
+    # a scrapyd node with a browser: the same wiring, the render image
+    assert services["scrapyd-render-1"]["build"]["target"] == "scrapyd-render"
+    for node in ("scrapyd-1", "scrapyd-2", "scrapyd-render-1"):
         environment = services[node]["environment"]
         assert environment["REDIS_URL"] == "redis://:r-pw@redis:6379/0"
         assert environment["MONGO_URI"].startswith("mongodb://crawler:m-pw@mongo:27017/")

@@ -242,7 +242,43 @@ def test_the_image_runs_unprivileged_from_a_pinned_base_in_stages():
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     stages = [line for line in dockerfile.splitlines() if line.startswith("FROM ")]
     assert len(stages) >= 3 and {"AS node", "AS scrapyd"} <= {s.split(" ", 2)[2] for s in stages}
+    names = {stage.split()[-1] for stage in stages}
     for stage in stages:  # a base pinned to a version, or an earlier stage
         image = stage.split()[1]
-        assert image == "runtime" or image.split(":")[1][:1].isdigit(), image
+        assert image in names or image.split(":")[1][:1].isdigit(), image
     assert "USER 1000" in dockerfile
+
+
+@pytest.mark.parametrize("overlay", ["bundled", "external", "external-cluster", "autoscaled"])
+def test_render_nodes_are_a_deployment_of_their_own_next_to_the_plain_nodes(overlay):
+    objects = render(overlay)
+    plain = find(objects, "Deployment", "crawler")
+    renders = find(objects, "Deployment", "crawler-render")
+    [plain_container] = plain["spec"]["template"]["spec"]["containers"]
+    [render_container] = renders["spec"]["template"]["spec"]["containers"]
+    assert render_container["image"].startswith("crawler-render:")
+    assert plain_container["image"].startswith("crawler-node:")
+    env = {e["name"]: e.get("value") for e in render_container["env"]}
+    assert env["RENDER_ENABLED"] == "True" and env["RENDER_BROWSER"] == "/usr/bin/chromium"
+    assert "RENDER_ENABLED" not in {e["name"] for e in plain_container["env"]}
+    # its own resources and replicas: a browser needs more memory than a plain node
+    assert renders["spec"]["replicas"] >= 1
+    render_memory = render_container["resources"]["limits"]["memory"]
+    assert render_memory != plain_container["resources"]["limits"]["memory"]
+    # the same settings and secrets as the plain nodes (generated names included)
+    assert render_container["envFrom"] == plain_container["envFrom"]
+    volumes = {v["name"]: v for v in renders["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
+    assert find(objects, "PodDisruptionBudget", "crawler-render")
+
+
+def test_the_render_image_brings_chromium():
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    browser = dockerfile.split("AS browser", 1)[1].split("\nFROM ", 1)[0]
+    assert "apt-get install" in browser and "chromium" in browser
+    assert "RENDER_ENABLED=True" in browser
+    for stage in ("render", "scrapyd-render"):
+        assert f"FROM browser AS {stage}" in dockerfile
+        assert "USER 1000" in dockerfile.split(f"AS {stage}", 1)[1].split("\nFROM ", 1)[0]
+    assert dockerfile.rstrip().splitlines()[-1].startswith("CMD")  # node stays the default
+    assert dockerfile.rfind("AS node") > dockerfile.rfind("AS render")
