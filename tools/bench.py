@@ -31,6 +31,7 @@ from tools import (
     pushback_bench,
     recrawl_bench,
     redis_ceiling,
+    render_bench,
     services,
     shard_spread,
 )
@@ -912,6 +913,24 @@ class CrawlIds(Section):
             print(f"   under a crawl id / without: {ours.rate / base.rate:.2f}x pages/s, "
                   f"{ours.calls_per_page - base.calls_per_page:+.2f} commands a page")  # fmt: skip
         crawls_bench.report(self.paused)
+
+
+@section(19, "rendering: a render node against scrapy-playwright; what RENDER_AUTO saves")
+class Rendering(Section):
+    once = True  # a few minutes of browsing; its figures are far apart
+
+    def measure(self, bench: Bench, run: int) -> None:
+        if render_bench.find_browser() is None:
+            self.rendered, self.auto = {}, {}
+            return
+        self.rendered = render_bench.rendering(bench.redis_url, bench.work / "render")
+        self.auto = render_bench.auto_mode(bench.redis_url, bench.work / "render-auto")
+
+    def report(self, bench: Bench) -> None:
+        if not self.rendered:
+            print("\n19. Rendering: skipped, no Chromium on this machine (make system-tools)")
+            return
+        render_bench.report(self.rendered, self.auto)
 
 
 def mongo_server(bench: Bench) -> str:
