@@ -104,7 +104,14 @@ class ClusterCollector:
         )
         for part in ("queued", "in_flight", "delayed", "dlq", "seen", "start_urls", "due"):
             frontier.add_metric([self.keys.name, part], status[part])
+        # of the queued, what waits for a render node (the render lane)
+        frontier.add_metric([self.keys.name, "render_queued"], status["render_queued"])
         yield frontier
+        render_nodes = GaugeMetricFamily(
+            "crawler_render_nodes", "render nodes that heart-beat", labels=["spider"]
+        )
+        render_nodes.add_metric([self.keys.name], status["render_nodes"])
+        yield render_nodes
         hosts = GaugeMetricFamily(
             "crawler_hosts",
             "queue groups (hosts) with work, those ready to be leased now, those held "
