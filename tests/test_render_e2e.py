@@ -19,8 +19,9 @@ from demosite import jspages
 from extensions.keys import SpiderKeys
 from extensions.observability.status import crawl_status
 from extensions.render.browser import find_browser
-from tests.conftest import read_items, scrapy
-from tests.helpers import wait_for
+from tests.conftest import read_items, scrapy, site_hits
+from tests.helpers import SECRET, proxied, wait_for, with_credentials
+from tools import services
 
 pytestmark = pytest.mark.skipif(
     find_browser() is None, reason="no Chromium on this machine (make system-tools installs it)"
@@ -225,3 +226,59 @@ def test_browsers_are_replaced_and_memory_stays_flat_over_a_long_rendered_crawl(
     assert len(held) >= 4
     # what a browser holds when it is replaced does not grow from one to the next
     assert max(held[1:]) <= 1.5 * held[0] + 100, held
+
+
+def test_the_requests_proxy_and_identity_are_the_browsers_too(
+    redis_url, redis_client, demo_site, render_nodes, tmp_path
+):
+    proxy = services.start_forward_proxy(auth=f"crawler:{SECRET}")
+    try:
+        nodes = render_nodes
+        seed(redis_url, demo_site.url + "/js/data")
+        nodes.start("jsshop", redis_url, NODE_ID="r1", USER_AGENT="render-node", **RENDER,
+                    **SETTINGS, ROTATING_PROXY_LIST=with_credentials(proxy))  # fmt: skip
+        assert nodes.wait(120) == [0], nodes.tail()
+        items = {re.sub(r"^http://[^/]+", "", i["url"]): i for i in read_items(tmp_path / "items")}
+        assert items["/js/data"]["rows"] == 5
+        through = {}
+        for entry in proxied(proxy):
+            through.setdefault(entry["url"].removeprefix(demo_site.url), set()).add(
+                entry["user_agent"]
+            )
+        # the page and what its script fetched went through the (authenticated) proxy,
+        # with the request's user agent
+        assert through["/js/data"] == {"render-node"}
+        assert through["/js/api/data.json"] == {"render-node"}
+        assert nodes.stat(0, "render/pages") >= 1
+        dump = [redis_client.dump(key) or b"" for key in redis_client.keys("*")]
+        assert not any(SECRET.encode() in value for value in dump)
+        assert SECRET not in nodes.log(0)
+    finally:
+        proxy.stop()
+
+
+def test_a_rendered_page_is_recrawled_and_its_changes_told_from_the_page(
+    redis_url, redis_client, render_nodes, tmp_path
+):
+    site = services.start_demo_site()
+    try:
+        nodes = render_nodes
+        redis_client.lpush("site:start_urls", site.url + "/changing/")
+        nodes.start("site", redis_url, spider_args={"allow": "/changing/"}, **RENDER,
+                    RENDER_URLS=json.dumps(["/changing/"]),
+                    RECRAWL_RULES=json.dumps({"/changing/[0-9]": 0.5}),
+                    NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=12,
+                    MAX_IDLE_TIME_BEFORE_CLOSE=0)  # fmt: skip
+        assert nodes.wait(90) == [0], nodes.tail()
+        with urllib.request.urlopen(site.url + "/__not_modified", timeout=10) as answer:
+            not_modified = json.load(answer)
+        stats = nodes.stats(0)
+        hits = site_hits(site)
+        assert all(hits[f"/changing/{n}"] >= 4 for n in (1, 2, 3)), hits  # again and again
+        assert stats["render/pages"] == sum(hits.values()) - 1  # all rendered (not robots.txt)
+        # a browser cannot take a 304 it did not ask for: fetched whole, and the
+        # change told from the rendered page
+        assert not_modified == {} and stats.get("downloader/exception_count", 0) == 0
+        assert stats["recrawl/changed"] >= 3 and stats["recrawl/unchanged"] >= 3
+    finally:
+        site.stop()

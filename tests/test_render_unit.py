@@ -1,6 +1,7 @@
 """What a node decides about rendering before any browser runs: page actions
 checked as the hostile JSON they may be, URL patterns, which requests render."""
 
+import base64
 import json
 
 import pytest
@@ -124,8 +125,13 @@ def test_a_proxy_is_the_browser_contexts_own():
     name, option = proxy_context("http://user:p%40ss@proxy.example:3128")
     assert name == "proxy:http://proxy.example:3128"
     assert option == {"server": "http://proxy.example:3128", "username": "user",
-                      "password": "p@ss"}  # fmt: skip
-    assert proxy_context("proxy.example:8000")[1] == {"server": "http://proxy.example:8000"}
+                      "password": "p@ss", "bypass": "<-loopback>"}  # fmt: skip
+    assert proxy_context("proxy.example:8000")[1] == {
+        "server": "http://proxy.example:8000", "bypass": "<-loopback>"}  # fmt: skip
+    # the credentials Scrapy's proxy middleware moved into its header
+    header = b"Basic " + base64.b64encode(b"crawler:secret")
+    _, option = proxy_context("http://proxy.example:3128", header)
+    assert (option["username"], option["password"]) == ("crawler", "secret")
 
 
 def test_a_node_renders_only_when_enabled_and_a_browser_is_found(tmp_path):

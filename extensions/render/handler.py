@@ -23,6 +23,7 @@ HTTP handler as on any node. Beyond scrapy-playwright:
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import time
@@ -62,20 +63,32 @@ class RenderRefused(ValueError):
     at once, with the reason."""
 
 
-async def scrapy_headers_without_proxy_auth(**kwargs: Any) -> dict[str, str]:
+# Not sent by the browser: the proxy's credentials (the context's proxy carries
+# them; a site never sees them), and the validators of a recrawl. A browser
+# aborts a navigation answered 304 it did not ask for itself (it has no copy to
+# show): a rendered page is fetched whole, and its change is told from the page.
+NOT_SENT = frozenset({"proxy-authorization", "if-none-match", "if-modified-since"})
+
+
+async def browser_headers(**kwargs: Any) -> dict[str, str]:
     headers = await use_scrapy_headers(**kwargs)
-    # the context's proxy carries the credentials; a site never sees them
-    return {k: v for k, v in headers.items() if k.lower() != "proxy-authorization"}
+    return {k: v for k, v in headers.items() if k.lower() not in NOT_SENT}
 
 
-def proxy_context(proxy: str) -> tuple[str, dict[str, Any]]:
-    """(context name, Playwright's proxy option) for a Scrapy proxy URL."""
+def proxy_context(proxy: str, authorization: bytes | None = None) -> tuple[str, dict[str, Any]]:
+    """(context name, Playwright's proxy option) for a Scrapy proxy URL and the
+    ``Proxy-Authorization`` header Scrapy's proxy middleware made of its
+    credentials. Loopback addresses go through the proxy too, as in Scrapy."""
     parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
     server = f"{parts.scheme}://{parts.hostname}:{parts.port or 8080}"
-    option: dict[str, Any] = {"server": server}
+    option: dict[str, Any] = {"server": server, "bypass": "<-loopback>"}
     if parts.username:
         option["username"] = unquote(parts.username)
         option["password"] = unquote(parts.password or "")
+    elif authorization and authorization.startswith(b"Basic "):
+        with suppress(ValueError):
+            user, _, password = base64.b64decode(authorization[6:]).decode().partition(":")
+            option["username"], option["password"] = user, password
     return f"proxy:{server}", option
 
 
@@ -100,7 +113,7 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
         blocked = frozenset(settings.getlist("RENDER_BLOCK_RESOURCES"))
         self.abort_request = (lambda request: request.resource_type in blocked) if blocked else None
         if "PLAYWRIGHT_PROCESS_REQUEST_HEADERS" not in settings:
-            self.process_request_headers = scrapy_headers_without_proxy_auth
+            self.process_request_headers = browser_headers
         self._slots = asyncio.Semaphore(self.max_pages)
         self._turn = asyncio.Condition()
         self._active = 0  # pages being rendered on the current browser
@@ -143,7 +156,8 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
         meta["playwright_page_methods"] = page_methods(actions, scripts)
         context, options = DEFAULT_CONTEXT, dict(CONTEXT_OPTIONS)
         if isinstance(meta.get("proxy"), str) and meta["proxy"]:
-            context, options["proxy"] = proxy_context(meta["proxy"])
+            authorization = request.headers.get("Proxy-Authorization")
+            context, options["proxy"] = proxy_context(meta["proxy"], authorization)
         meta["playwright_context"] = context
         meta["playwright_context_kwargs"] = options
         started = time.monotonic()
