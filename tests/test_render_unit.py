@@ -14,7 +14,7 @@ from extensions.frontier.start_urls import parse_entry
 from extensions.render.actions import check_actions, page_methods, render_meta_problem
 from extensions.render.handler import proxy_context
 from extensions.render.policy import RenderPolicy, compile_patterns, url_pattern
-from extensions.render.setup import HANDLER, install, renders_here
+from extensions.render.setup import HANDLER, install, render_room, renders_here
 
 SCRIPTS = {"count_rows": "() => document.querySelectorAll('tr').length"}
 
@@ -149,3 +149,10 @@ def test_a_node_renders_only_when_enabled_and_a_browser_is_found(tmp_path):
     assert renders_here(found)
     install(found)
     assert found["DOWNLOAD_HANDLERS"] == {"http": HANDLER, "https": HANDLER}
+
+
+def test_a_render_node_leases_render_work_for_the_pages_it_may_open():
+    held = [Request("http://h/a", meta={"render": True}), Request("http://h/b")]
+    assert render_room(held, pages=4) == 7  # two per page, less the one it holds
+    assert render_room(held * 8, pages=4) == 0
+    assert render_room([], pages=0) == 0  # a node that cannot render takes none

@@ -47,11 +47,11 @@ from extensions.frontier.sent import SentFingerprints
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
-from extensions.meta import CRAWL_ID, DEAD_LETTERED, HOST_WATCHED, RENDER, SEND_SLOT, START_ENTRY
+from extensions.meta import CRAWL_ID, DEAD_LETTERED, HOST_WATCHED, SEND_SLOT, START_ENTRY
 from extensions.recrawl.revisits import after_failure, pending_revisits
 from extensions.recrawl.statusstore import MongoStatusStore
 from extensions.render.policy import RenderPolicy
-from extensions.render.setup import renders_here
+from extensions.render.setup import render_room, renders_here
 from extensions.runtime import runtime_of
 from extensions.urlpolicy import UrlPolicy
 
@@ -90,8 +90,8 @@ class DistributedScheduler(BaseScheduler):
         self.status_store: MongoStatusStore | None = None
         self.statuses: StatusBatches | None = None
         self._closed = False
-        #: a render node: it leases render requests too (RENDER_ENABLED, a browser)
-        self.renders = renders_here(crawler.settings)
+        #: pages a render node may have open (RENDER_MAX_PAGES); 0: it cannot render
+        self.render_pages = config.render_max_pages if renders_here(crawler.settings) else 0
 
         self._buffer: deque[tuple[Request, bytes]] = deque()
         self._leased: dict[Request, bytes] = {}
@@ -138,7 +138,7 @@ class DistributedScheduler(BaseScheduler):
         )
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
-        self.checkpoint.renders = self.renders
+        self.checkpoint.renders = self.render_pages > 0
         self.admission.render = RenderPolicy.from_crawler(self.crawler)
         self.crawls = Crawls(self.server, self.keys)
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
@@ -266,7 +266,7 @@ class DistributedScheduler(BaseScheduler):
             done=self._done - len(self._to_delay),
             crawl_counts=self.tally.take(group for _, group, _ in self._to_delay),
             lease=lease,
-            render_lease=self._render_room() if lease else 0,
+            render_lease=render_room(self._leased, self.render_pages) if lease else 0,
         )
         if not write.writes_anything:
             # the lease alone: a Redis error reaches the caller (_refill)
@@ -274,14 +274,6 @@ class DistributedScheduler(BaseScheduler):
                 return None
             return self.frontier.lease(lease, self.config.lease_timeout, write.render_lease)
         return self._settle(write, commit(self.frontier, write, self.config.lease_timeout))
-
-    def _render_room(self) -> int:
-        """Render requests this node may lease now: room for two per page it may
-        have open, less those it holds (none on a node that cannot render)."""
-        if not self.renders:
-            return 0
-        held = sum(1 for request in self._leased if request.meta.get(RENDER) is True)
-        return max(0, 2 * self.config.render_max_pages - held)
 
     def _settle(
         self, write: FrontierWrite, result: Committed

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from extensions.meta import RENDER
 from extensions.render.browser import find_browser
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
@@ -39,3 +42,12 @@ def install(settings: BaseSettings) -> None:
     for scheme in ("http", "https"):
         if handlers.get(scheme) in (None, "") and scheme not in handlers:
             handlers[scheme] = HANDLER
+
+
+def render_room(held: Iterable[Request], pages: int) -> int:
+    """Render requests a node may lease now: two for each page it may have open
+    (``pages``; 0 on a node that cannot render), less the ones it holds."""
+    if not pages:
+        return 0
+    holding = sum(1 for request in held if request.meta.get(RENDER) is True)
+    return max(0, 2 * pages - holding)
