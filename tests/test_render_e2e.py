@@ -213,13 +213,13 @@ def test_browsers_are_replaced_and_memory_stays_flat_over_a_long_rendered_crawl(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
 ):
     nodes = render_nodes
-    pages = 240
+    pages = 80
     seed(redis_url, *(f"{demo_site.url}/js/item/{n % 50 + 1}?v={n}" for n in range(pages)))
     nodes.start("jsshop", redis_url, NODE_ID="r1", **RENDER, **SETTINGS,
-                RENDER_PAGES_PER_BROWSER=40)  # fmt: skip
+                RENDER_PAGES_PER_BROWSER=15)  # fmt: skip
     assert nodes.wait(300) == [0], nodes.tail()
     assert nodes.stat(0, "render/pages") >= pages
-    assert nodes.stat(0, "render/browser_replaced/pages") >= pages // 40 - 1
+    assert nodes.stat(0, "render/browser_replaced/pages") >= pages // 15 - 1
     assert nodes.stat(0, "playwright/page_count") == nodes.stat(0, "playwright/page_count/closed")
     held = [int(mb) for mb in re.findall(r"replacing the browser \(pages\).* held (\d+) MB",
                                          nodes.log(0))]  # fmt: skip
