@@ -172,3 +172,36 @@ def test_render_lanes_in_a_sharded_frontier(redis_client):
         rendered += frontier.lease(4, lease_timeout=60, render=4)[0]
     assert len(rendered) == 12
     assert frontier.sizes().render_queued == 0
+
+
+class Stats:
+    def __init__(self):
+        self.values: dict = {}
+
+    def inc_value(self, key, count=1):
+        self.values[key] = self.values.get(key, 0) + count
+
+
+def test_learned_patterns_are_the_clusters_and_bounded(redis_client):
+    from extensions.render.policy import LearnedRender
+
+    def node(max_patterns=2):
+        return LearnedRender(redis_client, "t:render_auto", refresh=0.0,
+                             max_patterns=max_patterns, stats=Stats())  # fmt: skip
+
+    one, other = node(), node()
+    assert not other.needs_render("h/js/")
+    one.learn("h/js/")
+    assert other.needs_render("h/js/")  # another node sees it (no cache at refresh=0)
+    one.learn("h/a/")
+    one.learn("h/b/")  # past RENDER_AUTO_MAX_PATTERNS: not kept, not even locally
+    assert redis_client.hlen("t:render_auto") == 2
+    assert not one.needs_render("h/b/") and one.stats.values["render/auto/patterns_full"] == 1
+    other.forget("h/js/")
+    assert not one.needs_render("h/js/")
+    # a node keeps what it looked up for RENDER_AUTO_REFRESH seconds
+    cached = LearnedRender(redis_client, "t:render_auto", refresh=60.0, max_patterns=2,
+                           stats=Stats())  # fmt: skip
+    assert cached.needs_render("h/a/")
+    redis_client.hdel("t:render_auto", "h/a/")
+    assert cached.needs_render("h/a/")

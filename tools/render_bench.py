@@ -86,6 +86,11 @@ def _stats(log: Path) -> dict[str, int]:
     return {k: v for k, v in values.items() if isinstance(v, int)}
 
 
+def _lines(path: Path) -> int:
+    """Items in a JSON Lines file: one a page on both sides."""
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
 def rendering(redis_url: str, workdir: Path) -> dict[str, dict[str, float]]:
     """Pages/s and peak browser memory, ours against plain scrapy-playwright."""
     browser = find_browser()
@@ -116,7 +121,7 @@ def rendering(redis_url: str, workdir: Path) -> dict[str, dict[str, float]]:
             ),
             workdir,
         )
-        figures[PLAYWRIGHT]["pages"] = _stats(plain_log).get("playwright/page_count", 0)
+        figures[PLAYWRIGHT]["pages"] = _lines(workdir / "items.jsonl")
         client.flushall()
         client.lpush("jsshop:start_urls", f"{site.url}/js/", *extra)
         ours_log = workdir / "render-node.log"
@@ -135,7 +140,7 @@ def rendering(redis_url: str, workdir: Path) -> dict[str, dict[str, float]]:
             ),
             workdir,
         )
-        figures[OURS]["pages"] = _stats(ours_log).get("render/pages", 0)
+        figures[OURS]["pages"] = sum(_lines(path) for path in workdir.glob("jsshop/*.jsonl"))
     finally:
         site.stop()
         client.close()

@@ -86,8 +86,8 @@ class LearnedRender:
         return bool(known)
 
     def learn(self, pattern: str) -> None:
-        """The pattern needs a browser, from now on on every node."""
-        self._remember(pattern, True, time.monotonic())
+        """The pattern needs a browser, from now on on every node (past
+        RENDER_AUTO_MAX_PATTERNS, on none: a node keeps no view of its own)."""
         try:
             if self.server.hlen(self.key) >= self.max_patterns:
                 self.stats.inc_value("render/auto/patterns_full")
@@ -95,6 +95,7 @@ class LearnedRender:
             self.server.hset(self.key, pattern, int(time.time() * 1000))
         except redis.RedisError as exc:
             logger.warning("could not record render pattern %s: %s", pattern, exc)
+        self._remember(pattern, True, time.monotonic())
 
     def forget(self, pattern: str) -> None:
         """The pattern's pages came back whole without a browser: the site changed."""
