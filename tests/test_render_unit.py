@@ -14,7 +14,7 @@ from extensions.frontier.start_urls import parse_entry
 from extensions.render.actions import check_actions, page_methods, render_meta_problem
 from extensions.render.handler import proxy_context
 from extensions.render.policy import RenderPolicy, compile_patterns, url_pattern
-from extensions.render.setup import HANDLER, install, render_room, renders_here
+from extensions.render.setup import HANDLER, RenderRoom, install, renders_here
 
 SCRIPTS = {"count_rows": "() => document.querySelectorAll('tr').length"}
 
@@ -152,7 +152,19 @@ def test_a_node_renders_only_when_enabled_and_a_browser_is_found(tmp_path):
 
 
 def test_a_render_node_leases_render_work_for_the_pages_it_may_open():
-    held = [Request("http://h/a", meta={"render": True}), Request("http://h/b")]
-    assert render_room(held, pages=4) == 7  # two per page, less the one it holds
-    assert render_room(held * 8, pages=4) == 0
-    assert render_room([], pages=0) == 0  # a node that cannot render takes none
+    freed = []
+    room = RenderRoom(4, lambda: freed.append(1))
+    held = [Request(f"http://h/{n}", meta={"render": True}) for n in range(3)]
+    for request in [*held, Request("http://h/plain")]:
+        room.took(request)
+    assert room.room() == 5  # two per page, less the three whose download is on
+    room.left(held[0])  # its download ended: parsed and stored later, it holds no page
+    room.left(held[0])
+    assert room.room() == 6 and freed == [1]  # told once: the node looks again at once
+    more = [Request(f"http://h/more{n}", meta={"render": True}) for n in range(20)]
+    for request in more:
+        room.took(request)
+    assert room.room() == 0
+    nothing = RenderRoom(0)
+    nothing.took(held[1])
+    assert nothing.room() == 0  # a node that cannot render takes none

@@ -28,7 +28,7 @@ from extensions.render.browser import find_browser, launch_options, process_rss,
 from tools import services
 from tools.bench_crawl import BENCH_SPIDERS, FEED, NO_ADDON
 
-PAGES = 200  # item pages crawled besides the /js/ shop (each with its own query)
+PAGES = 600  # item pages crawled besides the /js/ shop (each with its own query)
 STATIC = 150  # static shop pages in the mixed site
 SAMPLE_EVERY = 0.5
 JS_PAGES = 3 + jspages.JS_ITEMS

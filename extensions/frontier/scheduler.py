@@ -51,7 +51,7 @@ from extensions.meta import CRAWL_ID, DEAD_LETTERED, HOST_WATCHED, SEND_SLOT, ST
 from extensions.recrawl.revisits import after_failure, pending_revisits
 from extensions.recrawl.statusstore import MongoStatusStore
 from extensions.render.policy import RenderPolicy
-from extensions.render.setup import render_room, renders_here
+from extensions.render.setup import RenderRoom, renders_here
 from extensions.runtime import runtime_of
 from extensions.urlpolicy import UrlPolicy
 
@@ -90,8 +90,6 @@ class DistributedScheduler(BaseScheduler):
         self.status_store: MongoStatusStore | None = None
         self.statuses: StatusBatches | None = None
         self._closed = False
-        #: pages a render node may have open (RENDER_MAX_PAGES); 0: it cannot render
-        self.render_pages = config.render_max_pages if renders_here(crawler.settings) else 0
 
         self._buffer: deque[tuple[Request, bytes]] = deque()
         self._leased: dict[Request, bytes] = {}
@@ -110,6 +108,9 @@ class DistributedScheduler(BaseScheduler):
         # the same per crawl under an id, and their items
         self.tally = CrawlTally(runtime_of(crawler).crawl_items)
         self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
+        #: the render requests this node may lease (none if it cannot render)
+        pages = config.render_max_pages if renders_here(crawler.settings) else 0
+        self.render_room = RenderRoom(pages, self.polling.look_again_now)
         self._loops: list[task.LoopingCall] = []
 
     @classmethod
@@ -138,7 +139,7 @@ class DistributedScheduler(BaseScheduler):
         )
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
-        self.checkpoint.renders = self.render_pages > 0
+        self.checkpoint.renders = self.render_room.pages > 0
         self.admission.render = RenderPolicy.from_crawler(self.crawler)
         self.crawls = Crawls(self.server, self.keys)
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
@@ -172,6 +173,8 @@ class DistributedScheduler(BaseScheduler):
         self.duties.join(spider)
         logger.info("node %s joined the crawl of %s", self.node_id, spider.name)
         self.crawler.signals.connect(self.duties.on_spider_idle, signal=signals.spider_idle)
+        if self.render_room.pages:
+            self.crawler.signals.connect(self.render_room.left, signals.request_left_downloader)
         for interval, func in (
             (self.config.release_interval, self.flush),
             (self.config.heartbeat_interval, self.duties.heartbeat),
@@ -238,6 +241,7 @@ class DistributedScheduler(BaseScheduler):
                 return None
         request, data = self._buffer.popleft()
         self._leased[request] = data
+        self.render_room.took(request)
         remember_as_leased(request)
         self.counts.dequeued += 1
         return request
@@ -266,7 +270,7 @@ class DistributedScheduler(BaseScheduler):
             done=self._done - len(self._to_delay),
             crawl_counts=self.tally.take(group for _, group, _ in self._to_delay),
             lease=lease,
-            render_lease=render_room(self._leased, self.render_pages) if lease else 0,
+            render_lease=self.render_room.room() if lease else 0,
         )
         if not write.writes_anything:
             # the lease alone: a Redis error reaches the caller (_refill)
@@ -337,6 +341,7 @@ class DistributedScheduler(BaseScheduler):
         finished = [request for request in self._leased if request not in in_progress]
         for request in finished:
             member = self._leased.pop(request)
+            self.render_room.left(request)
             revisit = pending_revisits.pop(request, None)
             if callable(revisit):  # waiting for items the callback never finished
                 revisit = revisit()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from extensions.meta import RENDER
@@ -44,10 +45,27 @@ def install(settings: BaseSettings) -> None:
             handlers[scheme] = HANDLER
 
 
-def render_room(held: Iterable[Request], pages: int) -> int:
-    """Render requests a node may lease now: two for each page it may have open
-    (``pages``; 0 on a node that cannot render), less the ones it holds."""
-    if not pages:
-        return 0
-    holding = sum(1 for request in held if request.meta.get(RENDER) is True)
-    return max(0, 2 * pages - holding)
+class RenderRoom:
+    """How many render requests a node may lease now: two for each page it may
+    have open (``pages``; 0 on a node that cannot render), less those it holds
+    whose download has not ended (one whose page is parsed, or whose items are
+    being stored, holds no browser page). When one ends, ``freed`` is called:
+    the node looks for more at once rather than after its idle back-off."""
+
+    def __init__(self, pages: int, freed: Callable[[], object] = lambda: None):
+        self.pages = pages
+        self.freed = freed
+        self._held: weakref.WeakSet[Request] = weakref.WeakSet()
+
+    def took(self, request: Request) -> None:
+        if self.pages and request.meta.get(RENDER) is True:
+            self._held.add(request)
+
+    def left(self, request: Request, spider: object = None) -> None:
+        """Its download ended (request_left_downloader), or it finished without one."""
+        if request in self._held:
+            self._held.discard(request)
+            self.freed()
+
+    def room(self) -> int:
+        return max(0, 2 * self.pages - len(self._held)) if self.pages else 0
