@@ -18,12 +18,12 @@ import pytest
 from demosite import jspages
 from extensions.keys import SpiderKeys
 from extensions.observability.status import crawl_status
-from extensions.render.browser import find_browser
+from extensions.render.browser import find_browser, process_tree
 from tests.conftest import read_items, scrapy, site_hits
 from tests.helpers import SECRET, proxied, wait_for, with_credentials
 from tools import services
 
-pytestmark = pytest.mark.skipif(
+needs_browser = pytest.mark.skipif(
     find_browser() is None, reason="no Chromium on this machine (make system-tools installs it)"
 )
 
@@ -37,14 +37,34 @@ RENDER = {"RENDER_ENABLED": True}
 JS_PAGES = {"/js/", "/js/list", "/js/data"} | {f"/js/item/{n}" for n in range(1, 51)}
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (Playwright starts the browser in a process
+    group of its own: the tree, not the group, tells a node's browser)."""
+    tree = process_tree()
+    found, todo = [], list(tree.get(pid, ()))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(tree.get(child, ()))
+    return found
+
+
+def kill_with_browser(proc) -> None:
+    """A node and everything below it, as when its machine is lost."""
+    below = descendants(proc.pid)
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for pid in below:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.fixture
 def render_nodes(nodes):
-    """The nodes fixture, whose teardown also kills what a node left behind (a
-    node killed with -9 leaves its browser to the process group)."""
+    """The nodes fixture, whose teardown also kills what a node left behind."""
     yield nodes
     for proc in nodes.procs:
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        kill_with_browser(proc)
 
 
 def agents(site) -> dict[str, list[str]]:
@@ -61,19 +81,17 @@ def js_paths(items) -> set[str]:
     return {re.sub(r"^http://[^/]+", "", item["url"]) for item in items}
 
 
-def browser_processes(proc) -> int:
-    """Chromium processes left in a node's process group."""
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+def browsers_below(proc) -> list[int]:
+    """The browser processes below a node."""
+    found = []
+    for pid in descendants(proc.pid):
         with suppress(OSError):
-            comm = Path(f"/proc/{entry}/comm").read_text()
-            if os.getpgid(int(entry)) == proc.pid and "chrom" in comm:
-                count += 1
-    return count
+            if "chrom" in Path(f"/proc/{pid}/comm").read_text():
+                found.append(pid)
+    return found
 
 
+@needs_browser
 def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
 ):
@@ -116,9 +134,10 @@ def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
     assert nodes.stat(1, "render/pages") == len(JS_PAGES)
     assert nodes.stat(1, "playwright/page_count") == nodes.stat(1, "playwright/page_count/closed")
     assert nodes.stat(1, "playwright/page_count/max_concurrent") <= 4  # RENDER_MAX_PAGES
-    assert browser_processes(render) == 0
+    assert browsers_below(render) == []
 
 
+@needs_browser
 @pytest.mark.chaos
 def test_kill_9_of_the_render_node_loses_no_page(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
@@ -130,7 +149,8 @@ def test_kill_9_of_the_render_node_loses_no_page(
     victim = nodes.start("jsshop", redis_url, NODE_ID="r1", **fast)
     items_dir = tmp_path / "items"
     wait_for(lambda: len(read_items(items_dir)) >= 15, 120, "the render node under way")
-    os.killpg(victim.pid, signal.SIGKILL)  # the node and its browser, as a lost machine
+    assert browsers_below(victim)
+    kill_with_browser(victim)  # the node and its browser, as a lost machine
     victim.wait(30)
     nodes.start("jsshop", redis_url, NODE_ID="r2", **fast)
     codes = nodes.wait(240)
@@ -139,6 +159,7 @@ def test_kill_9_of_the_render_node_loses_no_page(
     assert nodes.stat(2, "render/pages") > 0
 
 
+@needs_browser
 def test_auto_mode_learns_the_javascript_pages_for_the_cluster(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
 ):
@@ -181,6 +202,7 @@ def test_auto_mode_learns_the_javascript_pages_for_the_cluster(
     assert nodes.stat(3, "render/pages") == len(JS_PAGES)
 
 
+@needs_browser
 def test_hostile_pages_are_bounded_and_dead_lettered_with_the_reason(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
 ):
@@ -206,9 +228,10 @@ def test_hostile_pages_are_bounded_and_dead_lettered_with_the_reason(
     assert items["/js/hostile/popup"]["title"] == "Popup"  # stored; its windows closed
     assert items["/js/item/1"]["title"] == "Item 1"  # the rest of the crawl went on
     assert nodes.stat(0, "playwright/page_count") == nodes.stat(0, "playwright/page_count/closed")
-    assert browser_processes(render) == 0
+    assert browsers_below(render) == []
 
 
+@needs_browser
 def test_browsers_are_replaced_and_memory_stays_flat_over_a_long_rendered_crawl(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
 ):
@@ -228,6 +251,7 @@ def test_browsers_are_replaced_and_memory_stays_flat_over_a_long_rendered_crawl(
     assert max(held[1:]) <= 1.5 * held[0] + 100, held
 
 
+@needs_browser
 def test_the_requests_proxy_and_identity_are_the_browsers_too(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
 ):
@@ -257,6 +281,7 @@ def test_the_requests_proxy_and_identity_are_the_browsers_too(
         proxy.stop()
 
 
+@needs_browser
 def test_a_rendered_page_is_recrawled_and_its_changes_told_from_the_page(
     redis_url, redis_client, render_nodes, tmp_path
 ):
@@ -282,3 +307,39 @@ def test_a_rendered_page_is_recrawled_and_its_changes_told_from_the_page(
         assert stats["recrawl/changed"] >= 3 and stats["recrawl/unchanged"] >= 3
     finally:
         site.stop()
+
+
+def test_a_plain_node_told_not_to_wait_for_render_nodes_closes(
+    redis_url, redis_client, demo_site, render_nodes
+):
+    nodes = render_nodes
+    seed(redis_url, demo_site.url + "/js/")
+    nodes.start("jsshop", redis_url, NODE_ID="plain", RENDER_WAIT_FOR_NODES=False,
+                **{**SETTINGS, "MAX_IDLE_TIME_BEFORE_CLOSE": 2})  # fmt: skip
+    assert nodes.wait(60) == [0], nodes.tail()
+    assert "not waiting for them" in nodes.log(0)
+    # the render work stays queued for a render node
+    assert crawl_status(redis_client, SpiderKeys.for_spider("jsshop"))["render_queued"] == 1
+
+
+@needs_browser
+def test_a_browser_that_crashes_or_outgrows_its_memory_is_replaced_and_its_pages_retried(
+    redis_url, redis_client, demo_site, render_nodes, tmp_path
+):
+    nodes = render_nodes
+    seed(redis_url, demo_site.url + "/js/")
+    render = nodes.start("jsshop", redis_url, NODE_ID="r1", **RENDER, **SETTINGS,
+                         RENDER_MEMORY_LIMIT_MB=64, RETRY_BACKOFF_BASE=0.2)  # fmt: skip
+    items_dir = tmp_path / "items"
+    wait_for(lambda: len(read_items(items_dir)) >= 5, 60, "the render node under way")
+    browser = browsers_below(render)
+    assert browser
+    for pid in browser:  # the browser crashes: its processes die
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert nodes.wait(180) == [0], nodes.tail()
+    assert js_paths(read_items(items_dir)) == JS_PAGES  # the pages it had open were retried
+    assert nodes.stat(0, "render/browser_lost") >= 1
+    # past RENDER_MEMORY_LIMIT_MB, a browser is replaced once its pages are done
+    assert nodes.stat(0, "render/browser_replaced/memory") >= 1
+    assert nodes.stat(0, "playwright/page_count") >= len(JS_PAGES)

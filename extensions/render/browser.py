@@ -51,7 +51,7 @@ def launch_options(executable: str) -> dict[str, Any]:
     return {"executable_path": executable, "headless": True, "args": args}
 
 
-def _children() -> dict[int, list[int]]:
+def process_tree() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -70,7 +70,7 @@ def tree_rss(root: int) -> int:
     Linux /proc, 0 elsewhere): the Playwright driver and the browser's processes."""
     if not Path("/proc").is_dir():
         return 0
-    tree = _children()
+    tree = process_tree()
     total, todo, seen = 0, [root], set()
     while todo:
         pid = todo.pop()
@@ -102,7 +102,7 @@ def kill_browsers(root: int) -> int:
     """Kill every process two levels or more below ``root`` (the browsers under
     the Playwright driver, which stays); how many. For a browser that hangs
     even when told to close."""
-    tree = _children()
+    tree = process_tree()
     doomed = [pid for child in tree.get(root, ()) for pid in tree.get(child, ())]
     killed = 0
     while doomed:
