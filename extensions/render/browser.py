@@ -52,6 +52,7 @@ def launch_options(executable: str) -> dict[str, Any]:
 
 
 def process_tree() -> dict[int, list[int]]:
+    """Each process's children, read from /proc (pid -> child pids)."""
     tree: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
