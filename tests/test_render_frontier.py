@@ -205,3 +205,14 @@ def test_learned_patterns_are_the_clusters_and_bounded(redis_client):
     assert cached.needs_render("h/a/")
     redis_client.hdel("t:render_auto", "h/a/")
     assert cached.needs_render("h/a/")
+
+
+def test_clearing_the_frontier_clears_its_render_lane(frontier, redis_client, keys):
+    frontier.enqueue([entry("http://h/js", render=True)])
+    redis_client.zadd(keys.render_nodes, {"r1": now_ms()})
+    redis_client.hset(keys.render_auto, "h/js/", 1)
+    frontier.clear()
+    assert frontier.sizes().render_queued == 0
+    left = {key.decode() for key in redis_client.scan_iter("t:*")}
+    assert not left & {"t:ready:render", "t:turns:render", "t:render_nodes", "t:render_auto"}
+    assert not [key for key in left if "render" in key], left

@@ -69,6 +69,8 @@ class Upkeep:
                 keys.held, keys.banned,
                 keys.bloom_count, keys.shards_key, keys.revisit, keys.due,
                 keys.crawls, keys.turns, keys.crawl_ends,
+                keys.ready + ":render", keys.turns + ":render", keys.render_nodes,
+                keys.render_auto,
             ]  # fmt: skip
             doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
             self.server.delete(*doomed)

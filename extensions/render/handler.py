@@ -123,7 +123,6 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self._memory_checked = 0.0
         self._retire_reason = ""
         self._pages: dict[int, Any] = {}  # id(request) -> its page, while it renders
-        self.peak_memory = 0
         self._closing = False
 
     # --- one page ---------------------------------------------------------------
@@ -239,7 +238,6 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
         if now - self._memory_checked >= MEMORY_CHECK_INTERVAL:
             self._memory_checked = now
             held = self.browser_memory()
-            self.peak_memory = max(self.peak_memory, held)
             self.stats.max_value("render/memory_peak", held)
             if held > self.memory_limit:
                 return "memory"
