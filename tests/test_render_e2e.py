@@ -164,7 +164,9 @@ def test_auto_mode_learns_the_javascript_pages_for_the_cluster(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
 ):
     nodes = render_nodes
-    auto = {**SETTINGS, "RENDER_AUTO_RECHECK": 0}
+    # what one node learned, the other knows within RENDER_AUTO_REFRESH: 1 s here,
+    # well inside the few seconds the endless list takes to render
+    auto = {**SETTINGS, "RENDER_AUTO_RECHECK": 0, "RENDER_AUTO_REFRESH": 1}
     seed(redis_url, "--crawl", "first", demo_site.url + "/js/", demo_site.url + "/about")
     nodes.start("jsshop", redis_url, {"render": "auto"}, NODE_ID="p1", USER_AGENT="plain-1", **auto)
     nodes.start("jsshop", redis_url, {"render": "auto"}, NODE_ID="r1", USER_AGENT="render-1",
