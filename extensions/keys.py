@@ -95,7 +95,8 @@ key                            type    holds
 ``NAME:render_nodes``          zset    render nodes (RENDER_ENABLED, a browser found) -> last
                                        heartbeat (ms since epoch)
 ``NAME:render_auto``           hash    RENDER_AUTO: URL patterns (host/dir/) learned as
-                                       needing a browser -> when (ms since epoch)
+                                       needing a browser -> when (ms since epoch);
+                                       '#changes' counts what was learned (nodes follow it)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,

@@ -195,16 +195,22 @@ def test_learned_patterns_are_the_clusters_and_bounded(redis_client):
     assert other.needs_render("h/js/")  # another node sees it (no cache at refresh=0)
     one.learn("h/a/")
     one.learn("h/b/")  # past RENDER_AUTO_MAX_PATTERNS: not kept, not even locally
-    assert redis_client.hlen("t:render_auto") == 2
+    assert set(redis_client.hkeys("t:render_auto")) == {b"h/js/", b"h/a/", b"#changes"}
     assert not one.needs_render("h/b/") and one.stats.values["render/auto/patterns_full"] == 1
     other.forget("h/js/")
     assert not one.needs_render("h/js/")
-    # a node keeps what it looked up for RENDER_AUTO_REFRESH seconds
-    cached = LearnedRender(redis_client, "t:render_auto", refresh=60.0, max_patterns=2,
+    # a node keeps what it looked up for RENDER_AUTO_REFRESH seconds ...
+    cached = LearnedRender(redis_client, "t:render_auto", refresh=60.0, max_patterns=3,
                            stats=Stats())  # fmt: skip
-    assert cached.needs_render("h/a/")
+    assert cached.needs_render("h/a/") and not cached.needs_render("h/new/")
     redis_client.hdel("t:render_auto", "h/a/")
     assert cached.needs_render("h/a/")
+    # ... but what another node learns since reaches it once the change count moved
+    one.max_patterns = 3
+    one.learn("h/new/")
+    assert not cached.needs_render("h/new/")  # read the count less than a second ago
+    cached._version_read -= LearnedRender.VERSION_EVERY
+    assert cached.needs_render("h/new/")
 
 
 def test_clearing_the_frontier_clears_its_render_lane(frontier, redis_client, keys):

@@ -60,7 +60,15 @@ def compile_patterns(patterns: Any) -> list[re.Pattern[str]]:
 
 class LearnedRender:
     """The URL patterns the cluster learned need a browser (``NAME:render_auto``:
-    pattern -> when it was learned, ms), with a node-local cache."""
+    pattern -> when it was learned, ms; VERSION counts the changes), with a
+    node-local cache. What a node looked up stays cached for RENDER_AUTO_REFRESH
+    seconds, but a pattern learned anywhere reaches every node within
+    VERSION_EVERY: a node reads the change count that often, and when it moved,
+    looks up again what it had found unknown (one read a second, not one per
+    pattern)."""
+
+    VERSION = "#changes"  # a field no pattern can be (a pattern holds '/')
+    VERSION_EVERY = 1.0
 
     def __init__(
         self, server: redis.Redis, key: str, *, refresh: float, max_patterns: int, stats: Any
@@ -71,34 +79,53 @@ class LearnedRender:
         self.max_patterns = max_patterns
         self.stats = stats
         self._cache: OrderedDict[str, tuple[bool, float]] = OrderedDict()
+        self._version: Any = None  # the change count last read
+        self._version_read = -self.VERSION_EVERY
 
     def needs_render(self, pattern: str) -> bool:
         now = time.monotonic()
-        cached = self._cache.get(pattern)
-        if cached is not None and now - cached[1] < self.refresh:
-            return cached[0]
         try:
-            known = self.server.hexists(self.key, pattern)
+            self._follow_changes(now)
+            cached = self._cache.get(pattern)
+            if cached is not None and now - cached[1] < self.refresh:
+                return cached[0]
+            known = bool(self.server.hexists(self.key, pattern))
         except redis.RedisError as exc:
             logger.warning("could not read the learned render patterns: %s", exc)
+            cached = self._cache.get(pattern)
             return cached[0] if cached else False
-        self._remember(pattern, bool(known), now)
-        return bool(known)
+        self._remember(pattern, known, now)
+        return known
+
+    def _follow_changes(self, now: float) -> None:
+        if now - self._version_read < self.VERSION_EVERY:
+            return
+        self._version_read = now
+        version = self.server.hget(self.key, self.VERSION)
+        if version != self._version:
+            self._version = version
+            for pattern in [p for p, (known, _) in self._cache.items() if not known]:
+                del self._cache[pattern]
 
     def learn(self, pattern: str) -> None:
         """The pattern needs a browser, from now on on every node (past
         RENDER_AUTO_MAX_PATTERNS, on none: a node keeps no view of its own)."""
         try:
-            if self.server.hlen(self.key) >= self.max_patterns:
+            if self.server.hlen(self.key) > self.max_patterns:  # the count field too
                 self.stats.inc_value("render/auto/patterns_full")
                 return
-            self.server.hset(self.key, pattern, int(time.time() * 1000))
+            pipe = self.server.pipeline(transaction=True)
+            pipe.hset(self.key, pattern, int(time.time() * 1000))
+            pipe.hincrby(self.key, self.VERSION, 1)
+            pipe.execute()
         except redis.RedisError as exc:
             logger.warning("could not record render pattern %s: %s", pattern, exc)
+            return
         self._remember(pattern, True, time.monotonic())
 
     def forget(self, pattern: str) -> None:
-        """The pattern's pages came back whole without a browser: the site changed."""
+        """The pattern's pages came back whole without a browser: the site changed
+        (the other nodes see it within RENDER_AUTO_REFRESH)."""
         self._remember(pattern, False, time.monotonic())
         try:
             self.server.hdel(self.key, pattern)
