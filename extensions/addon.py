@@ -32,7 +32,7 @@ DOWNLOADER_MIDDLEWARES = {
     # back to wait with its host before the retry middleware or a callback sees it
     "extensions.downloadermiddlewares.pushback.PushbackMiddleware": 585,
     # after the ban check (a ban page is not a page that lacks its content):
-    # RENDER_AUTO's check of a plain fetch; off unless RENDER_AUTO or RENDER_ENABLED
+    # RENDER_AUTO's check of a plain fetch, and render requests a plain node met
     "extensions.render.autocheck.RenderAutoMiddleware": 580,
     "extensions.downloadermiddlewares.politeness.ClusterPolitenessMiddleware": 590,
     "extensions.downloadermiddlewares.proxies.RotatingProxyMiddleware": 610,

@@ -41,8 +41,15 @@ def install(settings: BaseSettings) -> None:
         return
     handlers = settings["DOWNLOAD_HANDLERS"]
     for scheme in ("http", "https"):
-        if handlers.get(scheme) in (None, "") and scheme not in handlers:
+        if scheme not in handlers:
             handlers[scheme] = HANDLER
+        elif handlers[scheme] != HANDLER:
+            logger.warning(
+                "RENDER_ENABLED, but DOWNLOAD_HANDLERS[%r] is the project's own (%s): "
+                "it fetches this node's render requests",
+                scheme,
+                handlers[scheme],
+            )
 
 
 class RenderRoom:
