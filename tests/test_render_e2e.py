@@ -260,7 +260,10 @@ def test_the_requests_proxy_and_identity_are_the_browsers_too(
     proxy = services.start_forward_proxy(auth=f"crawler:{SECRET}")
     try:
         nodes = render_nodes
-        seed(redis_url, demo_site.url + "/js/data")
+        # a start entry brings its page actions: the table is loaded by fetch
+        wait = [{"method": "wait_for_selector", "args": ["tr.row"]}]
+        redis_client.lpush("jsshop:start_urls", json.dumps(
+            {"url": demo_site.url + "/js/data", "meta": {"render_actions": wait}}))  # fmt: skip
         nodes.start("jsshop", redis_url, NODE_ID="r1", USER_AGENT="render-node", **RENDER,
                     **SETTINGS, ROTATING_PROXY_LIST=with_credentials(proxy))  # fmt: skip
         assert nodes.wait(120) == [0], nodes.tail()
