@@ -81,6 +81,17 @@ def js_paths(items) -> set[str]:
     return {re.sub(r"^http://[^/]+", "", item["url"]) for item in items}
 
 
+def alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running, zombies aside (a node that exited leaves
+    no tree to read: its browser's pids are taken while it runs)."""
+    running = []
+    for pid in pids:
+        with suppress(OSError):
+            if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+                running.append(pid)
+    return running
+
+
 def browsers_below(proc) -> list[int]:
     """The browser processes below a node."""
     found = []
@@ -116,6 +127,8 @@ def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
         60,
         "the render node registered",
     )
+    wait_for(lambda: browsers_below(render), 60, "the render node's browser")
+    browser = browsers_below(render)
     assert nodes.wait(180) == [0, 0], nodes.tail()
 
     items = read_items(tmp_path / "items")
@@ -134,7 +147,7 @@ def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
     assert nodes.stat(1, "render/pages") == len(JS_PAGES)
     assert nodes.stat(1, "playwright/page_count") == nodes.stat(1, "playwright/page_count/closed")
     assert nodes.stat(1, "playwright/page_count/max_concurrent") <= 4  # RENDER_MAX_PAGES
-    assert browsers_below(render) == []
+    wait_for(lambda: alive(browser) == [], 15, "the node's browser gone")
 
 
 @needs_browser
@@ -215,7 +228,11 @@ def test_hostile_pages_are_bounded_and_dead_lettered_with_the_reason(
         "jsshop", redis_url, NODE_ID="r1", **RENDER, **SETTINGS,
         RENDER_PAGE_TIMEOUT=4, RETRY_TIMES=1, RETRY_BACKOFF_BASE=0.2, RETRY_BACKOFF_MAX=0.5,
     )  # fmt: skip
-    assert nodes.wait(240) == [0], nodes.tail()
+    browser: list[int] = []
+    while render.poll() is None and len(browser) < 200:  # every browser it starts, sampled
+        browser += [pid for pid in browsers_below(render) if pid not in browser]
+        time.sleep(0.2)
+    assert browser and nodes.wait(240) == [0], nodes.tail()
     dead = {}
     for raw in redis_client.lrange("jsshop:dlq", 0, -1):
         record = json.loads(raw)
@@ -230,7 +247,8 @@ def test_hostile_pages_are_bounded_and_dead_lettered_with_the_reason(
     assert items["/js/hostile/popup"]["title"] == "Popup"  # stored; its windows closed
     assert items["/js/item/1"]["title"] == "Item 1"  # the rest of the crawl went on
     assert nodes.stat(0, "playwright/page_count") == nodes.stat(0, "playwright/page_count/closed")
-    assert browsers_below(render) == []
+    # hung or not, every browser it started is gone
+    wait_for(lambda: alive(browser) == [], 15, "the node's browsers gone")
 
 
 @needs_browser
