@@ -118,9 +118,12 @@ def test_an_idle_node_takes_a_new_start_url_at_its_next_look(
     looks_before_push = nodes.log(0).count(IDLE_LOOK)
     redis_client.lpush("shop:start_urls", demo_site.url + "/about")  # as a user would
     wait_for(lambda: page_hits(demo_site).get("/about") == 1, 30, "the pushed URL fetched")
+    # the site counts the hit before the node has read the answer and logged it
+    crawled_line = f"Crawled (200) <GET {demo_site.url}/about>"
+    wait_for(lambda: crawled_line in nodes.log(0), 30, "the pushed URL's response logged")
 
     log = nodes.log(0)
-    crawled = log.index(f"Crawled (200) <GET {demo_site.url}/about>")
+    crawled = log.index(crawled_line)
     # The look under way during the push may have missed it; the next one did not.
     assert log[:crawled].count(IDLE_LOOK) - looks_before_push <= 1
 
