@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-redis6 test-fast docs bench lint redis site scrapyd system-tools clean
+.PHONY: venv demo console test test-redis6 test-fast docs bench lint redis site scrapyd system-tools clean
 
 venv: $(STAMP)
 
@@ -16,6 +16,10 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 demo: venv
 	$(PY) -m tools.demo
+
+# the web console on a live, slow demo crawl (http://127.0.0.1:6880/), until Ctrl-C
+console: venv
+	$(PY) -m tools.console_demo
 
 test: venv system-tools
 	$(PY) -m ruff check .

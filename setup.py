@@ -4,13 +4,23 @@ Settings that differ per environment (REDIS_URL, MONGO_URI, credentials) are
 read from the environment at run time, never baked into the egg.
 """
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+VERSION = re.search(
+    r'__version__ = "([^"]+)"', (Path(__file__).parent / "extensions" / "__init__.py").read_text()
+)[1]
 
 setup(
     name="crawler",
-    version="1.0",
+    version=VERSION,
     packages=find_packages(include=["crawler", "crawler.*", "extensions", "extensions.*"]),
-    package_data={"extensions.frontier.scripts": ["*.lua"]},
+    package_data={
+        "extensions.frontier.scripts": ["*.lua"],
+        "extensions.console": ["templates/*.html", "static/*.*", "static/vendor/*/*"],
+    },
     entry_points={"scrapy": ["settings = crawler.settings"]},
     zip_safe=True,
 )

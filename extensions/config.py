@@ -202,6 +202,11 @@ def _markers(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+def _secure_cookie(settings: BaseSettings, name: str) -> str | None:
+    value = str(settings.get(name, defaults.CONSOLE_SECURE_COOKIE)).lower()
+    return None if value in ("auto", "true", "false", "1", "0") else "must be True, False or auto"
+
+
 CHECKS: dict[str, Check] = {
     "REDIS_URL": _redis_url,
     "REDIS_SOCKET_TIMEOUT": _number(float, 0, above=True),
@@ -298,6 +303,12 @@ CHECKS: dict[str, Check] = {
     "RENDER_AUTO_RECHECK": _number(float, 0, 1),
     "RENDER_AUTO_MAX_PATTERNS": _number(int, 0),
     "RENDER_AUTO_REFRESH": _number(float, 0, above=True),
+    "SERIES_HOURS": _number(float, 0, 168, above=True),
+    "CONSOLE_PORT": _number(int, 0, 65535),
+    "CONSOLE_SESSION_HOURS": _number(float, 0, above=True),
+    "CONSOLE_SECURE_COOKIE": _secure_cookie,
+    "CONSOLE_REFRESH": _number(float, 0, above=True),
+    "CONSOLE_DLQ_SCAN": _number(int, 1),
 }
 
 

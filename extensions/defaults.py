@@ -145,6 +145,21 @@ METRICS_PORT = ""  # Prometheus metrics port, or a range such as 9410-9419; empt
 METRICS_ADDRESS = "0.0.0.0"  # interface the metrics listen on (Prometheus scrapes from afar)
 HEALTH_REACTOR_TIMEOUT = 30.0  # seconds without a reactor turn before /healthz fails
 HEALTH_REDIS_GRACE = 60.0  # seconds without Redis before /healthz fails (/readyz at once)
+SERIES_HOURS = 6.0  # hours of per-minute pages, items and errors nodes keep in NAME:series
+
+# --- the web console (scrapy console; extensions/console) ---
+CONSOLE_BIND = "127.0.0.1"  # interface the console listens on; another needs CONSOLE_PASSWORD
+CONSOLE_PORT = 6880  # TCP port of the console
+CONSOLE_USER = "admin"  # the user CONSOLE_PASSWORD logs in (an admin: may act)
+CONSOLE_PASSWORD = ""  # empty = no login (loopback only); else needed for every page and call
+# more users: name -> {"password": HASH, "role": "admin" or "read"}; HASH from
+# `scrapy console --hash-password` (a read user sees everything and may do nothing)
+CONSOLE_USERS: dict[str, dict[str, str]] = {}
+CONSOLE_SECRET = ""  # signs login sessions; empty = random per start (set it for replicas)
+CONSOLE_SESSION_HOURS = 12.0  # hours a login session lasts
+CONSOLE_SECURE_COOKIE = "auto"  # session cookie only over HTTPS: True, False, or auto (if HTTPS)
+CONSOLE_REFRESH = 3.0  # seconds between a page's live updates
+CONSOLE_DLQ_SCAN = 100_000  # dead letters (newest first) a filter or an action looks through
 
 # --- item store -------------------------------------------------------------
 MONGO_URI = ""  # empty = write JSON Lines instead

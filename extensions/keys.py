@@ -97,6 +97,12 @@ key                            type    holds
 ``NAME:render_auto``           hash    RENDER_AUTO: URL patterns (host/dir/) learned as
                                        needing a browser -> when (ms since epoch);
                                        '#changes' counts what was learned (nodes follow it)
+``NAME:series``                hash    the last SERIES_HOURS of the crawl per minute, for
+                                       the console's charts: MINUTE:p (pages), MINUTE:i
+                                       (items), MINUTE:e (errors) -> count; MINUTE =
+                                       minutes since the epoch
+``NAME:audit``                 list    what people did in the console (newest first, at
+                                       most 1,000): JSON with time, user, action, detail
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -162,6 +168,8 @@ WRITTEN_BY = {
     "crawl_ends": "crawls.py (seed --expire-after, stop; heartbeats end and empty them)",
     "render_nodes": "checkpoint.py (a render node's heartbeat; gone when it leaves)",
     "render_auto": "render/autocheck.py (RENDER_AUTO learns and unlearns patterns)",
+    "series": "checkpoint.py (every node's heartbeat adds its minute and drops the oldest)",
+    "audit": "console/actions.py (each action taken in the console)",
 }
 
 START_URLS = "%(name)s:start_urls"
@@ -196,6 +204,8 @@ TURNS = "%(name)s:turns"
 CRAWL_ENDS = "%(name)s:crawl_ends"
 RENDER_NODES = "%(name)s:render_nodes"
 RENDER_AUTO = "%(name)s:render_auto"
+SERIES = "%(name)s:series"
+AUDIT = "%(name)s:audit"
 REVISIT = "%(name)s:revisit"
 DUE = "%(name)s:due"
 
@@ -235,6 +245,8 @@ class SpiderKeys:
     crawl_ends: str = ""
     render_nodes: str = ""
     render_auto: str = ""
+    series: str = ""
+    audit: str = ""
     #: the start key's Redis type: "list", "set" or "zset" (scrapy-redis's three kinds)
     start_type: str = "list"
     #: FRONTIER_SHARDS: how many parts the frontier is split into, each under a hash
@@ -293,6 +305,8 @@ class SpiderKeys:
             crawl_ends=CRAWL_ENDS % subs,
             render_nodes=RENDER_NODES % subs,
             render_auto=RENDER_AUTO % subs,
+            series=SERIES % subs,
+            audit=AUDIT % subs,
             start_type=start_type,
             shards=shards,
             shards_key=SHARDS % subs,

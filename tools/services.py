@@ -358,3 +358,27 @@ def start_scrapyd(
         )  # fmt: skip
     wait_for_port(port, 30, "scrapyd", proc)
     return Service(proc, f"http://127.0.0.1:{port}", "scrapyd")
+
+
+def start_console(
+    redis_url: str,
+    *,
+    log: Path,
+    port: int | None = None,
+    settings: dict[str, object] | None = None,
+    env: dict[str, str] | None = None,
+) -> Service:
+    """The web console (``scrapy console``) of the project on 127.0.0.1, ready."""
+    port = port or free_port()
+    args = [sys.executable, "-m", "scrapy", "console", "--port", str(port),
+            "-s", f"REDIS_URL={redis_url}"]  # fmt: skip
+    for name, value in (settings or {}).items():
+        args += ["-s", f"{name}={value}"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as output:
+        proc = subprocess.Popen(
+            args, cwd=ROOT, stdout=output, stderr=output,
+            env={**os.environ, **(env or {})}, start_new_session=True,
+        )  # fmt: skip
+    wait_for_port(port, 30, "the console", proc)
+    return Service(proc, f"http://127.0.0.1:{port}", "console")

@@ -2,8 +2,9 @@
 the crawl's checkpoint in Redis.
 
 Each heartbeat writes, in one transaction, this node's score in ``NAME:nodes``,
-its record ``NAME:node:ID`` and its share of the crawl-wide counters in
-``NAME:checkpoint`` (added as deltas, so any number of nodes can write).
+its record ``NAME:node:ID`` (with its memory and version), its share of the
+crawl-wide counters in ``NAME:checkpoint`` (added as deltas, so any number of
+nodes can write) and of the minute's figures in ``NAME:series``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+import extensions
 from extensions import connection
+from extensions.cluster import series
 from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
@@ -54,6 +57,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def resident_memory() -> int:
+    """This process's resident memory in bytes (0 where /proc cannot tell)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def now_ms() -> int:
     """The time as the frontier's scripts and the node registry count it."""
     return int(time.time() * 1000)
@@ -62,13 +74,20 @@ def now_ms() -> int:
 class Checkpoint:
     """Writes this node's heartbeat and progress, and the crawl's checkpoint."""
 
-    def __init__(self, server: redis.Redis, keys: SpiderKeys, node_id: str):
+    def __init__(
+        self, server: redis.Redis, keys: SpiderKeys, node_id: str, series_hours: float = 0.0
+    ):
         self.server = server
         self.keys = keys
         self.node_id = node_id
         self.key = keys.node(node_id)
         self.started = time.time()
         self._reported = {"pages": 0, "items": 0}
+        #: SERIES_HOURS: the window of NAME:series this node adds to (0: none)
+        self.series_hours = series_hours
+        self._errors_reported = 0
+        if series_hours and node_id:
+            series.sweep(server, keys.series, self.started, series_hours)
         self._last_progress = self.started
         #: a render node: its heartbeats go to NAME:render_nodes too
         self.renders = False
@@ -84,6 +103,7 @@ class Checkpoint:
             "pages": int(values.get("response_received_count", 0)),
             "items": int(values.get("item_scraped_count", 0)),
         }
+        errors = sum(int(values.get(name, 0)) for name in series.ERROR_STATS)
         now = time.time()
         if progress["pages"] > self._reported["pages"]:
             self._last_progress = now
@@ -95,6 +115,7 @@ class Checkpoint:
                 "host": HOST, "pid": os.getpid(), "state": state,
                 "started": self.started, "last_beat": now,
                 "last_progress": self._last_progress, "render": int(self.renders),
+                "rss": resident_memory(), "version": extensions.__version__,
                 **progress,
             },
         )  # fmt: skip
@@ -112,11 +133,16 @@ class Checkpoint:
                 dlq=sizes.dlq, seen=sizes.seen, start_urls=sizes.start_urls,
             )  # fmt: skip
         pipe.hset(self.keys.checkpoint, mapping=crawl)
-        for name, value in progress.items():
-            if value > self._reported[name]:
-                pipe.hincrby(self.keys.checkpoint, name, value - self._reported[name])
+        deltas = {name: max(value - self._reported[name], 0) for name, value in progress.items()}
+        for name, delta in deltas.items():
+            if delta:
+                pipe.hincrby(self.keys.checkpoint, name, delta)
+        if self.series_hours:
+            deltas["errors"] = max(errors - self._errors_reported, 0)
+            series.add(pipe, self.keys.series, deltas, now, self.series_hours)
         pipe.execute()
         self._reported = progress
+        self._errors_reported = errors
         if self.keys.shards > 1:
             # each shard's registry too: its leases go back by what it says
             beats = self.server.pipeline(transaction=False)

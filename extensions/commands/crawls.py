@@ -10,9 +10,8 @@ from scrapy.exceptions import UsageError
 
 from extensions import sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.cluster.checkpoint import Checkpoint
 from extensions.frontier.crawls import CrawlFigures, Crawls, UnknownCrawl, stamp
-from extensions.frontier.frontier import Frontier
+from extensions.observability.status import all_figures
 
 if TYPE_CHECKING:
     import argparse
@@ -39,16 +38,6 @@ class CrawlsOf:
         if crawls.state(crawl) is None:
             known = ", ".join(crawls.ids()) or "none"
             raise SystemExit(f"error: no crawl {crawl!r} of {crawls.keys.name} (crawls: {known})")
-
-
-def all_figures(crawls: Crawls) -> list[CrawlFigures]:
-    """The figures of every crawl; the crawl without an id first, if it has any."""
-    named = [crawls.figures(crawl) for crawl in crawls.ids()]
-    frontier = Frontier(crawls.server, crawls.keys, node_id="")
-    progress = Checkpoint(crawls.server, crawls.keys, "").crawl_progress()
-    rest = crawls.without_id(frontier.sizes(), progress, named)
-    shown = [rest] if rest.pending or rest.done or rest.dlq or not named else []
-    return shown + named
 
 
 def render(rows: list[CrawlFigures]) -> str:

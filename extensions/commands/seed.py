@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,17 +11,13 @@ from scrapy.spiderloader import get_spider_loader
 from extensions import sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.crawlid import crawl_id_problem
-from extensions.exceptions import InvalidStartURL
 from extensions.frontier.crawls import Crawls
-from extensions.frontier.redisops import push_start_entries
-from extensions.frontier.start_urls import EntryRules, parse_entry, reads_start_urls
+from extensions.frontier.seeding import push, validate, with_field
+from extensions.frontier.start_urls import EntryRules, reads_start_urls
 from extensions.sitemaps import SitemapReading
-from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
     import argparse
-
-PUSH_BATCH = 1000
 
 
 class Command(ProjectCommand):
@@ -96,7 +91,7 @@ class Command(ProjectCommand):
             if (opts.weight or 1) <= 0 or (opts.budget or 0) < 0 or opts.expire_after < 0:
                 raise SystemExit("error: --weight must be positive, --budget and "
                                  "--expire-after not negative")  # fmt: skip
-            entries = [_with(entry, "crawl", crawl, keep=True) for entry in entries]
+            entries = [with_field(entry, "crawl", crawl, keep=True) for entry in entries]
         elif opts.budget is not None or opts.expire_after or opts.weight is not None:
             raise UsageError("--weight, --budget and --expire-after go with --crawl ID")
         keys = spider_keys(self.settings, name)
@@ -112,19 +107,12 @@ class Command(ProjectCommand):
                     f"spider {name!r} does not read sitemaps (base it on DistributedSpider "
                     "or DistributedCrawlSpider): --sitemap entries would not be read as such"
                 )
-            entries = [_with(entry, "sitemap", True) for entry in entries]
+            entries = [with_field(entry, "sitemap", True) for entry in entries]
 
-        rules = EntryRules.from_settings(self.settings)
-        valid: list[str] = []
-        refused = 0
-        for entry in entries:
-            try:
-                parse_entry(entry, rules)
-            except InvalidStartURL as exc:
-                refused += 1
-                print(f"refused {mask_credentials(entry)!r:.200}: {exc}", file=sys.stderr)
-            else:
-                valid.append(entry.strip())
+        valid, refusals = validate(entries, EntryRules.from_settings(self.settings))
+        for entry, reason in refusals:
+            print(f"refused {entry!r:.200}: {reason}", file=sys.stderr)
+        refused = len(refusals)
 
         server = redis_for_command(self.settings) if valid else None
         if crawl and server is not None:
@@ -138,30 +126,12 @@ class Command(ProjectCommand):
             crawls.register(crawl, weight=opts.weight, budget=budget,
                             expire_after=opts.expire_after)  # fmt: skip
         if server is not None:
-            for start in range(0, len(valid), PUSH_BATCH):
-                push_start_entries(
-                    server, keys, valid[start : start + PUSH_BATCH], score=opts.score
-                )
+            push(server, keys, valid, opts.score)
         into = f" (crawl {crawl})" if crawl else ""
         print(f"pushed {len(valid)} start URLs to {keys.start_urls}{into}", end="")
         print(f", refused {refused}" if refused else "")
         if refused:
             self.exitcode = 1
-
-
-def _with(entry: str, key: str, value: object, *, keep: bool = False) -> str:
-    """A URL, or a JSON entry, with ``key`` set to ``value`` (``keep``: unless the
-    entry sets it itself)."""
-    text = entry.strip()
-    if not text.startswith("{"):
-        return json.dumps({"url": text, key: value})
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text  # refused, with the reason, when checked
-    if not isinstance(data, dict) or (keep and key in data):
-        return text
-    return json.dumps({**data, key: value})
 
 
 def _read_entries(path: str) -> list[str]:

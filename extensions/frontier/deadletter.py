@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions.crawlid import crawl_fields
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
     from extensions.frontier.frontier import Frontier
 
 logger = logging.getLogger(__name__)
+
+#: which records an action takes: (the record as stored, as parsed or None)
+Selection = Callable[[bytes, "dict[str, Any] | None"], bool]
 
 # meta keys of a failed request that a replay resets, so it gets fresh retries
 FRESH_RETRY_DROPS = ("retry_times", "retry_first_failure", "delay_until", "_dead_lettered")
@@ -127,18 +131,27 @@ class DeadLetters:
         return records, malformed
 
     def replay(
-        self, frontier: Frontier, queue_by: str, limit: int | None = None
+        self,
+        frontier: Frontier,
+        queue_by: str,
+        limit: int | None = None,
+        select: Selection | None = None,
+        scan: int | None = None,
     ) -> tuple[int, int]:
         """Put the oldest ``limit`` replayable records back in the queue with fresh
-        retries. Returns (replayed, left because they hold no valid request).
+        retries: of the newest ``scan`` records (all by default), those ``select``
+        accepts (all by default). Returns (replayed, left because they hold no
+        valid request).
 
         A stored request is checked as a node would check it before it goes
         back: a record is data anyone who can write to Redis may have written.
         """
-        chosen: list[tuple[bytes | str, dict[str, Any]]] = []
+        chosen: list[tuple[bytes, dict[str, Any]]] = []
         unreplayable = 0
-        for raw in reversed(self.server.lrange(self.key, 0, -1)):  # oldest first
+        for raw in reversed(self._newest(scan)):  # oldest first
             record = parse_record(raw)
+            if select is not None and not select(raw, record):
+                continue
             request = _stored_request(record)
             if request is None or entry_problem(request) is not None:
                 unreplayable += 1
@@ -167,6 +180,20 @@ class DeadLetters:
         if sharded:
             removals.execute()
         return len(chosen), unreplayable
+
+    def delete(self, select: Selection, scan: int | None = None) -> int:
+        """Delete the records ``select`` accepts among the newest ``scan``."""
+        chosen = [raw for raw in self._newest(scan) if select(raw, parse_record(raw))]
+        if not chosen:
+            return 0
+        pipe = self.server.pipeline(transaction=True)
+        for raw in chosen:
+            pipe.lrem(self.key, 1, raw)  # type: ignore[arg-type]  # bytes go as they are
+        return sum(int(n) for n in pipe.execute())
+
+    def _newest(self, scan: int | None) -> list[bytes]:
+        found: Any = self.server.lrange(self.key, 0, -1 if scan is None else scan - 1)
+        return found
 
     def purge(self) -> int:
         pipe = self.server.pipeline(transaction=True)

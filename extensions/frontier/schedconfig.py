@@ -43,6 +43,7 @@ class SchedulerConfig:
     send_tolerance: float
     render_max_pages: int
     render_wait_for_nodes: bool
+    series_hours: float
 
     @classmethod
     def from_settings(cls, s: BaseSettings) -> SchedulerConfig:
@@ -73,4 +74,5 @@ class SchedulerConfig:
             send_tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE"),
             render_max_pages=s.getint("RENDER_MAX_PAGES"),
             render_wait_for_nodes=s.getbool("RENDER_WAIT_FOR_NODES"),
+            series_hours=s.getfloat("SERIES_HOURS"),
         )

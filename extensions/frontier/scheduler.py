@@ -138,7 +138,9 @@ class DistributedScheduler(BaseScheduler):
             send_tolerance=self.config.send_tolerance,
         )
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
-        self.checkpoint = Checkpoint(self.server, self.keys, self.node_id)
+        self.checkpoint = Checkpoint(
+            self.server, self.keys, self.node_id, series_hours=self.config.series_hours
+        )
         self.checkpoint.renders = self.render_room.pages > 0
         self.admission.render = RenderPolicy.from_crawler(self.crawler)
         self.crawls = Crawls(self.server, self.keys)

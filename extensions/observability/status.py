@@ -8,8 +8,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from extensions import defaults
+from extensions.cluster.checkpoint import Checkpoint
 from extensions.connection import glob_escape, text
 from extensions.crawlid import host_of, render_group
+from extensions.frontier.crawls import CrawlFigures, Crawls
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 
@@ -26,6 +28,16 @@ def _number(value: Any, default: float = 0.0) -> float:
     except (TypeError, ValueError):
         return default
     return number if number == number and abs(number) != float("inf") else default
+
+
+def all_figures(crawls: Crawls) -> list[CrawlFigures]:
+    """The figures of every crawl; the crawl without an id first, if it has any."""
+    named = [crawls.figures(crawl) for crawl in crawls.ids()]
+    frontier = Frontier(crawls.server, crawls.keys, node_id="")
+    progress = Checkpoint(crawls.server, crawls.keys, "").crawl_progress()
+    rest = crawls.without_id(frontier.sizes(), progress, named)
+    shown = [rest] if rest.pending or rest.done or rest.dlq or not named else []
+    return shown + named
 
 
 def crawl_status(
@@ -150,6 +162,31 @@ def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dic
         text(key)[len(prefix) :]
         for key in server.scan_iter(match=glob_escape(prefix) + "*", count=1000)
     }
+    ready = {text(g) for g in server.zrange(keys.ready, 0, -1)}
+    ready |= {host_of(text(g)) for g in server.zrange(keys.ready + ":render", 0, -1)}
+    # the crawls under an id queue a host's requests in groups of their own (HOST#ID)
+    crawl_groups: dict[str, list[str]] = collections.defaultdict(list)
+    for crawl in crawl_ids(server, keys):
+        for group in server.sscan_iter(keys.crawl_groups(crawl), count=1000):
+            crawl_groups[host_of(text(group))].append(text(group))
+        for lane in ("", ":render"):
+            found = server.zrange(keys.crawl_ready(crawl) + lane, 0, -1)
+            ready |= {host_of(text(g)) for g in found}
+    held: Any = server.zrange(keys.waiting, 0, -1, withscores=True)
+    waiting = {text(group): score for group, score in held}
+    in_flight = leased_by_host(server, keys)
+    hosts = {host_of(group) for group in groups} | set(crawl_groups) | set(in_flight)
+    return host_rows(server, keys, sorted(hosts), crawl_groups, in_flight, ready, waiting, budget)
+
+
+def crawl_ids(server: redis.Redis, keys: SpiderKeys) -> list[str]:
+    """The ids of the crawls under an id (their number, not the crawl's size)."""
+    return [c for c in map(text, server.hkeys(keys.crawls)) if c not in ("*", "")]
+
+
+def leased_by_host(server: redis.Redis, keys: SpiderKeys) -> collections.Counter[str]:
+    """Requests in flight per host: every node's leases (as many as the cluster
+    fetches at once, not as the crawl is large)."""
     in_flight: collections.Counter[str] = collections.Counter()
     nodes: Any = server.zrange(keys.nodes, 0, -1)
     for node in nodes:
@@ -158,44 +195,41 @@ def _shard_hosts(server: redis.Redis, keys: SpiderKeys, budget: int) -> list[dic
             group, newline, _ = member.partition(b"\n")
             if newline:
                 in_flight[host_of(text(group))] += 1
-    ready = {text(g) for g in server.zrange(keys.ready, 0, -1)}
-    ready |= {host_of(text(g)) for g in server.zrange(keys.ready + ":render", 0, -1)}
-    # the crawls under an id queue a host's requests in groups of their own (HOST#ID)
-    crawl_groups: dict[str, list[str]] = collections.defaultdict(list)
-    for crawl in server.hkeys(keys.crawls):
-        crawl = text(crawl)
-        if crawl in ("*", ""):
-            continue
-        for group in server.sscan_iter(keys.crawl_groups(crawl), count=1000):
-            crawl_groups[host_of(text(group))].append(text(group))
-        for lane in ("", ":render"):
-            found = server.zrange(keys.crawl_ready(crawl) + lane, 0, -1)
-            ready |= {host_of(text(g)) for g in found}
-    groups = {host_of(group) for group in groups} | set(crawl_groups)
-    for group in groups:  # the render lane of the crawl without an id
-        crawl_groups[group].append(render_group(group))
-    held: Any = server.zrange(keys.waiting, 0, -1, withscores=True)
-    waiting = {text(group): score for group, score in held}
+    return in_flight
+
+
+def host_rows(
+    server: redis.Redis,
+    keys: SpiderKeys,
+    hosts: list[str],
+    crawl_groups: dict[str, list[str]],
+    in_flight: collections.Counter[str],
+    ready: set[str],
+    waiting: dict[str, float],
+    budget: int,
+) -> list[dict[str, Any]]:
+    """One row for each of ``hosts``: its queue (and its crawls' ``crawl_groups``
+    and render lane), state, rate, budget and pushback, 500 hosts a round trip."""
     default_rate = _number(server.hget(keys.rates, "*"))
     now = time.time()
-    ordered = sorted(groups | set(in_flight))
     rows: list[dict[str, Any]] = []
-    for start in range(0, len(ordered), 500):
-        chunk = ordered[start : start + 500]
+    for start in range(0, len(hosts), 500):
+        chunk = hosts[start : start + 500]
         pipe = server.pipeline(transaction=False)
         for group in chunk:
             pipe.zcard(keys.queue(group))
             pipe.hgetall(keys.host(group))
             pipe.hget(keys.rates, group)
             pipe.hget(keys.crawl_delay, group)
+        lanes = {group: [*crawl_groups.get(group, ()), render_group(group)] for group in chunk}
         for group in chunk:
-            for crawl_group in crawl_groups.get(group, ()):
+            for crawl_group in lanes[group]:
                 pipe.zcard(keys.queue(crawl_group))
         replies = pipe.execute()
         in_crawls = iter(replies[4 * len(chunk) :])
         for n, group in enumerate(chunk):
             queued, counters, rate, delay = replies[4 * n : 4 * n + 4]
-            queued += sum(next(in_crawls) for _ in crawl_groups.get(group, ()))
+            queued += sum(next(in_crawls) for _ in lanes[group])
             fields = {text(k): text(v) for k, v in counters.items()}
             leased = int(_number(fields.get("leased")))
             accepted = int(_number(fields.get("accepted")))

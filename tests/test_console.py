@@ -1,0 +1,362 @@
+"""The web console, end to end: ``scrapy console`` against a real crawl state in a
+real Redis, crawler nodes fetching the demo site, and a real Chromium driven by
+Playwright. Screenshots of the main pages go to data/screenshots/.
+
+Skipped, saying so, only on a machine with no browser (``make system-tools``
+installs Debian's chromium)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+
+import pytest
+
+from extensions.console.auth import hash_password
+from extensions.render.browser import find_browser
+from tests.conftest import ROOT, scrapy, site_hits
+from tests.helpers import seed
+from tools import services
+
+needs_browser = pytest.mark.skipif(
+    find_browser() is None, reason="no Chromium on this machine (make system-tools installs it)"
+)
+SCREENSHOTS = ROOT / "data" / "screenshots"
+FAST = {"MAX_IDLE_TIME_BEFORE_CLOSE": 2, "NODE_TIMEOUT": 5, "USER_AGENT_ROTATION": False}
+
+
+@pytest.fixture
+def start_console(redis_url, tmp_path):
+    started: list[services.Service] = []
+
+    def start(**settings) -> services.Service:
+        settings.setdefault("CONSOLE_REFRESH", 0.5)
+        log = tmp_path / f"console-{len(started)}.log"
+        console = services.start_console(redis_url, log=log, settings=settings)
+        console.log = log  # type: ignore[attr-defined]
+        started.append(console)
+        return console
+
+    yield start
+    for console in started:
+        console.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if find_browser() is None:
+        pytest.skip("no Chromium on this machine (make system-tools installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=find_browser(), headless=True)
+        yield chromium
+        chromium.close()
+
+
+@contextmanager
+def page_of(browser, **options):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, **options)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def api(url: str, *, data: dict | None = None, auth: tuple[str, str] | None = None,
+        headers: dict | None = None):  # fmt: skip
+    """(status, body as JSON or text) of one call, as a script makes it."""
+    request = urllib.request.Request(url, method="POST" if data is not None else "GET")
+    if data is not None:
+        request.data = json.dumps(data).encode()
+        request.add_header("Content-Type", "application/json")
+    if auth:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            status, body = response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read().decode()
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, body
+
+
+def figure(page, field: str) -> str:
+    return page.locator(f'#live [data-field="{field}"]').first.inner_text().strip()
+
+
+def crawl_shop(redis_url, demo_site, nodes, **settings) -> None:
+    seed(redis_url, "shop", demo_site.url + "/")
+    nodes.start("shop", redis_url, **{**FAST, **settings})
+    assert nodes.wait(240) == [0] * len(nodes.procs), nodes.tail()
+
+
+@needs_browser
+def test_the_pages_show_the_crawls_figures_live_and_status_matches_the_command(
+    redis_url, redis_client, demo_site, nodes, start_console, browser
+):
+    crawl_shop(redis_url, demo_site, nodes, NODE_ID="n1")
+    # a second crawl under an id, seeded and waiting for a node
+    assert scrapy("seed", "shop", "--crawl", "beta", demo_site.url + "/about",
+                  "-s", f"REDIS_URL={redis_url}").returncode == 0  # fmt: skip
+    console = start_console()
+    done = int(redis_client.hget("shop:checkpoint", "done"))
+    items = int(redis_client.hget("shop:checkpoint", "items"))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    with page_of(browser) as page:
+        page.goto(console.url + "/")
+        shop = page.locator('section.spider[data-spider="shop"]')
+        assert shop.locator('[data-field="done"]').inner_text() == str(done)
+        assert shop.locator('[data-field="items"]').inner_text() == str(items)
+        assert shop.locator('[data-field="start_urls"]').inner_text() == "1"
+        assert shop.locator('tr[data-crawl="beta"]').count() == 1
+        page.wait_for_selector(".chart .u-over")  # the chart drew (uPlot, served locally)
+        page.screenshot(path=SCREENSHOTS / "console-overview.png", full_page=True)
+
+        # live: a change in Redis shows without a reload
+        redis_client.lpush("shop:start_urls", demo_site.url + "/category/books")
+        page.wait_for_function(
+            """() => document.querySelector('section.spider[data-spider="shop"] '
+                 + '[data-field="start_urls"]').textContent.trim() === "2" """
+        )
+
+        page.goto(console.url + "/shop")
+        assert figure(page, "done") == str(done)
+        assert figure(page, "dlq") == "0"
+        assert page.locator('tr[data-crawl="beta"] td').nth(1).inner_text() == "running"
+        page.screenshot(path=SCREENSHOTS / "console-crawl.png", full_page=True)
+
+        page.goto(console.url + "/nodes")
+        row = page.locator('tr[data-node="n1"]')
+        assert "closed" in row.inner_text() and re.search(r"\d+ MB", row.inner_text())
+        page.screenshot(path=SCREENSHOTS / "console-nodes.png", full_page=True)
+
+        page.goto(console.url + "/shop/hosts?host=127.0.0.1")
+        cells = page.locator("table.hosts tbody tr").first.locator("td")
+        assert cells.nth(0).inner_text() == "127.0.0.1"
+        assert int(cells.nth(6).inner_text()) == done  # fetched
+        page.screenshot(path=SCREENSHOTS / "console-hosts.png", full_page=True)
+
+    # /api/shop/status is what `scrapy status shop --json` prints
+    status, from_api = api(console.url + "/api/shop/status")
+    assert status == 200
+    printed = json.loads(scrapy("status", "shop", "--json", "-s", f"REDIS_URL={redis_url}").stdout)
+    assert from_api.keys() == printed.keys()
+    moving = {"time", "nodes"}
+    assert {k: v for k, v in from_api.items() if k not in moving} == {
+        k: v for k, v in printed.items() if k not in moving
+    }
+    assert [n["pages"] for n in from_api["nodes"]] == [n["pages"] for n in printed["nodes"]]
+
+
+@needs_browser
+def test_a_dead_letter_replayed_from_the_browser_is_fetched_again_by_a_node(
+    redis_url, redis_client, demo_site, nodes, start_console, browser
+):
+    failing = demo_site.url + "/flaky/500/7"  # answers 500, always
+    seed(redis_url, "shop", failing)
+    nodes.start("shop", redis_url, RETRY_TIMES=0, **FAST)
+    assert nodes.wait(120) == [0], nodes.tail()
+    assert site_hits(demo_site).get("/flaky/500/7") == 1
+    assert redis_client.llen("shop:dlq") == 1
+    console = start_console()
+
+    with page_of(browser) as page:
+        page.goto(console.url + "/shop/dlq")
+        assert failing in page.locator("table.dlq").inner_text()
+        page.screenshot(path=SCREENSHOTS / "console-dlq.png", full_page=True)
+        page.locator('table.dlq input[name="id"]').first.check()
+        page.get_by_role("button", name="Replay selected").click()
+        page.wait_for_selector("#flash.ok")
+        assert "replayed: 1" in page.locator("#flash").inner_text()
+    assert redis_client.llen("shop:dlq") == 0
+    assert int(redis_client.hget("shop:frontier", "queued")) == 1
+
+    nodes.start("shop", redis_url, RETRY_TIMES=0, **FAST)
+    assert nodes.wait(120) == [0, 0], nodes.tail()
+    assert site_hits(demo_site).get("/flaky/500/7") == 2  # fetched again
+    audit = [json.loads(r) for r in redis_client.lrange("shop:audit", 0, -1)]
+    assert audit[0]["user"] == "local" and audit[0]["action"] == "dlq replay"
+
+
+@needs_browser
+def test_pause_from_the_browser_stops_leasing_and_resume_carries_on(
+    redis_url, redis_client, demo_site, nodes, start_console, browser
+):
+    assert scrapy("seed", "shop", "--crawl", "alpha", demo_site.url + "/about",
+                  "-s", f"REDIS_URL={redis_url}").returncode == 0  # fmt: skip
+    console = start_console()
+    with page_of(browser) as page:
+        page.goto(console.url + "/shop")
+        page.locator('tr[data-crawl="alpha"] button', has_text="Pause").click()
+        page.wait_for_selector('tr[data-crawl="alpha"] button:has-text("Resume")')
+    assert redis_client.hget("shop:crawls", "alpha") == b"paused"
+
+    nodes.start("shop", redis_url, **FAST)  # reads the entry, leases nothing of alpha
+    assert nodes.wait(120) == [0], nodes.tail()
+    assert site_hits(demo_site).get("/about") is None
+
+    with page_of(browser) as page:
+        page.goto(console.url + "/shop")
+        page.locator('tr[data-crawl="alpha"] button', has_text="Resume").click()
+        page.wait_for_selector('tr[data-crawl="alpha"] button:has-text("Pause")')
+    nodes.start("shop", redis_url, **FAST)
+    assert nodes.wait(120) == [0, 0], nodes.tail()
+    assert site_hits(demo_site).get("/about") == 1
+    actions = [json.loads(r)["action"] for r in redis_client.lrange("shop:audit", 0, -1)]
+    assert actions == ["resume", "pause"]
+
+
+@needs_browser
+def test_login_is_needed_with_a_password_and_a_wrong_one_is_refused(
+    redis_url, start_console, browser
+):
+    console = start_console(CONSOLE_PASSWORD="right-horse", CONSOLE_USER="ops")
+    with page_of(browser) as page:
+        page.goto(console.url + "/shop")
+        assert page.url.startswith(console.url + "/login")
+        page.fill('input[name="username"]', "ops")
+        page.fill('input[name="password"]', "wrong")
+        page.click('button[type="submit"]')
+        assert page.locator("#login-error").inner_text() == "wrong user name or password"
+        page.fill('input[name="username"]', "ops")
+        page.fill('input[name="password"]', "right-horse")
+        page.click('button[type="submit"]')
+        page.wait_for_url(console.url + "/shop")
+        assert page.locator("#user").inner_text() == "ops"
+        cookie = next(c for c in page.context.cookies() if c["name"] == "console_session")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    log = console.log.read_text()  # type: ignore[attr-defined]
+    assert "right-horse" not in log and "a failed login as 'ops'" in log
+
+    # scripts: HTTP Basic with the same credentials
+    assert api(console.url + "/api/overview")[0] == 401
+    assert api(console.url + "/api/overview", auth=("ops", "wrong"))[0] == 401
+    status, body = api(console.url + "/api/overview", auth=("ops", "right-horse"))
+    assert status == 200 and "shop" in [s["name"] for s in body["spiders"]]
+
+
+@needs_browser
+def test_an_action_without_its_csrf_token_or_from_another_site_is_refused(
+    redis_url, redis_client, start_console, browser
+):
+    redis_client.hset("shop:crawls", "alpha", "running")
+    console = start_console()
+    with page_of(browser) as page:
+        page.goto(console.url + "/shop")
+        call = """async (token) => {
+            const headers = {"Content-Type": "application/json"};
+            if (token) headers["X-CSRF-Token"] = token;
+            const r = await fetch("/api/shop/crawls/alpha/pause",
+                                  {method: "POST", headers, body: "{}"});
+            return r.status;
+        }"""
+        assert page.evaluate(call, "") == 403
+        assert page.evaluate(call, "forged") == 403
+        assert redis_client.hget("shop:crawls", "alpha") == b"running"
+        token = page.locator('meta[name="csrf-token"]').get_attribute("content")
+        assert page.evaluate(call, token) == 200
+    assert redis_client.hget("shop:crawls", "alpha") == b"paused"
+    # a page elsewhere posting to the console: its Origin gives it away
+    status, _ = api(console.url + "/api/shop/crawls/alpha/resume", data={},
+                    headers={"Origin": "http://evil.test"})  # fmt: skip
+    assert status == 403
+    assert redis_client.hget("shop:crawls", "alpha") == b"paused"
+
+
+@needs_browser
+def test_a_hostile_dead_letter_shows_as_text(redis_url, redis_client, start_console, browser):
+    url = 'http://x.test/"><script>window.pwned=1</script><img src=x onerror=window.pwned=2>'
+    reason = "<script>window.pwned=3</script> 503 Service Unavailable"
+    redis_client.lpush("shop:dlq", json.dumps({"kind": "retries_exhausted", "url": url,
+                                               "error": reason, "node": "<b>n</b>",
+                                               "time": 1.7e9}))  # fmt: skip
+    redis_client.lpush("shop:dlq", b"\xff not json <script>window.pwned=4</script>")
+    console = start_console()
+    with page_of(browser) as page:
+        dialogs: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.goto(console.url + "/shop/dlq?q=x.test")
+        assert page.locator("td.url").first.inner_text() == url
+        assert page.locator("td.reason").first.inner_text() == reason
+        page.goto(console.url + "/shop/dlq")
+        assert "window.pwned=4" in page.locator("tr.malformed").inner_text()
+        page.goto(console.url + "/shop")
+        assert reason in page.locator("ul.errors").inner_text()
+        assert page.evaluate("window.pwned") is None and not dialogs
+
+
+def test_a_read_only_user_sees_everything_and_may_do_nothing(
+    redis_url, redis_client, start_console
+):
+    redis_client.hset("shop:crawls", "alpha", "running")
+    hashed = scrapy("console", "--hash-password", stdin="look-only\n").stdout.strip()
+    assert hashed.startswith("pbkdf2_sha256$")
+    users = {"viewer": {"password": hashed, "role": "read"},
+             "boss": {"password": hash_password("in-charge"), "role": "admin"}}  # fmt: skip
+    console = start_console(CONSOLE_USERS=json.dumps(users))
+    assert api(console.url + "/api/shop/status", auth=("viewer", "look-only"))[0] == 200
+    status, page = api(console.url + "/shop", auth=("viewer", "look-only"))
+    assert status == 200 and "alpha" in page and "data-action" not in page
+    pause = console.url + "/api/shop/crawls/alpha/pause"
+    assert api(pause, data={}, auth=("viewer", "look-only"))[0] == 403
+    assert redis_client.hget("shop:crawls", "alpha") == b"running"
+    assert api(pause, data={}, auth=("boss", "in-charge"))[0] == 200
+    assert redis_client.hget("shop:crawls", "alpha") == b"paused"
+    audit = json.loads(redis_client.lindex("shop:audit", 0))
+    assert (audit["user"], audit["action"]) == ("boss", "pause")
+
+
+def test_seeding_through_the_api_checks_entries_as_scrapy_seed_does(
+    redis_url, redis_client, start_console
+):
+    console = start_console()
+    entries = ["http://127.0.0.1:1/ok", "ftp://nope.test/", "not a url"]
+    status, body = api(console.url + "/api/shop/seed", data={"urls": entries, "crawl": "c1"})
+    assert status == 200 and body["pushed"] == 1
+    assert [r["entry"] for r in body["refused"]] == ["ftp://nope.test/", "not a url"]
+    assert redis_client.llen("shop:start_urls") == 1
+    assert json.loads(redis_client.lindex("shop:start_urls", 0))["crawl"] == "c1"
+    assert redis_client.hget("shop:crawls", "c1") == b"running"
+    assert api(console.url + "/api/shop/seed", data={"urls": ["http://a.test/"],
+                                                     "crawl": "bad id"})[0] == 400  # fmt: skip
+    assert api(console.url + "/api/nope/status")[0] == 404
+    assert api(console.url + "/api/shop/hosts?limit=100000")[0] == 400
+    # a script's action must say it sends JSON (a cross-site form cannot)
+    request = urllib.request.Request(console.url + "/api/shop/seed", data=b"urls=x",
+                                     method="POST")  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 415
+
+
+@pytest.mark.spawns
+def test_the_console_refuses_to_listen_beyond_loopback_without_a_password(redis_url):
+    result = scrapy("console", "--bind", "0.0.0.0", "-s", f"REDIS_URL={redis_url}")
+    assert result.returncode != 0
+    assert "CONSOLE_PASSWORD" in result.stderr and "127.0.0.1" in result.stderr
+    result = scrapy("console", "-s", "CONSOLE_USERS={\"a\": {\"password\": \"plain\"}}",
+                    "-s", f"REDIS_URL={redis_url}")  # fmt: skip
+    assert result.returncode != 0 and "CONSOLE_USERS: a: password must be" in result.stderr
+
+
+@pytest.mark.spawns
+def test_make_console_is_a_target():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^console: venv\n\t\$\(PY\) -m tools.console_demo", makefile, re.M)
+    assert subprocess.run([sys.executable, "-m", "tools.console_demo", "--help"], cwd=ROOT,
+                          capture_output=True, timeout=60).returncode == 0  # fmt: skip
