@@ -134,7 +134,7 @@ class Sessions:
         return hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
 
     def issue(self, user: User) -> tuple[Session, str]:
-        session = Session(user, secrets.token_hex(16), time.time() + self.seconds)
+        session = Session(user, secrets.token_hex(16), float(int(time.time() + self.seconds)))
         name = base64.urlsafe_b64encode(user.name.encode()).decode()
         payload = f"{name}|{user.role}|{int(session.expires)}|{session.nonce}"
         return session, f"{payload}|{self._sign(payload)}"
