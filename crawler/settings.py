@@ -32,6 +32,12 @@ _from_environment = (
     "LOG_LEVEL",
     "RENDER_ENABLED",  # True in the render image: this node renders (a browser found)
     "RENDER_BROWSER",
+    # the web console (scrapy console): where it listens and who may log in
+    "CONSOLE_BIND",
+    "CONSOLE_USER",
+    "CONSOLE_PASSWORD",
+    "CONSOLE_USERS",  # JSON: {"name": {"password": HASH, "role": "admin" or "read"}}
+    "CONSOLE_SECRET",  # the same on every replica, so a login holds across them
 )
 globals().update({name: os.environ[name] for name in _from_environment if name in os.environ})
 

@@ -18,7 +18,8 @@ from tools import services
 pytestmark = pytest.mark.spawns  # scrapy commands and tools, no server fixture
 
 DEPLOY = ROOT / "deploy"
-SECRETS = {"REDIS_PASSWORD": "r-pw", "MONGO_PASSWORD": "m-pw", "SCRAPYD_PASSWORD": "s-pw"}
+SECRETS = {"REDIS_PASSWORD": "r-pw", "MONGO_PASSWORD": "m-pw", "SCRAPYD_PASSWORD": "s-pw",
+           "CONSOLE_PASSWORD": "c-pw"}  # fmt: skip
 
 
 def compose(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -48,6 +49,12 @@ def test_compose_file_is_valid_and_wires_the_cluster():
         assert environment["REDIS_URL"] == "redis://:r-pw@redis:6379/0"
         assert environment["MONGO_URI"].startswith("mongodb://crawler:m-pw@mongo:27017/")
         assert environment["SCRAPYD_PASSWORD"] == "s-pw"
+    # the web console: its own image target, behind a password, on loopback of the host
+    console = services["console"]
+    assert console["build"]["target"] == "console"
+    assert console["environment"]["CONSOLE_PASSWORD"] == "c-pw"
+    assert console["environment"]["REDIS_URL"] == "redis://:r-pw@redis:6379/0"
+    assert all("127.0.0.1" in str(port) for port in console["ports"])
 
 
 def test_compose_refuses_to_start_without_secrets():

@@ -272,6 +272,30 @@ def test_render_nodes_are_a_deployment_of_their_own_next_to_the_plain_nodes(over
     assert find(objects, "PodDisruptionBudget", "crawler-render")
 
 
+@pytest.mark.parametrize("overlay", ["bundled", "external", "external-cluster", "autoscaled"])
+def test_the_console_is_a_deployment_and_service_behind_its_password(overlay):
+    objects = render(overlay)
+    console = find(objects, "Deployment", "crawler-console")
+    [container] = console["spec"]["template"]["spec"]["containers"]
+    assert container["image"].startswith("crawler-console:")
+    assert container["args"][:3] == ["console", "--bind", "0.0.0.0"]
+    secrets = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]
+               if "valueFrom" in e}  # fmt: skip
+    assert secrets["CONSOLE_PASSWORD"] == {"name": "crawler-secrets", "key": "console-password"}
+    [password] = [e for e in container["env"] if e["name"] == "CONSOLE_PASSWORD"]
+    assert "value" not in password  # from the Secret, never written in the manifest
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    service = find(objects, "Service", "crawler-console")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"][0]["port"] == 6880
+
+
+def test_the_console_image_runs_scrapy_console():
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    stage = dockerfile.split("FROM runtime AS console", 1)[1].split("\nFROM ", 1)[0]
+    assert 'CMD ["console"]' in stage and "USER 1000" in stage and "EXPOSE 6880" in stage
+
+
 def test_the_render_image_brings_chromium():
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     browser = dockerfile.split("AS browser", 1)[1].split("\nFROM ", 1)[0]
