@@ -27,6 +27,7 @@ import redis
 
 from extensions.pipelines.mongo import MongoStore
 from tools import (
+    console_bench,
     crawls_bench,
     pushback_bench,
     recrawl_bench,
@@ -931,6 +932,18 @@ class Rendering(Section):
             print("\n19. Rendering: skipped, no Chromium on this machine (make system-tools)")
             return
         render_bench.report(self.rendered, self.auto)
+
+
+@section(20, "the web console: Redis commands and time per page as the crawl grows")
+class Console(Section):
+    once = True  # filling a million requests takes a while; the figures are counts
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.rows = console_bench.measure(bench.redis_url, bench.work / "console")
+
+    def report(self, bench: Bench) -> None:
+        print("\n20. The web console, pages served by scrapy console against one Redis")
+        console_bench.report(self.rows)
 
 
 def mongo_server(bench: Bench) -> str:
