@@ -344,6 +344,26 @@ def test_seeding_through_the_api_checks_entries_as_scrapy_seed_does(
     assert refused.value.code == 415
 
 
+def test_redis_going_away_is_a_503_and_the_console_answers_again_when_it_is_back(
+    redis_url, tmp_path
+):
+    own = services.start_redis(tmp_path / "redis")
+    port = own.url.rsplit(":", 1)[1].split("/")[0]
+    console = services.start_console(own.url, log=tmp_path / "console.log")
+    try:
+        assert api(console.url + "/api/shop/status")[0] == 200
+        own.stop()
+        status, body = api(console.url + "/api/shop/status")
+        assert status == 503 and "Redis is unavailable" in body
+        assert api(console.url + "/shop")[0] == 503
+        assert console.proc.poll() is None
+        own = services.start_redis(tmp_path / "redis", int(port))
+        assert api(console.url + "/api/shop/status")[0] == 200
+    finally:
+        console.stop()
+        own.stop()
+
+
 @pytest.mark.spawns
 def test_the_console_refuses_to_listen_beyond_loopback_without_a_password(redis_url):
     result = scrapy("console", "--bind", "0.0.0.0", "-s", f"REDIS_URL={redis_url}")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 from aiohttp import web
+from redis import exceptions as redis_errors
 
 from extensions import __version__, sharding
 from extensions.console import readers
@@ -55,17 +56,23 @@ class Cluster:
     refresh: float
     _rates: dict[str, tuple[float, int, int, float, float]] = field(default_factory=dict)
 
-    def keys(self, name: str) -> SpiderKeys:
+    def spider(self, name: str) -> SpiderKeys:
         keys = self.spiders.get(name)
         if keys is None:
             raise web.HTTPNotFound(text=f"no spider named {name!r}")
-        return sharding.as_recorded(self.server, keys)  # the shards the crawl has
+        return keys
 
-    def actions(self, name: str) -> Actions:
-        return Actions(
+    def keys(self, name: str) -> SpiderKeys:
+        """The spider's keys in the shards its crawl has (reads Redis: off the loop)."""
+        return sharding.as_recorded(self.server, self.spider(name))
+
+    def act(self, name: str, action: str, *args: Any) -> Any:
+        """One of ``Actions``' methods on spider ``name`` (reads Redis: off the loop)."""
+        actions = Actions(
             self.server, self.keys(name), queue_by=self.queue_by, rules=self.rules,
             scan=self.limits.dlq_scan, crawl_budget=self.crawl_budget,
         )  # fmt: skip
+        return getattr(actions, action)(*args)
 
     def rates(self, name: str, status: dict[str, Any]) -> tuple[float, float]:
         """Pages and items per second since this console's previous look (at
@@ -109,12 +116,16 @@ class Cluster:
 
 
 async def _off_loop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a Redis read or action in a worker thread; Redis away is a 503 that
+    says so (the console stays up and answers again once Redis is back)."""
     try:
         return await asyncio.to_thread(function, *args, **kwargs)
-    except RedisUnavailable as exc:
+    except (RedisUnavailable, redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+        logger.warning("console: Redis is unavailable: %s", exc)
         raise web.HTTPServiceUnavailable(text=f"Redis is unavailable: {exc}") from None
-    except ConnectionError as exc:  # redis-py's, when Redis went away meanwhile
-        raise web.HTTPServiceUnavailable(text=f"Redis is unavailable: {exc}") from None
+    except redis_errors.RedisError as exc:  # a key of another type, written by someone else
+        logger.error("console: Redis refused a read: %s", exc)
+        raise web.HTTPBadGateway(text=f"Redis refused: {exc}") from None
 
 
 def _int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -160,9 +171,18 @@ class Console:
     async def nodes_data(self) -> dict[str, Any]:
         return await _off_loop(self.cluster.nodes)
 
+    async def read(self, name: str, function: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """``function(server, keys, limits, ...)`` for spider ``name``, off the loop."""
+        self.cluster.spider(name)  # 404 before anything is read
+
+        def call() -> Any:
+            cluster = self.cluster
+            return function(cluster.server, cluster.keys(name), cluster.limits, *args, **kw)
+
+        return await _off_loop(call)
+
     async def spider_data(self, name: str) -> dict[str, Any]:
-        keys = self.cluster.keys(name)
-        view = await _off_loop(readers.spider_view, self.cluster.server, keys, self.cluster.limits)
+        view = await self.read(name, readers.spider_view)
         view["pages_per_s"], view["items_per_s"] = self.cluster.rates(name, view["status"])
         return view
 
@@ -170,16 +190,14 @@ class Console:
         state = request.query.get("state", "active")
         if state not in readers.HOST_STATES:
             raise web.HTTPBadRequest(text=f"state must be one of {', '.join(readers.HOST_STATES)}")
-        return await _off_loop(
-            readers.hosts, self.cluster.server, self.cluster.keys(name), self.cluster.limits,
-            state=state, offset=_int(request, "offset", 0, 0, 10**9),
+        return await self.read(
+            name, readers.hosts, state=state, offset=_int(request, "offset", 0, 0, 10**9),
             limit=_int(request, "limit", 50, 1, 500), host=request.query.get("host", "")[:300],
         )  # fmt: skip
 
     async def dlq_data(self, request: web.Request, name: str) -> dict[str, Any]:
-        return await _off_loop(
-            readers.dead_letters, self.cluster.server, self.cluster.keys(name),
-            self.cluster.limits, _letter_filter(request),
+        return await self.read(
+            name, readers.dead_letters, _letter_filter(request),
             offset=_int(request, "offset", 0, 0, 10**9), limit=_int(request, "limit", 50, 1, 500),
         )  # fmt: skip
 
@@ -249,11 +267,7 @@ class Console:
         return web.json_response(await self.nodes_data())
 
     async def api_status(self, request: web.Request) -> web.Response:
-        keys = self.cluster.keys(request.match_info["name"])
-        cluster = self.cluster
-        return web.json_response(
-            await _off_loop(readers.status, cluster.server, keys, cluster.limits)
-        )
+        return web.json_response(await self.read(request.match_info["name"], readers.status))
 
     async def api_crawls(self, request: web.Request) -> web.Response:
         data = await self.spider_data(request.match_info["name"])
@@ -266,15 +280,10 @@ class Console:
         return web.json_response(await self.dlq_data(request, request.match_info["name"]))
 
     async def api_series(self, request: web.Request) -> web.Response:
-        keys = self.cluster.keys(request.match_info["name"])
-        cluster = self.cluster
-        return web.json_response(
-            await _off_loop(readers.series_of, cluster.server, keys, cluster.limits)
-        )
+        return web.json_response(await self.read(request.match_info["name"], readers.series_of))
 
     async def api_audit(self, request: web.Request) -> web.Response:
-        keys = self.cluster.keys(request.match_info["name"])
-        records = await _off_loop(readers.audit_log, self.cluster.server, keys, 100)
+        records = await self.read(request.match_info["name"], readers.audit_log, 100)
         return web.json_response({"audit": records})
 
     async def act(self, request: web.Request) -> web.Response:
@@ -284,16 +293,14 @@ class Console:
             body = await request.json() if request.can_read_body else {}
         except ValueError:
             return web.json_response({"error": "the body is not JSON"}, status=400)
-        actions = self.cluster.actions(name)
+        self.cluster.spider(name)
         try:
             if what in ("dlq/replay", "dlq/delete"):
                 choice = Choice.from_json(body)
-                method = actions.replay if what == "dlq/replay" else actions.delete
-                result = await _off_loop(method, user, choice)
-            elif what == "seed":
-                result = await _off_loop(actions.seed, user, body)
+                method = "replay" if what == "dlq/replay" else "delete"
+                result = await _off_loop(self.cluster.act, name, method, user, choice)
             else:
-                raise web.HTTPNotFound()
+                result = await _off_loop(self.cluster.act, name, "seed", user, body)
         except ActionRefused as exc:
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response(result)
@@ -301,9 +308,10 @@ class Console:
     async def act_on_crawl(self, request: web.Request) -> web.Response:
         name, crawl, action = (request.match_info[k] for k in ("name", "crawl", "action"))
         target = None if crawl == EVERY else "" if crawl == NO_ID else crawl
-        actions = self.cluster.actions(name)
+        self.cluster.spider(name)
         try:
-            result = await _off_loop(actions.crawl, request["user"].name, action, target)
+            user = request["user"].name
+            result = await _off_loop(self.cluster.act, name, "crawl", user, action, target)
         except ActionRefused as exc:
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response(result)

@@ -77,11 +77,18 @@ def series_of(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str
 
 
 def audit_log(server: redis.Redis, keys: SpiderKeys, count: int) -> list[dict[str, Any]]:
+    """The newest actions, each with its four fields whatever was written."""
     rows = []
     for raw in server.lrange(keys.audit, 0, count - 1):
         record = parse_record(raw)
         if record is not None:
-            rows.append(record)
+            stamp = record.get("time")
+            rows.append(
+                {
+                    "time": stamp if isinstance(stamp, (int, float)) else None,
+                    **{k: str(record.get(k, ""))[:500] for k in ("user", "action", "detail")},
+                }
+            )
     return rows
 
 
