@@ -178,3 +178,19 @@ def test_journal_left_at_close_is_replayed_at_the_next_start(own_mongo, tmp_path
     client = pymongo.MongoClient(uri)
     assert client.crawl.items.count_documents({}) == 7
     client.close()
+
+
+def test_documents_mongodb_keeps_asking_to_write_again_pause_and_end_in_the_journal(
+    make_store, mongo_db, tmp_path
+):
+    # A second unique index the items break: every upsert of the second document
+    # answers "duplicate key", which the store takes for two nodes' contention and
+    # writes again. It must pause between tries and stop at its retry time.
+    _, _, db = mongo_db
+    db.items.create_index("sku", unique=True)
+    store = make_store(retry_time=1.0)
+    report = store.write([{"url": "http://shop/a", "sku": 1}, {"url": "http://shop/b", "sku": 1}])
+    assert 1 <= report.retried <= 10  # paused: 0.25 s, 0.5 s, then the 1 s deadline
+    assert report.spilled == 2  # the batch went to the journal, for a later replay
+    assert list((tmp_path / "journal").rglob("*.bson"))
+    assert db.items.count_documents({"url": "http://shop/a"}) == 1

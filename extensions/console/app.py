@@ -93,7 +93,7 @@ class Cluster:
         spiders = []
         for name in sorted(self.spiders):
             keys = self.keys(name)
-            view = readers.spider_view(self.server, keys, self.limits)
+            view = readers.summary(self.server, keys, self.limits)
             status = view["status"]
             pages_rate, items_rate = self.rates(name, status)
             spiders.append(

@@ -59,13 +59,18 @@ def status(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str, A
     return crawl_status(server, keys, limits.node_timeout, limits.stall_time)
 
 
-def spider_view(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str, Any]:
-    """A spider's page: its status, its crawls, the top errors, recent actions."""
-    snapshot = status(server, keys, limits)
-    crawls = [figures.as_dict() for figures in all_figures(Crawls(server, keys))]
+def summary(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str, Any]:
+    """A spider on the overview: its status and its crawls."""
     return {
-        "status": snapshot,
-        "crawls": crawls,
+        "status": status(server, keys, limits),
+        "crawls": [figures.as_dict() for figures in all_figures(Crawls(server, keys))],
+    }
+
+
+def spider_view(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str, Any]:
+    """A spider's page: its summary, the busiest hosts, the top errors, recent actions."""
+    return {
+        **summary(server, keys, limits),
         "busiest": hosts(server, keys, limits, "active", limit=BUSIEST)["hosts"],
         "errors": top_errors(server, keys),
         "audit": audit_log(server, keys, 20),

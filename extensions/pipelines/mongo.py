@@ -50,6 +50,7 @@ from extensions.pipelines.mongowrites import (
     MAX_DOCUMENT_BYTES,
     TRANSIENT_CODES,
     WRITE_MODES,
+    RefusedForNow,
     content_hash,
     is_transient,
     write_of,
@@ -253,6 +254,16 @@ class MongoStore:
                 continue
             if not pending:
                 return
+            # Documents to write again: the same pause and the same deadline as a
+            # failed batch, or a store that keeps answering so would spin a core.
+            if time.monotonic() + delay > deadline:
+                raise RefusedForNow(
+                    f"{len(pending)} documents still to be written again after the retry time"
+                )
+            report.retried += len(pending)
+            logger.debug("%d documents to write again; retrying in %.2fs", len(pending), delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     def _write_once(
         self, docs: list[dict[str, Any]], report: WriteReport, now: dt.datetime

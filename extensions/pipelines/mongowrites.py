@@ -50,8 +50,14 @@ def content_hash(doc: dict[str, Any], ignored: Collection[str] = ()) -> str:
     return hashlib.sha1(encoded).hexdigest()[:20]
 
 
+class RefusedForNow(PyMongoError):
+    """Documents MongoDB kept asking to write again (upsert contention, a transient
+    code per document) until the retry time ran out: the batch goes to the journal."""
+
+
 def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, (ConnectionFailure, ExecutionTimeout, WTimeoutError, WaitQueueTimeoutError)):
+    transient = (ConnectionFailure, ExecutionTimeout, WTimeoutError, WaitQueueTimeoutError)
+    if isinstance(exc, (*transient, RefusedForNow)):
         return True
     if isinstance(exc, PyMongoError) and exc.has_error_label("RetryableWriteError"):
         return True
