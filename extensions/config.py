@@ -229,6 +229,7 @@ CHECKS: dict[str, Check] = {
     "DUPEFILTER_BLOOM_ERROR_RATE": _number(float, 0, 0.5, above=True),
     "DUPEFILTER_LOCAL_CACHE": _number(int, 0),
     "FRONTIER_FETCH_BATCH": _number(int, 1, 10_000),
+    "FRONTIER_MAX_UNCONFIRMED": _number(int, 0),
     "FRONTIER_ENQUEUE_BATCH": _number(int, 1, 100_000),
     "FRONTIER_LEASE_TIMEOUT": _number(float, 0, above=True),
     "FRONTIER_RELEASE_INTERVAL": _number(float, 0, above=True),

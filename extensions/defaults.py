@@ -47,6 +47,10 @@ DUPEFILTER_BLOOM_ERROR_RATE = 0.001  # Bloom false-positive rate: new URLs taken
 # are dropped without a trip to Redis; 0 = off. Memory: up to ~160 B each, two generations
 DUPEFILTER_LOCAL_CACHE = 100_000
 FRONTIER_FETCH_BATCH = 16  # requests leased per round trip into the local buffer
+# requests a node holds leased and unconfirmed at most (buffered, being fetched, parsed
+# and waiting for the item store): what a kill -9 fetches again; 0 = twice
+# CONCURRENT_REQUESTS plus FRONTIER_FETCH_BATCH
+FRONTIER_MAX_UNCONFIRMED = 0
 FRONTIER_ENQUEUE_BATCH = 200  # discovered requests buffered before one pipelined write
 FRONTIER_LEASE_TIMEOUT = 600.0  # seconds a lease lasts even while its node still beats
 FRONTIER_RELEASE_INTERVAL = 0.2  # seconds between batched lease releases

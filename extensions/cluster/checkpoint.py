@@ -21,6 +21,8 @@ from extensions.cluster import series
 from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import redis
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -86,6 +88,8 @@ class Checkpoint:
         #: SERIES_HOURS: the window of NAME:series this node adds to (0: none)
         self.series_hours = series_hours
         self._errors_reported = 0
+        #: more fields for this node's record at each heartbeat (the scheduler's backlog)
+        self.extra: Callable[[], dict[str, int]] = dict
         if series_hours and node_id:
             series.sweep(server, keys.series, self.started, series_hours)
         self._last_progress = self.started
@@ -109,6 +113,7 @@ class Checkpoint:
             self._last_progress = now
         pipe = self.server.pipeline(transaction=True)
         pipe.zadd(self.keys.nodes, {self.node_id: now_ms()})
+        record: dict[Any, Any] = {**progress, **self.extra()}
         pipe.hset(
             self.key,
             mapping={
@@ -116,7 +121,7 @@ class Checkpoint:
                 "started": self.started, "last_beat": now,
                 "last_progress": self._last_progress, "render": int(self.renders),
                 "rss": resident_memory(), "version": extensions.__version__,
-                **progress,
+                **record,
             },
         )  # fmt: skip
         if self.renders and state != "closed":

@@ -97,6 +97,7 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
             f"{node['node']:32s} {node['state']:8s} {node['seconds_since_heartbeat']:>8.1f}s "
             f"{rate:8.1f} {node['pages']:7d} {node['items']:7d}"
             + ("  renders" if node.get("render") else "")
+            + ("  held back: waiting for its item store" if node.get("held_back") else "")
         )
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ class SchedulerConfig:
     flush_on_start: bool
     max_idle_time: float
     fetch_batch: int
+    max_unconfirmed: int
     enqueue_batch: int
     lease_timeout: float
     release_interval: float
@@ -53,6 +54,8 @@ class SchedulerConfig:
             flush_on_start=s.getbool("SCHEDULER_FLUSH_ON_START"),
             max_idle_time=compat.max_idle_time(s),
             fetch_batch=s.getint("FRONTIER_FETCH_BATCH"),
+            max_unconfirmed=s.getint("FRONTIER_MAX_UNCONFIRMED")
+            or 2 * s.getint("CONCURRENT_REQUESTS") + s.getint("FRONTIER_FETCH_BATCH"),
             enqueue_batch=s.getint("FRONTIER_ENQUEUE_BATCH"),
             lease_timeout=s.getfloat("FRONTIER_LEASE_TIMEOUT"),
             release_interval=s.getfloat("FRONTIER_RELEASE_INTERVAL"),

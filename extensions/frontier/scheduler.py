@@ -34,6 +34,7 @@ from extensions import compat, connection, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.crawlid import crawl_fields, split_group
 from extensions.frontier.admission import Admission
+from extensions.frontier.backlog import Backlog
 from extensions.frontier.commit import Committed, FrontierWrite, commit, write_one_by_one
 from extensions.frontier.counts import FlushCounts
 from extensions.frontier.crawls import Crawls, CrawlTally
@@ -111,6 +112,7 @@ class DistributedScheduler(BaseScheduler):
         #: the render requests this node may lease (none if it cannot render)
         pages = config.render_max_pages if renders_here(crawler.settings) else 0
         self.render_room = RenderRoom(pages, self.polling.look_again_now)
+        self.backlog = Backlog(config.max_unconfirmed, crawler.stats, self.polling.look_again_now)
         self._loops: list[task.LoopingCall] = []
 
     @classmethod
@@ -142,6 +144,9 @@ class DistributedScheduler(BaseScheduler):
             self.server, self.keys, self.node_id, series_hours=self.config.series_hours
         )
         self.checkpoint.renders = self.render_room.pages > 0
+        self.checkpoint.extra = lambda: {
+            "unconfirmed": self.backlog.held, "held_back": int(self.backlog.held_back),
+        }  # fmt: skip
         self.admission.render = RenderPolicy.from_crawler(self.crawler)
         self.crawls = Crawls(self.server, self.keys)
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
@@ -236,6 +241,9 @@ class DistributedScheduler(BaseScheduler):
             self.flush()
         return True
 
+    def _unconfirmed(self) -> int:
+        return len(self._buffer) + len(self._leased) + len(self._to_release)
+
     def next_request(self) -> Request | None:
         if not self._buffer:
             self._refill()
@@ -258,6 +266,12 @@ class DistributedScheduler(BaseScheduler):
         With ``lease``, that many requests are leased in the same round trip,
         after the writes, and the lease's outcome is returned (None if it failed).
         """
+        try:
+            return self._flush(lease)
+        finally:
+            self.backlog.settled(self._unconfirmed())
+
+    def _flush(self, lease: int) -> tuple[list[Lease], float | None] | None:
         self.counts.tell(self.frontier)
         self._collect_finished()
         if self.statuses is not None:
@@ -379,9 +393,14 @@ class DistributedScheduler(BaseScheduler):
         items: list[Lease] = []
         next_due = None
         outcome = None
+        self._collect_finished()
+        room = min(self.config.fetch_batch, self.backlog.room(self._unconfirmed()))
+        if not room:  # the backlog's release wakes the node: no back-off meanwhile
+            self.flush()
+            return
         try:
             # the writes waiting and the lease in one round trip
-            outcome = self.flush(lease=self.config.fetch_batch)
+            outcome = self.flush(lease=room)
         except redis.RedisError as exc:  # the lease alone, with nothing to write
             self.health.failed(exc)
         else:

@@ -94,6 +94,10 @@ def crawl_status(
                 "host": record.get("host", ""),
                 "pid": int(_number(record.get("pid"))),
                 "render": record.get("render") == "1",
+                # leased and not yet confirmed; held back: at FRONTIER_MAX_UNCONFIRMED,
+                # waiting for its item store before it leases more
+                "unconfirmed": int(_number(record.get("unconfirmed"))),
+                "held_back": record.get("held_back") == "1",
             }
         )
     return {

@@ -1,0 +1,66 @@
+"""A node's unconfirmed work is bounded (FRONTIER_MAX_UNCONFIRMED): with a slow
+item store it stops leasing instead of piling fetched pages up, so a kill -9
+costs at most about the bound in pages fetched again.
+
+A real crawl of the demo shop, items going to MongoDB (nx-27017) through a TCP
+forwarder that holds every reply, so each batch takes a while to store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from tests.conftest import scrapy, site_hits
+from tests.helpers import SHOP_PAGES, page_hits, seed, wait_for
+from tools import services
+
+pytestmark = pytest.mark.chaos
+
+BOUND = 24
+
+
+def test_a_slow_item_store_holds_a_node_to_its_bound_and_a_kill_9_costs_no_more(
+    redis_url, redis_client, mongo_db, demo_site, nodes
+):
+    mongo_uri, database, db = mongo_db
+    proxy = services.start_latency_proxy(mongo_uri, 150)
+    slow_uri = proxy.url.replace("redis://", "mongodb://").removesuffix("/0") + "/"
+    try:
+        seed(redis_url, "shop", demo_site.url + "/")
+        slow = nodes.start(
+            "shop", redis_url, NODE_ID="slow", MONGO_URI=slow_uri, MONGO_DATABASE=database,
+            ITEM_STORE_BATCH_SIZE=5, ITEM_STORE_MAX_PENDING=10, CONCURRENT_REQUESTS=8,
+            FRONTIER_MAX_UNCONFIRMED=BOUND, NODE_HEARTBEAT_INTERVAL=0.5,
+        )  # fmt: skip
+        record = "shop:node:slow"
+        wait_for(lambda: redis_client.hget(record, "held_back") == b"1", 90, "the node held back")
+        peak = 0
+        for _ in range(40):  # while it waits for its store, it leases no more
+            peak = max(peak, redis_client.zcard("shop:leases:slow"))
+            time.sleep(0.1)
+        assert 0 < peak <= BOUND
+        assert int(redis_client.hget(record, "unconfirmed")) <= BOUND
+        # scrapy status says why the node waits
+        shown = scrapy("status", "shop", "-s", f"REDIS_URL={redis_url}").stdout
+        assert "held back: waiting for its item store" in shown
+
+        os.killpg(slow.pid, signal.SIGKILL)
+        slow.wait(10)
+        held = redis_client.zcard("shop:leases:slow")
+        assert held <= BOUND
+        stored = db["shop"].count_documents({})
+    finally:
+        proxy.stop()
+
+    nodes.start("shop", redis_url, NODE_ID="fast", MAX_IDLE_TIME_BEFORE_CLOSE=2)
+    codes = nodes.wait(240)
+    assert codes[1] == 0, nodes.tail()
+    hits = page_hits(demo_site)
+    assert set(hits) == SHOP_PAGES, "pages lost"
+    twice = {path for path, n in hits.items() if n > 1}
+    # what the killed node held, fetched again, and nothing more
+    assert len(twice) <= held <= BOUND, (len(twice), held)
+    assert stored > 0 and site_hits(demo_site)["/"] == 1
