@@ -27,6 +27,7 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("CONSOLE_PORT", 6880)))
     args = parser.parse_args()
     rate = os.environ.get("CONSOLE_DEMO_RATE", "8")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped as by Ctrl-C
     started: list[services.Service] = []
     nodes: list[subprocess.Popen] = []
     try:
