@@ -31,15 +31,7 @@ def main() -> int:
     started: list[services.Service] = []
     nodes: list[subprocess.Popen] = []
     try:
-        if os.environ.get("REDIS_URL"):
-            redis_url = os.environ["REDIS_URL"]
-        else:
-            embedded = services.start_redis(WORK / "redis")
-            started.append(embedded)
-            redis_url = embedded.url
-        site = services.start_demo_site(log=WORK / "site.log")
-        started.append(site)
-        print(f"Redis      {redis_url}\nDemo site  {site.url}")
+        redis_url, site = services.demo_servers(WORK, started)
         settings = {"CLUSTER_HOST_RATE": rate, "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
                     "ITEMS_DIR": WORK / "items", "LOG_LEVEL": "INFO"}  # fmt: skip
         for n in (1, 2):
@@ -64,13 +56,7 @@ def main() -> int:
         print("\nstopping ...")
         return 0
     finally:
-        for node in nodes:
-            if node.poll() is None:
-                node.send_signal(signal.SIGINT)
-        for node in nodes:
-            services.stop(node, timeout=30)
-        for service in reversed(started):
-            service.stop()
+        services.stop_all(nodes, started)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -34,15 +33,7 @@ def main() -> int:
     started: list[services.Service] = []
     nodes: list[subprocess.Popen] = []
     try:
-        if os.environ.get("REDIS_URL"):
-            redis_url = os.environ["REDIS_URL"]
-        else:
-            embedded = services.start_redis(WORK / "redis")
-            started.append(embedded)
-            redis_url = embedded.url
-        site = services.start_demo_site(log=WORK / "site.log")
-        started.append(site)
-        print(f"Redis      {redis_url}\nDemo site  {site.url}")
+        redis_url, site = services.demo_servers(WORK, started)
 
         keys = SpiderKeys.for_spider(spider)
         server = redis.Redis.from_url(redis_url)
@@ -79,13 +70,7 @@ def main() -> int:
         print("\nInterrupted: stopping the nodes (they hand back their work) ...")
         return 130
     finally:
-        for node in nodes:
-            if node.poll() is None:
-                node.send_signal(signal.SIGINT)  # a graceful Scrapy shutdown
-        for node in nodes:
-            services.stop(node, timeout=30)
-        for service in reversed(started):
-            service.stop()
+        services.stop_all(nodes, started)
 
 
 def _forget_previous_demo(server: redis.Redis, keys: SpiderKeys, frontier: Frontier) -> None:

@@ -382,3 +382,29 @@ def start_console(
         )  # fmt: skip
     wait_for_port(port, 30, "the console", proc)
     return Service(proc, f"http://127.0.0.1:{port}", "console")
+
+
+def demo_servers(workdir: Path, started: list[Service]) -> tuple[str, Service]:
+    """What the demos run against: ``REDIS_URL`` if set, else an embedded Redis in
+    ``workdir``, and a fresh demo site; each one started is added to ``started``."""
+    if os.environ.get("REDIS_URL"):
+        redis_url = os.environ["REDIS_URL"]
+    else:
+        embedded = start_redis(workdir / "redis")
+        started.append(embedded)
+        redis_url = embedded.url
+    site = start_demo_site(log=workdir / "site.log")
+    started.append(site)
+    print(f"Redis      {redis_url}\nDemo site  {site.url}")
+    return redis_url, site
+
+
+def stop_all(nodes: list[subprocess.Popen], started: list[Service]) -> None:
+    """Nodes first, each stopped as by Ctrl-C (it hands its work back), then the servers."""
+    for node in nodes:
+        if node.poll() is None:
+            node.send_signal(signal.SIGINT)
+    for node in nodes:
+        stop(node, timeout=30)
+    for service in reversed(started):
+        service.stop()
