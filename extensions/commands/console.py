@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from aiohttp import web
     from scrapy.settings import Settings
 
-logger = logging.getLogger(__name__)
 
 
 def is_loopback(address: str) -> bool:
