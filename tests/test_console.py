@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -380,3 +381,19 @@ def test_make_console_is_a_target():
     assert re.search(r"^console: venv\n\t\$\(PY\) -m tools.console_demo", makefile, re.M)
     assert subprocess.run([sys.executable, "-m", "tools.console_demo", "--help"], cwd=ROOT,
                           capture_output=True, timeout=60).returncode == 0  # fmt: skip
+
+
+def test_status_reads_the_recrawl_schedule_where_the_crawl_keeps_it(
+    redis_url, mongo_db, start_console
+):
+    uri, database, db = mongo_db
+    now = time.time()
+    db["shop_status"].insert_many([{"_id": "a", "due": now - 60}, {"_id": "b", "due": now + 90}])
+    store = {"RECRAWL_STORE": "mongo", "MONGO_URI": uri, "MONGO_DATABASE": database}
+    console = start_console(**store)
+    status, from_api = api(console.url + "/api/shop/status")
+    args = [f"{k}={v}" for k, v in {**store, "REDIS_URL": redis_url}.items()]
+    printed = json.loads(scrapy("status", "shop", "--json", *(a for s in args for a in ("-s", s)))
+                         .stdout)  # fmt: skip
+    assert status == 200 and (from_api["recrawl"], from_api["due"]) == (2, 1)
+    assert from_api["due_by_hour"] == printed["due_by_hour"] and from_api["due_by_hour"][0] == 1

@@ -17,13 +17,13 @@ from extensions import config
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.console.auth import Sessions, Users, hash_password, users_problem
 from extensions.frontier.start_urls import EntryRules
+from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
     import argparse
 
     from aiohttp import web
     from scrapy.settings import Settings
-
 
 
 def is_loopback(address: str) -> bool:
@@ -64,6 +64,10 @@ def build_app(settings: Settings) -> web.Application:
         settings.getdict("CONSOLE_USERS"),
     )
     sessions = Sessions(settings.get("CONSOLE_SECRET"), settings.getfloat("CONSOLE_SESSION_HOURS"))
+    if store_kind(settings) == "mongo":  # the recrawl schedule scrapy status shows
+        cluster.status_stores = {
+            name: MongoStatusStore.from_settings(settings, name) for name in names
+        }
     return make_app(cluster, Gate(users, sessions, str(settings.get("CONSOLE_SECURE_COOKIE"))))
 
 

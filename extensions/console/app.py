@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 from aiohttp import web
+from pymongo.errors import PyMongoError
 from redis import exceptions as redis_errors
 
 from extensions import __version__, sharding
@@ -54,6 +55,8 @@ class Cluster:
     rules: EntryRules
     crawl_budget: int
     refresh: float
+    #: RECRAWL_STORE = "mongo": each spider's recrawl schedule store, as scrapy status reads it
+    status_stores: dict[str, Any] = field(default_factory=dict)
     _rates: dict[str, tuple[float, int, int, float, float]] = field(default_factory=dict)
 
     def spider(self, name: str) -> SpiderKeys:
@@ -93,7 +96,7 @@ class Cluster:
         spiders = []
         for name in sorted(self.spiders):
             keys = self.keys(name)
-            view = readers.summary(self.server, keys, self.limits)
+            view = readers.summary(self.server, keys, self.limits, self.status_stores.get(name))
             status = view["status"]
             pages_rate, items_rate = self.rates(name, status)
             spiders.append(
@@ -123,6 +126,9 @@ async def _off_loop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> 
     except (RedisUnavailable, redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
         logger.warning("console: Redis is unavailable: %s", exc)
         raise web.HTTPServiceUnavailable(text=f"Redis is unavailable: {exc}") from None
+    except PyMongoError as exc:  # the recrawl schedule, with RECRAWL_STORE = "mongo"
+        logger.warning("console: MongoDB is unavailable: %s", exc)
+        raise web.HTTPServiceUnavailable(text=f"MongoDB is unavailable: {exc}") from None
     except redis_errors.RedisError as exc:  # a key of another type, written by someone else
         logger.error("console: Redis refused a read: %s", exc)
         raise web.HTTPBadGateway(text=f"Redis refused: {exc}") from None
@@ -182,7 +188,7 @@ class Console:
         return await _off_loop(call)
 
     async def spider_data(self, name: str) -> dict[str, Any]:
-        view = await self.read(name, readers.spider_view)
+        view = await self.read(name, readers.spider_view, self.cluster.status_stores.get(name))
         view["pages_per_s"], view["items_per_s"] = self.cluster.rates(name, view["status"])
         return view
 
@@ -267,7 +273,9 @@ class Console:
         return web.json_response(await self.nodes_data())
 
     async def api_status(self, request: web.Request) -> web.Response:
-        return web.json_response(await self.read(request.match_info["name"], readers.status))
+        name = request.match_info["name"]
+        store = self.cluster.status_stores.get(name)
+        return web.json_response(await self.read(name, readers.status, store))
 
     async def api_crawls(self, request: web.Request) -> web.Response:
         data = await self.spider_data(request.match_info["name"])

@@ -54,23 +54,32 @@ class Limits:
     dlq_scan: int
 
 
-def status(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str, Any]:
-    """Exactly what ``scrapy status NAME --json`` prints."""
-    return crawl_status(server, keys, limits.node_timeout, limits.stall_time)
+def status(
+    server: redis.Redis, keys: SpiderKeys, limits: Limits, status_store: Any = None
+) -> dict[str, Any]:
+    """Exactly what ``scrapy status NAME --json`` prints (``status_store``: the
+    crawl's recrawl schedule in MongoDB, with RECRAWL_STORE = "mongo")."""
+    return crawl_status(
+        server, keys, limits.node_timeout, limits.stall_time, status_store=status_store
+    )
 
 
-def summary(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str, Any]:
+def summary(
+    server: redis.Redis, keys: SpiderKeys, limits: Limits, status_store: Any = None
+) -> dict[str, Any]:
     """A spider on the overview: its status and its crawls."""
     return {
-        "status": status(server, keys, limits),
+        "status": status(server, keys, limits, status_store),
         "crawls": [figures.as_dict() for figures in all_figures(Crawls(server, keys))],
     }
 
 
-def spider_view(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str, Any]:
+def spider_view(
+    server: redis.Redis, keys: SpiderKeys, limits: Limits, status_store: Any = None
+) -> dict[str, Any]:
     """A spider's page: its summary, the busiest hosts, the top errors, recent actions."""
     return {
-        **summary(server, keys, limits),
+        **summary(server, keys, limits, status_store),
         "busiest": hosts(server, keys, limits, "active", limit=BUSIEST)["hosts"],
         "errors": top_errors(server, keys),
         "audit": audit_log(server, keys, 20),
