@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PAGE_SIZES = (20, 50, 100, 500)
 NO_ID, EVERY = "-", "*"  # the crawl without an id, and every crawl, in action paths
 
 
