@@ -99,17 +99,14 @@ def figure(page, field: str) -> str:
     return page.locator(f'#live [data-field="{field}"]').first.inner_text().strip()
 
 
-def crawl_shop(redis_url, demo_site, nodes, **settings) -> None:
-    seed(redis_url, "shop", demo_site.url + "/")
-    nodes.start("shop", redis_url, **{**FAST, **settings})
-    assert nodes.wait(240) == [0] * len(nodes.procs), nodes.tail()
-
-
 @needs_browser
 def test_the_pages_show_the_crawls_figures_live_and_status_matches_the_command(
     redis_url, redis_client, demo_site, nodes, start_console, browser
 ):
-    crawl_shop(redis_url, demo_site, nodes, NODE_ID="n1")
+    # a part of the shop crawled; the rest stays queued
+    seed(redis_url, "shop", demo_site.url + "/")
+    nodes.start("shop", redis_url, NODE_ID="n1", CLOSESPIDER_PAGECOUNT=200, **FAST)
+    assert nodes.wait(120) == [0], nodes.tail()
     # a second crawl under an id, seeded and waiting for a node
     assert scrapy("seed", "shop", "--crawl", "beta", demo_site.url + "/about",
                   "-s", f"REDIS_URL={redis_url}").returncode == 0  # fmt: skip
@@ -150,6 +147,8 @@ def test_the_pages_show_the_crawls_figures_live_and_status_matches_the_command(
         cells = page.locator("table.hosts tbody tr").first.locator("td")
         assert cells.nth(0).inner_text() == "127.0.0.1"
         assert int(cells.nth(6).inner_text()) == done  # fetched
+        queued = int(redis_client.hget("shop:frontier", "queued"))
+        assert queued > 0 and int(cells.nth(4).inner_text()) == queued
         page.screenshot(path=SCREENSHOTS / "console-hosts.png", full_page=True)
 
     # /api/shop/status is what `scrapy status shop --json` prints
