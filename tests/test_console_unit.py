@@ -212,3 +212,18 @@ def test_passwords_sessions_and_csrf_tokens():
     assert sessions.read("a|b|c") is None and sessions.read(None) is None
     _, old = Sessions("k" * 32, hours=-1).issue(LOCAL)
     assert sessions.read(old) is None  # expired
+
+
+def test_a_login_sends_a_person_back_to_this_console_only():
+    from extensions.console.app import _local
+
+    assert _local("/shop/dlq?reason=503") == "/shop/dlq?reason=503"
+    for elsewhere in ("//evil.test/", "/\t/evil.test", "/\\evil.test", "https://evil.test/", ""):
+        assert _local(elsewhere) == "/"
+
+
+def test_a_checked_hash_is_remembered_for_that_password_only():
+    users = Users("admin", "", {"bot": {"password": hash_password("pw", 1000), "role": "read"}})
+    assert users.check("bot", "pw") == User("bot", "read")
+    assert users.check("bot", "pw") == User("bot", "read")  # from memory
+    assert users.check("bot", "pW") is None and users.check("bot", "") is None

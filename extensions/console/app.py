@@ -243,8 +243,8 @@ class Console:
         if request.method == "POST":
             form = await request.post()
             target = str(form.get("next", "/"))
-            user = self.gate.users.check(
-                str(form.get("username", "")), str(form.get("password", ""))
+            user = await asyncio.to_thread(  # a password hash takes a while to check
+                self.gate.users.check, str(form.get("username", "")), str(form.get("password", ""))
             )
             if user is not None:
                 logger.info("console: %s logged in", user.name)
@@ -367,7 +367,10 @@ def make_app(cluster: Cluster, gate: Gate) -> web.Application:
 
 def _local(target: str) -> str:
     """A path on this console only (a login's next page is user input)."""
-    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+    # browsers drop tabs and newlines from a URL: "/\t/evil.test" would become "//evil.test"
+    if not target.startswith("/") or any(c <= " " or c == "\\" for c in target):
+        return "/"
+    if target.startswith("//"):
         return "/"
     return target
 

@@ -82,9 +82,15 @@ def users_problem(users: Any) -> str | None:
 
 
 class Users:
+    #: credentials already checked against a hash, kept so that a script sending
+    #: HTTP Basic with every call does not pay PBKDF2 every time (at most this many)
+    CHECKED_KEEP = 256
+
     def __init__(self, user: str, password: str, users: dict[str, dict[str, str]]):
         self.plain = (user, password) if password else None
         self.hashed = dict(users)
+        self._key = secrets.token_bytes(32)
+        self._checked: dict[bytes, User] = {}
 
     @property
     def login_required(self) -> bool:
@@ -98,9 +104,17 @@ class Users:
             if hmac.compare_digest(password.encode(), plain_password.encode()) and same_name:
                 return User(plain_user, "admin")
         entry = self.hashed.get(name)
-        if entry is not None and verify_password(password, entry["password"]):
-            return User(name, entry.get("role", "admin"))
-        return None
+        if entry is None:
+            return None
+        known = hmac.new(self._key, f"{name}:{password}".encode(), hashlib.sha256).digest()
+        if known in self._checked:
+            return self._checked[known]
+        if not verify_password(password, entry["password"]):
+            return None
+        if len(self._checked) >= self.CHECKED_KEEP:
+            self._checked.clear()
+        user = self._checked[known] = User(name, entry.get("role", "admin"))
+        return user
 
     def still(self, user: User) -> User | None:
         """The user a session names, if it may still log in (a user removed, or

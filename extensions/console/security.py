@@ -12,6 +12,7 @@ Rules for a request that changes something (any POST but the login):
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
@@ -96,7 +97,8 @@ class Gate:
             if request.method == "POST" and not self.same_origin(request):
                 raise web.HTTPForbidden(text="cross-site request refused")
             return await handler(request)
-        basic = self.basic_user(request)
+        # a password hash takes a while to check: not on the event loop
+        basic = await asyncio.to_thread(self.basic_user, request)
         session = None if basic else self.session_of(request)
         fresh = None
         if basic:
