@@ -49,7 +49,7 @@ DUPEFILTER_LOCAL_CACHE = 100_000
 FRONTIER_FETCH_BATCH = 16  # requests leased per round trip into the local buffer
 # requests a node holds leased and unconfirmed at most (buffered, being fetched, parsed
 # and waiting for the item store): what a kill -9 fetches again; 0 = twice
-# CONCURRENT_REQUESTS plus FRONTIER_FETCH_BATCH
+# CONCURRENT_REQUESTS plus FRONTIER_FETCH_BATCH plus ITEM_STORE_BATCH_SIZE
 FRONTIER_MAX_UNCONFIRMED = 0
 FRONTIER_ENQUEUE_BATCH = 200  # discovered requests buffered before one pipelined write
 FRONTIER_LEASE_TIMEOUT = 600.0  # seconds a lease lasts even while its node still beats

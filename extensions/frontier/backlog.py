@@ -20,10 +20,17 @@ if TYPE_CHECKING:
 
 
 class Backlog:
-    def __init__(self, limit: int, stats: StatsCollector, freed: Callable[[], object]):
+    def __init__(
+        self,
+        limit: int,
+        stats: StatsCollector,
+        freed: Callable[[], object],
+        full: Callable[[], object] = lambda: None,
+    ):
         self.limit = limit
         self.stats = stats
         self.freed = freed  # the node looks for work again at once
+        self.full = full  # the item store is told to write what it holds
         self.held = 0
         self.held_back = False
 
@@ -35,6 +42,7 @@ class Backlog:
         if not room and not self.held_back:
             self.held_back = True
             self.stats.inc_value("frontier/backlog_full")
+            self.full()
         return room
 
     def settled(self, held: int) -> None:

@@ -55,7 +55,9 @@ class SchedulerConfig:
             max_idle_time=compat.max_idle_time(s),
             fetch_batch=s.getint("FRONTIER_FETCH_BATCH"),
             max_unconfirmed=s.getint("FRONTIER_MAX_UNCONFIRMED")
-            or 2 * s.getint("CONCURRENT_REQUESTS") + s.getint("FRONTIER_FETCH_BATCH"),
+            or 2 * s.getint("CONCURRENT_REQUESTS")
+            + s.getint("FRONTIER_FETCH_BATCH")
+            + s.getint("ITEM_STORE_BATCH_SIZE"),
             enqueue_batch=s.getint("FRONTIER_ENQUEUE_BATCH"),
             lease_timeout=s.getfloat("FRONTIER_LEASE_TIMEOUT"),
             release_interval=s.getfloat("FRONTIER_RELEASE_INTERVAL"),

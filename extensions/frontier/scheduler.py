@@ -54,6 +54,7 @@ from extensions.recrawl.statusstore import MongoStatusStore
 from extensions.render.policy import RenderPolicy
 from extensions.render.setup import RenderRoom, renders_here
 from extensions.runtime import runtime_of
+from extensions.signals import backlog_full
 from extensions.urlpolicy import UrlPolicy
 
 if TYPE_CHECKING:
@@ -112,7 +113,10 @@ class DistributedScheduler(BaseScheduler):
         #: the render requests this node may lease (none if it cannot render)
         pages = config.render_max_pages if renders_here(crawler.settings) else 0
         self.render_room = RenderRoom(pages, self.polling.look_again_now)
-        self.backlog = Backlog(config.max_unconfirmed, crawler.stats, self.polling.look_again_now)
+        self.backlog = Backlog(
+            config.max_unconfirmed, crawler.stats, self.polling.look_again_now,
+            lambda: crawler.signals.send_catch_log(signal=backlog_full),
+        )  # fmt: skip
         self._loops: list[task.LoopingCall] = []
 
     @classmethod

@@ -32,7 +32,7 @@ from twisted.internet import defer, task, threads
 from twisted.internet import reactor as _reactor
 from twisted.python.failure import Failure
 
-from extensions import defaults
+from extensions import defaults, signals
 from extensions.cluster.checkpoint import node_id_for
 from extensions.installed import require_addon
 from extensions.pipelines.documents import COUNTED, KEY_FIELD, WriteReport
@@ -94,6 +94,8 @@ class ItemStorePipeline:
         self._pending = 0
         self._room: list[defer.Deferred[None]] = []
         self._timer: task.LoopingCall | None = None
+        #: the node waits for this store (signals.backlog_full): write what is held now
+        self._hurry = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ItemStorePipeline:
@@ -120,13 +122,21 @@ class ItemStorePipeline:
             )
         else:
             store = JsonLinesStore(s.get("ITEMS_DIR"), name, node_id_for(crawler))
-        return cls(
+        pipeline = cls(
             crawler,
             store,
             batch_size=s.getint("ITEM_STORE_BATCH_SIZE"),
             flush_interval=s.getfloat("ITEM_STORE_FLUSH_INTERVAL"),
             max_pending=s.getint("ITEM_STORE_MAX_PENDING"),
         )
+        crawler.signals.connect(pipeline.hurry, signal=signals.backlog_full)
+        return pipeline
+
+    def hurry(self) -> None:
+        """The node leases no more until its pages are confirmed: what is held
+        is written now, and so on until the batch is empty."""
+        self._hurry = True
+        self._flush()
 
     async def open_spider(self) -> None:
         report = await maybe_deferred_to_future(threads.deferToThread(self.store.open))
@@ -231,7 +241,9 @@ class ItemStorePipeline:
                 durable.errback(DropItem(f"the item store cannot take this item: {reason}"))
         while self._room and self._pending < self.max_pending:
             self._room.pop(0).callback(None)
-        if len(self._batch) >= self.batch_size:
+        if not self._batch:
+            self._hurry = False
+        elif len(self._batch) >= self.batch_size or self._hurry:
             self._flush()
 
     def _count(self, report: WriteReport | None) -> None:

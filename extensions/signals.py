@@ -1,0 +1,5 @@
+"""The stack's own Scrapy signals (``crawler.signals.connect(handler, signal=...)``)."""
+
+#: the node holds FRONTIER_MAX_UNCONFIRMED requests and leases no more until some
+#: are confirmed: the item store should write what it holds now, not at its interval
+backlog_full = object()
