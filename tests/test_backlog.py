@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from demosite import catalog
 from tests.conftest import scrapy, site_hits
 from tests.helpers import SHOP_PAGES, page_hits, seed, wait_for
 from tools import services
@@ -64,3 +65,23 @@ def test_a_slow_item_store_holds_a_node_to_its_bound_and_a_kill_9_costs_no_more(
     # what the killed node held, fetched again, and nothing more
     assert len(twice) <= held <= BOUND, (len(twice), held)
     assert stored > 0 and site_hits(demo_site)["/"] == 1
+
+
+def test_a_node_at_its_bound_has_its_items_written_without_waiting_for_the_interval(
+    redis_url, demo_site, nodes
+):
+    # A bound far below one item batch, and a store that would wait a minute
+    # before writing a batch that is not full: the node, at its bound, tells
+    # the store to write what it holds (signals.backlog_full), or it would stall.
+    books = {"/category/books"} | {
+        f"/category/books?page={n}" for n in range(2, catalog.pages_in("books") + 1)
+    }
+    books |= {f"/product/{i}" for i in catalog.product_ids("books")}
+    seed(redis_url, "site", demo_site.url + "/category/books")
+    nodes.start("site", redis_url, spider_args={"allow": "/category/books,/product/"},
+                FRONTIER_MAX_UNCONFIRMED=10, ITEM_STORE_FLUSH_INTERVAL=60,
+                CONCURRENT_REQUESTS=4, MAX_IDLE_TIME_BEFORE_CLOSE=2)  # fmt: skip
+    assert nodes.wait(120) == [0], nodes.tail()
+    assert set(page_hits(demo_site)) == books
+    assert nodes.stat(0, "frontier/backlog_full") > 0
+    assert nodes.stat(0, "frontier/backlog_max") <= 10
