@@ -21,12 +21,14 @@ from extensions.connection import text
 from extensions.crawlid import crawl_group, host_of
 from extensions.frontier.crawls import Crawls
 from extensions.frontier.deadletter import parse_record
+from extensions.frontier.frontier import Frontier
 from extensions.observability.status import (
     all_figures,
     crawl_ids,
     crawl_status,
     host_rows,
     leased_by_host,
+    node_rows,
     top_errors,
 )
 
@@ -107,19 +109,12 @@ def audit_log(server: redis.Redis, keys: SpiderKeys, count: int) -> list[dict[st
 
 
 def nodes(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> list[dict[str, Any]]:
-    """The spider's nodes, with the memory and version their heartbeats report."""
-    rows = crawl_status(server, keys, limits.node_timeout, limits.stall_time)["nodes"]
-    pipe = server.pipeline(transaction=False)
-    for row in rows:
-        pipe.hmget(keys.node(row["node"]), "rss", "version")
-    for row, (rss, version) in zip(rows, pipe.execute(), strict=True):
-        row["spider"] = keys.name
-        try:
-            row["memory"] = max(int(text(rss)), 0) if rss is not None else None
-        except ValueError:
-            row["memory"] = None
-        row["version"] = text(version)[:40] if version is not None else ""
-    return rows
+    """The spider's nodes (the frontier's sizes tell a stalled one; nothing else
+    of the crawl's status is read)."""
+    sizes = Frontier(server, keys, node_id="").sizes()
+    waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
+    rows = node_rows(server, keys, limits.node_timeout, limits.stall_time, waiting)
+    return [{**row, "spider": keys.name} for row in rows]
 
 
 def hosts(
@@ -148,18 +143,25 @@ def hosts(
         pipe.zcount(scope.banned, now_ms, "+inf")
         for kind, count in zip(("ready", "waiting", "held", "banned"), pipe.execute(), strict=True):
             totals[kind] += int(count)
+        crawls = crawl_ids(server, scope)
         if host:
             chosen = [host] if keys.shard_of(host) == index else []
         else:
-            chosen = _window(server, scope, state, offset, limit, now_ms)
-        rows.extend(_rows(server, scope, chosen, limits.host_page_budget))
+            chosen = _window(server, scope, crawls, state, offset, limit, now_ms)
+        rows.extend(_rows(server, scope, crawls, chosen, limits.host_page_budget))
     if state == "active":
         rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], r["host"]))
     return {"hosts": rows[:limit], "totals": dict(totals), "state": state, "offset": offset}
 
 
 def _window(
-    server: redis.Redis, keys: SpiderKeys, state: str, offset: int, limit: int, now_ms: int
+    server: redis.Redis,
+    keys: SpiderKeys,
+    crawls: list[str],
+    state: str,
+    offset: int,
+    limit: int,
+    now_ms: int,
 ) -> list[str]:
     end = offset + limit - 1
     if state in ("held", "banned"):
@@ -172,7 +174,7 @@ def _window(
     # ready: the crawl without an id's groups and each crawl's (HOST#ID), merged;
     # active: the first of each kind, as many as one page shows
     pipe = server.pipeline(transaction=False)
-    readies = [keys.ready, *(keys.crawl_ready(crawl) for crawl in crawl_ids(server, keys))]
+    readies = [keys.ready, *(keys.crawl_ready(crawl) for crawl in crawls)]
     for key in readies:
         pipe.zrange(key, 0, end if state == "ready" else limit - 1)
     if state == "active":
@@ -183,11 +185,10 @@ def _window(
 
 
 def _rows(
-    server: redis.Redis, keys: SpiderKeys, chosen: list[str], budget: int
+    server: redis.Redis, keys: SpiderKeys, crawls: list[str], chosen: list[str], budget: int
 ) -> list[dict[str, Any]]:
     if not chosen:
         return []
-    crawls = crawl_ids(server, keys)
     crawl_groups = {host: [crawl_group(host, crawl) for crawl in crawls] for host in chosen}
     pipe = server.pipeline(transaction=False)
     for host in chosen:

@@ -98,7 +98,9 @@ class Gate:
                 raise web.HTTPForbidden(text="cross-site request refused")
             return await handler(request)
         # a password hash takes a while to check: not on the event loop
-        basic = await asyncio.to_thread(self.basic_user, request)
+        basic = None
+        if "Authorization" in request.headers:
+            basic = await asyncio.to_thread(self.basic_user, request)
         session = None if basic else self.session_of(request)
         fresh = None
         if basic:

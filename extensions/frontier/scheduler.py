@@ -397,7 +397,8 @@ class DistributedScheduler(BaseScheduler):
         items: list[Lease] = []
         next_due = None
         outcome = None
-        self._collect_finished()
+        if self._unconfirmed() >= self.backlog.limit:
+            self._collect_finished()  # near the bound: what finished since the last flush
         room = min(self.config.fetch_batch, self.backlog.room(self._unconfirmed()))
         if not room:  # the backlog's release wakes the node: no back-off meanwhile
             self.flush()

@@ -61,45 +61,7 @@ def crawl_status(
     checkpoint = {text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
     now = time.time()
     work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
-    nodes = []
-    registry: Any = server.zrange(keys.nodes, 0, -1, withscores=True)
-    for raw_id, beat_ms in registry:
-        node_id = text(raw_id)
-        record = {text(k): text(v) for k, v in server.hgetall(keys.node(node_id)).items()}
-        last_beat = beat_ms / 1000
-        state = record.get("state", "running")
-        alive = state != "closed" and now - last_beat <= node_timeout
-        idle_for = now - _number(record.get("last_progress") or record.get("started"), now)
-        stalled = alive and work_waiting and idle_for > stall_time
-        if state == "closed":
-            shown = "closed"
-        elif not alive:
-            shown = "dead"
-        else:
-            shown = "stalled" if stalled else "alive"
-        nodes.append(
-            {
-                "node": node_id,
-                "state": shown,
-                "alive": alive,
-                "stalled": stalled,
-                "last_heartbeat": last_beat,
-                "seconds_since_heartbeat": round(now - last_beat, 1),
-                "seconds_since_progress": round(idle_for, 1),
-                "pages": int(_number(record.get("pages"))),
-                "items": int(_number(record.get("items"))),
-                "in_flight": sum(
-                    server.zcard(shard.leases(node_id)) for shard in keys.all_shards()
-                ),
-                "host": record.get("host", ""),
-                "pid": int(_number(record.get("pid"))),
-                "render": record.get("render") == "1",
-                # leased and not yet confirmed; held back: at FRONTIER_MAX_UNCONFIRMED,
-                # waiting for its item store before it leases more
-                "unconfirmed": int(_number(record.get("unconfirmed"))),
-                "held_back": record.get("held_back") == "1",
-            }
-        )
+    nodes = node_rows(server, keys, node_timeout, stall_time, work_waiting)
     return {
         "spider": keys.name,
         "time": now,
@@ -131,6 +93,62 @@ def crawl_status(
         # crawls under an id by state (scrapy crawls NAME lists them)
         "crawls": dict(crawls),
     }
+
+
+def node_rows(
+    server: redis.Redis,
+    keys: SpiderKeys,
+    node_timeout: float,
+    stall_time: float,
+    work_waiting: bool,
+) -> list[dict[str, Any]]:
+    """Every node in the registry: its state (alive, stalled while ``work_waiting``,
+    dead, closed) and what its heartbeats report."""
+    now = time.time()
+    nodes = []
+    registry: Any = server.zrange(keys.nodes, 0, -1, withscores=True)
+    for raw_id, beat_ms in registry:
+        node_id = text(raw_id)
+        record = {text(k): text(v) for k, v in server.hgetall(keys.node(node_id)).items()}
+        last_beat = beat_ms / 1000
+        state = record.get("state", "running")
+        alive = state != "closed" and now - last_beat <= node_timeout
+        idle_for = now - _number(record.get("last_progress") or record.get("started"), now)
+        stalled = alive and work_waiting and idle_for > stall_time
+        if state == "closed":
+            shown = "closed"
+        elif not alive:
+            shown = "dead"
+        else:
+            shown = "stalled" if stalled else "alive"
+        memory = int(_number(record.get("rss"), -1))
+        nodes.append(
+            {
+                "node": node_id,
+                "state": shown,
+                "alive": alive,
+                "stalled": stalled,
+                "last_heartbeat": last_beat,
+                "seconds_since_heartbeat": round(now - last_beat, 1),
+                "seconds_since_progress": round(idle_for, 1),
+                "pages": int(_number(record.get("pages"))),
+                "items": int(_number(record.get("items"))),
+                "in_flight": sum(
+                    server.zcard(shard.leases(node_id)) for shard in keys.all_shards()
+                ),
+                "host": record.get("host", ""),
+                "pid": int(_number(record.get("pid"))),
+                "render": record.get("render") == "1",
+                # leased and not yet confirmed; held back: at FRONTIER_MAX_UNCONFIRMED,
+                # waiting for its item store before it leases more
+                "unconfirmed": int(_number(record.get("unconfirmed"))),
+                "held_back": record.get("held_back") == "1",
+                # resident memory in bytes (None: not reported) and the stack's version
+                "memory": memory if memory >= 0 else None,
+                "version": record.get("version", "")[:40],
+            }
+        )
+    return nodes
 
 
 SHARD_FIELDS = ("queued", "in_flight", "delayed", "seen", "hosts", "ready_hosts")
