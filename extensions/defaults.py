@@ -56,6 +56,16 @@ FRONTIER_LEASE_TIMEOUT = 600.0  # seconds a lease lasts even while its node stil
 FRONTIER_RELEASE_INTERVAL = 0.2  # seconds between batched lease releases
 FRONTIER_IDLE_POLL_MIN = 0.05  # seconds an idle node first waits before asking Redis again
 FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
+# FRONTIER_OVERFLOW = "mongo" (needs MONGO_URI): each host group keeps at most
+# FRONTIER_HOST_QUEUE_MAX requests in Redis, the rest in MongoDB (NAME_frontier),
+# back in order as the group drains; None keeps the whole frontier in Redis
+FRONTIER_OVERFLOW = None
+FRONTIER_HOST_QUEUE_MAX = 1000  # a group's requests in Redis at most (its head)
+FRONTIER_OVERFLOW_BATCH = 1000  # requests one spill or one group's refill moves at most
+FRONTIER_OVERFLOW_INTERVAL = 0.5  # seconds between a node's turns at spilling and refilling
+# spill records Redis holds while MongoDB cannot take them; past that, nodes lease
+# no more (the crawl slows rather than drops)
+FRONTIER_OVERFLOW_BACKLOG = 200_000
 # seconds ahead a request may be parked (retries, politeness, resting proxies);
 # later than that is refused and dead-lettered, so nothing waits forever
 FRONTIER_MAX_DELAY = 86400.0

@@ -30,7 +30,9 @@ key                            type    holds
                                        it is leased at)
 ``NAME:held``                  zset    groups held because they pushed back -> hold end (ms)
 ``NAME:banned``                zset    of those, the ones held for a ban -> hold end (ms)
-``NAME:frontier``              hash    queued (requests in all group queues; render_queued:
+``NAME:frontier``              hash    queued (requests in all group queues, and in MongoDB
+                                       with FRONTIER_OVERFLOW: spilled counts those;
+                                       host_queue_max, its bound; render_queued:
                                        those in render groups), seq (the
                                        discovery counter behind the order), format (the
                                        layout the crawl was brought to when a node opened)
@@ -103,6 +105,18 @@ key                            type    holds
                                        minutes since the epoch
 ``NAME:audit``                 list    what people did in the console (newest first, at
                                        most 1,000): JSON with time, user, action, detail
+``NAME:spill``                 list    FRONTIER_OVERFLOW: requests on their way to MongoDB
+                                       (``NAME_frontier``): "GROUP\nID\nORDER\nJSON"
+``NAME:spilling:NODE``         list    the batch NODE is writing to MongoDB (written again
+                                       by any node if NODE dies)
+``NAME:spillers``              zset    nodes with such a batch -> when they took it (ms)
+``NAME:overflow:GROUP``        hash    that group's requests out of Redis: n (in MongoDB or
+                                       on their way), floor (none has a better order),
+                                       transit (on their way), tmin (the best of those)
+``NAME:refill``                zset    groups due for a refill from MongoDB -> when one may
+                                       be claimed (ms; a claim pushes it ahead)
+``NAME:refilled``              hash    requests back from MongoDB whose documents are not
+                                       yet marked taken: GROUP newline ID -> node
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -170,6 +184,13 @@ WRITTEN_BY = {
     "render_auto": "render/autocheck.py (RENDER_AUTO learns and unlearns patterns)",
     "series": "checkpoint.py (every node's heartbeat adds its minute and drops the oldest)",
     "audit": "console/actions.py (each action taken in the console)",
+    "spill": "enqueue*.lua, lease.lua, reclaim.lua, recrawl_requeue.lua (a group over its "
+    "bound); overflow_take.lua takes",
+    "spilling": "overflow_take.lua, spill_done.lua",
+    "spillers": "overflow_take.lua, spill_done.lua",
+    "overflow": "the scripts that queue (spill), spill_done.lua, refill.lua",
+    "refill": "lease.lua, spill_done.lua, crawl_drain.lua, overflow_take.lua (claims), refill.lua",
+    "refilled": "refill.lua; spilling.py (once the documents are marked taken)",
 }
 
 START_URLS = "%(name)s:start_urls"
@@ -206,6 +227,12 @@ RENDER_NODES = "%(name)s:render_nodes"
 RENDER_AUTO = "%(name)s:render_auto"
 SERIES = "%(name)s:series"
 AUDIT = "%(name)s:audit"
+SPILL = "%(name)s:spill"
+SPILLING = "%(name)s:spilling:%(node)s"
+SPILLERS = "%(name)s:spillers"
+OVERFLOW = "%(name)s:overflow:%(group)s"
+REFILL = "%(name)s:refill"
+REFILLED = "%(name)s:refilled"
 REVISIT = "%(name)s:revisit"
 DUE = "%(name)s:due"
 
@@ -383,6 +410,28 @@ class SpiderKeys:
 
     def migrating(self, what: str) -> str:
         return MIGRATING % {"name": self.prefix, "what": what}
+
+    @property
+    def spill(self) -> str:
+        return SPILL % {"name": self.prefix}
+
+    def spilling(self, node: str) -> str:
+        return SPILLING % {"name": self.prefix, "node": node}
+
+    @property
+    def spillers(self) -> str:
+        return SPILLERS % {"name": self.prefix}
+
+    def overflow(self, group: str) -> str:
+        return OVERFLOW % {"name": self.prefix, "group": group}
+
+    @property
+    def refill(self) -> str:
+        return REFILL % {"name": self.prefix}
+
+    @property
+    def refilled(self) -> str:
+        return REFILLED % {"name": self.prefix}
 
     def leases_prefix(self) -> str:
         return self.leases("")

@@ -62,8 +62,12 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
         f"pages/s {now_rate:7.1f} now {average:7.1f} avg   items/s {items_now:7.1f} now "
         f"{items_average:7.1f} avg   ETA {eta}"
     )
+    spilled = status.get("spilled", 0)
+    queued = status["queued"]
+    if spilled:
+        queued = f"{queued} ({queued - spilled} in Redis, {spilled} in MongoDB)"
     lines.append(
-        f"queued {status['queued']}   in flight {status['in_flight']}   delayed "
+        f"queued {queued}   in flight {status['in_flight']}   delayed "
         f"{status['delayed']}   dead-lettered {status['dlq']}   start URLs {status['start_urls']}"
     )
     if status.get("recrawl"):

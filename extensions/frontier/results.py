@@ -86,6 +86,9 @@ class FrontierSizes:
     banned_hosts: int = 0
     #: of the queued requests, those waiting for a render node (render lane)
     render_queued: int = 0
+    #: of the queued requests, those out of Redis (FRONTIER_OVERFLOW: in MongoDB or
+    #: on their way there)
+    spilled: int = 0
 
     @property
     def pending(self) -> int:

@@ -45,6 +45,12 @@ class SchedulerConfig:
     render_max_pages: int
     render_wait_for_nodes: bool
     series_hours: float
+    #: FRONTIER_OVERFLOW: "mongo", or None (the whole frontier in Redis)
+    overflow: str | None
+    host_queue_max: int
+    overflow_batch: int
+    overflow_interval: float
+    overflow_backlog: int
 
     @classmethod
     def from_settings(cls, s: BaseSettings) -> SchedulerConfig:
@@ -80,4 +86,9 @@ class SchedulerConfig:
             render_max_pages=s.getint("RENDER_MAX_PAGES"),
             render_wait_for_nodes=s.getbool("RENDER_WAIT_FOR_NODES"),
             series_hours=s.getfloat("SERIES_HOURS"),
+            overflow=s.get("FRONTIER_OVERFLOW") or None,
+            host_queue_max=s.getint("FRONTIER_HOST_QUEUE_MAX"),
+            overflow_batch=s.getint("FRONTIER_OVERFLOW_BATCH"),
+            overflow_interval=s.getfloat("FRONTIER_OVERFLOW_INTERVAL"),
+            overflow_backlog=s.getint("FRONTIER_OVERFLOW_BACKLOG"),
         )

@@ -42,9 +42,11 @@ from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.idle import ClusterDuties, Polling
 from extensions.frontier.leased import remember_as_leased, requests_of
+from extensions.frontier.overflow import MongoOverflow
 from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.schedconfig import SchedulerConfig
 from extensions.frontier.sent import SentFingerprints
+from extensions.frontier.spilling import Overflow
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
@@ -91,6 +93,9 @@ class DistributedScheduler(BaseScheduler):
         # record it has yet to take (their leases wait for it)
         self.status_store: MongoStatusStore | None = None
         self.statuses: StatusBatches | None = None
+        #: FRONTIER_OVERFLOW = "mongo": this node's share of moving requests
+        #: between the group queues and MongoDB
+        self.overflow: Overflow | None = None
         self._closed = False
 
         self._buffer: deque[tuple[Request, bytes]] = deque()
@@ -182,6 +187,7 @@ class DistributedScheduler(BaseScheduler):
         self.frontier.upgrade_crawl(self.config.queue_by)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
         self.duties.join(spider)
+        self._open_overflow(spider)
         logger.info("node %s joined the crawl of %s", self.node_id, spider.name)
         self.crawler.signals.connect(self.duties.on_spider_idle, signal=signals.spider_idle)
         if self.render_room.pages:
@@ -194,10 +200,39 @@ class DistributedScheduler(BaseScheduler):
             loop.start(interval, now=False)
             self._loops.append(loop)
 
+    def _open_overflow(self, spider: Spider) -> None:
+        if self.config.overflow != "mongo":
+            bound = self.server.hget(self.keys.frontier, "host_queue_max")
+            if bound and int(bound) > 0:
+                logger.warning(
+                    "this crawl's host groups keep at most %s requests in Redis and spill "
+                    'the rest to MongoDB, but this node has no FRONTIER_OVERFLOW = "mongo": '
+                    "it queues and leases, and leaves the moving to the nodes that have it",
+                    int(bound),
+                )
+            return
+        self.overflow = Overflow(
+            self.server,
+            self.frontier.shards,
+            self.node_id,
+            MongoOverflow.from_settings(self.crawler.settings, spider.name),
+            queue_max=self.config.host_queue_max,
+            batch=self.config.overflow_batch,
+            interval=self.config.overflow_interval,
+            backlog_max=self.config.overflow_backlog,
+            node_timeout=self.config.node_timeout,
+            stats=self.stats,
+            dead_letter=self._dead_letter,
+            resumed=self.polling.look_again_now,
+        )
+        self.overflow.open()
+
     def close(self, reason: str) -> None:
         for loop in self._loops:
             if loop.running:
                 loop.stop()
+        if self.overflow is not None:
+            self.overflow.close()
         self.polling.cancel()
         # the last pages' recrawl status, before their leases go
         self._collect_finished()
@@ -400,6 +435,8 @@ class DistributedScheduler(BaseScheduler):
         if self._unconfirmed() >= self.backlog.limit:
             self._collect_finished()  # near the bound: what finished since the last flush
         room = min(self.config.fetch_batch, self.backlog.room(self._unconfirmed()))
+        if self.overflow is not None and self.overflow.holding:
+            room = 0  # MongoDB cannot take spills: the crawl waits (it wakes the node)
         if not room:  # the backlog's release wakes the node: no back-off meanwhile
             self.flush()
             return

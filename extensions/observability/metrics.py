@@ -106,6 +106,8 @@ class ClusterCollector:
             frontier.add_metric([self.keys.name, part], status[part])
         # of the queued, what waits for a render node (the render lane)
         frontier.add_metric([self.keys.name, "render_queued"], status["render_queued"])
+        # of the queued, what is in MongoDB (FRONTIER_OVERFLOW)
+        frontier.add_metric([self.keys.name, "spilled"], status["spilled"])
         yield frontier
         render_nodes = GaugeMetricFamily(
             "crawler_render_nodes", "render nodes that heart-beat", labels=["spider"]

@@ -73,6 +73,8 @@ def crawl_status(
         "updated": checkpoint.get("updated"),
         "start_urls": sizes.start_urls,
         "queued": sizes.queued,
+        # of the queued, those in MongoDB (FRONTIER_OVERFLOW) or on their way there
+        "spilled": sizes.spilled,
         "in_flight": sizes.in_flight,
         "delayed": sizes.delayed,
         "seen": sizes.seen,

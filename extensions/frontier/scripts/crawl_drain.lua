@@ -5,7 +5,7 @@
 -- ARGV[3]  group data key prefix         ARGV[4]  requests one call removes at most
 -- Returns  {requests removed, 1 if more are left}
 -- Leased requests are left alone: they finish, and their release drops their JSON.
-local F = {data_prefix = ARGV[3], ready = '', added = {}}
+local F = {data_prefix = ARGV[3], queue_prefix = ARGV[2], ready = '', added = {}}
 local crawl, budget = ARGV[1], tonumber(ARGV[4])
 local removed, render_removed = 0, 0
 while budget > 0 do
@@ -23,6 +23,10 @@ while budget > 0 do
     budget = budget - #ids
   end
   if redis.call('ZCARD', queue) == 0 then
+    -- what it has in MongoDB comes back to be dropped the same way (refill.lua)
+    if redis.call('EXISTS', overflow_key(F, group)) == 1 then
+      redis.call('ZADD', crawl_base(F) .. 'refill', 0, group)
+    end
     redis.call('SREM', KEYS[1], group)
     redis.call('ZREM', ready_of(F, crawl, lane_of(group)), group)
     redis.call('ZREM', KEYS[2], group)

@@ -17,7 +17,7 @@
 --          a crawl under an id keeps its ready groups in its own zset
 -- Returns  {start_urls, queued, in_flight, seen, dlq, delayed, hosts with work, ready
 --          hosts, hosts held (backing off, bans included), hosts banned, of the
---          queued those in render groups}
+--          queued those in render groups, of the queued those in MongoDB}
 local in_flight = 0
 local start_leased = 0
 for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
@@ -44,4 +44,5 @@ return {
   redis.call('ZCOUNT', KEYS[10], ARGV[4], '+inf'),
   redis.call('ZCOUNT', KEYS[11], ARGV[4], '+inf'),
   tonumber(redis.call('HGET', KEYS[2], 'render_queued') or '0'),
+  tonumber(redis.call('HGET', KEYS[2], 'spilled') or '0'),
 }

@@ -124,6 +124,7 @@ local function lease_groups(ready, want_total)
       end
       if #items > 0 then
         redis.call('ZREMRANGEBYRANK', queue, 0, #items - 1)
+        want_refill(F, group)
         got = got + #items
         taken = taken + #items
         local counters = ARGV[6] .. host
@@ -255,7 +256,8 @@ end
 if #leased == 0 then
   if redis.call('ZCARD', KEYS[4]) + redis.call('ZCARD', ready_of(F, '', 'render'))
       + redis.call('ZCARD', KEYS[5]) == 0
-      and redis.call('EXISTS', crawl_base(F) .. 'crawls') == 0 then
+      and redis.call('EXISTS', crawl_base(F) .. 'crawls') == 0
+      and tonumber(redis.call('HGET', KEYS[6], 'spilled') or '0') <= 0 then
     -- no group holds work: a count left over (a queue deleted by hand) must not
     -- keep the crawl from ever being idle (crawls under an id count their own)
     redis.call('HSET', KEYS[6], 'queued', 0, 'render_queued', 0)

@@ -1,0 +1,162 @@
+"""The part of the frontier kept in MongoDB (``FRONTIER_OVERFLOW = "mongo"``).
+
+One document per request a host group could not keep in Redis, in the
+collection ``NAME_frontier``: ``_id`` "GROUP ID", ``g`` the group, ``s`` its
+order (priority, then discovery: lower first), ``r`` the request's JSON and
+``t`` when a refill took it back (null while it waits). The index (g, t, s)
+serves the refill: a group's waiting requests, best first.
+
+A document is written with ``$setOnInsert``, so writing a batch again (a node
+died after the write and before Redis heard of it) changes nothing, and a
+request taken back is kept as a tombstone (``t`` set) for ``TOMBSTONE_HOURS``:
+a late copy of its spill finds it and does not bring it back to life. Anyone
+who can write to the database can write there: a document that is not a
+request is dead-lettered with its reason, never queued.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: how long a request taken back stays as a tombstone; far longer than a node
+#: takes to be declared dead, after which its unfinished spill is written again
+TOMBSTONE_HOURS = 1.0
+
+
+@dataclass(frozen=True)
+class SpillRecord:
+    """A request on its way to MongoDB, as the scripts wrote it to NAME:spill."""
+
+    group: str
+    id: str
+    order: int
+    request: str
+
+    @property
+    def doc_id(self) -> str:
+        return f"{self.group} {self.id}"
+
+    def document(self) -> dict[str, Any]:
+        return {"g": self.group, "s": self.order, "r": self.request, "t": None}
+
+    @classmethod
+    def parse(cls, raw: bytes) -> SpillRecord | None:
+        """The record, or None if it is not one (another writer's)."""
+        try:
+            group, ident, order, request = raw.decode("utf-8").split("\n", 3)
+            number = int(order)
+        except ValueError:  # UnicodeDecodeError is one
+            return None
+        if not group or not ident.isdigit() or " " in group or not request:
+            return None
+        return cls(group, ident, number, request)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A group's requests read back from MongoDB, best first."""
+
+    #: (id, order, request JSON), the order as text for the script
+    requests: list[tuple[str, str, str]]
+    #: (id, why) of documents of the group's that are not requests (their
+    #: _id is "GROUP ID": they count as the group's, and are dropped)
+    malformed: list[tuple[str, str]]
+    #: (_id, why) of documents that are not even the group's: marked taken alone
+    foreign: list[tuple[Any, str]]
+
+
+class MongoOverflow:
+    def __init__(self, uri: str, database: str, collection: str, timeout: float = 5.0):
+        import pymongo  # here: it adds a tenth of a second to every start
+
+        options: dict[str, Any] = {"appname": "distributed-crawler"}
+        if "serverselectiontimeoutms" not in uri.lower():
+            options["serverSelectionTimeoutMS"] = int(timeout * 1000)
+        self.client: pymongo.MongoClient = pymongo.MongoClient(uri, **options)
+        self.collection = self.client[database][collection]
+        self._indexed = False
+
+    @classmethod
+    def from_settings(cls, settings: Any, name: str) -> MongoOverflow:
+        uri = settings.get("MONGO_URI")
+        if not uri:
+            raise ValueError('FRONTIER_OVERFLOW = "mongo" needs MONGO_URI')
+        return cls(uri, settings.get("MONGO_DATABASE"), f"{name}_frontier")
+
+    def describe(self) -> str:
+        return f"MongoDB {self.collection.database.name}.{self.collection.name}"
+
+    def ensure_indexes(self) -> None:
+        if not self._indexed:
+            self.collection.create_index([("g", 1), ("t", 1), ("s", 1)])
+            self.collection.create_index([("t", 1)])  # the tombstones' sweep
+            self._indexed = True
+
+    def close(self) -> None:
+        self.client.close()
+
+    def write(self, records: list[SpillRecord]) -> None:
+        """Store requests on their way out of Redis; one written before stays as it is."""
+        from pymongo import UpdateOne
+
+        if not records:
+            return
+        self.ensure_indexes()
+        operations = [
+            UpdateOne({"_id": record.doc_id}, {"$setOnInsert": record.document()}, upsert=True)
+            for record in records
+        ]
+        self.collection.bulk_write(operations, ordered=False)
+
+    def waiting(self, group: str, limit: int, below: int | None) -> Waiting:
+        """Up to ``limit`` of the group's waiting requests, best first; with
+        ``below``, only those whose order is better (the rest of the group's
+        requests on their way may be better than the others)."""
+        query: dict[str, Any] = {"g": group, "t": None}
+        if below is not None:
+            query["s"] = {"$lt": below}
+        found = self.collection.find(query).sort("s", 1).limit(limit)
+        requests: list[tuple[str, str, str]] = []
+        malformed: list[tuple[str, str]] = []
+        foreign: list[tuple[Any, str]] = []
+        for doc in found:
+            doc_id = doc.get("_id")
+            ident = doc_id.rpartition(" ")[2] if isinstance(doc_id, str) else ""
+            order, request = doc.get("s"), doc.get("r")
+            if not ident.isdigit() or doc_id != f"{group} {ident}":
+                foreign.append((doc_id, "its _id is not 'GROUP ID'"))
+            elif not isinstance(order, int) or isinstance(order, bool):
+                malformed.append((ident, "its order (s) is not a whole number"))
+            elif not isinstance(request, str) or not request:
+                malformed.append((ident, "its request (r) is not JSON text"))
+            else:
+                requests.append((ident, str(order), request))
+        return Waiting(requests, malformed, foreign)
+
+    def mark_taken(self, group: str, ids: list[str], now: float | None = None) -> None:
+        """The requests are back in Redis: tombstones from now on."""
+        self.mark_documents([f"{group} {ident}" for ident in ids], now)
+
+    def mark_documents(self, doc_ids: list[Any], now: float | None = None) -> None:
+        if doc_ids:
+            self.collection.update_many(
+                {"_id": {"$in": doc_ids}}, {"$set": {"t": time.time() if now is None else now}}
+            )
+
+    def sweep(self, now: float | None = None) -> int:
+        """Drop tombstones older than TOMBSTONE_HOURS; how many."""
+        before = (time.time() if now is None else now) - TOMBSTONE_HOURS * 3600
+        return self.collection.delete_many({"t": {"$lt": before}}).deleted_count
+
+    def waiting_count(self, group: str | None = None) -> int:
+        """Requests waiting in MongoDB (of one group): a count, for status and tests."""
+        # $eq: nx-27017 counts nothing for a bare null (MongoDB takes both alike)
+        query: dict[str, Any] = {"t": {"$eq": None}}
+        if group is not None:
+            query["g"] = group
+        return self.collection.count_documents(query)

@@ -1,0 +1,289 @@
+"""Moving requests between the Redis queues and MongoDB (``FRONTIER_OVERFLOW``).
+
+The scripts that queue send a group's requests beyond ``FRONTIER_HOST_QUEUE_MAX``
+to ``NAME:spill`` (``_shared.lua``); every node, each ``FRONTIER_OVERFLOW_INTERVAL``,
+in a worker thread:
+
+1. **spills**: takes a batch into its journal ``NAME:spilling:NODE``, writes it to
+   MongoDB (``$setOnInsert``: writing it twice changes nothing) and only then
+   drops the journal (``spill_done.lua``). A node dying in between leaves the
+   journal, which any node writes again once the node's heartbeat is stale;
+2. **refills**: claims the groups due (``NAME:refill``, a claim expires), reads
+   each one's best waiting requests and queues them (``refill.lua``, which marks
+   each in ``NAME:refilled`` and queues none marked or present already), marks
+   their documents taken, then drops the marks. Marks a dead node left are
+   finished the same way by any node.
+
+So a request is in exactly one place at every step: the group's queue, the spill
+list or a journal, MongoDB, or leased; a step cut short is finished by another.
+While MongoDB cannot take spills, they wait in Redis; past
+``FRONTIER_OVERFLOW_BACKLOG`` records nodes lease no more (``holding``), so the
+crawl slows instead of dropping anything or filling Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import redis
+from twisted.internet import task, threads
+from twisted.python.failure import Failure
+
+from extensions import connection
+from extensions.cluster.checkpoint import now_ms
+from extensions.frontier.overflow import MongoOverflow, SpillRecord
+from extensions.frontier.redisops import execute, load_script, run_script
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy.statscollectors import StatsCollector
+
+    from extensions.keys import SpiderKeys
+
+logger = logging.getLogger(__name__)
+
+GROUPS_PER_TURN = 200  # groups one turn refills at most, per shard
+REFILL_RETRY_MS = 500  # a group still short of work (its requests on their way) waits this
+RECOVER_EVERY = 10.0  # seconds between looks for what dead nodes left half done
+SWEEP_EVERY = 600.0  # seconds between sweeps of old tombstones
+
+
+@dataclass
+class Turn:
+    """What one turn did, counted in the stats by the reactor."""
+
+    spilled: int = 0
+    refilled: int = 0
+    recovered: int = 0
+    malformed: list[dict[str, Any]] = field(default_factory=list)
+    #: spill records waiting in Redis, all shards together
+    backlog: int = 0
+
+
+class Overflow:
+    """One node's share of the overflow's work, for every shard of the frontier."""
+
+    def __init__(
+        self,
+        server: redis.Redis,
+        shards: list[SpiderKeys],
+        node_id: str,
+        store: MongoOverflow,
+        *,
+        queue_max: int,
+        batch: int,
+        interval: float,
+        backlog_max: int,
+        node_timeout: float,
+        stats: StatsCollector,
+        dead_letter: Callable[..., None],
+        resumed: Callable[[], object],
+    ):
+        self.server = server
+        self.shards = shards
+        self.node_id = node_id
+        self.store = store
+        self.queue_max = queue_max
+        self.batch = batch
+        self.interval = interval
+        self.backlog_max = backlog_max
+        self.node_timeout = node_timeout
+        self.stats = stats
+        self.dead_letter = dead_letter
+        self.resumed = resumed  # nodes may lease again
+        #: the spill records waiting in Redis passed FRONTIER_OVERFLOW_BACKLOG
+        self.holding = False
+        self._take = server.register_script(load_script("overflow_take"))
+        self._spilled = server.register_script(load_script("spill_done"))
+        self._refill = server.register_script(load_script("refill"))
+        self._busy = False
+        self._loop: task.LoopingCall | None = None
+        self._last_recover = 0.0
+        self._last_sweep = 0.0
+        self._failing = False
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def open(self) -> None:
+        """Record the bound where every script reads it (each shard's frontier hash)."""
+        pipe = self.server.pipeline(transaction=False)
+        for keys in self.shards:
+            pipe.hset(keys.frontier, "host_queue_max", self.queue_max)
+        pipe.execute()
+        logger.info(
+            "host groups keep at most %d requests in Redis; the rest go to %s",
+            self.queue_max, self.store.describe(),
+        )  # fmt: skip
+        self._loop = task.LoopingCall(self._start_turn)
+        self._loop.start(self.interval, now=True)
+
+    def close(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self.store.close()
+
+    def _start_turn(self) -> None:
+        if self._busy:  # one turn at a time; a slow MongoDB makes them rarer
+            return
+        self._busy = True
+        threads.deferToThread(self.turn).addBoth(self.turn_done)
+
+    def turn_done(self, result: Turn | Failure) -> None:
+        """In the reactor: a turn's counts, dead letters and hold."""
+        self._busy = False
+        if isinstance(result, Failure):
+            if not self._failing:
+                logger.warning("moving requests between Redis and MongoDB failed: %s "
+                               "(trying again)", result.getErrorMessage())  # fmt: skip
+            self._failing = True
+            self.stats.inc_value("overflow/errors")
+            return
+        if self._failing:
+            logger.info("moving requests between Redis and MongoDB works again")
+            self._failing = False
+        for name, count in (("spilled", result.spilled), ("refilled", result.refilled),
+                            ("recovered", result.recovered)):  # fmt: skip
+            if count:
+                self.stats.inc_value(f"overflow/{name}", count)
+        for record in result.malformed:
+            self.stats.inc_value("overflow/malformed")
+            self.dead_letter(**record)
+        self.stats.max_value("overflow/backlog_max", result.backlog)
+        self._hold(result.backlog)
+        if result.refilled:
+            self.resumed()
+
+    def _hold(self, backlog: int) -> None:
+        if backlog > self.backlog_max and not self.holding:
+            logger.warning(
+                "%d requests wait in Redis for MongoDB (FRONTIER_OVERFLOW_BACKLOG = %d): "
+                "leasing nothing until they are written", backlog, self.backlog_max,
+            )  # fmt: skip
+            self.stats.inc_value("overflow/held_back")
+            self.holding = True
+        elif backlog <= self.backlog_max and self.holding:
+            logger.info("MongoDB took the waiting requests: leasing again")
+            self.holding = False
+            self.resumed()
+
+    # --- a turn (in a worker thread) -------------------------------------------
+
+    def turn(self) -> Turn:
+        done = Turn()
+        now = time.monotonic()
+        if now - self._last_recover >= RECOVER_EVERY:
+            self._last_recover = now
+            for keys in self.shards:
+                done.recovered += self.recover(keys, done)
+        pipe = self.server.pipeline(transaction=False)
+        for keys in self.shards:
+            run_script(
+                self._take,
+                [keys.spill, keys.spilling(self.node_id), keys.spillers, keys.refill,
+                 keys.frontier],
+                [self.node_id, now_ms(), self.batch, int(max(60.0, self.node_timeout) * 1000),
+                 GROUPS_PER_TURN, keys.queue("")],
+                pipe,
+            )  # fmt: skip
+        taken = execute(pipe)
+        for keys, (batch, claimed, waiting) in zip(self.shards, taken, strict=True):
+            done.backlog += int(waiting) + len(batch)
+            if batch:
+                done.spilled += self._write(keys, self.node_id, batch, done)
+                done.backlog -= len(batch)
+            for at in range(0, len(claimed), 3):
+                group = connection.text(claimed[at])
+                room, tmin = int(claimed[at + 1]), connection.text(claimed[at + 2])
+                done.refilled += self._refill_group(keys, group, room, tmin, done)
+        if now - self._last_sweep >= SWEEP_EVERY:
+            self._last_sweep = now
+            self.store.sweep()
+        return done
+
+    def _write(self, keys: SpiderKeys, node: str, batch: list[bytes], done: Turn) -> int:
+        """Write a journal's batch to MongoDB, then drop the journal."""
+        records = []
+        for raw in batch:
+            record = SpillRecord.parse(raw)
+            if record is None:
+                raw_text = raw.decode("utf-8", "replace")[:2000]
+                done.malformed.append(
+                    {"kind": "overflow", "url": "", "error": "not a spill record", "raw": raw_text}
+                )
+            else:
+                records.append(record)
+        self.store.write(records)
+        run_script(self._spilled, [keys.spilling(node), keys.spillers, keys.frontier],
+                   [node, keys.queue(""), keys.data("")])  # fmt: skip
+        return len(records)
+
+    def _refill_group(self, keys: SpiderKeys, group: str, room: int, tmin: str, done: Turn) -> int:
+        limit = min(room, self.batch)
+        below = int(tmin) if tmin.lstrip("-").isdigit() else None
+        waiting = self.store.waiting(group, limit, below) if limit else None
+        args: list[Any] = [keys.queue(""), keys.data(""), self.node_id, group, now_ms(),
+                           REFILL_RETRY_MS]  # fmt: skip
+        if waiting is not None:
+            for ident, order, request in waiting.requests:
+                args.extend((ident, order, request))
+            for ident, why in waiting.malformed:
+                args.extend((ident, "", ""))  # taken off the group's count, not queued
+                done.malformed.append({"kind": "overflow", "url": "", "group": group,
+                                       "error": f"a document in MongoDB is not a request: {why}",
+                                       "id": ident})  # fmt: skip
+            for doc_id, why in waiting.foreign:
+                done.malformed.append({"kind": "overflow", "url": "", "group": group,
+                                       "error": f"a document in MongoDB is not a request: {why}",
+                                       "id": repr(doc_id)[:200]})  # fmt: skip
+            self.store.mark_documents([doc_id for doc_id, _ in waiting.foreign])
+        settled = run_script(
+            self._refill,
+            [keys.ready, keys.waiting, keys.frontier, keys.refilled, keys.refill],
+            args,
+        )
+        ids = [connection.text(ident) for ident in settled]
+        self._settle(keys, group, ids)
+        return len(waiting.requests) if waiting is not None else 0
+
+    def _settle(self, keys: SpiderKeys, group: str, ids: list[str]) -> None:
+        """Mark documents back in Redis taken, then forget their marks."""
+        if not ids:
+            return
+        self.store.mark_taken(group, ids)
+        self.server.hdel(keys.refilled, *(f"{group}\n{ident}" for ident in ids))
+
+    def recover(self, keys: SpiderKeys, done: Turn) -> int:
+        """Finish what nodes that died (or this node, in an earlier turn cut
+        short) left half done: spill journals and refill marks. How many requests."""
+        dead_before = now_ms() - int(self.node_timeout * 1000)
+        alive: dict[str, bool] = {}
+
+        def is_dead(node: str) -> bool:
+            if node == self.node_id:
+                return True  # no turn of this node runs now: what it left is over
+            if node not in alive:
+                beat = self.server.zscore(keys.nodes, node)
+                alive[node] = beat is not None and beat >= dead_before
+            return not alive[node]
+
+        recovered = 0
+        for raw_node in self.server.zrange(keys.spillers, 0, -1):
+            node = connection.text(raw_node)
+            if node != self.node_id and is_dead(node):
+                batch = cast("list[bytes]", self.server.lrange(keys.spilling(node), 0, -1))
+                recovered += self._write(keys, node, batch, done)
+                logger.info("wrote the spill batch node %s left (%d requests)", node, len(batch))
+        marks: dict[str, list[str]] = defaultdict(list)
+        for raw_mark, raw_node in self.server.hgetall(keys.refilled).items():
+            if is_dead(connection.text(raw_node)):
+                group, _, ident = connection.text(raw_mark).rpartition("\n")
+                marks[group].append(ident)
+        for group, ids in marks.items():
+            self._settle(keys, group, ids)
+            recovered += len(ids)
+        return recovered
