@@ -28,7 +28,8 @@ shop's own pages carry an ETag of their body and answer 304 the same way.
 each URL with a lastmod (``POST /__edit?path=/product/N`` sets a product's to now).
 ``/sitemap-archive.xml`` (in no index) lists ``/archive/1`` to ``/archive/30``, pages
 no page links to. ``/directory/`` (not linked) is a web directory laid out as DMOZ's
-was, for scrapy-redis's example project (``demosite/directory.py``).
+was, for scrapy-redis's example project (``demosite/directory.py``). ``/wide/`` (not
+linked) has 1,000 pages of ten new links each, numbered breadth first (``demosite/wide.py``).
 ``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt; ``--pushback MODE``
@@ -51,7 +52,7 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog, directory, hostile, jspages, pushback, traps
+from demosite import catalog, directory, hostile, jspages, pushback, traps, wide
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -364,6 +365,7 @@ def make_app(
     hostile.add_routes(app)
     traps.add_routes(app)
     directory.add_routes(app)
+    wide.add_routes(app)
     jspages.add_routes(app)
     app.router.add_get("/changing/", changing_index)
     app.router.add_get("/changing/{n}", changing)

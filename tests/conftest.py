@@ -104,6 +104,16 @@ def mongo_db(mongo_uri):
 
 
 @pytest.fixture
+def own_mongo(tmp_path):
+    """A MongoDB-wire server this test may stop and restart (helpers.restart)."""
+    port = services.free_port()
+    service = services.start_mongo_wire(tmp_path / "own-mongo", port)
+    state = {"service": service, "port": port}
+    yield state
+    state["service"].stop()
+
+
+@pytest.fixture
 def make_store(mongo_db, tmp_path):
     uri, database, _ = mongo_db
     opened = []

@@ -3,11 +3,8 @@
 import json
 import logging
 
-import pytest
-
 from extensions.pipelines.mongo import MongoStore
 from tests.helpers import restart
-from tools import services
 
 
 def docs(n: int, start: int = 0, **extra):
@@ -121,16 +118,6 @@ def test_index_failure_is_one_clear_message(mongo_db, make_store, caplog):
     assert f"cannot create the unique index on {db.name}.items.url" in message
     assert "duplicates" in message
     assert store.write(docs(2)).written == 2  # writing goes on
-
-
-@pytest.fixture
-def own_mongo(tmp_path):
-    """A MongoDB-wire server this test may stop and restart."""
-    port = services.free_port()
-    service = services.start_mongo_wire(tmp_path / "own-mongo", port)
-    state = {"service": service, "port": port}
-    yield state
-    state["service"].stop()
 
 
 def test_outage_spills_to_the_journal_and_replays_when_back(own_mongo, tmp_path):

@@ -221,3 +221,52 @@ def test_a_sharded_frontier_spills_every_shard_to_one_collection(overflow_setup)
     for host in hosts:
         mine = [url for url in urls if url.startswith(f"http://{host}/")]
         assert mine == [f"http://{host}/{i}" for i in range(10)]
+
+
+def test_a_request_back_from_mongodb_may_go_out_again_before_its_document_is_marked(
+    overflow_setup,
+):
+    # Between a refill's script and its marking the documents taken, better
+    # requests push the one just back out again: its second trip is a document
+    # of its own, which the marking of the first leaves waiting.
+    frontier, overflow = overflow_setup(queue_max=2)
+    frontier.enqueue([entry(f"http://a.test/{n}") for n in range(6)])
+    overflow.turn()
+    leased, _ = frontier.lease(2, lease_timeout=60)
+    frontier.release([lease.member for lease in leased])
+    settle = overflow._settle
+
+    def better_ones_arrive_first(*args):
+        frontier.enqueue([entry(f"http://a.test/high{n}", priority=5) for n in range(2)])
+        settle(*args)
+
+    overflow._settle = better_ones_arrive_first  # type: ignore[method-assign]
+    overflow.turn()
+    overflow._settle = settle  # type: ignore[method-assign]
+    rest = drain(frontier, overflow)
+    assert rest == ["http://a.test/high0", "http://a.test/high1"] + [
+        f"http://a.test/{n}" for n in range(2, 6)
+    ]
+    assert frontier.sizes().queued == 0
+
+
+def test_a_refill_whose_claim_ran_out_does_nothing(overflow_setup, redis_client):
+    frontier, overflow = overflow_setup(queue_max=2)
+    keys = frontier.keys
+    frontier.enqueue([entry(f"http://a.test/{n}") for n in range(6)])
+    overflow.turn()
+    leased, _ = frontier.lease(2, lease_timeout=60)
+    frontier.release([lease.member for lease in leased])
+    waiting = overflow.store.waiting
+
+    def slow_read(*args):
+        found = waiting(*args)
+        redis_client.zadd(keys.refill, {"a.test": 1})  # another node's claim meanwhile
+        return found
+
+    overflow.store.waiting = slow_read  # type: ignore[method-assign]
+    overflow.turn()
+    overflow.store.waiting = waiting  # type: ignore[method-assign]
+    assert redis_client.zcard(keys.queue("a.test")) == 0  # nothing queued by the late one
+    assert redis_client.hlen(keys.refilled) == 0
+    assert drain(frontier, overflow) == [f"http://a.test/{n}" for n in range(2, 6)]

@@ -102,6 +102,7 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
             f"{rate:8.1f} {node['pages']:7d} {node['items']:7d}"
             + ("  renders" if node.get("render") else "")
             + ("  held back: waiting for its item store" if node.get("held_back") else "")
+            + ("  held back: MongoDB takes no spills" if node.get("spill_held") else "")
         )
     return "\n".join(lines)
 

@@ -1,15 +1,16 @@
 """The part of the frontier kept in MongoDB (``FRONTIER_OVERFLOW = "mongo"``).
 
-One document per request a host group could not keep in Redis, in the
-collection ``NAME_frontier``: ``_id`` "GROUP ID", ``g`` the group, ``s`` its
-order (priority, then discovery: lower first), ``r`` the request's JSON and
-``t`` when a refill took it back (null while it waits). The index (g, t, s)
-serves the refill: a group's waiting requests, best first.
+One document per trip a request took out of Redis, in the collection
+``NAME_frontier``: ``_id`` "GROUP ID LIFE" (LIFE numbers the trips: a request
+refilled may go out again before its last document is marked taken), ``g`` the
+group, ``s`` its order (priority, then discovery: lower first), ``r`` the
+request's JSON and ``t`` when a refill took it back (null while it waits). The
+index (g, t, s) serves the refill: a group's waiting requests, best first.
 
-A document is written with ``$setOnInsert``, so writing a batch again (a node
-died after the write and before Redis heard of it) changes nothing, and a
+A document is inserted once: writing a batch again (a node died after the
+write and before Redis heard of it) finds its _ids taken and changes nothing, and a
 request taken back is kept as a tombstone (``t`` set) for ``TOMBSTONE_HOURS``:
-a late copy of its spill finds it and does not bring it back to life. Anyone
+a late copy of its trip's spill finds it and does not bring it back to life. Anyone
 who can write to the database can write there: a document that is not a
 request is dead-lettered with its reason, never queued.
 """
@@ -26,6 +27,7 @@ logger = logging.getLogger(__name__)
 #: how long a request taken back stays as a tombstone; far longer than a node
 #: takes to be declared dead, after which its unfinished spill is written again
 TOMBSTONE_HOURS = 1.0
+DUPLICATE_KEY = 11000
 
 
 @dataclass(frozen=True)
@@ -34,12 +36,13 @@ class SpillRecord:
 
     group: str
     id: str
+    life: str
     order: int
     request: str
 
     @property
     def doc_id(self) -> str:
-        return f"{self.group} {self.id}"
+        return f"{self.group} {self.id} {self.life}"
 
     def document(self) -> dict[str, Any]:
         return {"g": self.group, "s": self.order, "r": self.request, "t": None}
@@ -48,24 +51,24 @@ class SpillRecord:
     def parse(cls, raw: bytes) -> SpillRecord | None:
         """The record, or None if it is not one (another writer's)."""
         try:
-            group, ident, order, request = raw.decode("utf-8").split("\n", 3)
+            group, ident, life, order, request = raw.decode("utf-8").split("\n", 4)
             number = int(order)
         except ValueError:  # UnicodeDecodeError is one
             return None
-        if not group or not ident.isdigit() or " " in group or not request:
+        if not group or " " in group or not (ident.isdigit() and life.isdigit()) or not request:
             return None
-        return cls(group, ident, number, request)
+        return cls(group, ident, life, number, request)
 
 
 @dataclass(frozen=True)
 class Waiting:
     """A group's requests read back from MongoDB, best first."""
 
-    #: (id, order, request JSON), the order as text for the script
-    requests: list[tuple[str, str, str]]
-    #: (id, why) of documents of the group's that are not requests (their
-    #: _id is "GROUP ID": they count as the group's, and are dropped)
-    malformed: list[tuple[str, str]]
+    #: (id, life, order, request JSON), the order as text for the script
+    requests: list[tuple[str, str, str, str]]
+    #: (id, life, why) of documents of the group's that are not requests (their
+    #: _id is "GROUP ID LIFE": they count as the group's, and are dropped)
+    malformed: list[tuple[str, str, str]]
     #: (_id, why) of documents that are not even the group's: marked taken alone
     foreign: list[tuple[Any, str]]
 
@@ -101,17 +104,23 @@ class MongoOverflow:
         self.client.close()
 
     def write(self, records: list[SpillRecord]) -> None:
-        """Store requests on their way out of Redis; one written before stays as it is."""
-        from pymongo import UpdateOne
+        """Store requests on their way out of Redis; one written before stays as it
+        is (an insert that finds its _id taken is what a second write of a batch
+        gets, and is not an error: inserts are several times as fast as upserts)."""
+        from pymongo.errors import BulkWriteError
 
         if not records:
             return
         self.ensure_indexes()
-        operations = [
-            UpdateOne({"_id": record.doc_id}, {"$setOnInsert": record.document()}, upsert=True)
-            for record in records
-        ]
-        self.collection.bulk_write(operations, ordered=False)
+        documents = [{"_id": record.doc_id, **record.document()} for record in records]
+        try:
+            self.collection.insert_many(documents, ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if exc.details.get("writeConcernErrors") or any(
+                error.get("code") != DUPLICATE_KEY for error in errors
+            ):
+                raise
 
     def waiting(self, group: str, limit: int, below: int | None) -> Waiting:
         """Up to ``limit`` of the group's waiting requests, best first; with
@@ -121,26 +130,28 @@ class MongoOverflow:
         if below is not None:
             query["s"] = {"$lt": below}
         found = self.collection.find(query).sort("s", 1).limit(limit)
-        requests: list[tuple[str, str, str]] = []
-        malformed: list[tuple[str, str]] = []
+        requests: list[tuple[str, str, str, str]] = []
+        malformed: list[tuple[str, str, str]] = []
         foreign: list[tuple[Any, str]] = []
         for doc in found:
             doc_id = doc.get("_id")
-            ident = doc_id.rpartition(" ")[2] if isinstance(doc_id, str) else ""
+            ident, life = _id_parts(doc_id, group)
             order, request = doc.get("s"), doc.get("r")
-            if not ident.isdigit() or doc_id != f"{group} {ident}":
-                foreign.append((doc_id, "its _id is not 'GROUP ID'"))
+            if not ident:
+                foreign.append((doc_id, "its _id is not 'GROUP ID LIFE'"))
             elif not isinstance(order, int) or isinstance(order, bool):
-                malformed.append((ident, "its order (s) is not a whole number"))
+                malformed.append((ident, life, "its order (s) is not a whole number"))
             elif not isinstance(request, str) or not request:
-                malformed.append((ident, "its request (r) is not JSON text"))
+                malformed.append((ident, life, "its request (r) is not JSON text"))
             else:
-                requests.append((ident, str(order), request))
+                requests.append((ident, life, str(order), request))
         return Waiting(requests, malformed, foreign)
 
-    def mark_taken(self, group: str, ids: list[str], now: float | None = None) -> None:
-        """The requests are back in Redis: tombstones from now on."""
-        self.mark_documents([f"{group} {ident}" for ident in ids], now)
+    def mark_taken(
+        self, group: str, lives: list[tuple[str, str]], now: float | None = None
+    ) -> None:
+        """The (id, life) trips are over, back in Redis: tombstones from now on."""
+        self.mark_documents([f"{group} {ident} {life}" for ident, life in lives], now)
 
     def mark_documents(self, doc_ids: list[Any], now: float | None = None) -> None:
         if doc_ids:
@@ -160,3 +171,13 @@ class MongoOverflow:
         if group is not None:
             query["g"] = group
         return self.collection.count_documents(query)
+
+
+def _id_parts(doc_id: Any, group: str) -> tuple[str, str]:
+    """(id, life) of a document of ``group``'s, or ("", "") if its _id is not one."""
+    if not isinstance(doc_id, str) or not doc_id.startswith(group + " "):
+        return "", ""
+    ident, _, life = doc_id[len(group) + 1 :].partition(" ")
+    if ident.isdigit() and life.isdigit():
+        return ident, life
+    return "", ""

@@ -155,6 +155,7 @@ class DistributedScheduler(BaseScheduler):
         self.checkpoint.renders = self.render_room.pages > 0
         self.checkpoint.extra = lambda: {
             "unconfirmed": self.backlog.held, "held_back": int(self.backlog.held_back),
+            "spill_held": int(self.overflow is not None and self.overflow.holding),
         }  # fmt: skip
         self.admission.render = RenderPolicy.from_crawler(self.crawler)
         self.crawls = Crawls(self.server, self.keys)

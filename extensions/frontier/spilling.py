@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 GROUPS_PER_TURN = 200  # groups one turn refills at most, per shard
+CLAIM_SECONDS = 15.0  # a refill claim's life: a node dying with it holds the group no longer
 REFILL_RETRY_MS = 500  # a group still short of work (its requests on their way) waits this
 RECOVER_EVERY = 10.0  # seconds between looks for what dead nodes left half done
 SWEEP_EVERY = 600.0  # seconds between sweeps of old tombstones
@@ -98,6 +99,7 @@ class Overflow:
         self.resumed = resumed  # nodes may lease again
         #: the spill records waiting in Redis passed FRONTIER_OVERFLOW_BACKLOG
         self.holding = False
+        self.backlog = 0  # those records, as the last turn found them
         self._take = server.register_script(load_script("overflow_take"))
         self._spilled = server.register_script(load_script("spill_done"))
         self._refill = server.register_script(load_script("refill"))
@@ -142,6 +144,7 @@ class Overflow:
                                "(trying again)", result.getErrorMessage())  # fmt: skip
             self._failing = True
             self.stats.inc_value("overflow/errors")
+            self._hold(self.backlog)  # what waits in Redis grows while MongoDB is away
             return
         if self._failing:
             logger.info("moving requests between Redis and MongoDB works again")
@@ -186,20 +189,27 @@ class Overflow:
                 self._take,
                 [keys.spill, keys.spilling(self.node_id), keys.spillers, keys.refill,
                  keys.frontier],
-                [self.node_id, now_ms(), self.batch, int(max(60.0, self.node_timeout) * 1000),
-                 GROUPS_PER_TURN, keys.queue("")],
+                [self.node_id, now_ms(), self.batch, int(CLAIM_SECONDS * 1000), GROUPS_PER_TURN,
+                 keys.queue("")],
                 pipe,
             )  # fmt: skip
         taken = execute(pipe)
+        self.backlog = sum(int(waiting) + len(batch) for batch, _, waiting in taken)
         for keys, (batch, claimed, waiting) in zip(self.shards, taken, strict=True):
             done.backlog += int(waiting) + len(batch)
             if batch:
                 done.spilled += self._write(keys, self.node_id, batch, done)
                 done.backlog -= len(batch)
-            for at in range(0, len(claimed), 3):
+            for at in range(0, len(claimed), 4):
                 group = connection.text(claimed[at])
                 room, tmin = int(claimed[at + 1]), connection.text(claimed[at + 2])
-                done.refilled += self._refill_group(keys, group, room, tmin, done)
+                claim = connection.text(claimed[at + 3])
+                try:
+                    done.refilled += self._refill_group(keys, group, room, tmin, claim, done)
+                except Exception:
+                    # its claim would hold it for a minute: due again soon instead
+                    self.server.zadd(keys.refill, {group: now_ms() + REFILL_RETRY_MS})
+                    raise
         if now - self._last_sweep >= SWEEP_EVERY:
             self._last_sweep = now
             self.store.sweep()
@@ -222,17 +232,19 @@ class Overflow:
                    [node, keys.queue(""), keys.data("")])  # fmt: skip
         return len(records)
 
-    def _refill_group(self, keys: SpiderKeys, group: str, room: int, tmin: str, done: Turn) -> int:
+    def _refill_group(
+        self, keys: SpiderKeys, group: str, room: int, tmin: str, claim: str, done: Turn
+    ) -> int:
         limit = min(room, self.batch)
         below = int(tmin) if tmin.lstrip("-").isdigit() else None
         waiting = self.store.waiting(group, limit, below) if limit else None
         args: list[Any] = [keys.queue(""), keys.data(""), self.node_id, group, now_ms(),
-                           REFILL_RETRY_MS]  # fmt: skip
+                           REFILL_RETRY_MS, claim]  # fmt: skip
         if waiting is not None:
-            for ident, order, request in waiting.requests:
-                args.extend((ident, order, request))
-            for ident, why in waiting.malformed:
-                args.extend((ident, "", ""))  # taken off the group's count, not queued
+            for ident, life, order, request in waiting.requests:
+                args.extend((ident, life, order, request))
+            for ident, life, why in waiting.malformed:
+                args.extend((ident, life, "", ""))  # taken off the group's count, not queued
                 done.malformed.append({"kind": "overflow", "url": "", "group": group,
                                        "error": f"a document in MongoDB is not a request: {why}",
                                        "id": ident})  # fmt: skip
@@ -246,16 +258,19 @@ class Overflow:
             [keys.ready, keys.waiting, keys.frontier, keys.refilled, keys.refill],
             args,
         )
-        ids = [connection.text(ident) for ident in settled]
-        self._settle(keys, group, ids)
+        if not settled:  # its claim ran out and another node's stands: its turn
+            return 0
+        texts = [connection.text(part) for part in settled]
+        self._settle(keys, group, list(zip(texts[::2], texts[1::2], strict=True)))
         return len(waiting.requests) if waiting is not None else 0
 
-    def _settle(self, keys: SpiderKeys, group: str, ids: list[str]) -> None:
-        """Mark documents back in Redis taken, then forget their marks."""
-        if not ids:
+    def _settle(self, keys: SpiderKeys, group: str, lives: list[tuple[str, str]]) -> None:
+        """Mark the (id, life) documents back in Redis taken, then forget their marks."""
+        if not lives:
             return
-        self.store.mark_taken(group, ids)
-        self.server.hdel(keys.refilled, *(f"{group}\n{ident}" for ident in ids))
+        self.store.mark_taken(group, lives)
+        marks = (f"{group}\n{ident}\n{life}" for ident, life in lives)
+        self.server.hdel(keys.refilled, *marks)
 
     def recover(self, keys: SpiderKeys, done: Turn) -> int:
         """Finish what nodes that died (or this node, in an earlier turn cut
@@ -278,12 +293,13 @@ class Overflow:
                 batch = cast("list[bytes]", self.server.lrange(keys.spilling(node), 0, -1))
                 recovered += self._write(keys, node, batch, done)
                 logger.info("wrote the spill batch node %s left (%d requests)", node, len(batch))
-        marks: dict[str, list[str]] = defaultdict(list)
+        marks: dict[str, list[tuple[str, str]]] = defaultdict(list)
         for raw_mark, raw_node in self.server.hgetall(keys.refilled).items():
             if is_dead(connection.text(raw_node)):
-                group, _, ident = connection.text(raw_mark).rpartition("\n")
-                marks[group].append(ident)
-        for group, ids in marks.items():
-            self._settle(keys, group, ids)
-            recovered += len(ids)
+                parts = connection.text(raw_mark).split("\n")
+                if len(parts) == 3:  # GROUP, ID, LIFE (a group holds no newline)
+                    marks[parts[0]].append((parts[1], parts[2]))
+        for group, lives in marks.items():
+            self._settle(keys, group, lives)
+            recovered += len(lives)
         return recovered

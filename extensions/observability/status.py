@@ -145,6 +145,8 @@ def node_rows(
                 # waiting for its item store before it leases more
                 "unconfirmed": int(_number(record.get("unconfirmed"))),
                 "held_back": record.get("held_back") == "1",
+                # FRONTIER_OVERFLOW: leasing nothing while MongoDB cannot take spills
+                "spill_held": record.get("spill_held") == "1",
                 # resident memory in bytes (None: not reported) and the stack's version
                 "memory": memory if memory >= 0 else None,
                 "version": record.get("version", "")[:40],

@@ -189,8 +189,11 @@ end
 
 -- Overflow (FRONTIER_OVERFLOW = "mongo"): a group keeps at most 'host_queue_max'
 -- (NAME:frontier) requests in its queue; the rest go to MongoDB by way of the
--- list NAME:spill ("GROUP\nID\nORDER\nJSON" records, which nodes write there:
--- spilling.py) and come back best first as the queue drains (refill.lua).
+-- list NAME:spill ("GROUP\nID\nLIFE\nORDER\nJSON" records, which nodes write
+-- there: spilling.py) and come back best first as the queue drains (refill.lua).
+-- LIFE numbers each trip out ('lives' in NAME:frontier): a request back in the
+-- queue may go out again before its last trip's document is marked taken, and
+-- the two documents must not be taken for one another.
 -- NAME:overflow:GROUP: n (its requests out of Redis, in MongoDB or on their
 -- way), floor (none of those has a better order: a request worse than it goes
 -- out too, so the queue always holds the group's best), transit (on their way)
@@ -228,7 +231,9 @@ local function spill(F, group, score, id, item)
   end
   redis.call('HDEL', F.data_prefix .. group, id)
   local order = string.format('%.0f', score)
-  redis.call('RPUSH', crawl_base(F) .. 'spill', group .. '\n' .. id .. '\n' .. order .. '\n' .. item)
+  local life = redis.call('HINCRBY', F.frontier, 'lives', 1)
+  redis.call('RPUSH', crawl_base(F) .. 'spill',
+             group .. '\n' .. id .. '\n' .. life .. '\n' .. order .. '\n' .. item)
   local key = overflow_key(F, group)
   local state = redis.call('HMGET', key, 'floor', 'tmin')
   redis.call('HINCRBY', key, 'n', 1)

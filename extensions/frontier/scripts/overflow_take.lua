@@ -11,8 +11,9 @@
 -- ARGV[3]  records one batch takes at most
 -- ARGV[4]  ms a refill claim lasts (a node dying with it leaves the group due again)
 -- ARGV[5]  groups one turn claims at most       ARGV[6]  group queue key prefix
--- Returns  {the batch, {group, requests its queue has room for, tmin or ''}...
---          flattened, records still waiting in KEYS[1]}
+-- Returns  {the batch, {group, requests its queue has room for, tmin or '', the
+--          claim (refill.lua checks it is still the group's)}... flattened,
+--          records still waiting in KEYS[1]}
 local F = {frontier = KEYS[5]}
 local now = tonumber(ARGV[2])
 local batch = redis.call('LRANGE', KEYS[2], 0, -1)
@@ -33,10 +34,12 @@ local limit = queue_max(F)
 local base = string.sub(KEYS[4], 1, #KEYS[4] - #'refill')
 for _, group in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0,
                                   tonumber(ARGV[5]))) do
-  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), group)
+  local claim = now + tonumber(ARGV[4])
+  redis.call('ZADD', KEYS[4], claim, group)
   local room = limit - redis.call('ZCARD', ARGV[6] .. group)
   claimed[#claimed + 1] = group
   claimed[#claimed + 1] = math.max(room, 0)
   claimed[#claimed + 1] = redis.call('HGET', base .. 'overflow:' .. group, 'tmin') or ''
+  claimed[#claimed + 1] = redis.call('ZSCORE', KEYS[4], group)
 end
 return {batch, claimed, redis.call('LLEN', KEYS[1])}
