@@ -236,6 +236,7 @@ CHECKS: dict[str, Check] = {
     "FRONTIER_OVERFLOW_BATCH": _number(int, 1, 10_000),
     "FRONTIER_OVERFLOW_INTERVAL": _number(float, 0, above=True),
     "FRONTIER_OVERFLOW_BACKLOG": _number(int, 1),
+    "FRONTIER_START_URLS_MAX": _number(int, 1),
     "FRONTIER_LEASE_TIMEOUT": _number(float, 0, above=True),
     "FRONTIER_RELEASE_INTERVAL": _number(float, 0, above=True),
     "FRONTIER_IDLE_POLL_MIN": _number(float, 0, above=True),

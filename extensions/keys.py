@@ -31,8 +31,9 @@ key                            type    holds
 ``NAME:held``                  zset    groups held because they pushed back -> hold end (ms)
 ``NAME:banned``                zset    of those, the ones held for a ban -> hold end (ms)
 ``NAME:frontier``              hash    queued (requests in all group queues, and in MongoDB
-                                       with FRONTIER_OVERFLOW: spilled counts those;
-                                       host_queue_max, its bound; render_queued:
+                                       with FRONTIER_OVERFLOW: spilled counts those,
+                                       host_queue_max is the bound, lives numbers
+                                       the trips out; render_queued:
                                        those in render groups), seq (the
                                        discovery counter behind the order), format (the
                                        layout the crawl was brought to when a node opened)
@@ -106,7 +107,9 @@ key                            type    holds
 ``NAME:audit``                 list    what people did in the console (newest first, at
                                        most 1,000): JSON with time, user, action, detail
 ``NAME:spill``                 list    FRONTIER_OVERFLOW: requests on their way to MongoDB
-                                       (``NAME_frontier``): "GROUP\nID\nORDER\nJSON"
+                                       (``NAME_frontier``): GROUP, ID, LIFE (the request's
+                                       trip out: 'lives' in NAME:frontier counts them),
+                                       ORDER and JSON, one per line
 ``NAME:spilling:NODE``         list    the batch NODE is writing to MongoDB (written again
                                        by any node if NODE dies)
 ``NAME:spillers``              zset    nodes with such a batch -> when they took it (ms)
@@ -116,7 +119,8 @@ key                            type    holds
 ``NAME:refill``                zset    groups due for a refill from MongoDB -> when one may
                                        be claimed (ms; a claim pushes it ahead)
 ``NAME:refilled``              hash    requests back from MongoDB whose documents are not
-                                       yet marked taken: GROUP newline ID -> node
+                                       yet marked taken: GROUP, ID and LIFE, one per
+                                       line -> node
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -156,7 +160,7 @@ WRITTEN_BY = {
     "host_feedback.lua (holds, adaptive rate), send_slot.lua (next)",
     "held": "host_feedback.lua",
     "banned": "host_feedback.lua",
-    "frontier": "enqueue*.lua, lease.lua, reclaim.lua",
+    "frontier": "enqueue*.lua, lease.lua, reclaim.lua, refill.lua; spilling.py (host_queue_max)",
     "rates": "politeness.py (each node at start)",
     "crawl_delay": "politeness.py (from robots.txt)",
     "requests": "earlier versions; scheduler.py converts it at open",

@@ -57,3 +57,37 @@ def test_unreachable_redis_is_one_line(redis_url):
     assert "cannot reach Redis at redis://:***@127.0.0.1:1/0" in result.stderr
     assert "hunter2" not in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_with_the_overflow_start_urls_go_in_as_nodes_take_them(redis_url, redis_client, tmp_path):
+    # a million entries need not sit in Redis at once: the command keeps at most
+    # FRONTIER_START_URLS_MAX there and waits for the nodes (popped here by hand)
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    listing = tmp_path / "urls.txt"
+    listing.write_text("".join(f"https://example.com/{n}\n" for n in range(250)))
+    seeding = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "seed", "site", "-f", str(listing),
+         "-s", f"REDIS_URL={redis_url}", "-s", "FRONTIER_OVERFLOW=mongo",
+         "-s", "MONGO_URI=mongodb://127.0.0.1:1", "-s", "FRONTIER_START_URLS_MAX=40"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    taken: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while seeding.poll() is None and time.monotonic() < deadline:
+            assert redis_client.llen("site:start_urls") <= 40
+            if redis_client.llen("site:start_urls") == 40:
+                taken += redis_client.rpop("site:start_urls", 15) or []
+            time.sleep(0.05)
+        out, err = seeding.communicate(timeout=30)
+    finally:
+        seeding.kill()
+    assert seeding.returncode == 0, err
+    assert "pushed 250 start URLs" in out
+    taken += redis_client.rpop("site:start_urls", 1000) or []
+    assert [entry.decode() for entry in taken] == [f"https://example.com/{n}" for n in range(250)]

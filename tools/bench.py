@@ -29,6 +29,7 @@ from extensions.pipelines.mongo import MongoStore
 from tools import (
     console_bench,
     crawls_bench,
+    overflow_bench,
     pushback_bench,
     recrawl_bench,
     redis_ceiling,
@@ -944,6 +945,20 @@ class Console(Section):
     def report(self, bench: Bench) -> None:
         print("\n20. The web console, pages served by scrapy console against one Redis")
         console_bench.report(self.rows)
+
+
+@section(21, "a frontier bigger than Redis: memory and costs per request at 1M and 10M queued")
+class Overflow(Section):
+    once = True  # two long fills per size; the figures are memory and per-request costs
+    needs_mongo = True
+
+    def measure(self, bench: Bench, run: int) -> None:
+        assert bench.mongo_uri is not None
+        self.rows = overflow_bench.measure(bench.redis_url, bench.mongo_uri)
+
+    def report(self, bench: Bench) -> None:
+        print(f"\n21. A frontier bigger than Redis (FRONTIER_OVERFLOW), {mongo_server(bench)}")
+        overflow_bench.report(self.rows)
 
 
 def mongo_server(bench: Bench) -> str:

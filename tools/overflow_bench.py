@@ -90,6 +90,7 @@ def measure_one(redis_url: str, mongo_uri: str | None, size: int) -> dict[str, A
     memory = client.info("memory")["used_memory"] - base
     row: dict[str, Any] = {
         "size": size, "overflow": overflow is not None, "redis_bytes": memory / size,
+        "redis_mb": memory / 1e6,
         "enqueue_us": enqueue_us,
     }  # fmt: skip
     if overflow is not None:
@@ -132,14 +133,16 @@ def measure(redis_url: str, mongo_uri: str) -> list[dict[str, Any]]:
 def report(rows: list[dict[str, Any]]) -> None:
     print(f"   {HOSTS:,} hosts; with FRONTIER_OVERFLOW each keeps {HEAD} in Redis (at most "
           f"{HOSTS * HEAD:,} requests), the rest in MongoDB")  # fmt: skip
-    print(f"   {'queued':>11s} {'frontier':>9s} {'Redis B/req':>12s} {'Mongo BSON B/req':>17s} "
-          f"{'enqueue us/req':>15s} {'lease+release us/req':>21s} {'spill us/req':>13s}")  # fmt: skip
+    print(f"   {'queued':>11s} {'frontier':>9s} {'Redis MB':>9s} {'Redis B/req':>12s} "
+          f"{'Mongo BSON B/req':>17s} {'enqueue us/req':>15s} {'lease+release us/req':>21s} "
+          f"{'spill us/req':>13s}")  # fmt: skip
     for row in rows:
         where = "overflow" if row["overflow"] else "Redis"
         bson_bytes = f"{row['bson_bytes']:17.0f}" if row["overflow"] else f"{'-':>17s}"
         spill = f"{row['spill_us']:13.1f}" if row["overflow"] else f"{'-':>13s}"
-        print(f"   {row['size']:11,d} {where:>9s} {row['redis_bytes']:12.1f} {bson_bytes} "
-              f"{row['enqueue_us']:15.1f} {row['lease_us']:21.1f} {spill}")  # fmt: skip
+        print(f"   {row['size']:11,d} {where:>9s} {row['redis_mb']:9.0f} "
+              f"{row['redis_bytes']:12.1f} {bson_bytes} {row['enqueue_us']:15.1f} "
+              f"{row['lease_us']:21.1f} {spill}")  # fmt: skip
     for row in rows:
         if row["overflow"] and row.get("mongo_bytes"):
             print(f"   {row['size']:,d} queued: MongoDB's own figure, documents and indexes: "

@@ -39,7 +39,10 @@ class Command(ProjectCommand):
             "and the exit status is 1 if any was refused. -f reads one entry per line "
             "('-' for standard input); blank lines and lines starting with # are skipped. "
             "--crawl starts (or adds to) a crawl of its own: its own dupefilter, budget, "
-            "figures, pause and stop (scrapy crawls, pause, resume, stop)."
+            "figures, pause and stop (scrapy crawls, pause, resume, stop). With "
+            'FRONTIER_OVERFLOW = "mongo" at most FRONTIER_START_URLS_MAX entries wait in '
+            "Redis: the command pushes more as the nodes take them, and returns when all "
+            "are in."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -126,12 +129,23 @@ class Command(ProjectCommand):
             crawls.register(crawl, weight=opts.weight, budget=budget,
                             expire_after=opts.expire_after)  # fmt: skip
         if server is not None:
-            push(server, keys, valid, opts.score)
+            # with the overflow, the start list need not hold millions of entries
+            # either: they go in as nodes take them (the command waits meanwhile)
+            most = 0
+            if self.settings.get("FRONTIER_OVERFLOW") == "mongo":
+                most = self.settings.getint("FRONTIER_START_URLS_MAX")
+            push(server, keys, valid, opts.score, most_waiting=most,
+                 waiting_for_nodes=_waiting)  # fmt: skip
         into = f" (crawl {crawl})" if crawl else ""
         print(f"pushed {len(valid)} start URLs to {keys.start_urls}{into}", end="")
         print(f", refused {refused}" if refused else "")
         if refused:
             self.exitcode = 1
+
+
+def _waiting(waiting: int, left: int) -> None:
+    print(f"{waiting} start URLs wait for the nodes to take them; {left} more to push",
+          file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _read_entries(path: str) -> list[str]:

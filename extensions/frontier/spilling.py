@@ -149,10 +149,12 @@ class Overflow:
         if self._failing:
             logger.info("moving requests between Redis and MongoDB works again")
             self._failing = False
-        for name, count in (("spilled", result.spilled), ("refilled", result.refilled),
-                            ("recovered", result.recovered)):  # fmt: skip
-            if count:
-                self.stats.inc_value(f"overflow/{name}", count)
+        if result.spilled:
+            self.stats.inc_value("overflow/spilled", result.spilled)
+        if result.refilled:
+            self.stats.inc_value("overflow/refilled", result.refilled)
+        if result.recovered:  # half-done steps of dead nodes finished
+            self.stats.inc_value("overflow/recovered", result.recovered)
         for record in result.malformed:
             self.stats.inc_value("overflow/malformed")
             self.dead_letter(**record)
