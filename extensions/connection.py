@@ -205,6 +205,18 @@ _SERVER_SIDE = ("READONLY", "OOM", "BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN
                 "EXECABORT", "CROSSSLOT")  # fmt: skip
 
 
+def mongo_client(uri: str, server_selection_timeout: float = 5.0) -> Any:
+    """A pymongo client for every MongoDB part of the stack: named in the server's
+    logs, and failing after ``server_selection_timeout`` seconds unless the URI
+    sets its own serverSelectionTimeoutMS."""
+    import pymongo  # here: it adds a tenth of a second to every start
+
+    options: dict[str, Any] = {"appname": "distributed-crawler"}
+    if "serverselectiontimeoutms" not in uri.lower():
+        options["serverSelectionTimeoutMS"] = int(server_selection_timeout * 1000)
+    return pymongo.MongoClient(uri, **options)
+
+
 def text(value: Any) -> str:
     """A Redis reply as text: the clients here return bytes."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

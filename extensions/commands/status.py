@@ -135,6 +135,11 @@ def render_hosts(rows: list[dict[str, Any]]) -> str:
         )
     if any(row.get("adaptive_rate") is not None for row in rows):
         lines.append("* the rate the host adapted to after pushing back (429, 503, bans)")
+    spilled = [row for row in rows if row.get("spilled")]
+    if spilled:
+        lines.append("of the queued, in MongoDB (FRONTIER_OVERFLOW): " + ", ".join(
+            f"{row['host']} {row['spilled']}" for row in spilled[:10]
+        ) + (" ..." if len(spilled) > 10 else ""))  # fmt: skip
     return "\n".join(lines)
 
 

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from extensions.connection import mongo_client
+
 logger = logging.getLogger(__name__)
 
 #: how long a request taken back stays as a tombstone; far longer than a node
@@ -75,12 +77,7 @@ class Waiting:
 
 class MongoOverflow:
     def __init__(self, uri: str, database: str, collection: str, timeout: float = 5.0):
-        import pymongo  # here: it adds a tenth of a second to every start
-
-        options: dict[str, Any] = {"appname": "distributed-crawler"}
-        if "serverselectiontimeoutms" not in uri.lower():
-            options["serverSelectionTimeoutMS"] = int(timeout * 1000)
-        self.client: pymongo.MongoClient = pymongo.MongoClient(uri, **options)
+        self.client = mongo_client(uri, timeout)
         self.collection = self.client[database][collection]
         self._indexed = False
 

@@ -42,11 +42,10 @@ from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.idle import ClusterDuties, Polling
 from extensions.frontier.leased import remember_as_leased, requests_of
-from extensions.frontier.overflow import MongoOverflow
 from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.schedconfig import SchedulerConfig
 from extensions.frontier.sent import SentFingerprints
-from extensions.frontier.spilling import Overflow
+from extensions.frontier.spilling import Overflow, open_overflow
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
@@ -188,7 +187,10 @@ class DistributedScheduler(BaseScheduler):
         self.frontier.upgrade_crawl(self.config.queue_by)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
         self.duties.join(spider)
-        self._open_overflow(spider)
+        self.overflow = open_overflow(
+            self.server, self.frontier, self.config, self.crawler.settings, spider.name,
+            stats=self.stats, dead_letter=self._dead_letter, resumed=self.polling.look_again_now,
+        )  # fmt: skip
         logger.info("node %s joined the crawl of %s", self.node_id, spider.name)
         self.crawler.signals.connect(self.duties.on_spider_idle, signal=signals.spider_idle)
         if self.render_room.pages:
@@ -200,33 +202,6 @@ class DistributedScheduler(BaseScheduler):
             loop = task.LoopingCall(func)
             loop.start(interval, now=False)
             self._loops.append(loop)
-
-    def _open_overflow(self, spider: Spider) -> None:
-        if self.config.overflow != "mongo":
-            bound = self.server.hget(self.keys.frontier, "host_queue_max")
-            if bound and int(bound) > 0:
-                logger.warning(
-                    "this crawl's host groups keep at most %s requests in Redis and spill "
-                    'the rest to MongoDB, but this node has no FRONTIER_OVERFLOW = "mongo": '
-                    "it queues and leases, and leaves the moving to the nodes that have it",
-                    int(bound),
-                )
-            return
-        self.overflow = Overflow(
-            self.server,
-            self.frontier.shards,
-            self.node_id,
-            MongoOverflow.from_settings(self.crawler.settings, spider.name),
-            queue_max=self.config.host_queue_max,
-            batch=self.config.overflow_batch,
-            interval=self.config.overflow_interval,
-            backlog_max=self.config.overflow_backlog,
-            node_timeout=self.config.node_timeout,
-            stats=self.stats,
-            dead_letter=self._dead_letter,
-            resumed=self.polling.look_again_now,
-        )
-        self.overflow.open()
 
     def close(self, reason: str) -> None:
         for loop in self._loops:

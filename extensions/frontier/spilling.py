@@ -41,13 +41,17 @@ from extensions.frontier.redisops import execute, load_script, run_script
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
 
+    from extensions.frontier.frontier import Frontier
+    from extensions.frontier.schedconfig import SchedulerConfig
     from extensions.keys import SpiderKeys
 
 logger = logging.getLogger(__name__)
 
 GROUPS_PER_TURN = 200  # groups one turn refills at most, per shard
+SHARDS_PER_TURN = 16  # shards one turn looks at, in turn, on a sharded frontier
 CLAIM_SECONDS = 15.0  # a refill claim's life: a node dying with it holds the group no longer
 REFILL_RETRY_MS = 500  # a group still short of work (its requests on their way) waits this
 RECOVER_EVERY = 10.0  # seconds between looks for what dead nodes left half done
@@ -104,6 +108,8 @@ class Overflow:
         self._spilled = server.register_script(load_script("spill_done"))
         self._refill = server.register_script(load_script("refill"))
         self._busy = False
+        self._next_shard = 0
+        self._waiting: dict[int, int] = {}  # spill records waiting, per shard, last seen
         self._loop: task.LoopingCall | None = None
         self._last_recover = 0.0
         self._last_sweep = 0.0
@@ -178,15 +184,27 @@ class Overflow:
 
     # --- a turn (in a worker thread) -------------------------------------------
 
+    def _turn_shards(self) -> list[int]:
+        """The shards this turn looks at: all of them, or the next SHARDS_PER_TURN
+        in turn, so a turn's cost does not grow with the shard count (a sharded
+        crawl's many nodes visit every shard often between them)."""
+        if len(self.shards) <= SHARDS_PER_TURN:
+            return list(range(len(self.shards)))
+        first = self._next_shard
+        self._next_shard = (first + SHARDS_PER_TURN) % len(self.shards)
+        return [(first + n) % len(self.shards) for n in range(SHARDS_PER_TURN)]
+
     def turn(self) -> Turn:
         done = Turn()
         now = time.monotonic()
+        chosen = self._turn_shards()
+        shards = [self.shards[index] for index in chosen]
         if now - self._last_recover >= RECOVER_EVERY:
             self._last_recover = now
-            for keys in self.shards:
+            for keys in shards:
                 done.recovered += self.recover(keys, done)
         pipe = self.server.pipeline(transaction=False)
-        for keys in self.shards:
+        for keys in shards:
             run_script(
                 self._take,
                 [keys.spill, keys.spilling(self.node_id), keys.spillers, keys.refill,
@@ -196,12 +214,13 @@ class Overflow:
                 pipe,
             )  # fmt: skip
         taken = execute(pipe)
-        self.backlog = sum(int(waiting) + len(batch) for batch, _, waiting in taken)
-        for keys, (batch, claimed, waiting) in zip(self.shards, taken, strict=True):
-            done.backlog += int(waiting) + len(batch)
+        for index, (batch, _, waiting) in zip(chosen, taken, strict=True):
+            self._waiting[index] = int(waiting) + len(batch)
+        self.backlog = sum(self._waiting.values())
+        for keys, index, (batch, claimed, _) in zip(shards, chosen, taken, strict=True):
             if batch:
                 done.spilled += self._write(keys, self.node_id, batch, done)
-                done.backlog -= len(batch)
+                self._waiting[index] -= len(batch)
             for at in range(0, len(claimed), 4):
                 group = connection.text(claimed[at])
                 room, tmin = int(claimed[at + 1]), connection.text(claimed[at + 2])
@@ -215,6 +234,7 @@ class Overflow:
         if now - self._last_sweep >= SWEEP_EVERY:
             self._last_sweep = now
             self.store.sweep()
+        done.backlog = sum(self._waiting.values())
         return done
 
     def _write(self, keys: SpiderKeys, node: str, batch: list[bytes], done: Turn) -> int:
@@ -305,3 +325,44 @@ class Overflow:
             self._settle(keys, group, lives)
             recovered += len(lives)
         return recovered
+
+
+def open_overflow(
+    server: redis.Redis,
+    frontier: Frontier,
+    config: SchedulerConfig,
+    settings: BaseSettings,
+    name: str,
+    *,
+    stats: StatsCollector,
+    dead_letter: Callable[..., None],
+    resumed: Callable[[], object],
+) -> Overflow | None:
+    """A node's Overflow, started, with FRONTIER_OVERFLOW = "mongo"; else None,
+    after a warning if the crawl spills all the same (another node set it)."""
+    if config.overflow != "mongo":
+        bound = server.hget(frontier.keys.frontier, "host_queue_max")
+        if bound and int(bound) > 0:
+            logger.warning(
+                "this crawl's host groups keep at most %s requests in Redis and spill the "
+                'rest to MongoDB, but this node has no FRONTIER_OVERFLOW = "mongo": it '
+                "queues and leases, and leaves the moving to the nodes that have it",
+                int(bound),
+            )
+        return None
+    overflow = Overflow(
+        server,
+        frontier.shards,
+        frontier.node_id,
+        MongoOverflow.from_settings(settings, name),
+        queue_max=config.host_queue_max,
+        batch=config.overflow_batch,
+        interval=config.overflow_interval,
+        backlog_max=config.overflow_backlog,
+        node_timeout=config.node_timeout,
+        stats=stats,
+        dead_letter=dead_letter,
+        resumed=resumed,
+    )
+    overflow.open()
+    return overflow

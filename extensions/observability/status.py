@@ -247,15 +247,21 @@ def host_rows(
             pipe.hgetall(keys.host(group))
             pipe.hget(keys.rates, group)
             pipe.hget(keys.crawl_delay, group)
+            pipe.hget(keys.overflow(group), "n")  # FRONTIER_OVERFLOW: out of Redis
         lanes = {group: [*crawl_groups.get(group, ()), render_group(group)] for group in chunk}
         for group in chunk:
             for crawl_group in lanes[group]:
                 pipe.zcard(keys.queue(crawl_group))
+                pipe.hget(keys.overflow(crawl_group), "n")
         replies = pipe.execute()
-        in_crawls = iter(replies[4 * len(chunk) :])
+        in_crawls = iter(replies[5 * len(chunk) :])
         for n, group in enumerate(chunk):
-            queued, counters, rate, delay = replies[4 * n : 4 * n + 4]
-            queued += sum(next(in_crawls) for _ in lanes[group])
+            queued, counters, rate, delay, out = replies[5 * n : 5 * n + 5]
+            spilled = int(_number(out))
+            for _ in lanes[group]:
+                queued += next(in_crawls)
+                spilled += int(_number(next(in_crawls)))
+            queued += spilled
             fields = {text(k): text(v) for k, v in counters.items()}
             leased = int(_number(fields.get("leased")))
             accepted = int(_number(fields.get("accepted")))
@@ -268,6 +274,8 @@ def host_rows(
                 {
                     "host": group,
                     "queued": int(queued),
+                    # of the queued, those in MongoDB or on their way (FRONTIER_OVERFLOW)
+                    "spilled": spilled,
                     "in_flight": in_flight[group],
                     "fetched": max(leased - in_flight[group], 0),
                     # ready, waiting (politeness), backing off or banned (held for

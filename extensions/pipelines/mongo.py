@@ -36,6 +36,7 @@ from pymongo.errors import (
 )
 
 from extensions import defaults
+from extensions.connection import mongo_client
 from extensions.pipelines.documents import (
     KEY_FIELD,
     WriteReport,
@@ -94,10 +95,7 @@ class MongoStore:
     # --- lifecycle (worker thread) ---------------------------------------------
 
     def open(self) -> WriteReport:
-        options: dict[str, Any] = {"appname": "distributed-crawler"}
-        if "serverselectiontimeoutms" not in self.uri.lower():  # the URI's own value wins
-            options["serverSelectionTimeoutMS"] = int(self.server_selection_timeout * 1000)
-        self.client = pymongo.MongoClient(self.uri, **options)
+        self.client = mongo_client(self.uri, self.server_selection_timeout)
         self.journal.reclaim_abandoned()
         try:
             self._ensure_indexes(self.collection_name)

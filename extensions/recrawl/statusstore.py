@@ -33,6 +33,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from extensions.connection import mongo_client
 from extensions.recrawl.records import RecrawlSchedule, revisit_request
 
 if TYPE_CHECKING:
@@ -72,12 +73,7 @@ class MongoStatusStore:
         node_id: str = "",
         server_selection_timeout: float = 5.0,
     ):
-        import pymongo  # here: it adds a tenth of a second to every start
-
-        options: dict[str, Any] = {"appname": "distributed-crawler"}
-        if "serverselectiontimeoutms" not in uri.lower():
-            options["serverSelectionTimeoutMS"] = int(server_selection_timeout * 1000)
-        self.client: pymongo.MongoClient = pymongo.MongoClient(uri, **options)
+        self.client: pymongo.MongoClient = mongo_client(uri, server_selection_timeout)
         self.collection = self.client[database][collection]
         self.node_id = node_id
         self._indexed = False

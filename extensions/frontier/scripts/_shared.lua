@@ -213,11 +213,11 @@ end
 
 -- A group whose queue is down to half its bound and that has requests out of
 -- Redis is due for a refill (NAME:refill: group -> when it may be claimed, ms).
-local function want_refill(F, group, now)
+local function want_refill(F, group)
   local limit = queue_max(F)
   if limit <= 0 or redis.call('ZCARD', F.queue_prefix .. group) * 2 > limit then return end
   if redis.call('EXISTS', overflow_key(F, group)) == 1 then
-    redis.call('ZADD', crawl_base(F) .. 'refill', 'NX', now or 0, group)
+    redis.call('ZADD', crawl_base(F) .. 'refill', 'NX', 0, group)  -- a claim stands
   end
 end
 

@@ -14,7 +14,7 @@
 -- Returns  {the batch, {group, requests its queue has room for, tmin or '', the
 --          claim (refill.lua checks it is still the group's)}... flattened,
 --          records still waiting in KEYS[1]}
-local F = {frontier = KEYS[5]}
+local F = {frontier = KEYS[5], base = string.sub(KEYS[4], 1, #KEYS[4] - #'refill')}
 local now = tonumber(ARGV[2])
 local batch = redis.call('LRANGE', KEYS[2], 0, -1)
 if #batch == 0 then
@@ -31,7 +31,6 @@ if #batch > 0 then
 end
 local claimed = {}
 local limit = queue_max(F)
-local base = string.sub(KEYS[4], 1, #KEYS[4] - #'refill')
 for _, group in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0,
                                   tonumber(ARGV[5]))) do
   local claim = now + tonumber(ARGV[4])
@@ -39,7 +38,7 @@ for _, group in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT'
   local room = limit - redis.call('ZCARD', ARGV[6] .. group)
   claimed[#claimed + 1] = group
   claimed[#claimed + 1] = math.max(room, 0)
-  claimed[#claimed + 1] = redis.call('HGET', base .. 'overflow:' .. group, 'tmin') or ''
+  claimed[#claimed + 1] = redis.call('HGET', overflow_key(F, group), 'tmin') or ''
   claimed[#claimed + 1] = redis.call('ZSCORE', KEYS[4], group)
 end
 return {batch, claimed, redis.call('LLEN', KEYS[1])}

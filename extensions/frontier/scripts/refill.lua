@@ -3,9 +3,9 @@
 -- document is marked taken: one a node that died before that put back already,
 -- or one in the queue or leased, is not queued twice. Only the node whose claim
 -- on the group still stands (ARGV[7], the claim's time) may refill it: one
--- whose turn outlasted its claim finds another claim, and does nothing. A crawl that was stopped has them
--- dropped instead (counted in its 'removed'), and so is an entry with no order:
--- a document that is not a request.
+-- whose turn outlasted its claim finds another claim, and does nothing. A crawl
+-- that was stopped has them dropped instead (counted in its 'removed'), and so
+-- is an entry with no order: a document that is not a request.
 -- KEYS[1]  ready groups (zset)      KEYS[2]  waiting groups (zset)
 -- KEYS[3]  frontier counters (hash: queued, spilled, host_queue_max)
 -- KEYS[4]  requests back from MongoDB and not yet marked there (hash)
