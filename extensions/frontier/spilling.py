@@ -228,7 +228,7 @@ class Overflow:
                 try:
                     done.refilled += self._refill_group(keys, group, room, tmin, claim, done)
                 except Exception:
-                    # its claim would hold it for a minute: due again soon instead
+                    # its claim would hold it for CLAIM_SECONDS: due again soon instead
                     self.server.zadd(keys.refill, {group: now_ms() + REFILL_RETRY_MS})
                     raise
         if now - self._last_sweep >= SWEEP_EVERY:
@@ -262,26 +262,28 @@ class Overflow:
         waiting = self.store.waiting(group, limit, below) if limit else None
         args: list[Any] = [keys.queue(""), keys.data(""), self.node_id, group, now_ms(),
                            REFILL_RETRY_MS, claim]  # fmt: skip
+        bad: list[tuple[str, str]] = []  # (id, why) of documents that are no requests
         if waiting is not None:
             for ident, life, order, request in waiting.requests:
                 args.extend((ident, life, order, request))
             for ident, life, why in waiting.malformed:
                 args.extend((ident, life, "", ""))  # taken off the group's count, not queued
-                done.malformed.append({"kind": "overflow", "url": "", "group": group,
-                                       "error": f"a document in MongoDB is not a request: {why}",
-                                       "id": ident})  # fmt: skip
-            for doc_id, why in waiting.foreign:
-                done.malformed.append({"kind": "overflow", "url": "", "group": group,
-                                       "error": f"a document in MongoDB is not a request: {why}",
-                                       "id": repr(doc_id)[:200]})  # fmt: skip
-            self.store.mark_documents([doc_id for doc_id, _ in waiting.foreign])
+                bad.append((ident, why))
         settled = run_script(
             self._refill,
             [keys.ready, keys.waiting, keys.frontier, keys.refilled, keys.refill],
             args,
         )
-        if not settled:  # its claim ran out and another node's stands: its turn
+        if settled is None:  # its claim ran out and another node's stands: its turn
             return 0
+        if waiting is not None:
+            bad += [(repr(doc_id)[:200], why) for doc_id, why in waiting.foreign]
+            self.store.mark_documents([doc_id for doc_id, _ in waiting.foreign])
+        for ident, why in bad:
+            error = f"a document in MongoDB is not a request: {why}"
+            done.malformed.append(
+                {"kind": "overflow", "url": "", "group": group, "id": ident, "error": error}
+            )
         texts = [connection.text(part) for part in settled]
         self._settle(keys, group, list(zip(texts[::2], texts[1::2], strict=True)))
         return len(waiting.requests) if waiting is not None else 0
