@@ -142,6 +142,7 @@ def test_a_node_dying_after_its_spill_write_leaves_nothing_doubled(overflow_setu
     assert len(batch) == 6
     from extensions.frontier.overflow import SpillRecord
 
+    dying.prepare()
     dying.store.write([SpillRecord.parse(raw) for raw in batch])
     redis_client.zrem(keys.nodes, "dies")  # its heartbeat is gone
     on_peer, peer = overflow_setup(node="peer", queue_max=2)
@@ -202,7 +203,8 @@ def test_a_document_that_is_not_a_request_is_dead_lettered_not_queued(overflow_s
     collection = overflow_setup.db["t_frontier"]
     third = collection.find_one({"g": "a.test"}, sort=[("s", 1)])
     collection.update_one({"_id": third["_id"]}, {"$set": {"r": 42}})
-    collection.insert_one({"_id": 7, "g": "a.test", "s": -1, "t": None})  # not ours at all
+    not_ours = {"_id": 7, "e": overflow.store.epoch, "g": "a.test", "s": -1, "t": None}
+    collection.insert_one(not_ours)
     urls = drain(frontier, overflow)
     assert urls == ["http://a.test/0", "http://a.test/1", "http://a.test/3"]
     errors = sorted(record["error"] for record in overflow_setup.dead)
@@ -272,3 +274,20 @@ def test_a_refill_whose_claim_ran_out_does_nothing(overflow_setup, redis_client)
     assert redis_client.zcard(keys.queue("a.test")) == 0  # nothing queued by the late one
     assert redis_client.hlen(keys.refilled) == 0
     assert drain(frontier, overflow) == [f"http://a.test/{n}" for n in range(2, 6)]
+
+
+def test_a_crawl_wiped_from_redis_and_begun_again_neither_reads_nor_meets_the_old_one(
+    overflow_setup, redis_client
+):
+    frontier, overflow = overflow_setup(queue_max=2)
+    overflow.prepare()
+    frontier.enqueue([entry(f"http://a.test/old{n}") for n in range(6)])
+    overflow.turn()
+    assert overflow.store.waiting_count() == 4
+    redis_client.flushdb()  # the crawl is gone from Redis (SCHEDULER_FLUSH_ON_START, by hand)
+    frontier, overflow = overflow_setup(queue_max=2)
+    overflow.prepare()  # the first node of the new crawl drops the old documents
+    assert overflow_setup.db["t_frontier"].count_documents({}) == 0
+    # the new crawl's requests have the old ones' ids: none is taken for another
+    frontier.enqueue([entry(f"http://a.test/new{n}") for n in range(6)])
+    assert drain(frontier, overflow) == [f"http://a.test/new{n}" for n in range(6)]

@@ -1,11 +1,14 @@
 """The part of the frontier kept in MongoDB (``FRONTIER_OVERFLOW = "mongo"``).
 
 One document per trip a request took out of Redis, in the collection
-``NAME_frontier``: ``_id`` "GROUP ID LIFE" (LIFE numbers the trips: a request
-refilled may go out again before its last document is marked taken), ``g`` the
-group, ``s`` its order (priority, then discovery: lower first), ``r`` the
-request's JSON and ``t`` when a refill took it back (null while it waits). The
-index (g, t, s) serves the refill: a group's waiting requests, best first.
+``NAME_frontier``: ``_id`` "EPOCH GROUP ID LIFE" (LIFE numbers the trips: a request
+refilled may go out again before its last document is marked taken), ``e`` the
+crawl's epoch, ``g`` the group, ``s`` its order (priority, then discovery: lower
+first), ``r`` the request's JSON and ``t`` when a refill took it back (null while
+it waits). The index (e, g, t, s) serves the refill: a group's waiting requests,
+best first. The epoch is the crawl's in Redis (``overflow_epoch`` in NAME:frontier):
+a crawl wiped from Redis and begun again numbers its requests from 1 again, and
+must neither read nor collide with the documents of the one before.
 
 A document is inserted once: writing a batch again (a node died after the
 write and before Redis heard of it) finds its _ids taken and changes nothing, and a
@@ -42,12 +45,11 @@ class SpillRecord:
     order: int
     request: str
 
-    @property
-    def doc_id(self) -> str:
-        return f"{self.group} {self.id} {self.life}"
-
-    def document(self) -> dict[str, Any]:
-        return {"g": self.group, "s": self.order, "r": self.request, "t": None}
+    def document(self, epoch: str) -> dict[str, Any]:
+        return {
+            "_id": f"{epoch} {self.group} {self.id} {self.life}",
+            "e": epoch, "g": self.group, "s": self.order, "r": self.request, "t": None,
+        }  # fmt: skip
 
     @classmethod
     def parse(cls, raw: bytes) -> SpillRecord | None:
@@ -80,6 +82,8 @@ class MongoOverflow:
         self.client = mongo_client(uri, timeout)
         self.collection = self.client[database][collection]
         self._indexed = False
+        #: the crawl's epoch (Overflow sets it from Redis): every document is one's
+        self.epoch = ""
 
     @classmethod
     def from_settings(cls, settings: Any, name: str) -> MongoOverflow:
@@ -93,7 +97,7 @@ class MongoOverflow:
 
     def ensure_indexes(self) -> None:
         if not self._indexed:
-            self.collection.create_index([("g", 1), ("t", 1), ("s", 1)])
+            self.collection.create_index([("e", 1), ("g", 1), ("t", 1), ("s", 1)])
             self.collection.create_index([("t", 1)])  # the tombstones' sweep
             self._indexed = True
 
@@ -109,7 +113,7 @@ class MongoOverflow:
         if not records:
             return
         self.ensure_indexes()
-        documents = [{"_id": record.doc_id, **record.document()} for record in records]
+        documents = [record.document(self.epoch) for record in records]
         try:
             self.collection.insert_many(documents, ordered=False)
         except BulkWriteError as exc:
@@ -123,7 +127,7 @@ class MongoOverflow:
         """Up to ``limit`` of the group's waiting requests, best first; with
         ``below``, only those whose order is better (the rest of the group's
         requests on their way may be better than the others)."""
-        query: dict[str, Any] = {"g": group, "t": None}
+        query: dict[str, Any] = {"e": self.epoch, "g": group, "t": None}
         if below is not None:
             query["s"] = {"$lt": below}
         found = self.collection.find(query).sort("s", 1).limit(limit)
@@ -132,10 +136,10 @@ class MongoOverflow:
         foreign: list[tuple[Any, str]] = []
         for doc in found:
             doc_id = doc.get("_id")
-            ident, life = _id_parts(doc_id, group)
+            ident, life = _id_parts(doc_id, f"{self.epoch} {group} ")
             order, request = doc.get("s"), doc.get("r")
             if not ident:
-                foreign.append((doc_id, "its _id is not 'GROUP ID LIFE'"))
+                foreign.append((doc_id, "its _id is not 'EPOCH GROUP ID LIFE'"))
             elif not isinstance(order, int) or isinstance(order, bool):
                 malformed.append((ident, life, "its order (s) is not a whole number"))
             elif not isinstance(request, str) or not request:
@@ -148,7 +152,8 @@ class MongoOverflow:
         self, group: str, lives: list[tuple[str, str]], now: float | None = None
     ) -> None:
         """The (id, life) trips are over, back in Redis: tombstones from now on."""
-        self.mark_documents([f"{group} {ident} {life}" for ident, life in lives], now)
+        ids = [f"{self.epoch} {group} {ident} {life}" for ident, life in lives]
+        self.mark_documents(ids, now)
 
     def mark_documents(self, doc_ids: list[Any], now: float | None = None) -> None:
         if doc_ids:
@@ -164,17 +169,22 @@ class MongoOverflow:
     def waiting_count(self, group: str | None = None) -> int:
         """Requests waiting in MongoDB (of one group): a count, for status and tests."""
         # $eq: nx-27017 counts nothing for a bare null (MongoDB takes both alike)
-        query: dict[str, Any] = {"t": {"$eq": None}}
+        query: dict[str, Any] = {"e": self.epoch, "t": {"$eq": None}}
         if group is not None:
             query["g"] = group
         return self.collection.count_documents(query)
 
+    def drop_other_epochs(self) -> int:
+        """Delete what crawls wiped from Redis before this one left: how many."""
+        return self.collection.delete_many({"e": {"$ne": self.epoch}}).deleted_count
 
-def _id_parts(doc_id: Any, group: str) -> tuple[str, str]:
-    """(id, life) of a document of ``group``'s, or ("", "") if its _id is not one."""
-    if not isinstance(doc_id, str) or not doc_id.startswith(group + " "):
+
+def _id_parts(doc_id: Any, prefix: str) -> tuple[str, str]:
+    """(id, life) of a document whose _id is ``prefix`` (epoch and group) ID LIFE,
+    or ("", "") if it is not one."""
+    if not isinstance(doc_id, str) or not doc_id.startswith(prefix):
         return "", ""
-    ident, _, life = doc_id[len(group) + 1 :].partition(" ")
+    ident, _, life = doc_id[len(prefix) :].partition(" ")
     if ident.isdigit() and life.isdigit():
         return ident, life
     return "", ""
