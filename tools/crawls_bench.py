@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -35,6 +36,21 @@ def _entries(crawl: str, start: int, count: int, hosts: int = 1000) -> list:
     return out
 
 
+def lease_and_release(
+    frontier: Frontier, times: int, between: Callable[[], object] = lambda: None
+) -> tuple[int, float]:
+    """Lease BATCH requests and release them at once, ``times`` times, calling
+    ``between`` after each: (requests leased, seconds taken)."""
+    began = time.perf_counter()
+    leased = 0
+    for _ in range(times):
+        leases, _ = frontier.lease(BATCH, lease_timeout=600)
+        frontier.release([lease.member for lease in leases])
+        leased += len(leases)
+        between()
+    return leased, time.perf_counter() - began
+
+
 def _commands(client: redis.Redis) -> int:
     return sum(int(v["calls"]) for v in client.info("commandstats").values())
 
@@ -53,13 +69,7 @@ def measure_one(redis_url: str, paused_size: int) -> dict[str, float]:
     frontier.enqueue(_entries("live", 0, LEASES * BATCH))
     client.config_resetstat()
     before = _commands(client)
-    began = time.perf_counter()
-    leased = 0
-    for _ in range(LEASES):
-        leases, _ = frontier.lease(BATCH, lease_timeout=600)
-        frontier.release([lease.member for lease in leases])
-        leased += len(leases)
-    seconds = time.perf_counter() - began
+    leased, seconds = lease_and_release(frontier, LEASES)
     calls = _commands(client) - before
     memory = client.info("memory")["used_memory"]
     client.close()

@@ -25,13 +25,13 @@ from extensions.frontier.frontier import Frontier
 from extensions.frontier.overflow import MongoOverflow
 from extensions.frontier.spilling import Overflow
 from extensions.keys import SpiderKeys
+from tools.crawls_bench import lease_and_release
 
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_OVERFLOW_SIZES", "1000000,10000000").split(","))
 HOSTS = 10_000
 HEAD = 20  # FRONTIER_HOST_QUEUE_MAX here: 200,000 requests in Redis at most
 FILL_BATCH = 5000
-LEASES = 500
-BATCH = 16
+LEASES = 500  # of 16 requests each (crawls_bench.BATCH)
 
 
 class _Stats:
@@ -50,6 +50,10 @@ def _entries(start: int, count: int) -> list[tuple[bytes, str, int, bytes]]:
         data = json.dumps({"url": url, "meta": {"depth": 2}}).encode()
         out.append((b"", host, 0, data))  # no fingerprint: the dupefilter is section 12's
     return out
+
+
+def _idle() -> None:
+    pass
 
 
 def _spill_all(overflow: Overflow, client: redis.Redis, keys: SpiderKeys) -> float:
@@ -107,22 +111,16 @@ def measure_one(redis_url: str, mongo_uri: str | None, size: int) -> dict[str, A
         collection = overflow.store.collection
         sample = list(collection.find().limit(1000))
         row["bson_bytes"] = sum(len(bson.encode(doc)) for doc in sample) / max(len(sample), 1)
-        row["spill_us"] = 1e6 * spill_seconds / max(size - HOSTS * HEAD, 1)
+        row["in_mongo"] = in_mongo = int(client.hget(keys.frontier, "spilled") or 0)
+        row["spill_us"] = 1e6 * spill_seconds / max(in_mongo, 1)
         try:
             stats = collection.database.command("collStats", collection.name)
-            row["mongo_bytes"] = (stats["size"] + stats.get("totalIndexSize", 0)) / size
-        except Exception:  # nx-27017 keeps no such figures
+            row["mongo_bytes"] = (stats["size"] + stats.get("totalIndexSize", 0)) / in_mongo
+        except Exception:  # a server that keeps no such figures
             row["mongo_bytes"] = None
-        row["in_mongo"] = int(client.hget(keys.frontier, "spilled") or 0)
-    began = time.perf_counter()
-    leased = 0
-    for _ in range(LEASES):
-        leases, _ = frontier.lease(BATCH, lease_timeout=600)
-        frontier.release([lease.member for lease in leases])
-        leased += len(leases)
-        if overflow is not None:
-            overflow.turn()  # the refills those leases call for
-    row["lease_us"] = 1e6 * (time.perf_counter() - began) / max(leased, 1)
+    # with the overflow, a node's turn after each: the refills those leases call for
+    leased, seconds = lease_and_release(frontier, LEASES, overflow.turn if overflow else _idle)
+    row["lease_us"] = 1e6 * seconds / max(leased, 1)
     row["leased"] = leased
     if overflow is not None:
         overflow.store.client.drop_database(database)
@@ -155,5 +153,6 @@ def report(rows: list[dict[str, Any]]) -> None:
               f"{row['lease_us']:21.1f} {spill}")  # fmt: skip
     for row in rows:
         if row["overflow"] and row.get("mongo_bytes"):
-            print(f"   {row['size']:,d} queued: MongoDB's own figure, documents and indexes: "
-                  f"{row['mongo_bytes']:.0f} B per request")  # fmt: skip
+            print(f"   {row['size']:,d} queued, {row['in_mongo']:,d} of them in MongoDB: the "
+                  f"server's own figure, documents and indexes, {row['mongo_bytes']:.0f} B "
+                  "per request there")  # fmt: skip
