@@ -71,7 +71,7 @@ class Waiting:
     #: (id, life, order, request JSON), the order as text for the script
     requests: list[tuple[str, str, str, str]]
     #: (id, life, why) of documents of the group's that are not requests (their
-    #: _id is "GROUP ID LIFE": they count as the group's, and are dropped)
+    #: _id is "EPOCH GROUP ID LIFE": they count as the group's, and are dropped)
     malformed: list[tuple[str, str, str]]
     #: (_id, why) of documents that are not even the group's: marked taken alone
     foreign: list[tuple[Any, str]]
