@@ -142,7 +142,7 @@ def test_a_node_dying_after_its_spill_write_leaves_nothing_doubled(overflow_setu
     assert len(batch) == 6
     from extensions.frontier.overflow import SpillRecord
 
-    dying.prepare()
+    dying.follow_epoch()
     dying.store.write([SpillRecord.parse(raw) for raw in batch])
     redis_client.zrem(keys.nodes, "dies")  # its heartbeat is gone
     on_peer, peer = overflow_setup(node="peer", queue_max=2)
@@ -280,13 +280,12 @@ def test_a_crawl_wiped_from_redis_and_begun_again_neither_reads_nor_meets_the_ol
     overflow_setup, redis_client
 ):
     frontier, overflow = overflow_setup(queue_max=2)
-    overflow.prepare()
     frontier.enqueue([entry(f"http://a.test/old{n}") for n in range(6)])
     overflow.turn()
     assert overflow.store.waiting_count() == 4
     redis_client.flushdb()  # the crawl is gone from Redis (SCHEDULER_FLUSH_ON_START, by hand)
     frontier, overflow = overflow_setup(queue_max=2)
-    overflow.prepare()  # the first node of the new crawl drops the old documents
+    overflow.turn()  # the first node of the new crawl drops the old documents
     assert overflow_setup.db["t_frontier"].count_documents({}) == 0
     # the new crawl's requests have the old ones' ids: none is taken for another
     frontier.enqueue([entry(f"http://a.test/new{n}") for n in range(6)])

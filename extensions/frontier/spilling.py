@@ -119,7 +119,12 @@ class Overflow:
     # --- lifecycle ---------------------------------------------------------------
 
     def open(self) -> None:
-        self.prepare()
+        """Record the bound where every script reads it (each shard's frontier
+        hash), and start the turns (the first takes the crawl's epoch)."""
+        pipe = self.server.pipeline(transaction=False)
+        for keys in self.shards:
+            pipe.hset(keys.frontier, "host_queue_max", self.queue_max)
+        pipe.execute()
         logger.info(
             "host groups keep at most %d requests in Redis; the rest go to %s",
             self.queue_max, self.store.describe(),
@@ -127,35 +132,30 @@ class Overflow:
         self._loop = task.LoopingCall(self._start_turn)
         self._loop.start(self.interval, now=True)
 
-    def prepare(self) -> None:
-        """Record the bound where every script reads it (each shard's frontier
-        hash), and take the crawl's epoch."""
-        pipe = self.server.pipeline(transaction=False)
-        for keys in self.shards:
-            pipe.hset(keys.frontier, "host_queue_max", self.queue_max)
-        pipe.execute()
-        if self._follow_epoch():
-            try:  # this node began the crawl's overflow: what is there is an old crawl's
-                dropped = self.store.drop_other_epochs()
-            except Exception as exc:  # MongoDB away: the old documents are ignored anyway
-                logger.warning("could not drop an earlier crawl's overflow: %s", exc)
-            else:
-                if dropped:
-                    logger.info("dropped %d requests an earlier crawl left in %s",
-                                dropped, self.store.describe())  # fmt: skip
-
-    def _follow_epoch(self) -> bool:
+    def follow_epoch(self) -> None:
         """Take the crawl's epoch (NAME:frontier), setting one if there is none (a
-        crawl begun or wiped and begun again); True if this node set it."""
-        fresh = uuid.uuid4().hex[:12]
+        crawl begun, or wiped and begun again): the node that sets it drops what
+        an earlier crawl left in MongoDB. In a turn, off the reactor."""
         holder = self.shards[0].frontier
-        created = bool(self.server.hsetnx(holder, "overflow_epoch", fresh))
-        self.store.epoch = (
-            fresh
-            if created
-            else connection.text(self.server.hget(holder, "overflow_epoch") or fresh)
-        )
-        return created
+        epoch = self.server.hget(holder, "overflow_epoch")
+        if epoch is None:
+            fresh = uuid.uuid4().hex[:12]
+            if self.server.hsetnx(holder, "overflow_epoch", fresh):
+                self.store.epoch = fresh
+                self._drop_earlier_crawls()
+                return
+            epoch = self.server.hget(holder, "overflow_epoch")
+        self.store.epoch = connection.text(epoch)
+
+    def _drop_earlier_crawls(self) -> None:
+        try:
+            dropped = self.store.drop_other_epochs()
+        except Exception as exc:  # MongoDB away: the old documents are ignored anyway
+            logger.warning("could not drop an earlier crawl's overflow: %s", exc)
+        else:
+            if dropped:
+                logger.info("dropped %d requests an earlier crawl left in %s",
+                            dropped, self.store.describe())  # fmt: skip
 
     def close(self) -> None:
         if self._loop is not None and self._loop.running:
@@ -224,7 +224,7 @@ class Overflow:
     def turn(self) -> Turn:
         done = Turn()
         now = time.monotonic()
-        self._follow_epoch()
+        self.follow_epoch()
         chosen = self._turn_shards()
         shards = [self.shards[index] for index in chosen]
         if now - self._last_recover >= RECOVER_EVERY:
