@@ -110,11 +110,17 @@ HOST_BACKOFF_BASE = 2.0  # seconds: the first hold without Retry-After, doubling
 HOST_BACKOFF_MAX = 3600.0  # seconds: the longest hold, a Retry-After's included
 HOST_BACKOFF_FORGIVE = 10.0  # seconds without a pushback that forgive one strike
 HOST_BACKOFF_ERRORS = 5  # connection errors or timeouts in a row that hold a host; 0 = never
+# the evidence that a host, not a page, refuses: refusals of distinct pages that
+# are at least HOST_BACKOFF_SHARE of its answers in a window of about
+# HOST_BACKOFF_WINDOW seconds, and at least HOST_BACKOFF_MIN_REFUSALS of them
+HOST_BACKOFF_SHARE = 0.05  # a fraction of the host's recent answers
+HOST_BACKOFF_MIN_REFUSALS = 4  # refusals of distinct pages
+HOST_BACKOFF_WINDOW = 20.0  # seconds: the time constant of the evidence's decay
 # times one request may wait for its host's hold before its answer counts as a failure
 HOST_BACKOFF_RETRY_TIMES = 5
 CLUSTER_AUTOTHROTTLE_ENABLED = True  # a host's rate adapts to its pushback, for the cluster
 CLUSTER_AUTOTHROTTLE_MIN_RATE = 0.2  # requests/s: the adaptive rate's floor
-CLUSTER_AUTOTHROTTLE_STEP = 2.0  # seconds of good answers between two raises of a tenth
+CLUSTER_AUTOTHROTTLE_STEP = 2.0  # seconds of good answers between two raises of the rate
 
 # --- bans (extensions/downloadermiddlewares/hostbackoff.py): never stored as data ---
 BAN_STATUSES = [403]  # answers that mean "banned"

@@ -73,9 +73,6 @@ CHAOS_SETTINGS = {
     "NODE_HEARTBEAT_INTERVAL": 0.5,
     "NODE_TIMEOUT": 3,
     "ITEM_STORE_FLUSH_INTERVAL": 0.3,
-    # a host that pushes back is slowed to no less than this: the flaky host's
-    # last pages then take seconds, not the minute the 0.2/s floor would cost
-    "CLUSTER_AUTOTHROTTLE_MIN_RATE": 4,
 }
 
 

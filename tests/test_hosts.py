@@ -8,7 +8,7 @@ import time
 import pytest
 
 from extensions.frontier.frontier import Frontier, now_ms
-from extensions.frontier.hosts import AGAIN, BAN, OK, PUSH, Backoff, Event, HostStates
+from extensions.frontier.hosts import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
 from extensions.keys import SpiderKeys
 from tests.conftest import crawler_with_addon
 
@@ -28,13 +28,25 @@ def host(redis_client, keys, group: str) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in redis_client.hgetall(keys.host(group)).items()}
 
 
-def test_a_pushback_holds_the_host_for_every_node_and_its_request_waits_with_it(redis_client, keys):
+def refusals(states, group: str, n: int, **kw) -> list:
+    """``n`` pages of ``group`` refused for the first time, the last report's rows."""
+    rows = []
+    for _ in range(n):
+        rows = states.report([Event(group, PUSH, **kw)])
+    return rows
+
+
+def test_a_host_refusing_a_real_share_of_its_answers_is_held_for_every_node(redis_client, keys):
     states = HostStates(redis_client, keys, Backoff(base=2.0))
     one, two = Frontier(redis_client, keys, "n1"), Frontier(redis_client, keys, "n2")
     one.enqueue([entry(f"http://busy/{i}") for i in range(4)] + [entry("http://calm/0")])
-    [held] = states.report([Event("busy", PUSH, retry_after=None)])
+    # the first refusals are evidence, not a verdict (HOST_BACKOFF_MIN_REFUSALS = 4)
+    assert refusals(states, "busy", 3) == []
+    assert "hold" not in host(redis_client, keys, "busy")
+    [held] = refusals(states, "busy", 1)
     assert held.group == "busy" and held.why == "push"
     assert 1.0 <= held.until - time.time() <= 2.0  # half to all of the base, jittered
+    assert host(redis_client, keys, "busy")["cut"] == "4/4"  # refused / answers, as decided
     # no node leases the held host; the others go on
     leases, _ = two.lease(10, lease_timeout=60)
     assert [lease.member.split(b"\n")[0] for lease in leases] == [b"calm"]
@@ -46,16 +58,32 @@ def test_a_pushback_holds_the_host_for_every_node_and_its_request_waits_with_it(
     assert len(two.lease(10, lease_timeout=60)[0]) >= 1
 
 
-def test_retry_after_sets_the_hold_capped_and_echoes_add_no_strike(redis_client, keys):
+def test_a_few_pages_refused_among_many_answers_never_slow_the_host(redis_client, keys):
+    states = HostStates(redis_client, keys)
+    redis_client.hset(keys.host("big"), "orate", 20)
+    # 400 good answers (a node's history, then reports) and 10 pages refused: 2.4 %
+    states.report([Event("big", PUSH, history=200.0)])
+    for _ in range(9):
+        states.report([Event("big", OK, answers=20, latency=0.05)])
+        states.report([Event("big", PUSH)])
+    state = host(redis_client, keys, "big")
+    assert "arate" not in state and "hold" not in state and "strikes" not in state
+    assert state["page_refusals"] == "10" and "pushbacks" not in state
+    assert float(state["er"]) / float(state["en"]) < 0.05
+    assert float(state["ew"]) > now_ms()  # watched: the nodes report its answers
+
+
+def test_a_page_refused_with_retry_after_holds_the_host_while_it_runs_and_no_longer(
+    redis_client, keys
+):
     states = HostStates(redis_client, keys, Backoff(base=2.0, cap=30.0))
+    states.report([Event("slow", PUSH, history=100.0)])
     [held] = states.report([Event("slow", PUSH, retry_after=5.0)])
-    assert 4.9 <= held.until - time.time() <= 5.0
-    assert host(redis_client, keys, "slow")["strikes"] == "1"
-    # answers that were on the wire when it pushed back: no new strike, a longer
-    # Retry-After still holds, capped by HOST_BACKOFF_MAX
-    states.report([Event("slow", PUSH, retry_after=1.0)])
+    assert held.why == "retry-after" and 4.9 <= held.until - time.time() <= 5.0
+    state = host(redis_client, keys, "slow")
+    assert state["why"] == "retry-after" and "strikes" not in state and "arate" not in state
+    # a longer Retry-After still holds, capped by HOST_BACKOFF_MAX
     [longer] = states.report([Event("slow", PUSH, retry_after=86400 * 365)])
-    assert host(redis_client, keys, "slow")["strikes"] == "1"
     assert longer.until - time.time() == pytest.approx(30.0, abs=0.5)
 
 
@@ -64,23 +92,24 @@ def test_strikes_grow_the_hold_and_quiet_forgives_them(redis_client, keys):
     key = keys.host("often")
     holds = []
     for _ in range(4):
-        [held] = states.report([Event("often", PUSH)])
+        [held] = states.report([Event("often", ERRORS)])
         holds.append(held.until - time.time())
-        redis_client.hset(key, "hold", now_ms() - 1)  # its hold ended: the next is new
+        redis_client.hset(key, mapping={"hold": now_ms() - 1, "cutat": 0})  # the next is new
     assert host(redis_client, keys, "often")["strikes"] == "4"
     assert 4.0 <= holds[-1] <= 8.0  # 8 s, jittered to half or more
     redis_client.hset(key, "pushed", now_ms() - 25_000)  # 25 quiet seconds: two forgiven
-    states.report([Event("often", PUSH)])
+    states.report([Event("often", ERRORS)])
     assert host(redis_client, keys, "often")["strikes"] == "3"
 
 
-def test_the_adaptive_rate_halves_at_a_pushback_and_climbs_back_while_it_answers_well(
+def test_the_adaptive_rate_is_cut_on_evidence_and_climbs_back_while_it_answers_well(
     redis_client, keys
 ):
     states = HostStates(redis_client, keys, Backoff(min_rate=0.5, step=2.0))
     redis_client.hset(keys.rates, mapping={"*": 0, "limited": 8})
-    states.report([Event("limited", PUSH)])
-    assert float(host(redis_client, keys, "limited")["arate"]) == 4.0
+    refusals(states, "limited", 4, history=4.0)  # a fifth of its answers refused
+    state = host(redis_client, keys, "limited")
+    assert float(state["arate"]) <= 8 * 0.85 and float(state["peak"]) == 8.0
     frontier = Frontier(redis_client, keys, "n1")
     frontier.enqueue([entry("http://limited/1")])
     redis_client.hset(keys.host("limited"), "hold", now_ms() - 1)
@@ -89,8 +118,9 @@ def test_the_adaptive_rate_halves_at_a_pushback_and_climbs_back_while_it_answers
     assert lease.watched and lease.slot  # paced at its adaptive rate, its answers reported
     # good answers raise it, once a step, until it is back at its own rate
     key = keys.host("limited")
-    for _ in range(20):
-        redis_client.hset(key, mapping={"changed": now_ms() - 2001, "pushed": now_ms() - 2001})
+    for _ in range(40):
+        ago = now_ms() - 20_001
+        redis_client.hset(key, mapping={"changed": ago, "pushed": ago, "rl": ago})
         restored = states.report([Event("limited", OK, answers=5, latency=0.01)])
         if restored:
             break
@@ -98,15 +128,15 @@ def test_the_adaptive_rate_halves_at_a_pushback_and_climbs_back_while_it_answers
     assert "arate" not in host(redis_client, keys, "limited")
     # never below the floor
     for _ in range(10):
-        redis_client.hset(key, "hold", now_ms() - 1)
-        states.report([Event("limited", PUSH)])
+        redis_client.hset(key, mapping={"hold": now_ms() - 1, "cutat": 0})
+        states.report([Event("limited", ERRORS)])
     assert float(host(redis_client, keys, "limited")["arate"]) == 0.5
 
 
 def test_a_climbing_latency_holds_the_rate_down(redis_client, keys):
     states = HostStates(redis_client, keys, Backoff(step=2.0))
     redis_client.hset(keys.rates, mapping={"*": 0, "h": 10})
-    states.report([Event("h", PUSH)])
+    states.report([Event("h", ERRORS)])
     key = keys.host("h")
     redis_client.hset(key, mapping={"changed": now_ms() - 5000, "pushed": now_ms() - 5000})
     states.report([Event("h", OK, answers=3, latency=0.1)])  # sets the best latency seen
@@ -116,24 +146,30 @@ def test_a_climbing_latency_holds_the_rate_down(redis_client, keys):
     assert float(host(redis_client, keys, "h")["arate"]) == before
 
 
-def test_a_page_refused_again_holds_only_for_its_retry_after_unless_others_are_too(
-    redis_client, keys
-):
+def test_a_page_refused_again_is_no_evidence_against_its_host(redis_client, keys):
     states = HostStates(redis_client, keys)
-    key = keys.host("h")
-    assert states.report([Event("h", AGAIN)]) == []  # one page, refused again: its own
-    assert "hold" not in host(redis_client, keys, "h")
-    redis_client.hset(key, "refused", now_ms() - 2000)
+    assert states.report([Event("h", AGAIN)] * 10) == []  # one page, refused again: its own
+    state = host(redis_client, keys, "h")
+    assert "hold" not in state and float(state.get("er", 0)) == 0
     [held] = states.report([Event("h", AGAIN, retry_after=3.0)])
     assert 2.9 <= held.until - time.time() <= 3.0
-    assert "strikes" not in host(redis_client, keys, "h") and "arate" not in host(
-        redis_client, keys, "h"
-    )
-    # refused again as one of four within a second: the host's, a pushback
-    redis_client.hset(key, mapping={"hold": now_ms() - 1, "refused": now_ms(), "run": 0})
-    assert states.report([Event("h", AGAIN)] * 3) == []
-    [pushed] = states.report([Event("h", AGAIN)])
-    assert pushed.why == "push" and host(redis_client, keys, "h")["strikes"] == "1"
+    assert "strikes" not in host(redis_client, keys, "h")
+
+
+def test_a_slowed_host_refusing_again_at_the_same_pace_is_cut_again(redis_client, keys):
+    states = HostStates(redis_client, keys)
+    redis_client.hset(keys.rates, mapping={"*": 0, "h": 10})
+    refusals(states, "h", 4, history=4.0)
+    key = keys.host("h")
+    first = float(host(redis_client, keys, "h")["arate"])
+    redis_client.hset(key, mapping={"hold": now_ms() - 1, "cutat": now_ms() - 10_000})
+    states.report([Event("h", OK, answers=30, latency=0.05)])
+    # one refusal at the new pace: that pace is its ceiling, no cut
+    assert states.report([Event("h", PUSH)]) == []
+    assert float(host(redis_client, keys, "h")["peak"]) == first
+    states.report([Event("h", OK, answers=30, latency=0.05)])
+    [cut] = states.report([Event("h", PUSH)])  # again at that pace, 30 answers later
+    assert cut.why == "push" and cut.rate == pytest.approx(first * 0.85, rel=0.01)
 
 
 def test_a_ban_counts_apart_from_pushbacks(redis_client, keys):
@@ -162,7 +198,7 @@ def test_a_late_send_takes_a_free_slot_or_waits_for_the_next_and_a_held_host_say
     [second] = frontier.lease(5, lease_timeout=60)[0]
     verdict, slot, window = states.ask_to_send("paced", first.slot, first.window)
     assert verdict == "wait" and slot >= second.slot + 0.5 and window > 0
-    states.report([Event("paced", PUSH, retry_after=4.0)])
+    states.report([Event("paced", AGAIN, retry_after=4.0)])
     verdict, until, _ = states.ask_to_send("paced", 0, 0)
     assert verdict == "hold" and until - time.time() > 3.5
 

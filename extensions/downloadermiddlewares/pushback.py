@@ -7,13 +7,17 @@ of a host this node knows is held waits in Redis with its host.
 
 At answer time:
 
-* a status in ``HOST_BACKOFF_STATUSES`` (429, 503) holds the host for every
-  node, for its ``Retry-After`` (at most ``HOST_BACKOFF_MAX``) or a backoff, and
-  lowers its adaptive rate; the request waits with its host (in Redis, until
-  the hold ends) without counting as a failure. Refused again after that wait,
-  it waits a backoff of its own (the host held only for a Retry-After), up to
-  ``HOST_BACKOFF_RETRY_TIMES`` waits, after which its answer goes to the retry
-  middleware as any failure;
+* a status in ``HOST_BACKOFF_STATUSES`` (429, 503) is evidence
+  (``extensions/frontier/hosts.py`` weighs it with the host's recent answers):
+  a page refused on its own waits a backoff of its own, its ``Retry-After``
+  holding the host while it runs; a host that refuses (a real share of its
+  answers, or again at the pace it was slowed to) is held for every node, for
+  its ``Retry-After`` (at most ``HOST_BACKOFF_MAX``) or a backoff, and its
+  adaptive rate is cut. Either way the request waits in Redis without counting
+  as a failure, up to ``HOST_BACKOFF_RETRY_TIMES`` waits, after which its answer
+  goes to the retry middleware as any failure. Each node counts its answers
+  of every host it fetches from (in memory, decayed); they go to Redis with
+  its first refusal, and from then on once a second while the host is watched;
 * a ban (``extensions/bans.py``) never reaches the callback: the host is held,
   the request is tried again later with a new identity (the proxy and user
   agent it was leased without are chosen afresh), and after ``BAN_RETRY_TIMES``
@@ -28,6 +32,7 @@ At answer time:
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -67,10 +72,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: seconds after its robots.txt named a Crawl-delay that a host's requests leased
-#: before (unpaced) ask Redis for a slot
-CONFIRM_AFTER_ROBOTS = 10.0
 REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched hosts
+# hosts whose answers a node remembers (decayed counts, not yet reported), and
+# hosts whose robots.txt it read with a Crawl-delay: the newest, at most
+HOSTS_REMEMBERED = 50_000
 SLOT_TRIES = 10  # new slots a request late for its slot asks for before it is parked
 # URLs refused lately, remembered by each node: one refused again (a retry, a
 # recrawl) says more of its page than of its host
@@ -125,7 +130,12 @@ class PushbackMiddleware:
         self._held: dict[str, float] = {}  # group -> hold end this node knows of
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self._good: dict[str, list[float]] = {}  # watched group -> [answers, latency sum]
-        self._confirm: dict[str, float] = {}  # group -> until when unpaced sends ask Redis
+        # group -> [answers not reported, decayed to when]: evidence for a first refusal
+        self._history: OrderedDict[str, list[float]] = OrderedDict()
+        self._watch: dict[str, float] = {}  # group -> until when this node reports its answers
+        # groups whose robots.txt asked for a Crawl-delay: their unpaced requests
+        # (leased before Redis knew of it) ask Redis for a slot
+        self._crawl_delayed: OrderedDict[str, None] = OrderedDict()
         self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
         self._loop: task.LoopingCall | None = None
 
@@ -177,7 +187,7 @@ class PushbackMiddleware:
                     return self._wait_for_hold(request, held)
                 del self._held[group]
         if not slot:
-            if not self._confirm or self._confirm.get(self.group_of(request), 0) < time.time():
+            if not self._crawl_delayed or self.group_of(request) not in self._crawl_delayed:
                 return None  # the common case: an unpaced host, sent at once
             slot = window = 0.0  # leased before its robots.txt asked for a Crawl-delay
         group = self.group_of(request)
@@ -235,18 +245,43 @@ class PushbackMiddleware:
             and b"crawl-delay" in response.body[:SCANNED].lower()
         ):
             # what was leased before the delay was known goes no faster than it
-            self._confirm[group] = time.time() + CONFIRM_AFTER_ROBOTS
+            self._crawl_delayed[group] = None
+            self._crawl_delayed.move_to_end(group)
+            if len(self._crawl_delayed) > HOSTS_REMEMBERED:
+                self._crawl_delayed.popitem(last=False)
         if request.meta.get(BAN_ANSWER):
             return response  # the answer to a challenge: the handler judges it
         if self.bans.is_ban(request, response):
             return await self._banned(request, response, group)
         if response.status in self.statuses:
             return self._refused(request, response, group)
-        if request.meta.get(HOST_WATCHED):
+        if request.meta.get(HOST_WATCHED) or (self._watch and group in self._watch):
             good = self._good.setdefault(group, [0, 0.0])
             good[0] += 1
             good[1] += float(request.meta.get("download_latency", 0.0))
+        else:
+            self._remember_answer(group)
         return response
+
+    def _remember_answer(self, group: str) -> None:
+        """One more answer of an unwatched host, in this node's decayed count."""
+        now = time.time()
+        seen = self._history.get(group)
+        if seen is None:
+            self._history[group] = [1.0, now]
+            if len(self._history) > HOSTS_REMEMBERED:
+                self._history.popitem(last=False)
+            return
+        self._history.move_to_end(group)
+        seen[0] = seen[0] * math.exp((seen[1] - now) / self.hosts.backoff.window) + 1
+        seen[1] = now
+
+    def _take_history(self, group: str) -> float:
+        """This node's answers of ``group`` not yet reported, decayed to now; forgotten."""
+        seen = self._history.pop(group, None)
+        if seen is None:
+            return 0.0
+        return seen[0] * math.exp((seen[1] - time.time()) / self.hosts.backoff.window)
 
     def process_exception(self, request: Request, exception: Exception, spider: Any = None):
         if self.error_run <= 0 or type(exception).__name__ not in HOST_ERRORS:
@@ -282,40 +317,54 @@ class PushbackMiddleware:
             self._refused_urls.popitem(last=False)
         return before is not None and now - before < REFUSED_MEMORY
 
-    def _hold(self, group: str, kind: str, retry_after: float | None, why: str) -> None:
+    def _hold(self, group: str, kind: str, retry_after: float | None, why: str) -> bool:
+        """Report a refusal, ban or run of errors; whether the cluster now holds
+        ``group`` as a host that refuses (not for one page's Retry-After)."""
         self.stats.inc_value("hosts/bans" if kind == BAN else f"hosts/pushbacks/{kind}")
+        if kind in (PUSH, AGAIN):
+            # from now on this node reports the host's answers: they are the
+            # evidence that tells a refusing host from a broken page
+            self._watch[group] = time.time() + 3 * self.hosts.backoff.window
+        event = Event(group, kind, retry_after, history=self._take_history(group))
         try:
-            held = self.hosts.report([Event(group, kind, retry_after)])
+            held = self.hosts.report([event])
         except redis.RedisError as exc:
             self.health.failed(exc)
             # this node still holds the host; the others learn at its next answer
             self._held[group] = time.time() + (retry_after or self.hosts.backoff.base)
-            return
+            return kind not in (PUSH, AGAIN)
         self._take_bad_fields()
+        host_level = False
         for state in held:
             if not state.until:
                 continue
-            if state.until > self._held.get(state.group, 0):
-                logger.info(
-                    "%s pushed back (%s): held for the cluster for %.1fs%s",
-                    state.group,
-                    why,
-                    state.until - time.time(),
-                    f", its rate now {state.rate:.2f}/s" if state.rate else "",
-                )
-                self.stats.inc_value("hosts/held")
+            if state.why in (PUSH, BAN, ERRORS):
+                host_level = host_level or state.group == group
+                if state.until > self._held.get(state.group, 0):
+                    logger.info(
+                        "%s refuses (%s): held for the cluster for %.1fs%s",
+                        state.group,
+                        why,
+                        state.until - time.time(),
+                        f", its rate now {state.rate:.2f}/s" if state.rate else "",
+                    )
+                    self.stats.inc_value("hosts/held")
             self._held[state.group] = max(state.until, self._held.get(state.group, 0))
+        if not host_level and kind in (PUSH, AGAIN):
+            self.stats.inc_value("hosts/page_refusals")
+        return host_level
 
     def _refused(self, request: Request, response: Response, group: str):
-        """A 429/503: the host is held (a first refusal of this page), and the
-        request waits with it, not counted as a failure. A page refused again
+        """A 429/503: evidence of the host's state (a first refusal of this page),
+        and the request waits, not counted as a failure: with its host when the
+        evidence says the host refuses, else a backoff of its own (at least its
+        Retry-After, which holds the host while it runs). A page refused again
         (after its wait, or fetched again by a retry or a recrawl) says more of
-        itself than of its host: it waits alone, a backoff of its own, and holds
-        the host only for a Retry-After or as one of a run of refusals."""
+        itself than of its host: no evidence, only its Retry-After holds."""
         waits = request.meta.get(HOST_WAITS, 0)
         retry_after = self._retry_after(response)
         kind = AGAIN if waits or self._refused_before(request.url) else PUSH
-        self._hold(group, kind, retry_after, f"HTTP {response.status}")
+        host_level = self._hold(group, kind, retry_after, f"HTTP {response.status}")
         if as_leased.get(request) is None:
             return response  # not from the frontier (robots.txt): its own middleware decides
         if waits >= self.retry_times:
@@ -324,7 +373,7 @@ class PushbackMiddleware:
         until = self._held.get(group, time.time())
         if retry_after is not None:  # what the host asked of this request, at least
             until = max(until, time.time() + retry_after)
-        if kind == AGAIN:
+        if not host_level and retry_after is None:
             own = backoff_delay(waits + 1, self.hosts.backoff.base, self.hosts.backoff.cap)
             until = max(until, time.time() + own)
         parked = self._park(request, until)
@@ -363,7 +412,7 @@ class PushbackMiddleware:
 
     def _report_good(self) -> None:
         now = time.time()
-        for table in (self._held, self._confirm):  # forget what is over
+        for table in (self._held, self._watch):  # forget what is over
             for group in [group for group, until in table.items() if until < now]:
                 del table[group]
         if len(self._errors) > REFUSED_URLS:  # runs of hosts that never answered again

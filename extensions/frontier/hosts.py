@@ -1,16 +1,29 @@
 """One state per host for the whole cluster: what it said, and how it is paced.
 
-A host that pushes back (429, 503, a ban page, a run of connection errors) is
-held for every node: its queue group waits in ``NAME:waiting`` until the hold
-ends, for its ``Retry-After`` when it gives one (at most ``HOST_BACKOFF_MAX``),
-else for an exponential backoff with jitter from ``HOST_BACKOFF_BASE``, one
-strike of which is forgiven every ``HOST_BACKOFF_FORGIVE`` quiet seconds.
-With ``CLUSTER_AUTOTHROTTLE_ENABLED`` its rate halves at each pushback (to at
-least ``CLUSTER_AUTOTHROTTLE_MIN_RATE``) and climbs again by a tenth every
-``CLUSTER_AUTOTHROTTLE_STEP`` seconds it answers well, unless its latency
-climbs, until it is back at its configured rate. The state lives in the
-group's host hash (``NAME:host:GROUP``: hold, why, strikes, arate, ...), next
-to its queue, written by ``scripts/host_feedback.lua`` and read by every lease.
+A refusal (429, 503) is first evidence, not a verdict: one page refused (a
+broken URL, a page that fails twice and then works) waits alone, and its
+``Retry-After`` holds the host while it runs, no more. The host itself is held
+and slowed for every node only when the evidence says the host refuses: its
+refusals of distinct pages reach ``HOST_BACKOFF_SHARE`` of its answers in a
+window of about ``HOST_BACKOFF_WINDOW`` seconds (at least
+``HOST_BACKOFF_MIN_REFUSALS`` of them), or, once it was slowed, refusals come
+back at the pace it was slowed to. A ban page or a run of connection errors is
+the host's at once. A host held waits in ``NAME:waiting`` until the hold ends,
+for its ``Retry-After`` when it gives one (at most ``HOST_BACKOFF_MAX``), else
+for an exponential backoff with jitter from ``HOST_BACKOFF_BASE``, one strike of
+which is forgiven every ``HOST_BACKOFF_FORGIVE`` quiet seconds.
+
+With ``CLUSTER_AUTOTHROTTLE_ENABLED`` its rate is cut to a little under what it
+took (the share refused says by how much: at most halved, to at least
+``CLUSTER_AUTOTHROTTLE_MIN_RATE``) and, every ``CLUSTER_AUTOTHROTTLE_STEP``
+seconds it answers well with no refusal, climbs back: fast up to the rate it
+took, then in probing steps of 1 % that double every second step, until it is
+back at its configured rate. So against a rate limiter it settles just under
+the limit, as TCP does under a congested link, while random refusals (the
+packet loss of the web) never lower it. The state lives in the group's host
+hash (``NAME:host:GROUP``: hold, why, strikes, arate, peak, the evidence en/er,
+...), next to its queue, written by ``scripts/host_feedback.lua`` and read by
+every lease.
 
 Sends are paced too. A lease hands a paced group's requests out with a slot
 each (ms), spaced by the group's interval plus ``CLUSTER_SEND_TOLERANCE`` of
@@ -44,8 +57,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: what a host answered: a pushback (429, 503), a ban, a run of errors, a page
-#: refused again after it waited for its host (only its Retry-After holds), good
+#: what a host answered: a page refused (429, 503: evidence), a ban, a run of
+#: errors, a page refused again (its own: only its Retry-After holds), good
 PUSH, BAN, ERRORS, AGAIN, OK = "push", "ban", "errors", "again", "ok"
 
 
@@ -60,6 +73,9 @@ class Backoff:
     min_rate: float = defaults.CLUSTER_AUTOTHROTTLE_MIN_RATE
     step: float = defaults.CLUSTER_AUTOTHROTTLE_STEP
     raise_by: float = 0.1
+    share: float = defaults.HOST_BACKOFF_SHARE
+    min_refusals: int = defaults.HOST_BACKOFF_MIN_REFUSALS
+    window: float = defaults.HOST_BACKOFF_WINDOW
     tolerance: float = defaults.CLUSTER_SEND_TOLERANCE
     crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX
 
@@ -74,6 +90,9 @@ class Backoff:
             step=s.getfloat("CLUSTER_AUTOTHROTTLE_STEP"),
             tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE"),
             crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX"),
+            share=s.getfloat("HOST_BACKOFF_SHARE"),
+            min_refusals=s.getint("HOST_BACKOFF_MIN_REFUSALS"),
+            window=s.getfloat("HOST_BACKOFF_WINDOW"),
         )
 
 
@@ -95,6 +114,7 @@ class Event:
     retry_after: float | None = None  # seconds the host asked for (PUSH, BAN)
     answers: int = 0  # OK: good answers counted
     latency: float = 0.0  # OK: their mean download latency, seconds
+    history: float = 0.0  # answers of the host this node saw and had not reported
 
 
 class HostStates:
@@ -110,9 +130,11 @@ class HostStates:
         #: malformed host fields the scripts ignored since the last look
         self.bad_fields = 0
 
-    def report(self, events: list[Event]) -> list[Held]:
-        """Tell the cluster what hosts answered; the groups this held or slowed."""
+    def report(self, events: list[Event], now: float | None = None) -> list[Held]:
+        """Tell the cluster what hosts answered; the groups this held or slowed.
+        ``now`` (s since epoch) is the clock the scripts judge by."""
         b = self.backoff
+        now_ms = int((time.time() if now is None else now) * 1000)
         by_shard: dict[int, list[Event]] = {}
         for event in events:
             by_shard.setdefault(self.keys.shard_of(event.group), []).append(event)
@@ -120,9 +142,9 @@ class HostStates:
         for shard, part in by_shard.items():
             keys = self.keys.shard(shard)
             args: list[Any] = [
-                int(time.time() * 1000), keys.host(""), int(b.base * 1000), int(b.cap * 1000),
-                int(b.forgive * 1000), int(b.adaptive), b.min_rate, 0,
-                int(b.step * 1000), b.raise_by,
+                now_ms, keys.host(""), int(b.base * 1000), int(b.cap * 1000),
+                int(b.forgive * 1000), int(b.adaptive), b.min_rate, int(b.window * 1000),
+                int(b.step * 1000), b.raise_by, b.share, b.min_refusals,
             ]  # fmt: skip
             for e in part:
                 if e.kind == OK:
@@ -130,7 +152,8 @@ class HostStates:
                 else:
                     value = -1 if e.retry_after is None else int(e.retry_after * 1000)
                     latency = 0
-                args += [e.group, e.kind, value, latency, self._random.random()]
+                args += [e.group, e.kind, value, latency, self._random.random(),
+                         round(e.history, 3)]  # fmt: skip
             script_keys = [keys.ready, keys.waiting, keys.rates, keys.held, keys.banned]
             run_script(self._feedback, script_keys, args, pipe)
         held = []

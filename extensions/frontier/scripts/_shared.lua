@@ -355,11 +355,13 @@ end
 local FAST_WINDOW_MS = 25
 local function host_pacing(P, group, now)
   local rate = number_field(P, redis.call('HGET', P.rates, group)) or P.default_rate
-  local fields = redis.call('HMGET', P.host_prefix .. group, 'arate', 'hold', 'win', 'next')
+  local fields = redis.call('HMGET', P.host_prefix .. group, 'arate', 'hold', 'win', 'next', 'ew')
   local arate = number_field(P, fields[1])
   local hold = number_field(P, fields[2]) or 0
   P.window_start = number_field(P, fields[3])
   local next_slot = number_field(P, fields[4])
+  -- refused lately (the evidence is being gathered): its good answers count too
+  local evidence_until = number_field(P, fields[5]) or 0
   if arate and arate > 0 and (rate <= 0 or arate < rate) then
     rate = arate
   end
@@ -374,7 +376,8 @@ local function host_pacing(P, group, now)
   if spacing <= 2 * P.lead then
     window = math.max(window, FAST_WINDOW_MS)
   end
-  return interval, spacing, window, arate ~= nil or hold > now, hold, next_slot
+  return interval, spacing, window, arate ~= nil or hold > now or evidence_until > now, hold,
+    next_slot
 end
 
 -- The rate a group is leased at, for the whole cluster ('orate', requests/s

@@ -1,23 +1,36 @@
--- What hosts answered, from one node: pushbacks hold a group for every node and
--- lower its adaptive rate; good answers raise that rate again, step by step.
+-- What hosts answered, from one node. A host is held and slowed for every node
+-- only on evidence that the host refuses, not one page: its refusals of
+-- distinct pages are a real share of its recent answers (at least MIN of them,
+-- at least SHARE of the answers in an exponentially decayed window), or, once
+-- it has been slowed, refusals come back at the pace it was slowed to. A page
+-- refused on its own waits alone (the node's part); its Retry-After holds the
+-- host while it runs, no more. Bans and runs of connection errors are the
+-- host's. Good answers (reported once a second for watched hosts) raise the
+-- adaptive rate back: fast up to the rate the host took, then in small
+-- probing steps that grow while no refusal comes.
 -- KEYS[1]  ready groups (zset)      KEYS[2]  waiting groups (zset)
 -- KEYS[3]  rates (hash: group or '*' -> requests per second)
 -- KEYS[4]  held groups (zset -> hold end, ms)   KEYS[5]  of those, banned ones
 -- (each group's host hash, ARGV[2] .. GROUP: hold, why, strikes, pushed, next,
---  arate, peak, changed, lat, lat_min, pushbacks, bans, refused and run (the
---  current run of refusals: when it began, how many), orate, win, wl)
+--  arate, peak, changed, cutat, probe, cut, lat, lat_min, pushbacks, page_refusals,
+--  bans; the evidence: en, er (decayed answers and refusals), et (when they
+--  were decayed to), e0 (when it began), an (answers counted), rl and rn
+--  (when the last refusal counted came, an then), ew (watched until); the
+--  observed lease rate: orate, win, wl, leased)
 -- ARGV[1]  now (ms since epoch)     ARGV[2]  host hash key prefix
 -- ARGV[3]  HOST_BACKOFF_BASE (ms)   ARGV[4]  HOST_BACKOFF_MAX (ms)
 -- ARGV[5]  HOST_BACKOFF_FORGIVE (ms): one strike forgiven per this much quiet
 -- ARGV[6]  1 = adaptive rate on     ARGV[7]  its floor (requests/s)
--- ARGV[8]  (unused)                 ARGV[9]  ms between two raises
--- ARGV[10] the fraction a raise adds
--- ARGV...  events from ARGV[11], five fields each: group, kind ('push', 'ban',
---          'errors', 'again': a request refused again after it waited for its
---          host, which says more of the page than of the host (only its
---          Retry-After holds) unless it is one of a run (RUN_COUNT), or 'ok'), Retry-After in ms (-1: none; for 'ok' the
---          answers counted), the mean latency in ms ('ok'), a random fraction in
---          [0, 1) for the jitter of the hold
+-- ARGV[8]  HOST_BACKOFF_WINDOW (ms): the evidence window's time constant
+-- ARGV[9]  ms between two raises    ARGV[10] the fraction a recovering raise adds
+-- ARGV[11] HOST_BACKOFF_SHARE       ARGV[12] HOST_BACKOFF_MIN_REFUSALS
+-- ARGV...  events from ARGV[13], six fields each: group, kind ('push': a page
+--          refused for the first time lately; 'again': a page refused again,
+--          which says more of the page than of the host; 'ban'; 'errors'; 'ok'),
+--          Retry-After in ms (-1: none; for 'ok' the answers counted), the mean
+--          latency in ms ('ok'), a random fraction in [0, 1) for the jitter of
+--          the hold, and the answers of the host the node saw and did not
+--          report yet (its own recent history, decayed to now)
 -- Returns  {{group, hold until (ms), reason, adaptive rate or ''} for each group
 --          held or slowed by these events, malformed host fields ignored}
 local now = tonumber(ARGV[1])
@@ -25,10 +38,11 @@ local host_prefix = ARGV[2]
 local base, cap, forgive = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local adaptive = ARGV[6] == '1'
 local floor_rate = tonumber(ARGV[7])
+local window = math.max(tonumber(ARGV[8]), 1000)
 local step, raise = tonumber(ARGV[9]), tonumber(ARGV[10])
+local share, min_refusals = tonumber(ARGV[11]), tonumber(ARGV[12])
 local P = {bad = 0}
--- RUN_COUNT refusals within RUN_MS are the host's, not a page's
-local RUN_MS, RUN_COUNT = 1000, 4
+local WATCH = 3  -- windows a host stays watched after a refusal
 local ECHO_MS = 500  -- an echo's Retry-After that extends a hold by less is not reported
 local default_rate = number_field(P, redis.call('HGET', KEYS[3], '*')) or 0
 local out = {}
@@ -37,49 +51,97 @@ local function configured_rate(group)
   return number_field(P, redis.call('HGET', KEYS[3], group)) or default_rate
 end
 
-local function pushed_back(group, kind, retry_after, jitter)
+local function fmt(n) return string.format('%.3f', n) end
+
+-- the evidence, decayed to now: answers and refusals in the window
+local function evidence(en, er, et)
+  en, er = number_field(P, en) or 0, number_field(P, er) or 0
+  et = number_field(P, et)
+  if et and now > et then
+    local k = math.exp(-(now - et) / window)
+    en, er = en * k, er * k
+  end
+  return en, er
+end
+
+-- a Retry-After that asks for longer than the host is held holds it that long
+local function hold_for(key, group, hold, wait, kind, arate)
+  if not wait or now + wait <= hold then return end
+  local longer = now + wait > hold + ECHO_MS
+  hold = now + wait
+  redis.call('HSET', key, 'hold', string.format('%.0f', hold), 'next', string.format('%.0f', hold))
+  if kind then redis.call('HSET', key, 'why', kind) end
+  redis.call('ZREM', KEYS[1], group)
+  redis.call('ZADD', KEYS[2], 'GT', hold, group)
+  redis.call('ZADD', KEYS[4], 'GT', hold, group)
+  if longer then  -- said; a few ms more are not worth a line
+    out[#out + 1] = {group, string.format('%.0f', hold), kind or 'echo', arate and fmt(arate) or ''}
+  end
+end
+
+local function refused(group, kind, retry_after, jitter, history)
   local key = host_prefix .. group
-  redis.call('HINCRBY', key, kind == 'ban' and 'bans' or 'pushbacks', 1)
-  -- a page refused again says more of the page than of the host, unless the
-  -- host refuses many at once (RUN_COUNT within RUN_MS): then it is a pushback
-  local run = redis.call('HMGET', key, 'refused', 'run')
-  local since, count = number_field(P, run[1]), number_field(P, run[2]) or 0
-  if since and now - since < RUN_MS then
-    count = count + 1
-  else
-    since, count = now, 1
-  end
-  redis.call('HSET', key, 'refused', since, 'run', count)
-  if kind == 'again' and count >= RUN_COUNT then
-    kind = 'push'
-  end
   local f = redis.call('HMGET', key, 'hold', 'strikes', 'pushed', 'next', 'arate', 'orate',
-                       'win', 'wl', 'leased')
+                       'win', 'wl', 'leased', 'en', 'er', 'et', 'cutat', 'e0')
   local hold = number_field(P, f[1]) or 0
-  local strikes = math.floor(number_field(P, f[2]) or 0)
-  local pushed = number_field(P, f[3]) or 0
   local arate = number_field(P, f[5])
+  local cutat = number_field(P, f[13]) or 0
   local wait = nil
   if retry_after >= 0 then
     wait = math.min(retry_after, cap)
   end
-  if now < hold or kind == 'again' then
-    -- the echo of a pushback already answered (requests that were on the wire
-    -- then), or a page refused again: no strike, no lower rate; a Retry-After
-    -- that asks for longer holds
-    if wait and now + wait > hold then
-      local longer = now + wait > hold + ECHO_MS
-      hold = now + wait
-      redis.call('HSET', key, 'hold', hold, 'next', hold)
-      redis.call('ZREM', KEYS[1], group)
-      redis.call('ZADD', KEYS[2], 'GT', hold, group)
-      redis.call('ZADD', KEYS[4], 'GT', hold, group)
-      if longer then  -- said; a few ms more are not worth a line
-        out[#out + 1] = {group, string.format('%.0f', hold), kind, arate or ''}
+  -- refusals of requests sent at the old pace, before the rate was cut (on
+  -- the wire then, or leased ahead) are echoes: no evidence, no strike
+  local echo_after = 2000
+  if arate and arate > 0 then echo_after = math.max(echo_after, 2000 / arate) end
+  local echo = now - cutat < echo_after
+  local en, er = evidence(f[10], f[11], f[12])
+  -- when this stretch of evidence began (what decayed away ended the last)
+  local e0 = number_field(P, f[14])
+  if not e0 or en < 0.5 then
+    e0 = now
+    redis.call('HSET', key, 'e0', e0)
+  end
+  en = en + history
+  local host_level = kind == 'ban' or kind == 'errors'
+  -- every answer counted (refusals included): how many came between two refusals
+  local answered = redis.call('HINCRBYFLOAT', key, 'an', history + 1)
+  if kind == 'push' and not echo then
+    en, er = en + 1, er + 1
+    -- (decayed counts: four refusals a few ms apart are 3.999)
+    if er >= min_refusals - 0.05 and er >= share * en then
+      host_level = true
+    elseif arate then
+      -- a slowed host: refused again at the pace it refused at before, soon
+      -- after (within 4 / SHARE answers), it is the host; a first refusal at
+      -- a new pace only marks that pace as the one it goes no faster than
+      local g = redis.call('HMGET', key, 'peak', 'rn')
+      local peak, last = number_field(P, g[1]), number_field(P, g[2])
+      if peak and last and arate >= 0.99 * peak and answered - last <= 4 / share then
+        host_level = true
+      elseif not peak or arate < peak then
+        redis.call('HSET', key, 'peak', fmt(arate), 'probe', 0)
       end
     end
+    redis.call('HSET', key, 'rl', now, 'rn', answered)
+  end
+  redis.call('HSET', key, 'en', fmt(en), 'er', fmt(er), 'et', now)
+  if kind == 'push' or kind == 'again' then
+    redis.call('HSET', key, 'ew', now + WATCH * window)
+  end
+  if host_level and (now < hold or (echo and kind ~= 'push')) then
+    host_level = false  -- the echo of a hold or cut already answered
+  end
+  if not host_level then
+    if kind == 'push' or kind == 'again' then redis.call('HINCRBY', key, 'page_refusals', 1) end
+    local why = nil  -- a hold already running keeps its reason
+    if hold <= now then why = 'retry-after' end
+    hold_for(key, group, hold, wait, why, arate)
     return
   end
+  redis.call('HINCRBY', key, kind == 'ban' and 'bans' or 'pushbacks', 1)
+  local strikes = math.floor(number_field(P, f[2]) or 0)
+  local pushed = number_field(P, f[3]) or 0
   if strikes > 0 and forgive > 0 then
     strikes = math.max(strikes - math.floor((now - pushed) / forgive), 0)
   end
@@ -89,10 +151,11 @@ local function pushed_back(group, kind, retry_after, jitter)
     local full = math.min(cap, base * 2 ^ math.min(strikes - 1, 40))
     wait = full / 2 + full / 2 * jitter
   end
-  hold = now + wait
+  hold = math.max(hold, now + wait)
+  -- the evidence it was decided on, for a person: pages refused / answers
   local fields = {'hold', string.format('%.0f', hold), 'why', kind, 'strikes', strikes,
-                  'pushed', now}
-  -- halved: its adaptive rate, else (a first pushback) what it was leased at
+                  'pushed', now, 'cut', string.format('%.0f/%.0f', er, en)}
+  -- cut from: its adaptive rate, else (a first pushback) what it was leased at
   -- lately, else its own rate; a host with neither (a pushback in its first
   -- seconds) is only held, and slowed at its next pushback
   local rate = configured_rate(group)
@@ -111,10 +174,36 @@ local function pushed_back(group, kind, retry_after, jitter)
   end
   if current and rate > 0 then current = math.min(current, rate) end
   if adaptive and current then
-    arate = math.max(floor_rate, current / 2)
-    for _, v in ipairs({'arate', arate, 'peak', current, 'changed', now}) do
+    -- cut: a ban or errors halve it, to climb back fast to a little under
+    -- where it was; refusals cut it by the share refused (by 15 % at least, by
+    -- half at most), and a first cut to no more than the good answers it gave
+    -- in the window (holds for its Retry-After included): a limiter's rate,
+    -- found in one cut. It climbs back slowly from there.
+    -- where it refused: what it climbs back to, fast, then probes past
+    local peak = current
+    if kind == 'push' then
+      if number_field(P, f[5]) then
+        arate = current * 0.85
+      else
+        -- a first cut: by the share refused (by 15 % at least, by half at
+        -- most), and to no more than the good answers it gave in the window
+        -- (holds for its Retry-After included): a limiter's rate, nearly
+        local refused_share = en > 0 and math.min(er / en, 1) or 1
+        arate = current * math.min(math.max((1 - refused_share) * 0.9, 0.5), 0.85)
+        local span = window * (1 - math.exp(-math.max(now - e0, 2000) / window))
+        arate = math.min(arate, (en - er) * 1000 / span)
+      end
+    else
+      arate = current / 2
+    end
+    arate = math.max(floor_rate, arate)
+    peak = math.max(peak, arate)
+    for _, v in ipairs({'arate', fmt(arate), 'peak', fmt(peak), 'changed', now, 'cutat', now,
+                        'probe', 0}) do
       fields[#fields + 1] = v
     end
+    -- refusals from now on are evidence at the new pace
+    for _, v in ipairs({'er', 0}) do fields[#fields + 1] = v end
   end
   local next_slot = math.max(number_field(P, f[4]) or 0, hold)
   fields[#fields + 1] = 'next'
@@ -130,13 +219,16 @@ local function pushed_back(group, kind, retry_after, jitter)
   else
     redis.call('ZREM', KEYS[5], group)
   end
-  out[#out + 1] = {group, string.format('%.0f', hold), kind, arate or ''}
+  out[#out + 1] = {group, string.format('%.0f', hold), kind, arate and fmt(arate) or ''}
 end
 
 local function answered_well(group, answers, latency)
   local key = host_prefix .. group
   local f = redis.call('HMGET', key, 'arate', 'peak', 'changed', 'pushed', 'lat_min', 'strikes',
-                       'hold')
+                       'hold', 'en', 'er', 'et', 'rl', 'probe')
+  local en, er = evidence(f[8], f[9], f[10])
+  redis.call('HSET', key, 'en', fmt(en + answers), 'er', fmt(er), 'et', now)
+  redis.call('HINCRBYFLOAT', key, 'an', answers)
   local arate = number_field(P, f[1])
   if not arate then return end  -- not slowed: nothing to raise
   local peak = number_field(P, f[2]) or arate
@@ -149,14 +241,29 @@ local function answered_well(group, answers, latency)
   -- answers that come during a hold were sent before it: no raise for them
   if now < (number_field(P, f[7]) or 0) then return end
   if now - changed < step or now - pushed < step then return end
+  -- refused lately: no faster than where it refused, for five steps
+  local quiet = now - (number_field(P, f[11]) or 0) >= 5 * step
   -- held down while the host's latency climbs
   if latency > 2 * best and latency > 50 then return end
   local rate = configured_rate(group)
-  -- a tenth more each step up to the rate it last pushed back at, a twentieth
-  -- past it; and each step of good answers forgives a strike
-  local by = raise / 2
-  if arate < peak then by = raise end
-  local new = arate * (1 + by)
+  -- far below where it last refused: a quarter more a step, then a tenth; close
+  -- to it, 1 % of it a step; past it, probing: 4 %, 8 %, ... a step (at most
+  -- half), to find whether the host takes more
+  local probe = math.floor(number_field(P, f[12]) or 0)
+  local new
+  if arate < peak / 2 then
+    new = arate * (1 + 2.5 * raise)
+  elseif arate < 0.89 * peak then  -- (rates are stored to 3 decimals)
+    new = math.min(arate * (1 + raise), 0.9 * peak)
+  elseif arate < 0.995 * peak then
+    new = math.min(arate + 0.01 * peak, peak)
+  elseif not quiet then
+    return
+  else
+    new = arate * (1 + math.min(0.04 * 2 ^ probe, 0.5))
+    probe = probe + 1
+  end
+  -- each step of good answers forgives a strike
   local strikes = math.floor(number_field(P, f[6]) or 0)
   if strikes > 0 then
     strikes = strikes - 1
@@ -166,20 +273,22 @@ local function answered_well(group, answers, latency)
   -- well past where it pushed back, all its strikes forgiven
   if (rate > 0 and new >= rate) or (rate <= 0 and strikes == 0 and new >= 4 * peak) then
     -- back to its configured rate (or, without one, unlimited): no longer watched
-    redis.call('HDEL', key, 'arate', 'peak', 'changed')
+    redis.call('HDEL', key, 'arate', 'peak', 'changed', 'probe', 'cut', 'cutat')
     out[#out + 1] = {group, '0', 'restored', ''}
     return
   end
-  redis.call('HSET', key, 'arate', new, 'changed', now)
+  redis.call('HSET', key, 'arate', fmt(new), 'changed', now, 'probe', probe)
 end
 
-for i = 11, #ARGV, 5 do
+for i = 13, #ARGV, 6 do
   local group, kind = ARGV[i], ARGV[i + 1]
   local value, latency, jitter = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  local history = tonumber(ARGV[i + 5]) or 0
+  if history ~= history or history < 0 then history = 0 end
   if kind == 'ok' then
     answered_well(group, value, latency)
   else
-    pushed_back(group, kind, value, jitter)
+    refused(group, kind, value, jitter, history)
   end
 end
 -- holds that are over leave the registries (what is left is what holds now)
