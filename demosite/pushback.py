@@ -8,6 +8,10 @@
   SECONDS: every page is a 200 "captcha" page with a challenge form. Answering
   the challenge (``POST /__challenge`` with ``answer``) lifts the ban.
 
+* ``broken:P503:P429:SECONDS``: a healthy host with broken pages: a share P503
+  of its pages (chosen by their path) answers 503 twice, then 200; a share
+  P429 answers one 429 with ``Retry-After: SECONDS``, then 200.
+
 robots.txt and the ``/__`` paths are always served. ``GET /__pushback`` says
 what was answered: ``served`` (counts of ``ok``, ``503``, ``429``,
 ``captcha``), ``answers`` (each answer's time and what it was),
@@ -18,6 +22,7 @@ then is not counted), ``windows`` and ``solved``.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter, deque
 
@@ -38,8 +43,11 @@ class Pushback:
     def __init__(self, mode: str):
         kind, _, rest = mode.partition(":")
         parts = [float(p) for p in rest.split(":") if p]
-        if kind not in ("overload", "throttle", "ban") or not parts:
-            raise ValueError(f"--pushback {mode!r}: overload:RATE, throttle:RATE:S or ban:RATE:S")
+        if kind not in ("overload", "throttle", "ban", "broken") or not parts:
+            raise ValueError(
+                f"--pushback {mode!r}: overload:RATE, throttle:RATE:S, ban:RATE:S "
+                "or broken:P503:P429:S"
+            )
         self.kind = kind
         self.rate = parts[0]
         self.seconds = parts[1] if len(parts) > 1 else 5.0
@@ -50,6 +58,10 @@ class Pushback:
         self.answers: list[tuple[float, str]] = []
         self.inside = 0
         self.solved = 0
+        if kind == "broken":
+            self.p503, self.p429 = parts[0], parts[1] if len(parts) > 1 else 0.0
+            self.seconds = parts[2] if len(parts) > 2 else 2.0
+        self.refusals_left: dict[str, list[str]] = {}  # broken: path -> answers to come
 
     def over_rate(self, now: float) -> bool:
         self.arrivals.append(now)
@@ -74,7 +86,22 @@ class Pushback:
             return web.Response(text=CHALLENGE_PAGE.format(a=a, b=b), content_type="text/html")
         return await handler(request)
 
+    def broken(self, path: str) -> list[str]:
+        """What a page of a ``broken`` host answers before its 200."""
+        share = int.from_bytes(hashlib.sha1(path.encode()).digest()[:4], "big") / 2**32
+        if share < self.p503:
+            return ["503", "503"]
+        return ["429"] if share < self.p503 + self.p429 else []
+
     def answer(self, request: web.Request, now: float) -> str:
+        if self.kind == "broken":
+            if self.windows and self.windows[-1][0] + GRACE <= now < self.until:
+                self.inside += 1  # sent while a 429 it answered asked to wait
+            left = self.refusals_left.setdefault(request.path_qs, self.broken(request.path_qs))
+            if left and left[0] == "429":
+                self.until = now + self.seconds
+                self.windows.append((now, self.until))
+            return left.pop(0) if left else "ok"
         busy = self.over_rate(now)
         if self.kind == "overload":
             return "503" if busy else "ok"

@@ -7,6 +7,7 @@ Slow tests (a crawl each): run them alone with ``pytest -m chaos``.
 
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import urllib.request
 import pytest
 
 from demosite import catalog
+from demosite.wide import wide_paths
 from tests.conftest import read_items, scrapy
 from tests.helpers import site_times
 from tools import services
@@ -81,6 +83,34 @@ def test_an_overloaded_host_is_slowed_for_the_cluster_and_gives_every_page(
     assert row["pushbacks"] >= 1 and row["adaptive_rate"] is not None
 
 
+@pytest.mark.parametrize("pushing_site", [("127.0.0.9", "broken:0.012:0.006:2")], indirect=True)
+def test_pages_that_fail_on_their_own_are_retried_alone_and_never_slow_their_host(
+    redis_url, redis_client, nodes, pushing_site, tmp_path
+):
+    """1.2 % of pages answer 503 twice, 0.6 % one 429 with Retry-After: 2 (the
+    issue's healthy site with broken URLs): each waits alone, its Retry-After
+    holds the host while it runs, and the host keeps its full rate."""
+    redis_client.lpush("site:start_urls", pushing_site.url + "/wide/")
+    for _ in range(2):
+        nodes.start("site", redis_url, spider_args={"allow": "/wide/"}, **SETTINGS)
+    assert nodes.wait(300) == [0, 0], nodes.tail()
+    stored = stored_paths(tmp_path, pushing_site)
+    assert sorted(stored) == sorted(wide_paths()), "a page lost or stored twice"
+    report = pushback_report(pushing_site)
+    assert report["served"]["503"] >= 10 and report["served"]["429"] >= 3, report["served"]
+    status = json.loads(
+        scrapy("status", "site", "--hosts", "--json", "-s", f"REDIS_URL={redis_url}").stdout
+    )
+    [row] = [row for row in status["hosts"] if row["host"] == "127.0.0.9"]
+    # never taken for the host's refusals: no strike, no adapted rate
+    assert row["adaptive_rate"] is None and row["pushbacks"] == 0, row
+    assert row["page_refusals"] >= report["served"]["429"], row
+    assert nodes.total("hosts/page_refusals") == row["page_refusals"]
+    # nothing sent inside a window a 429 asked for, but what was on the wire
+    assert report["inside_window"] <= 4, report["inside_window"]
+    assert redis_client.llen("site:dlq") == 0
+
+
 @pytest.mark.parametrize("pushing_site", [("127.0.0.3", "throttle:8:3")], indirect=True)
 def test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire(
     redis_url, redis_client, nodes, pushing_site, tmp_path
@@ -140,6 +170,46 @@ def test_a_host_that_keeps_banning_is_dead_lettered_as_banned(
     assert nodes.stat(0, "bans/dead_lettered") == len(pages)
     # each page: its first try and BAN_RETRY_TIMES more, each a ban
     assert nodes.stat(0, "bans/detected") == 3 * len(pages)
+
+
+LIMIT = 8  # requests/s nginx's limit_req lets through (burst 8, then 429 + Retry-After: 3)
+
+
+@pytest.mark.skipif(
+    not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx"))
+    or not services.PYTHON_DOCS.is_dir(),
+    reason="nginx-light and python3-doc come with make system-tools",
+)
+def test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it(
+    redis_url, redis_client, nodes, tmp_path
+):
+    """Debian's nginx with limit_req in front of Python's HTML documentation,
+    crawled by two nodes on the project's defaults."""
+    nginx = services.start_nginx(tmp_path / "nginx", services.PYTHON_DOCS, rate=LIMIT,
+                                 burst=LIMIT, retry_after=3, host="127.0.0.40")  # fmt: skip
+    try:
+        redis_client.lpush("site:start_urls", nginx.url + "/library/index.html")
+        for _ in range(2):
+            nodes.start("site", redis_url, spider_args={"allow": r"/library/[\w.]+\.html$"},
+                        **SETTINGS)  # fmt: skip
+        assert nodes.wait(400) == [0, 0], nodes.tail()
+    finally:
+        nginx.stop()
+    answers = [line.split() for line in (tmp_path / "nginx/access.log").read_text().splitlines()]
+    pages = [(float(t), status, path) for t, status, path in answers if path != "/robots.txt"]
+    served = {path for _, status, path in pages if status == "200"}
+    stored = stored_paths(tmp_path, nginx)
+    assert sorted(stored) == sorted(served), "a page lost or stored twice"
+    assert len(served) >= 250
+    assert redis_client.llen("site:dlq") == 0
+    # past the first burst (two nodes at full speed, before any answer came back)
+    start = pages[0][0] + 10
+    settled = [(t, status) for t, status, _ in pages if t >= start]
+    refused = sum(1 for _, status in settled if status == "429") / len(settled)
+    good = [t for t, status in settled if status == "200"]
+    per_second = len(good) / (good[-1] - start)
+    assert refused <= 0.10, (refused, per_second)
+    assert per_second >= 0.8 * LIMIT, (refused, per_second)
 
 
 def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(

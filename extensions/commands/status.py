@@ -132,15 +132,41 @@ def render_hosts(rows: list[dict[str, Any]]) -> str:
             f"{row['host'][:32]:32s} {row['queued']:8d} {row['in_flight']:6d} "
             f"{row['fetched']:8d} {rate:>7s} {state:>11s} {wait:>7s} {budget:>7s} "
             f"{row.get('pushbacks', 0):6d} {row.get('bans', 0):5d}  {dropped or '-'}"
+            + _why_slow(row)
         )
     if any(row.get("adaptive_rate") is not None for row in rows):
-        lines.append("* the rate the host adapted to after pushing back (429, 503, bans)")
+        lines.append(
+            "* the rate the host adapted to after refusing (429, 503: slowed on "
+            "refused/answers), banning or failing to connect"
+        )
+    if any(_why_slow(row) for row in rows):
+        lines.append(
+            "refused now: pages refused / answers in the evidence window "
+            "(HOST_BACKOFF_SHARE); alone: pages refused on their own (no slowdown)"
+        )
     spilled = [row for row in rows if row.get("spilled")]
     if spilled:
         lines.append("of the queued, in MongoDB (FRONTIER_OVERFLOW): " + ", ".join(
             f"{row['host']} {row['spilled']}" for row in spilled[:10]
         ) + (" ..." if len(spilled) > 10 else ""))  # fmt: skip
     return "\n".join(lines)
+
+
+def _why_slow(row: dict[str, Any]) -> str:
+    """What a host's state rests on: the hold's reason, the evidence it was slowed
+    on and has now, the pages refused on their own."""
+    parts = []
+    if row.get("why"):
+        parts.append("held: " + {"retry-after": "its Retry-After", "push": "it refuses",
+                                 "errors": "connection errors", "ban": "a ban"}.get(
+                                     row["why"], row["why"]))  # fmt: skip
+    if row.get("adaptive_rate") is not None and row.get("slowed_on"):
+        parts.append(f"slowed on {row['slowed_on']}")
+    if row.get("evidence"):
+        parts.append(f"refused now {row['evidence']}")
+    if row.get("page_refusals"):
+        parts.append(f"alone {row['page_refusals']}")
+    return ("  " + "; ".join(parts)) if parts else ""
 
 
 class Command(CrawlsOf, ProjectCommand):

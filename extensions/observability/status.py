@@ -4,6 +4,7 @@ shows and the metrics export."""
 from __future__ import annotations
 
 import collections
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -287,6 +288,12 @@ def host_rows(
                     "bans": int(_number(fields.get("bans"))),
                     # the rate it adapted to after pushing back (None: its own)
                     "adaptive_rate": round(adaptive, 3) if adaptive >= 0 else None,
+                    # why it is slow, for a person to tell a limiter from broken
+                    # pages: the refusals / answers it was last slowed on, the
+                    # pages refused on their own, the evidence now (decayed)
+                    "slowed_on": fields.get("cut") or None,
+                    "page_refusals": int(_number(fields.get("page_refusals"))),
+                    "evidence": _evidence(fields, now),
                     "rate": _number(rate, default_rate) if rate is not None else default_rate,
                     "crawl_delay": _number(delay) if delay is not None else None,
                     "next_allowed": waiting[group] / 1000 if group in waiting else None,
@@ -299,6 +306,18 @@ def host_rows(
                 }
             )
     return rows
+
+
+def _evidence(fields: dict[str, str], now: float) -> str | None:
+    """A host's refusals / answers in its evidence window now ('3/120'), or None."""
+    answers, refused = _number(fields.get("en")), _number(fields.get("er"))
+    since = _number(fields.get("et")) / 1000
+    if answers <= 0 or since <= 0:
+        return None
+    decay = math.exp(-max(now - since, 0) / defaults.HOST_BACKOFF_WINDOW)
+    if answers * decay < 0.5:
+        return None
+    return f"{refused * decay:.0f}/{answers * decay:.0f}"
 
 
 def top_errors(server: redis.Redis, keys: SpiderKeys, sample: int = 500) -> list[tuple[str, int]]:
