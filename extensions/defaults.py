@@ -115,7 +115,7 @@ HOST_BACKOFF_ERRORS = 5  # connection errors or timeouts in a row that hold a ho
 # HOST_BACKOFF_WINDOW seconds, and at least HOST_BACKOFF_MIN_REFUSALS of them
 HOST_BACKOFF_SHARE = 0.05  # a fraction of the host's recent answers
 HOST_BACKOFF_MIN_REFUSALS = 4  # refusals of distinct pages
-HOST_BACKOFF_WINDOW = 20.0  # seconds: the time constant of the evidence's decay
+HOST_BACKOFF_WINDOW = 40.0  # seconds: the time constant of the evidence's decay
 # times one request may wait for its host's hold before its answer counts as a failure
 HOST_BACKOFF_RETRY_TIMES = 5
 CLUSTER_AUTOTHROTTLE_ENABLED = True  # a host's rate adapts to its pushback, for the cluster

@@ -29,6 +29,7 @@ from extensions.pipelines.mongo import MongoStore
 from tools import (
     console_bench,
     crawls_bench,
+    evidence_bench,
     overflow_bench,
     pushback_bench,
     recrawl_bench,
@@ -885,6 +886,17 @@ class Pushback(Section):
 
     def report(self, bench: Bench) -> None:
         pushback_bench.report(self.pushback)
+
+
+@section(22, "host pushback on evidence: broken pages, a limiter, an overloaded and a banning host")
+class PushbackEvidence(Section):
+    once = True  # two crawls of a few minutes
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.rows = evidence_bench.measure(bench.redis_url, bench.work / "evidence")
+
+    def report(self, bench: Bench) -> None:
+        evidence_bench.report(self.rows)
 
 
 @section(18, "crawl ids: their cost per page, and a paused crawl's weight on the others")

@@ -129,7 +129,8 @@ class PushbackMiddleware:
         self.health = connection.health_for(crawler)
         self._held: dict[str, float] = {}  # group -> hold end this node knows of
         self._errors: dict[str, int] = {}  # group -> errors in a row here
-        self._good: dict[str, list[float]] = {}  # watched group -> [answers, latency sum]
+        # watched group -> [answers, latency sum, earlier answers not reported]
+        self._good: dict[str, list[float]] = {}
         # group -> [answers not reported, decayed to when]: evidence for a first refusal
         self._history: OrderedDict[str, list[float]] = OrderedDict()
         self._watch: dict[str, float] = {}  # group -> until when this node reports its answers
@@ -256,7 +257,11 @@ class PushbackMiddleware:
         if response.status in self.statuses:
             return self._refused(request, response, group)
         if request.meta.get(HOST_WATCHED) or (self._watch and group in self._watch):
-            good = self._good.setdefault(group, [0, 0.0])
+            good = self._good.get(group)
+            if good is None:
+                # the first answer of a host watched lately: what this node saw
+                # of it before goes along, so the evidence counts every node's
+                good = self._good[group] = [0, 0.0, self._take_history(group)]
             good[0] += 1
             good[1] += float(request.meta.get("download_latency", 0.0))
         else:
@@ -421,8 +426,8 @@ class PushbackMiddleware:
             return
         good, self._good = self._good, {}
         events = [
-            Event(group, OK, answers=int(n), latency=total / n)
-            for group, (n, total) in good.items()
+            Event(group, OK, answers=int(n), latency=total / n, history=history)
+            for group, (n, total, history) in good.items()
         ]
         try:
             held = self.hosts.report(events)

@@ -148,7 +148,7 @@ class HostStates:
             ]  # fmt: skip
             for e in part:
                 if e.kind == OK:
-                    value, latency = e.answers, round(e.latency * 1000, 1)
+                    value, latency = e.answers + e.history, round(e.latency * 1000, 1)
                 else:
                     value = -1 if e.retry_after is None else int(e.retry_after * 1000)
                     latency = 0

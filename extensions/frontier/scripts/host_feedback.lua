@@ -1,7 +1,7 @@
 -- What hosts answered, from one node. A host is held and slowed for every node
 -- only on evidence that the host refuses, not one page: its refusals of
 -- distinct pages are a real share of its recent answers (at least MIN of them,
--- at least SHARE of the answers in an exponentially decayed window), or, once
+-- surely at least SHARE of the answers in an exponentially decayed window), or, once
 -- it has been slowed, refusals come back at the pace it was slowed to. A page
 -- refused on its own waits alone (the node's part); its Retry-After holds the
 -- host while it runs, no more. Bans and runs of connection errors are the
@@ -64,6 +64,18 @@ local function evidence(en, er, et)
   return en, er
 end
 
+-- Whether refused of answered is surely (99 %, one-sided) at least the share:
+-- the lower bound of Wilson's score interval. Four refusals in eight answers
+-- are; four in sixty (a site whose pages fail 2 % of the time, unlucky) are not.
+local Z = 2.33
+local function surely_above(refused, answered, at_least)
+  if answered <= 0 then return false end
+  local p, z2 = math.min(refused / answered, 1), Z * Z
+  local centre = p + z2 / (2 * answered)
+  local margin = Z * math.sqrt(p * (1 - p) / answered + z2 / (4 * answered * answered))
+  return (centre - margin) / (1 + z2 / answered) >= at_least
+end
+
 -- a Retry-After that asks for longer than the host is held holds it that long
 local function hold_for(key, group, hold, wait, kind, arate)
   if not wait or now + wait <= hold then return end
@@ -82,7 +94,7 @@ end
 local function refused(group, kind, retry_after, jitter, history)
   local key = host_prefix .. group
   local f = redis.call('HMGET', key, 'hold', 'strikes', 'pushed', 'next', 'arate', 'orate',
-                       'win', 'wl', 'leased', 'en', 'er', 'et', 'cutat', 'e0')
+                       'win', 'wl', 'leased', 'en', 'er', 'et', 'cutat', 'e0', 'why')
   local hold = number_field(P, f[1]) or 0
   local arate = number_field(P, f[5])
   local cutat = number_field(P, f[13]) or 0
@@ -109,7 +121,7 @@ local function refused(group, kind, retry_after, jitter, history)
   if kind == 'push' and not echo then
     en, er = en + 1, er + 1
     -- (decayed counts: four refusals a few ms apart are 3.999)
-    if er >= min_refusals - 0.05 and er >= share * en then
+    if er >= min_refusals - 0.05 and surely_above(er, en, share) then
       host_level = true
     elseif arate then
       -- a slowed host: refused again at the pace it refused at before, soon
@@ -129,8 +141,11 @@ local function refused(group, kind, retry_after, jitter, history)
   if kind == 'push' or kind == 'again' then
     redis.call('HSET', key, 'ew', now + WATCH * window)
   end
-  if host_level and (now < hold or (echo and kind ~= 'push')) then
-    host_level = false  -- the echo of a hold or cut already answered
+  -- the echo of a hold of the host's or of a cut, already answered (a page's
+  -- Retry-After holds too, but the refusals it meets still tell of the host)
+  local host_held = now < hold and f[15] ~= 'retry-after'
+  if host_level and (host_held or (echo and kind ~= 'push')) then
+    host_level = false
   end
   if not host_level then
     if kind == 'push' or kind == 'again' then redis.call('HINCRBY', key, 'page_refusals', 1) end
@@ -183,11 +198,16 @@ local function refused(group, kind, retry_after, jitter, history)
     local peak = current
     if kind == 'push' then
       if number_field(P, f[5]) then
+        -- refused again at the pace it refused at: 15 % slower, and from there
+        -- it climbs back only by probing
         arate = current * 0.85
+        peak = arate
       else
+        -- what it took of what it was sent: where it climbs back to, fast
+        peak = current * (1 - math.min(er / math.max(en, 1), 1))
         -- a first cut: by the share refused (by 15 % at least, by half at
         -- most), and to no more than the good answers it gave in the window
-        -- (holds for its Retry-After included): a limiter's rate, nearly
+        -- (holds for its Retry-After included)
         local refused_share = en > 0 and math.min(er / en, 1) or 1
         arate = current * math.min(math.max((1 - refused_share) * 0.9, 0.5), 0.85)
         local span = window * (1 - math.exp(-math.max(now - e0, 2000) / window))
@@ -241,14 +261,14 @@ local function answered_well(group, answers, latency)
   -- answers that come during a hold were sent before it: no raise for them
   if now < (number_field(P, f[7]) or 0) then return end
   if now - changed < step or now - pushed < step then return end
-  -- refused lately: no faster than where it refused, for five steps
-  local quiet = now - (number_field(P, f[11]) or 0) >= 5 * step
+  -- refused lately: no faster than where it refused, for ten steps
+  local quiet = now - (number_field(P, f[11]) or 0) >= 10 * step
   -- held down while the host's latency climbs
   if latency > 2 * best and latency > 50 then return end
   local rate = configured_rate(group)
   -- far below where it last refused: a quarter more a step, then a tenth; close
-  -- to it, 1 % of it a step; past it, probing: 4 %, 8 %, ... a step (at most
-  -- half), to find whether the host takes more
+  -- to it, 1 % of it a step; there, ten steps with no refusal, then probing:
+  -- 1 %, 2 %, 4 %, ... a step (at most half), to find whether the host takes more
   local probe = math.floor(number_field(P, f[12]) or 0)
   local new
   if arate < peak / 2 then
@@ -260,7 +280,7 @@ local function answered_well(group, answers, latency)
   elseif not quiet then
     return
   else
-    new = arate * (1 + math.min(0.04 * 2 ^ probe, 0.5))
+    new = arate * (1 + math.min(0.01 * 2 ^ probe, 0.5))
     probe = probe + 1
   end
   -- each step of good answers forgives a strike
