@@ -116,7 +116,9 @@ def steady(answers: list[tuple[float, str]], after: float, until: float | None =
     return good / (part[-1][0] - part[0][0]), 1 - good / len(part)
 
 
-@pytest.mark.parametrize(("rate", "burst", "unpaced"), [(4, 4, 100), (4, 4, 30), (10, 5, 100)])
+@pytest.mark.parametrize(
+    ("rate", "burst", "unpaced"), [(4, 4, 100), (4, 4, 30), (10, 5, 100), (8, 8, 100)]
+)
 def test_a_rate_limiter_is_found_and_the_cluster_holds_just_under_it(
     redis_client, rate, burst, unpaced
 ):

@@ -32,7 +32,6 @@ At answer time:
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -50,9 +49,10 @@ from extensions.cluster.checkpoint import node_id_for
 from extensions.downloadermiddlewares.challenges import BAN_ANSWER, ChallengeAnswerer
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
 from extensions.exceptions import HostBanned
+from extensions.frontier.answers import AnswerLedger
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.groups import group_for
-from extensions.frontier.hosts import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
+from extensions.frontier.hosts import AGAIN, BAN, ERRORS, PUSH, Backoff, Event, HostStates
 from extensions.frontier.leased import as_leased, drop_downloader_headers, drop_downloader_meta
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
@@ -73,9 +73,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched hosts
-# hosts whose answers a node remembers (decayed counts, not yet reported), and
-# hosts whose robots.txt it read with a Crawl-delay: the newest, at most
-HOSTS_REMEMBERED = 50_000
+CRAWL_DELAYED_REMEMBERED = 50_000  # hosts whose robots.txt asked for a Crawl-delay, at most
 SLOT_TRIES = 10  # new slots a request late for its slot asks for before it is parked
 # URLs refused lately, remembered by each node: one refused again (a retry, a
 # recrawl) says more of its page than of its host
@@ -129,11 +127,7 @@ class PushbackMiddleware:
         self.health = connection.health_for(crawler)
         self._held: dict[str, float] = {}  # group -> hold end this node knows of
         self._errors: dict[str, int] = {}  # group -> errors in a row here
-        # watched group -> [answers, latency sum, earlier answers not reported]
-        self._good: dict[str, list[float]] = {}
-        # group -> [answers not reported, decayed to when]: evidence for a first refusal
-        self._history: OrderedDict[str, list[float]] = OrderedDict()
-        self._watch: dict[str, float] = {}  # group -> until when this node reports its answers
+        self.answers = AnswerLedger(hosts.backoff.window)
         # groups whose robots.txt asked for a Crawl-delay: their unpaced requests
         # (leased before Redis knew of it) ask Redis for a slot
         self._crawl_delayed: OrderedDict[str, None] = OrderedDict()
@@ -248,7 +242,7 @@ class PushbackMiddleware:
             # what was leased before the delay was known goes no faster than it
             self._crawl_delayed[group] = None
             self._crawl_delayed.move_to_end(group)
-            if len(self._crawl_delayed) > HOSTS_REMEMBERED:
+            if len(self._crawl_delayed) > CRAWL_DELAYED_REMEMBERED:
                 self._crawl_delayed.popitem(last=False)
         if request.meta.get(BAN_ANSWER):
             return response  # the answer to a challenge: the handler judges it
@@ -256,37 +250,12 @@ class PushbackMiddleware:
             return await self._banned(request, response, group)
         if response.status in self.statuses:
             return self._refused(request, response, group)
-        if request.meta.get(HOST_WATCHED) or (self._watch and group in self._watch):
-            good = self._good.get(group)
-            if good is None:
-                # the first answer of a host watched lately: what this node saw
-                # of it before goes along, so the evidence counts every node's
-                good = self._good[group] = [0, 0.0, self._take_history(group)]
-            good[0] += 1
-            good[1] += float(request.meta.get("download_latency", 0.0))
-        else:
-            self._remember_answer(group)
+        self.answers.answered(
+            group,
+            bool(request.meta.get(HOST_WATCHED)),
+            float(request.meta.get("download_latency", 0.0)),
+        )
         return response
-
-    def _remember_answer(self, group: str) -> None:
-        """One more answer of an unwatched host, in this node's decayed count."""
-        now = time.time()
-        seen = self._history.get(group)
-        if seen is None:
-            self._history[group] = [1.0, now]
-            if len(self._history) > HOSTS_REMEMBERED:
-                self._history.popitem(last=False)
-            return
-        self._history.move_to_end(group)
-        seen[0] = seen[0] * math.exp((seen[1] - now) / self.hosts.backoff.window) + 1
-        seen[1] = now
-
-    def _take_history(self, group: str) -> float:
-        """This node's answers of ``group`` not yet reported, decayed to now; forgotten."""
-        seen = self._history.pop(group, None)
-        if seen is None:
-            return 0.0
-        return seen[0] * math.exp((seen[1] - time.time()) / self.hosts.backoff.window)
 
     def process_exception(self, request: Request, exception: Exception, spider: Any = None):
         if self.error_run <= 0 or type(exception).__name__ not in HOST_ERRORS:
@@ -326,11 +295,10 @@ class PushbackMiddleware:
         """Report a refusal, ban or run of errors; whether the cluster now holds
         ``group`` as a host that refuses (not for one page's Retry-After)."""
         self.stats.inc_value("hosts/bans" if kind == BAN else f"hosts/pushbacks/{kind}")
-        if kind in (PUSH, AGAIN):
-            # from now on this node reports the host's answers: they are the
-            # evidence that tells a refusing host from a broken page
-            self._watch[group] = time.time() + 3 * self.hosts.backoff.window
-        event = Event(group, kind, retry_after, history=self._take_history(group))
+        # from a refusal on, this node reports the host's answers: the evidence
+        # that tells a refusing host from a broken page
+        history = self.answers.refused(group) if kind in (PUSH, AGAIN) else 0.0
+        event = Event(group, kind, retry_after, history=history)
         try:
             held = self.hosts.report([event])
         except redis.RedisError as exc:
@@ -417,18 +385,13 @@ class PushbackMiddleware:
 
     def _report_good(self) -> None:
         now = time.time()
-        for table in (self._held, self._watch):  # forget what is over
-            for group in [group for group, until in table.items() if until < now]:
-                del table[group]
+        for group in [group for group, until in self._held.items() if until < now]:
+            del self._held[group]  # over
         if len(self._errors) > REFUSED_URLS:  # runs of hosts that never answered again
             self._errors.clear()
-        if not self._good:
+        events = self.answers.take_reports()
+        if not events:
             return
-        good, self._good = self._good, {}
-        events = [
-            Event(group, OK, answers=int(n), latency=total / n, history=history)
-            for group, (n, total, history) in good.items()
-        ]
         try:
             held = self.hosts.report(events)
         except redis.RedisError as exc:

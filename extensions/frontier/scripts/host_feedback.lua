@@ -1,13 +1,14 @@
 -- What hosts answered, from one node. A host is held and slowed for every node
 -- only on evidence that the host refuses, not one page: its refusals of
--- distinct pages are a real share of its recent answers (at least MIN of them,
--- surely at least SHARE of the answers in an exponentially decayed window), or, once
--- it has been slowed, refusals come back at the pace it was slowed to. A page
--- refused on its own waits alone (the node's part); its Retry-After holds the
--- host while it runs, no more. Bans and runs of connection errors are the
--- host's. Good answers (reported once a second for watched hosts) raise the
--- adaptive rate back: fast up to the rate the host took, then in small
--- probing steps that grow while no refusal comes.
+-- distinct pages are surely (Wilson's lower bound) at least SHARE of its recent
+-- answers in an exponentially decayed window, at least MIN of them; or, once it
+-- has been slowed, a refusal comes past the pace it refused at before (its
+-- ceiling, 'peak'), or comes back at that pace soon after. A page refused on
+-- its own waits alone (the node's part); its Retry-After holds the host while
+-- it runs, no more. Bans and runs of connection errors are the host's. Good
+-- answers (reported once a second for watched hosts) raise the adaptive rate
+-- back: fast towards the ceiling, by 1 % of it close to it, then, after quiet,
+-- in probing steps that grow while no refusal comes.
 -- KEYS[1]  ready groups (zset)      KEYS[2]  waiting groups (zset)
 -- KEYS[3]  rates (hash: group or '*' -> requests per second)
 -- KEYS[4]  held groups (zset -> hold end, ms)   KEYS[5]  of those, banned ones
@@ -123,18 +124,27 @@ local function refused(group, kind, retry_after, jitter, history)
     -- (decayed counts: four refusals a few ms apart are 3.999)
     if er >= min_refusals - 0.05 and surely_above(er, en, share) then
       host_level = true
-    elseif arate then
-      -- a slowed host: refused again at the pace it refused at before, soon
-      -- after (within 4 / SHARE answers), it is the host; a first refusal at
-      -- a new pace only marks that pace as the one it goes no faster than
-      local g = redis.call('HMGET', key, 'peak', 'rn')
-      local peak, last = number_field(P, g[1]), number_field(P, g[2])
-      if peak and last and arate >= 0.99 * peak and answered - last <= 4 / share then
-        host_level = true
-      elseif not peak or arate < peak then
-        redis.call('HSET', key, 'peak', fmt(arate), 'probe', 0)
-      end
     end
+  end
+  if (kind == 'push' or kind == 'again') and arate and not echo and not host_level then
+    -- a slowed host refused past the pace it refused at before (probing), or
+    -- again at that pace soon after (within 4 / SHARE answers): the host (a page
+    -- refused again counts here: at the pace a limiter was found at, it
+    -- refuses what it refused before); a first refusal at a lower pace makes
+    -- that pace its ceiling
+    local g = redis.call('HMGET', key, 'peak', 'rn')
+    local peak, last = number_field(P, g[1]), number_field(P, g[2])
+    if peak and arate > 1.001 * peak then
+      host_level = true  -- probing past where it refused before: found again
+      kind = 'push'
+    elseif peak and last and arate >= 0.99 * peak and answered - last <= 4 / share then
+      host_level = true
+      kind = 'push'  -- the host's refusal, whichever page it fell on
+    elseif not peak or arate < peak then
+      redis.call('HSET', key, 'peak', fmt(arate), 'probe', 0)
+    end
+  end
+  if (kind == 'push' or (kind == 'again' and arate)) and not echo then
     redis.call('HSET', key, 'rl', now, 'rn', answered)
   end
   redis.call('HSET', key, 'en', fmt(en), 'er', fmt(er), 'et', now)
@@ -189,41 +199,31 @@ local function refused(group, kind, retry_after, jitter, history)
   end
   if current and rate > 0 then current = math.min(current, rate) end
   if adaptive and current then
-    -- cut: a ban or errors halve it, to climb back fast to a little under
-    -- where it was; refusals cut it by the share refused (by 15 % at least, by
-    -- half at most), and a first cut to no more than the good answers it gave
-    -- in the window (holds for its Retry-After included): a limiter's rate,
-    -- found in one cut. It climbs back slowly from there.
-    -- where it refused: what it climbs back to, fast, then probes past
+    -- the cut, and the ceiling ('peak') it climbs back towards: a ban or errors
+    -- halve it, its ceiling where it was; a slowed host that refuses again is
+    -- cut by 15 %, its ceiling the pace it refused at; a first cut goes by the
+    -- share refused (15 % at least, half at most) and to no more than the good
+    -- answers the host gave in the window (its Retry-After holds included),
+    -- its ceiling what the host took of what it was sent
     local peak = current
-    if kind == 'push' then
-      if number_field(P, f[5]) then
-        -- refused again at the pace it refused at: 15 % slower, and from there
-        -- it climbs back only by probing
-        arate = current * 0.85
-        peak = arate
-      else
-        -- what it took of what it was sent: where it climbs back to, fast
-        peak = current * (1 - math.min(er / math.max(en, 1), 1))
-        -- a first cut: by the share refused (by 15 % at least, by half at
-        -- most), and to no more than the good answers it gave in the window
-        -- (holds for its Retry-After included)
-        local refused_share = en > 0 and math.min(er / en, 1) or 1
-        arate = current * math.min(math.max((1 - refused_share) * 0.9, 0.5), 0.85)
-        local span = window * (1 - math.exp(-math.max(now - e0, 2000) / window))
-        arate = math.min(arate, (en - er) * 1000 / span)
-      end
-    else
+    if kind ~= 'push' then
       arate = current / 2
+    elseif number_field(P, f[5]) then
+      arate = current * 0.85
+    else
+      local refused_share = en > 0 and math.min(er / en, 1) or 1
+      peak = current * (1 - refused_share)
+      arate = current * math.min(math.max((1 - refused_share) * 0.9, 0.5), 0.85)
+      local span = window * (1 - math.exp(-math.max(now - e0, 2000) / window))
+      arate = math.min(arate, (en - er) * 1000 / span)
     end
     arate = math.max(floor_rate, arate)
     peak = math.max(peak, arate)
+    -- refusals from now on are evidence at the new pace
     for _, v in ipairs({'arate', fmt(arate), 'peak', fmt(peak), 'changed', now, 'cutat', now,
-                        'probe', 0}) do
+                        'probe', 0, 'er', 0}) do
       fields[#fields + 1] = v
     end
-    -- refusals from now on are evidence at the new pace
-    for _, v in ipairs({'er', 0}) do fields[#fields + 1] = v end
   end
   local next_slot = math.max(number_field(P, f[4]) or 0, hold)
   fields[#fields + 1] = 'next'
@@ -273,10 +273,10 @@ local function answered_well(group, answers, latency)
   local new
   if arate < peak / 2 then
     new = arate * (1 + 2.5 * raise)
-  elseif arate < 0.89 * peak then  -- (rates are stored to 3 decimals)
-    new = math.min(arate * (1 + raise), 0.9 * peak)
-  elseif arate < 0.995 * peak then
-    new = math.min(arate + 0.01 * peak, peak)
+  elseif arate < 0.79 * peak then  -- (rates are stored to 3 decimals)
+    new = math.min(arate * (1 + raise), 0.8 * peak)
+  elseif arate < 0.945 * peak then
+    new = math.min(arate + 0.01 * peak, 0.95 * peak)
   elseif not quiet then
     return
   else
