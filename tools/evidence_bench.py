@@ -110,7 +110,11 @@ def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict[str, 
             seen = sorted(answers[name])
             seconds = seen[-1][0] - seen[0][0] if len(seen) > 1 else 0.0
             refused = sum(1 for _, answer in seen if answer != "ok")
+            state = {k.decode(): v.decode() for k, v in client.hgetall(f"site:host:{host}").items()}
             rows[name] = {
+                # host-level decisions (holds and cuts), and refusals taken as a page's
+                "cuts": int(state.get("pushbacks", 0)) + int(state.get("bans", 0)),
+                "alone": int(state.get("page_refusals", 0)),
                 "requests": len(seen),
                 "refused": refused / max(len(seen), 1),
                 "stored": stored[host],
@@ -118,6 +122,12 @@ def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict[str, 
                 "pages_per_second": stored[host] / seconds if seconds else 0.0,
                 "allowed": allowed[name],
             }
+        letters = Counter(
+            urlsplit(json.loads(raw).get("url", "")).hostname or "?"
+            for raw in client.lrange("site:dlq", 0, -1)
+        )
+        for name, host in hosts.items():
+            rows[name]["dead_lettered"] = letters[host]
         return rows
     finally:
         for site in sites.values():
@@ -144,14 +154,21 @@ def report(results: dict[str, dict]) -> None:
         print(f"   {name}:")
         print(
             f"     {'host':14s} {'requests':>8s} {'refused':>8s} {'stored':>6s} "
-            f"{'pages/s':>8s} {'of allowed':>10s} {'time':>7s}"
+            f"{'pages/s':>8s} {'of allowed':>10s} {'time':>7s} {'held':>5s} {'alone':>5s} "
+            f"{'dlq':>4s}"
         )
         for host, row in rows.items():
             share = f"{row['pages_per_second'] / row['allowed']:.2f}" if row["allowed"] else "-"
             print(
                 f"     {host:14s} {row['requests']:8d} {row['refused']:8.1%} {row['stored']:6d} "
-                f"{row['pages_per_second']:8.2f} {share:>10s} {row['seconds']:6.0f}s"
+                f"{row['pages_per_second']:8.2f} {share:>10s} {row['seconds']:6.0f}s "
+                f"{row['cuts']:5d} {row['alone']:5d} {row['dead_lettered']:4d}"
             )
+    print(
+        "   held: the host's refusals, bans or errors held it for the cluster (and cut its\n"
+        "   rate); alone: refusals taken as a page's own (its Retry-After honoured, no cut);\n"
+        "   dlq: pages dead-lettered (banned BAN_RETRY_TIMES times, or failed for good)"
+    )
 
 
 if __name__ == "__main__":  # one section alone: python -m tools.evidence_bench

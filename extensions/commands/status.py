@@ -142,7 +142,8 @@ def render_hosts(rows: list[dict[str, Any]]) -> str:
     if any(_why_slow(row) for row in rows):
         lines.append(
             "refused now: pages refused / answers in the evidence window "
-            "(HOST_BACKOFF_SHARE); alone: pages refused on their own (no slowdown)"
+            "(HOST_BACKOFF_SHARE); alone: refusals not taken as the host's (a page's "
+            "own, or before the evidence sufficed): no slowdown"
         )
     spilled = [row for row in rows if row.get("spilled")]
     if spilled:
