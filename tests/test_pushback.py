@@ -87,9 +87,9 @@ def test_an_overloaded_host_is_slowed_for_the_cluster_and_gives_every_page(
 def test_pages_that_fail_on_their_own_are_retried_alone_and_never_slow_their_host(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
-    """1.2 % of pages answer 503 twice, 0.6 % one 429 with Retry-After: 2 (the
-    issue's healthy site with broken URLs): each waits alone, its Retry-After
-    holds the host while it runs, and the host keeps its full rate."""
+    """A healthy host with broken URLs (1.2 % of pages answer 503 twice, 0.6 %
+    one 429 with Retry-After: 2): each waits alone, its Retry-After holds the
+    host while it runs, and the host keeps its full rate."""
     redis_client.lpush("site:start_urls", pushing_site.url + "/wide/")
     for _ in range(2):
         nodes.start("site", redis_url, spider_args={"allow": "/wide/"}, **SETTINGS)
