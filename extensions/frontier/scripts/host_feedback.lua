@@ -151,10 +151,12 @@ local function refused(group, kind, retry_after, jitter, history)
   if kind == 'push' or kind == 'again' then
     redis.call('HSET', key, 'ew', now + WATCH * window)
   end
-  -- the echo of a hold of the host's or of a cut, already answered (a page's
-  -- Retry-After holds too, but the refusals it meets still tell of the host)
+  -- the echo of a hold of the host's, already answered (a page's Retry-After
+  -- holds too, but the refusals it meets still tell of the host). A ban or
+  -- errors after the hold are the host's again, however soon after a cut: a
+  -- ban page is never an echo of a pace
   local host_held = now < hold and f[15] ~= 'retry-after'
-  if host_level and (host_held or (echo and kind ~= 'push')) then
+  if host_level and host_held then
     host_level = false
   end
   if not host_level then
