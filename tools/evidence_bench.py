@@ -31,17 +31,11 @@ from urllib.parse import urlsplit
 
 import redis
 
-from tools import services
+from tools import pushback_bench, services
 
 LIMIT = 8  # nginx limit_req, requests/s
 OVERLOAD = 5  # the overloaded host serves this many requests/s
 BAN = 5  # the banning host bans a client above this many requests/s
-OFF = {
-    "DOWNLOADER_MIDDLEWARES": json.dumps(
-        {"extensions.downloadermiddlewares.pushback.PushbackMiddleware": None}
-    )
-}
-VARIANTS = {"backoff on (the default)": {}, "backoff off": OFF}
 SETTINGS = {"MAX_IDLE_TIME_BEFORE_CLOSE": "3", "CLOSESPIDER_TIMEOUT": "400", "LOG_LEVEL": "INFO"}
 ALLOW = r"/wide/,/category/books,/product/,/library/[\w.]+\.html$"
 
@@ -137,12 +131,8 @@ def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict[str, 
 
 
 def measure(redis_url: str, workdir: Path) -> dict[str, dict]:
-    results = {}
-    for n, (name, settings) in enumerate(VARIANTS.items()):
-        path = workdir / f"evidence-{n}"
-        path.mkdir(parents=True, exist_ok=True)
-        results[name] = crawl(redis_url, settings, path)
-    return results
+    """The crawl with the host backoff on and off (section 17's two variants)."""
+    return pushback_bench.measure(redis_url, workdir, crawl)
 
 
 def report(results: dict[str, dict]) -> None:

@@ -16,6 +16,7 @@ import os
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -116,10 +117,13 @@ def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict:
         client.close()
 
 
-def measure(redis_url: str, workdir: Path) -> dict[str, dict]:
+def measure(
+    redis_url: str, workdir: Path, crawl: Callable[[str, dict[str, str], Path], dict] = crawl
+) -> dict[str, dict]:
+    """``crawl`` once with the host backoff on and once off, each in a folder of its own."""
     results = {}
     for n, (name, settings) in enumerate(VARIANTS.items()):
-        path = workdir / f"pushback-{n}"
+        path = workdir / f"variant-{n}"
         path.mkdir(parents=True, exist_ok=True)
         results[name] = crawl(redis_url, settings, path)
     return results
