@@ -10,6 +10,8 @@ from extensions.frontier.groups import group_for
 from extensions.frontier.sent import SentFingerprints
 from extensions.keys import SpiderKeys
 
+SLOW_MARGIN_MS = 100  # a fifth of a 500 ms interval: a slow host's slots keep it too
+
 
 def entry(url: str, priority: int = 0, fingerprint: bytes | str | None = None):
     data = {"url": url}
@@ -237,7 +239,7 @@ def test_a_rate_limited_host_is_handed_out_once_per_interval_and_no_request_wait
     assert frontier.lease(10, lease_timeout=60)[0] == []
     _, next_due = frontier.lease(10, lease_timeout=60)
     # leased again a lead before its next slot, one interval (and the tolerance) on
-    spacing = 500 * (1 + frontier.send_tolerance)
+    spacing = 500 * (1 + frontier.send_tolerance) + SLOW_MARGIN_MS
     assert next_due is not None and 0 < next_due * 1000 - before <= spacing
     assert redis_client.zcard(keys.delayed) == 0  # nothing parked: it waits in its queue
     frontier.enqueue([entry("http://slow/new")])  # found meanwhile: waits with its host
@@ -269,7 +271,7 @@ def test_a_paced_host_s_leases_carry_send_slots_one_spacing_apart(redis_client, 
     assert fast.window * 1000 >= 25  # a busy node's timers fire that late
     redis_client.zadd(keys.waiting, {"slow": now_ms() - 1})  # its wait is over
     [later] = [lease for lease in second.lease(10, lease_timeout=60)[0] if b"slow" in lease.member]
-    spacing = 500 * (1 + first.send_tolerance)
+    spacing = 500 * (1 + first.send_tolerance) + SLOW_MARGIN_MS
     assert abs(later.slot - slow.slot - spacing / 1000) < 0.002
     assert not later.watched  # it never pushed back
 
@@ -280,7 +282,7 @@ def test_a_crawl_delay_holds_its_host_up_to_the_cap(redis_client, keys):
     frontier.enqueue([entry(f"http://polite/{i}") for i in range(3)])
     assert lease_urls(frontier, 5) == ["http://polite/0"]
     wait = redis_client.zscore(keys.waiting, "polite") - now_ms()
-    assert 0 < wait <= 200 * (1 + frontier.send_tolerance)
+    assert 0 < wait <= 200 * (1 + frontier.send_tolerance) + 200 * 0.2  # and its margin
 
 
 def test_the_host_budget_holds_across_nodes_and_says_what_it_dropped(redis_client, keys):

@@ -340,7 +340,8 @@ end
 -- A group's pacing: the interval (ms) its requests keep at the host, from its
 -- configured rate (NAME:rates), its robots.txt Crawl-delay and its adaptive
 -- rate ('arate' in its host hash, set once it pushed back); the spacing (ms)
--- leases and send slots keep, the interval plus the tolerance; the window
+-- leases and send slots keep, the interval plus the tolerance (and, for a slow
+-- group, a margin); the window
 -- (ms) a send may come after its slot; and whether the group is watched (it
 -- pushed back: nodes report its good answers, so its rate climbs again), its hold end
 -- (ms, 0: none) and its next send slot (ms, or nil). The window is the
@@ -353,6 +354,11 @@ end
 -- than its interval. P: {rates, crawl_delay, host_prefix, delay_max (s),
 -- tolerance (a fraction), lead (ms), default_rate, bad = 0}.
 local FAST_WINDOW_MS = 25
+-- A slow group's slots are further apart by a margin (a fifth of its interval,
+-- at most 100 ms): a node may be held up between its on-time check and the wire
+-- (a starved CPU, the server's own loop), and its send then comes that much
+-- closer to the next one; the margin keeps the interval at the host.
+local SLOW_MARGIN_SHARE, SLOW_MARGIN_MS = 0.2, 100
 local function host_pacing(P, group, now)
   local rate = number_field(P, redis.call('HGET', P.rates, group)) or P.default_rate
   local fields = redis.call('HMGET', P.host_prefix .. group, 'arate', 'hold', 'win', 'next', 'ew')
@@ -375,6 +381,8 @@ local function host_pacing(P, group, now)
   local window = interval * P.tolerance
   if spacing <= 2 * P.lead then
     window = math.max(window, FAST_WINDOW_MS)
+  else
+    spacing = spacing + math.min(interval * SLOW_MARGIN_SHARE, SLOW_MARGIN_MS)
   end
   return interval, spacing, window, arate ~= nil or hold > now or evidence_until > now, hold,
     next_slot
