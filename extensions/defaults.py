@@ -79,11 +79,13 @@ RETRY_BACKOFF_MAX = 60.0  # seconds: the cap of that exponential
 RETRY_AFTER_MAX = 300.0  # seconds: the longest Retry-After (on 429/503) that is honored
 
 # --- politeness across the cluster (decided when work is leased, per queue group) ---
-CLUSTER_HOST_RATE = 0.0  # requests per second per host from all nodes together; 0 = no limit
-# CLUSTER_HOST_RATES = {"example.com": 2.0}: per-host overrides (a dict setting, default empty)
+# requests per second per host from all nodes together; 0 = no limit; per-host
+# overrides in CLUSTER_HOST_RATES = {"example.com": 2.0} (a dict setting, default empty)
+CLUSTER_HOST_RATE = 0.0
 CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay honoured
 # fraction of a paced host's interval a send may come late by; slots are spaced by
-# the interval plus this, and a node later than that asks Redis for a new slot
+# the interval plus this (and, below about 5 requests a second, a fifth of the
+# interval, at most 100 ms), and a node later than that asks Redis for a new slot
 CLUSTER_SEND_TOLERANCE = 0.02
 # what a queue is kept per: "host", "domain" (registered domain) or "slot" (the
 # request's download_slot meta when set, else the host)

@@ -12,7 +12,7 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import Abort
 
 from extensions import defaults
-from extensions.keys import WRITTEN_BY
+from extensions.keyspace import WRITTEN_BY
 from tests.conftest import ROOT
 from tools import docs_reference
 

@@ -69,20 +69,20 @@ def test_on_a_sharded_frontier_writes_go_again_until_the_release_after_them_is_i
             if parent is not None:
                 break
         assert parent is not None and parent.url == "http://example.com/parent"
-        scheduler._to_release.append(scheduler._leased.pop(parent))  # its callback done
-        scheduler._done += 1
+        scheduler.pending.release.append(scheduler._leased.pop(parent))  # its callback done
+        scheduler.pending.done += 1
         scheduler.enqueue_request(Request("http://example.com/child"))
         redis_client.delete("unit:checkpoint")
         redis_client.rpush("unit:checkpoint", "not a hash")
         scheduler.flush()
-        assert [json.loads(e[-1])["url"] for e in scheduler._to_enqueue] == [
+        assert [json.loads(e[-1])["url"] for e in scheduler.pending.enqueue] == [
             "http://example.com/child"
         ]
-        assert len(scheduler._to_release) == 1
+        assert len(scheduler.pending.release) == 1
 
         redis_client.delete("unit:checkpoint")
         scheduler.flush()
-        assert scheduler._to_enqueue == scheduler._to_release == []
+        assert scheduler.pending.enqueue == scheduler.pending.release == []
         shard = scheduler.keys.shard(scheduler.keys.shard_of("example.com"))
         assert redis_client.zcard(shard.queue("example.com")) == 1  # the child, once
         urls = [json.loads(raw)["url"] for raw in redis_client.hvals(shard.data("example.com"))]
@@ -124,15 +124,15 @@ def test_an_entry_redis_refuses_is_dead_lettered_and_the_others_written_once(
 ):
     redis_client.zadd("unit:leases:unit-node", {b'{"url":"http://example.com/leased"}': 1e15})
     scheduler.enqueue_request(Request("http://example.com/a"))
-    scheduler._to_delay.append(
+    scheduler.pending.delay.append(
         (time.time() + 5, "example.com", b'{"url":"http://example.com/later"}')
     )
     # A priority Redis refuses (the checks above keep it from happening; this is the net).
-    scheduler._to_enqueue.append(
+    scheduler.pending.enqueue.append(
         ("", "example.com", "not a number", b'{"url":"http://example.com/nan"}')
     )
-    scheduler._to_release.append(b'{"url":"http://example.com/leased"}')
-    scheduler._done = 2
+    scheduler.pending.release.append(b'{"url":"http://example.com/leased"}')
+    scheduler.pending.done = 2
     scheduler.flush()
     scheduler.flush()  # nothing left over to write twice
 
@@ -221,7 +221,7 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
     assert redis_client.zcard("unit:leases:unit-node") == 0
     assert queued(redis_client, "unit") == []  # released, not handed back to be fetched again
     statuses._written(None, [])  # the thread's late answer changes nothing
-    assert scheduler._to_release == []
+    assert scheduler.pending.release == []
 
 
 def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(scheduler, redis_client):
@@ -233,9 +233,8 @@ def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(schedule
     page = scheduler.next_request()
     assert page is not None and page.meta["crawl_id"] == "job"
     # the engine is done with it (its callback yielded two items)
-    scheduler._to_release.append(scheduler._leased.pop(page))
-    scheduler._done += 1
-    scheduler.tally.finished("job")
+    scheduler.pending.release.append(scheduler._leased.pop(page))
+    scheduler.pending.finished("job")
     runtime_of(scheduler.crawler).crawl_items["job"] = 2
     scheduler.flush()
     record = redis_client.hgetall("unit:crawl:job")

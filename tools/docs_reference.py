@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from extensions import commands, defaults, keys
+from extensions import commands, defaults, keyspace
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference"
@@ -66,9 +66,9 @@ def settings_page() -> str:
 
 
 def _key_rows() -> list[tuple[str, str, str]]:
-    """(key, type, meaning) from the table in extensions/keys.py's docstring."""
+    """(key, type, meaning) from the table in extensions/keyspace.py's docstring."""
     rows: list[list[str]] = []
-    lines = (keys.__doc__ or "").splitlines()
+    lines = (keyspace.__doc__ or "").splitlines()
     rules = [i for i, line in enumerate(lines) if line.strip() and set(line) <= {"=", " "}]
     for line in lines[rules[1] + 1 : rules[2]]:  # between the header's rule and the last
         if not line.strip():
@@ -83,14 +83,14 @@ def _key_rows() -> list[tuple[str, str, str]]:
 
 
 def keys_page() -> str:
-    out = [HEADER.format(source="extensions/keys.py"), "# Redis keys\n\n",
-           "Every key a crawl of spider `NAME` keeps in Redis (`extensions/keys.py`); "
+    out = [HEADER.format(source="extensions/keyspace.py"), "# Redis keys\n\n",
+           "Every key a crawl of spider `NAME` keeps in Redis (`extensions/keyspace.py`); "
            "with `REDIS_CLUSTER` the prefix is `{NAME}:`, with `FRONTIER_SHARDS` > 1 "
            "the per-shard keys live under `{NAME:K}:`.\n\n",
            "| key | type | holds | written by |\n|---|---|---|---|\n"]  # fmt: skip
     for key, kind, meaning in _key_rows():
         short = key.split(":")[1] if key.startswith("NAME:") else ""
-        writers = keys.WRITTEN_BY.get(short, "")
+        writers = keyspace.WRITTEN_BY.get(short, "")
         meaning = meaning.replace("``", "`")
         out.append(f"| `{key}` | {kind} | {_cell(meaning)} | {_cell(writers)} |\n")
     return "".join(out)

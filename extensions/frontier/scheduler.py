@@ -35,14 +35,15 @@ from extensions.cluster.checkpoint import Checkpoint, node_id_for
 from extensions.crawlid import crawl_fields, split_group
 from extensions.frontier.admission import Admission
 from extensions.frontier.backlog import Backlog
-from extensions.frontier.commit import Committed, FrontierWrite, commit, write_one_by_one
+from extensions.frontier.commit import Committed, FrontierWrite, commit
 from extensions.frontier.counts import FlushCounts
-from extensions.frontier.crawls import Crawls, CrawlTally
+from extensions.frontier.crawls import Crawls
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.idle import ClusterDuties, Polling
 from extensions.frontier.leased import remember_as_leased, requests_of
-from extensions.frontier.results import Added, Entry, Lease
+from extensions.frontier.pending import PendingWrites
+from extensions.frontier.results import Lease
 from extensions.frontier.schedconfig import SchedulerConfig
 from extensions.frontier.sent import SentFingerprints
 from extensions.frontier.spilling import Overflow, open_overflow
@@ -99,20 +100,7 @@ class DistributedScheduler(BaseScheduler):
 
         self._buffer: deque[tuple[Request, bytes]] = deque()
         self._leased: dict[Request, bytes] = {}
-        self._to_enqueue: list[Entry] = []
-        self._to_delay: list[tuple[float, str, bytes]] = []
-        # pages to fetch again (RECRAWL_AFTER), written with the release of their lease
-        self._to_revisit: list[tuple[str, str, float, bytes]] = []
-        self._to_release: list[bytes] = []
-        # pages whose queued mark goes with the release of their lease (their
-        # status is in the store outside Redis)
-        self._to_unmark: list[tuple[str, str]] = []
-        # Requests finished since the last flush, less those that went to the
-        # dead-letter queue; parked copies (retries, waits) are subtracted when
-        # written, as the same request is then still to be done.
-        self._done = 0
-        # the same per crawl under an id, and their items
-        self.tally = CrawlTally(runtime_of(crawler).crawl_items)
+        self.pending = PendingWrites(runtime_of(crawler).crawl_items)
         self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
         #: the render requests this node may lease (none if it cannot render)
         pages = config.render_max_pages if renders_here(crawler.settings) else 0
@@ -179,7 +167,7 @@ class DistributedScheduler(BaseScheduler):
             self.polling,
             self.crawls,
             flush=self.flush,
-            unwritten=lambda: bool(self._to_enqueue or self._to_delay or self._to_release),
+            unwritten=self.pending.unwritten,
             forget_sent=self._sent.clear,
         )
         sharding.record_shards(self.server, self.keys)
@@ -224,7 +212,7 @@ class DistributedScheduler(BaseScheduler):
     # --- the engine's interface -------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer or self._to_enqueue or self._to_delay)
+        return bool(self._buffer or self.pending.enqueue or self.pending.delay)
 
     def enqueue_request(self, request: Request) -> bool:
         token = request.meta.pop(START_ENTRY, None)
@@ -247,17 +235,17 @@ class DistributedScheduler(BaseScheduler):
         if crawl:
             self._crawl_met(crawl)
         if due is not None:
-            self._to_delay.append((due, group, data))
+            self.pending.delay.append((due, group, data))
             self.stats.inc_value("frontier/delayed")
             return True
-        self._to_enqueue.append((fingerprint, group, priority, data))
+        self.pending.enqueue.append((fingerprint, group, priority, data))
         self.counts.enqueued += 1
-        if len(self._to_enqueue) >= self.config.enqueue_batch:
+        if len(self.pending.enqueue) >= self.config.enqueue_batch:
             self.flush()
         return True
 
     def _unconfirmed(self) -> int:
-        return len(self._buffer) + len(self._leased) + len(self._to_release)
+        return len(self._buffer) + len(self._leased) + len(self.pending.release)
 
     def next_request(self) -> Request | None:
         if not self._buffer:
@@ -291,17 +279,8 @@ class DistributedScheduler(BaseScheduler):
         self._collect_finished()
         if self.statuses is not None:
             self.statuses.write()
-        write = FrontierWrite(
-            enqueue=self._to_enqueue,
-            delay=self._to_delay,
-            revisit=self._to_revisit,
-            release=self._to_release,
-            unmark=self._to_unmark,
-            start_acks=self.start_entries.take_done(),
-            done=self._done - len(self._to_delay),
-            crawl_counts=self.tally.take(group for _, group, _ in self._to_delay),
-            lease=lease,
-            render_lease=self.render_room.room() if lease else 0,
+        write = self.pending.write(
+            self.start_entries.take_done(), lease, self.render_room.room() if lease else 0
         )
         if not write.writes_anything:
             # the lease alone: a Redis error reaches the caller (_refill)
@@ -315,18 +294,13 @@ class DistributedScheduler(BaseScheduler):
     ) -> tuple[list[Lease], float | None] | None:
         """Take out of the buffers what went in; what did not waits for the next
         flush (a refused entry is written alone and dead-lettered)."""
-        if result.writes_in and write.enqueue and result.added is not None:
-            # written again (writes not settled), what is in already counts as filtered
-            self._count_added(write.enqueue, result.added)
-        if result.writes_settled:
-            self._to_enqueue, self._to_delay, self._to_revisit = [], [], []
-        if result.rest_in:
-            self._to_release, self._to_revisit, self._to_unmark, self._done = [], [], [], 0
-            self.tally.written()
-            if write.release and result.error is None:
-                self.stats.inc_value("frontier/released", len(write.release))
-        else:
-            self.tally.keep_items(write.crawl_counts)
+        # written again (writes not settled), what is in already counts as filtered
+        added = result.added if result.writes_in and write.enqueue else None
+        if added is not None and self.counts.added(len(write.enqueue), added):
+            self.polling.work_found()
+        self.pending.settle(write, result)
+        if result.rest_in and write.release and result.error is None:
+            self.stats.inc_value("frontier/released", len(write.release))
         if result.lease_error is not None:
             self.health.failed(result.lease_error)
         if result.error is None:
@@ -335,35 +309,14 @@ class DistributedScheduler(BaseScheduler):
         if not result.rest_in:
             self.start_entries.put_back(write.start_acks)  # acknowledged at the next flush
         if result.bad_input and not result.writes_in:
-            self._flush_one_by_one(write.enqueue, write.delay, result.error)
+            refused = self.pending.write_one_by_one(
+                self.frontier, write, result.error, self._dead_letter
+            )
+            if refused:
+                self.stats.inc_value("frontier/refused_by_redis", refused)
         else:
             self.health.failed(result.error)
         return result.leased
-
-    def _count_added(self, to_enqueue: list[Entry], result: Added) -> None:
-        if self.counts.added(len(to_enqueue), result):
-            self.polling.work_found()
-
-    def _flush_one_by_one(
-        self,
-        to_enqueue: list[Entry],
-        to_delay: list[tuple[float, str, bytes]],
-        first_error: Exception,
-    ) -> None:
-        """Write each new request and retry alone; those Redis refuses are
-        dead-lettered, those that meet a server-side error wait for the next flush."""
-        logger.error("Redis refused a write (%s); writing entries one by one", first_error)
-        self._to_enqueue, self._to_delay, refused = write_one_by_one(
-            self.frontier, to_enqueue, to_delay
-        )
-        for entry, exc in refused:
-            self.stats.inc_value("frontier/refused_by_redis")
-            self._dead_letter(
-                kind="refused_by_redis",
-                url="",
-                error=f"Redis refused the entry: {exc}",
-                raw=entry[-1].decode("utf-8", "replace")[:10_000],
-            )
 
     def _collect_finished(self) -> None:
         in_progress = engine.requests_in_progress(self.crawler)
@@ -381,15 +334,14 @@ class DistributedScheduler(BaseScheduler):
                 revisit = after_failure(self.crawler, request)  # a kept page stays kept
                 pending_revisits.pop(request, None)
             if revisit is None:
-                self._to_release.append(member)
+                self.pending.release.append(member)
             elif self.statuses is not None:
                 self.statuses.add(member, revisit)  # released once stored
             else:
-                self._to_release.append(member)
-                self._to_revisit.append(revisit)
+                self.pending.release.append(member)
+                self.pending.revisit.append(revisit)
             if not request.meta.get(DEAD_LETTERED):
-                self._done += 1
-                self.tally.finished(request.meta.get(CRAWL_ID))
+                self.pending.finished(request.meta.get(CRAWL_ID))
 
     def _crawl_met(self, crawl: str) -> None:
         try:
@@ -398,8 +350,8 @@ class DistributedScheduler(BaseScheduler):
             self.health.failed(exc)
 
     def _status_stored(self, members: list[bytes], unmarks: list[tuple[str, str]]) -> None:
-        self._to_release += members
-        self._to_unmark += unmarks
+        self.pending.release += members
+        self.pending.unmark += unmarks
 
     def _refill(self) -> None:
         now = time.monotonic()
@@ -433,7 +385,7 @@ class DistributedScheduler(BaseScheduler):
             group = connection.text(member.partition(b"\n")[0])
             crawl = crawl_fields(split_group(group)[1])
             self._dead_letter(kind="unreadable", url=url, error=error, raw=raw, **crawl)
-            self._to_release.append(member)
+            self.pending.release.append(member)
         if items:
             self.stats.inc_value("frontier/leased", len(items))
             self.polling.work_found()

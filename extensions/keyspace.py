@@ -1,0 +1,182 @@
+"""Every Redis key a crawl keeps, what it holds and who writes it (the keys
+themselves are built in ``extensions/keys.py``).
+
+All keys of one spider share the prefix ``NAME:``; with ``REDIS_CLUSTER`` on, the
+prefix is ``{NAME}:`` instead, a hash tag that puts every key of the spider in one
+Redis Cluster hash slot (the Lua scripts and transactions touch several at once).
+Types and meanings:
+
+=============================  ======  ==================================================
+key                            type    holds
+=============================  ======  ==================================================
+``NAME:start_urls``            list    start URLs pushed by users: a raw URL or scrapy-redis
+                                       JSON (``{"url": ..., "meta": ..., "priority": ...}``);
+                                       LPUSH adds, nodes take the oldest first (a set with
+                                       REDIS_START_URLS_AS_SET, a sorted set, highest score
+                                       first, with REDIS_START_URLS_AS_ZSET)
+``NAME:queue:GROUP``           zset    one queue per host (or domain, or download slot:
+                                       FRONTIER_QUEUE_BY): request id -> order (priority
+                                       first, then discovery order)
+``NAME:data:GROUP``            hash    that group's queued and leased requests: id -> JSON,
+                                       written once when queued, gone when finished
+``NAME:ready``                 zset    groups with work that may be leased now -> their
+                                       first request's order
+``NAME:waiting``               zset    groups with work held back by politeness -> the time
+                                       they may be leased again (ms since epoch)
+``NAME:host:GROUP``            hash    that group's state: next (its next send slot, ms),
+                                       leased, accepted (for HOST_PAGE_BUDGET), dropped:REASON;
+                                       once it pushed back: hold (ms), why, strikes, pushed,
+                                       refused, pushbacks, bans, arate (its adaptive rate),
+                                       peak, changed, lat, lat_min; orate, win, wl (the rate
+                                       it is leased at)
+``NAME:held``                  zset    groups held because they pushed back -> hold end (ms)
+``NAME:banned``                zset    of those, the ones held for a ban -> hold end (ms)
+``NAME:frontier``              hash    queued (requests in all group queues, and in MongoDB
+                                       with FRONTIER_OVERFLOW: spilled counts those,
+                                       host_queue_max is the bound, lives numbers
+                                       the trips out; render_queued:
+                                       those in render groups), seq (the
+                                       discovery counter behind the order), format (the
+                                       layout the crawl was brought to when a node opened)
+``NAME:rates``                 hash    requests per second per group ('*' = the default),
+                                       from CLUSTER_HOST_RATE(S); read by every lease
+``NAME:crawl_delay``           hash    robots.txt Crawl-delay per group, in seconds
+``NAME:requests``              zset    the queue of earlier versions (converted into the
+                                       group queues when a node opens) and of scrapy-redis
+``NAME:dupefilter``            hash    'n' = how many fingerprints were ever scheduled (the
+                                       2-byte buckets of earlier versions are moved into the
+                                       levels when a node opens)
+``NAME:dupefilter:L:B``        hash    level L, bucket B of the exact dupefilter: 7 bytes of
+                                       each fingerprint as a field (a small listpack)
+``NAME:bloom:N``               string  with DUPEFILTER_MODE = "bloom": shard N of the filter's
+                                       bitmap, instead of NAME:dupefilter
+``NAME:bloom:count``           string  with DUPEFILTER_MODE = "bloom": fingerprints added
+``NAME:leases:NODE``           zset    requests handed to NODE and not yet finished:
+                                       GROUP newline id -> lease deadline (ms)
+``NAME:start_leases:NODE``     list    start-URL entries NODE took from the start list and
+                                       has not queued yet; back to the start list if it dies
+``NAME:delayed``               zset    retries waiting for their backoff to pass:
+                                       GROUP newline JSON request -> due time (ms)
+``NAME:nodes``                 zset    node id -> last heartbeat (ms since epoch)
+``NAME:node:NODE``             hash    that node's progress: pages, items, started, host, pid
+``NAME:checkpoint``            hash    the crawl's progress: pages, items, started, updated,
+                                       and the last seen queued / in_flight / delayed /
+                                       dlq / seen
+``NAME:proxies``               hash    proxies found dead: host:port -> "rest until
+                                       (s since epoch):failed attempts"
+``NAME:dlq``                   list    JSON records of what failed for good (bad start URL
+                                       entries among them), with the reason
+``NAME:fingerprinter``         string  set by ``scrapy migrate``: "scrapy-redis" when the
+                                       dupefilter holds scrapy-redis's request fingerprints
+``NAME:migrating:WHAT``       any     scrapy-redis's queue (``requests``) and dupefilter while
+                                       ``scrapy migrate`` converts them (gone once converted)
+``NAME:revisit``               hash    RECRAWL_AFTER: request fingerprint (hex) -> "GROUP\nJSON",
+                                       the request to fetch again, its validators and
+                                       content fingerprint in its meta ``recrawl``; with
+                                       RECRAWL_STORE = "mongo", only the pages moved from
+                                       MongoDB into the queue: fingerprint -> group
+``NAME:due``                   zset    RECRAWL_AFTER: request fingerprint -> when it is due
+                                       again (ms since epoch)
+``NAME:crawls``                hash    crawls under an id (scrapy seed --crawl ID): id -> state
+                                       (running, paused, stopped, expired); '*' = paused
+                                       pauses every crawl, '' the crawl without an id
+``NAME:crawl:ID``              hash    crawl ID: weight, budget, started, expires (ms),
+                                       updated (its last activity), done, items, dlq,
+                                       queued, in_flight, delayed, accepted, removed,
+                                       dropped (per shard: queued .. dropped, weight, budget)
+``NAME:crawl:ID:ready``        zset    crawl ID's groups that may be leased now (the crawl
+                                       without an id keeps NAME:ready); its groups are
+                                       HOST#ID: the host part keys politeness, shared
+``NAME:crawl:ID:groups``       set     every group crawl ID queued in (what stopping empties)
+``NAME:turns``                 zset    running crawls with groups ready -> requests given,
+                                       by weight: who leases next ('' = without an id)
+``NAME:crawl_ends``            zset    crawls with an expiry -> when (ms); stopped ones
+                                       still being emptied -> 0
+``NAME:ready:render``          zset    groups of the render lane (HOST!render: requests a
+                                       browser fetches) that may be leased now; a crawl
+                                       under an id has NAME:crawl:ID:ready:render
+``NAME:turns:render``          zset    NAME:turns of the render lane
+``NAME:render_nodes``          zset    render nodes (RENDER_ENABLED, a browser found) -> last
+                                       heartbeat (ms since epoch)
+``NAME:render_auto``           hash    RENDER_AUTO: URL patterns (host/dir/) learned as
+                                       needing a browser -> when (ms since epoch);
+                                       '#changes' counts what was learned (nodes follow it)
+``NAME:series``                hash    the last SERIES_HOURS of the crawl per minute, for
+                                       the console's charts: MINUTE:p (pages), MINUTE:i
+                                       (items), MINUTE:e (errors) -> count; MINUTE =
+                                       minutes since the epoch
+``NAME:audit``                 list    what people did in the console (newest first, at
+                                       most 1,000): JSON with time, user, action, detail
+``NAME:spill``                 list    FRONTIER_OVERFLOW: requests on their way to MongoDB
+                                       (``NAME_frontier``): GROUP, ID, LIFE (the request's
+                                       trip out: 'lives' in NAME:frontier counts them),
+                                       ORDER and JSON, one per line
+``NAME:spilling:NODE``         list    the batch NODE is writing to MongoDB (written again
+                                       by any node if NODE dies)
+``NAME:spillers``              zset    nodes with such a batch -> when they took it (ms)
+``NAME:overflow:GROUP``        hash    that group's requests out of Redis: n (in MongoDB or
+                                       on their way), floor (none has a better order),
+                                       transit (on their way), tmin (the best of those)
+``NAME:refill``                zset    groups due for a refill from MongoDB -> when one may
+                                       be claimed (ms; a claim pushes it ahead)
+``NAME:refilled``              hash    requests back from MongoDB whose documents are not
+                                       yet marked taken: GROUP, ID and LIFE, one per
+                                       line -> node
+``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
+                                       a node with another count is refused
+``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
+                                       ready, waiting, held, banned, frontier, rates,
+                                       crawl_delay, delayed,
+                                       leases, nodes, dupefilter, revisit and due keys (as
+                                       above, under the hash tag ``{NAME:K}``); the rest
+                                       stay under NAME
+=============================  ======  ==================================================
+"""
+
+#: Who writes each key (docs/reference/keys.md is written from it): aim for one writer.
+WRITTEN_BY = {
+    "start_urls": "users (LPUSH, scrapy seed); start_lease.lua takes, reclaim.lua gives back",
+    "queue": "enqueue*.lua (scheduler flush, scrapy dlq replay), lease.lua, reclaim.lua",
+    "data": "enqueue*.lua, lease.lua (retries due), the scheduler's flush (release)",
+    "ready": "enqueue*.lua, lease.lua, reclaim.lua",
+    "waiting": "enqueue*.lua, lease.lua, host_feedback.lua (holds)",
+    "host": "enqueue*.lua (accepted, dropped), lease.lua (next, leased, orate), "
+    "host_feedback.lua (holds, adaptive rate), send_slot.lua (next)",
+    "held": "host_feedback.lua",
+    "banned": "host_feedback.lua",
+    "frontier": "enqueue*.lua, lease.lua, reclaim.lua, refill.lua; spilling.py (host_queue_max)",
+    "rates": "politeness.py (each node at start)",
+    "crawl_delay": "politeness.py (from robots.txt)",
+    "requests": "earlier versions; scheduler.py converts it at open",
+    "dupefilter": "enqueue.lua",
+    "bloom": "enqueue_bloom.lua; shards created by frontier.py",
+    "leases": "lease.lua, the scheduler's flush (release), reclaim.lua",
+    "start_leases": "start_lease.lua, the flush or the spider (acknowledge), reclaim.lua",
+    "delayed": "the scheduler's flush (retries, waits), lease.lua (due ones to the queue)",
+    "nodes": "checkpoint.py (heartbeat), lease.lua, start_lease.lua, reclaim.lua (forget)",
+    "node": "checkpoint.py; reclaim.lua (forget)",
+    "checkpoint": "checkpoint.py, the scheduler's flush (done)",
+    "proxies": "proxies.py",
+    "dlq": "deadletter.py (for the scheduler, spiders, retry middleware); scrapy dlq replay/purge",
+    "fingerprinter": "scrapy migrate; Frontier.clear (forget)",
+    "migrating": "scrapy migrate",
+    "shards": "scheduler.py (the first node of a sharded crawl); Frontier.clear (forget)",
+    "crawls": "crawls.py (scrapy seed --crawl, pause, resume, stop; a node meeting a new id)",
+    "crawl": "crawls.py (settings); enqueue*.lua, lease.lua, reclaim.lua, release.lua "
+    "(counters); the scheduler's flush (done, items); deadletter.py (dlq)",
+    "crawl_ready": "enqueue*.lua, lease.lua, reclaim.lua (as NAME:ready); crawls.py (stop)",
+    "crawl_groups": "enqueue*.lua, lease.lua, reclaim.lua; crawls.py (stop)",
+    "turns": "enqueue*.lua, lease.lua, reclaim.lua; crawls.py (pause, resume, stop)",
+    "crawl_ends": "crawls.py (seed --expire-after, stop; heartbeats end and empty them)",
+    "render_nodes": "checkpoint.py (a render node's heartbeat; gone when it leaves)",
+    "render_auto": "render/autocheck.py (RENDER_AUTO learns and unlearns patterns)",
+    "series": "checkpoint.py (every node's heartbeat adds its minute and drops the oldest)",
+    "audit": "console/actions.py (each action taken in the console)",
+    "spill": "enqueue*.lua, lease.lua, reclaim.lua, recrawl_requeue.lua (a group over its "
+    "bound); overflow_take.lua takes",
+    "spilling": "overflow_take.lua, spill_done.lua",
+    "spillers": "overflow_take.lua, spill_done.lua",
+    "overflow": "the scripts that queue (spill), spill_done.lua, refill.lua",
+    "refill": "lease.lua, spill_done.lua, crawl_drain.lua, overflow_take.lua (claims), refill.lua",
+    "refilled": "refill.lua; spilling.py (once the documents are marked taken)",
+}
