@@ -1,9 +1,7 @@
 """Hosts that push back slow the whole cluster down; bans never become data.
 
-At send time, a request waits for its lease's pacing slot; one that comes too
-late for it asks Redis for another (``extensions/frontier/hosts.py``), so none
-goes closer to the one before than the host's interval allows; and a request
-of a host this node knows is held waits in Redis with its host.
+At send time, a request of a host this node knows is held waits in Redis with
+its host; a paced one waits for its send slot (``sendslots.py``).
 
 At answer time:
 
@@ -39,15 +37,14 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task
-from twisted.internet.task import deferLater
 
 from extensions import connection
-from extensions.bans import SCANNED, BanDetector
+from extensions.bans import BanDetector
 from extensions.cluster.checkpoint import node_id_for
 from extensions.downloadermiddlewares.challenges import BAN_ANSWER, ChallengeAnswerer
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
+from extensions.downloadermiddlewares.sendslots import SendSlots
 from extensions.exceptions import HostBanned
 from extensions.frontier.answers import AnswerLedger
 from extensions.frontier.deadletter import DeadLetters
@@ -73,8 +70,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched hosts
-CRAWL_DELAYED_REMEMBERED = 50_000  # hosts whose robots.txt asked for a Crawl-delay, at most
-SLOT_TRIES = 10  # new slots a request late for its slot asks for before it is parked
 # URLs refused lately, remembered by each node: one refused again (a retry, a
 # recrawl) says more of its page than of its host
 REFUSED_URLS = 10_000
@@ -89,13 +84,6 @@ HOST_ERRORS = (
     "ResponseNeverReceived",
     "ConnectionDone",
 )
-
-
-async def _sleep(seconds: float) -> None:
-    """Wait without blocking the reactor (whichever reactor runs)."""
-    from twisted.internet import reactor
-
-    await maybe_deferred_to_future(deferLater(reactor, seconds))
 
 
 class PushbackMiddleware:
@@ -128,9 +116,7 @@ class PushbackMiddleware:
         self._held: dict[str, float] = {}  # group -> hold end this node knows of
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self.answers = AnswerLedger(hosts.backoff.window)
-        # groups whose robots.txt asked for a Crawl-delay: their unpaced requests
-        # (leased before Redis knew of it) ask Redis for a slot
-        self._crawl_delayed: OrderedDict[str, None] = OrderedDict()
+        self.slots = SendSlots(hosts, self.stats, self.health)
         self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
         self._loop: task.LoopingCall | None = None
 
@@ -173,7 +159,6 @@ class PushbackMiddleware:
     # --- send time -----------------------------------------------------------
 
     async def process_request(self, request: Request, spider: Any = None) -> Request | None:
-        slot, window = request.meta.get(SEND_SLOT) or (0.0, 0.0)
         if self._held:
             group = self.group_of(request)
             held = self._held.get(group)
@@ -181,36 +166,10 @@ class PushbackMiddleware:
                 if held > time.time():
                     return self._wait_for_hold(request, held)
                 del self._held[group]
-        if not slot:
-            if not self._crawl_delayed or self.group_of(request) not in self._crawl_delayed:
-                return None  # the common case: an unpaced host, sent at once
-            slot = window = 0.0  # leased before its robots.txt asked for a Crawl-delay
-        group = self.group_of(request)
-        if slot > time.time():
-            await _sleep(slot - time.time())
-            held = self._held.get(group, 0)
-            if held > time.time():  # its host pushed back while it waited
-                return self._wait_for_hold(request, held)
-        if time.time() <= slot + window:
-            return None  # on time for its slot: no round trip
-        for _ in range(SLOT_TRIES):
-            # late (a busy node): Redis says whether it may still go, or when
-            self.stats.inc_value("politeness/late")
-            try:
-                verdict, when, window = self.hosts.ask_to_send(group, slot, window)
-            except redis.RedisError as exc:
-                self.health.failed(exc)
-                return self._wait_for_hold(request, time.time() + 1)
-            if verdict == "send":
-                return None
-            if verdict == "hold":
-                self._held[group] = when
-                return self._wait_for_hold(request, when)
-            slot = when
-            await _sleep(max(slot - time.time(), 0))
-            if time.time() <= slot + window:
-                return None
-        return self._wait_for_hold(request, time.time())
+        if not self.slots.paced(request, self.group_of):
+            return None  # the common case: an unpaced host, sent at once
+        until = await self.slots.wait(request, self.group_of(request), self._held)
+        return None if until is None else self._wait_for_hold(request, until)
 
     def _wait_for_hold(self, request: Request, until: float) -> Request:
         """The request, back in Redis until its host's hold ends: with its host."""
@@ -235,15 +194,7 @@ class PushbackMiddleware:
         group = self.group_of(request)
         self._errors.pop(group, None)
         assert self.bans is not None
-        if (
-            request.url.endswith("/robots.txt")
-            and b"crawl-delay" in response.body[:SCANNED].lower()
-        ):
-            # what was leased before the delay was known goes no faster than it
-            self._crawl_delayed[group] = None
-            self._crawl_delayed.move_to_end(group)
-            if len(self._crawl_delayed) > CRAWL_DELAYED_REMEMBERED:
-                self._crawl_delayed.popitem(last=False)
+        self.slots.answered(request, response, group)
         if request.meta.get(BAN_ANSWER):
             return response  # the answer to a challenge: the handler judges it
         if self.bans.is_ban(request, response):

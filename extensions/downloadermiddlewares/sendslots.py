@@ -1,0 +1,97 @@
+"""A paced request goes at its send slot, never closer to the one before.
+
+A lease hands each request of a paced host (a rate, a Crawl-delay, an adaptive
+rate) a send slot (``extensions/frontier/hosts.py``). At send time the request
+waits for it; one that comes too late for it (a busy node) asks Redis for
+another, so none goes closer to the one before than the host's interval
+allows, from all nodes together. A request leased before its host's robots.txt
+asked for a Crawl-delay has no slot: it asks Redis for one too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.task import deferLater
+
+from extensions.bans import SCANNED
+from extensions.meta import SEND_SLOT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request
+    from scrapy.http import Response
+
+    from extensions.frontier.hosts import HostStates
+
+CRAWL_DELAYED_REMEMBERED = 50_000  # hosts whose robots.txt asked for a Crawl-delay, at most
+SLOT_TRIES = 10  # new slots a request late for its slot asks for before it is parked
+
+
+async def sleep(seconds: float) -> None:
+    """Wait without blocking the reactor (whichever reactor runs)."""
+    from twisted.internet import reactor
+
+    await maybe_deferred_to_future(deferLater(reactor, seconds))
+
+
+class SendSlots:
+    def __init__(self, hosts: HostStates, stats: Any, health: Any):
+        self.hosts = hosts
+        self.stats = stats
+        self.health = health
+        # groups whose robots.txt asked for a Crawl-delay: their unpaced requests
+        # (leased before Redis knew of it) ask Redis for a slot
+        self._crawl_delayed: OrderedDict[str, None] = OrderedDict()
+
+    def paced(self, request: Request, group_of: Callable[[Request], str]) -> bool:
+        """Whether ``request`` keeps a slot (the common case, an unpaced host, is not)."""
+        if request.meta.get(SEND_SLOT):
+            return True
+        return bool(self._crawl_delayed) and group_of(request) in self._crawl_delayed
+
+    async def wait(self, request: Request, group: str, held: dict[str, float]) -> float | None:
+        """Wait for ``request``'s slot; None when it may go now, else the time it
+        waits until in Redis (its host is held, or no slot came in time).
+        ``held`` is the node's hold ends per group, updated here."""
+        slot, window = request.meta.get(SEND_SLOT) or (0.0, 0.0)
+        if slot > time.time():
+            await sleep(slot - time.time())
+            if held.get(group, 0) > time.time():  # its host pushed back while it waited
+                return held[group]
+        if slot and time.time() <= slot + window:
+            return None  # on time for its slot: no round trip
+        for _ in range(SLOT_TRIES):
+            # late (a busy node) or unpaced: Redis says whether it may still go, or when
+            self.stats.inc_value("politeness/late")
+            try:
+                verdict, when, window = self.hosts.ask_to_send(group, slot, window)
+            except redis.RedisError as exc:
+                self.health.failed(exc)
+                return time.time() + 1
+            if verdict == "send":
+                return None
+            if verdict == "hold":
+                held[group] = when
+                return when
+            slot = when
+            await sleep(max(slot - time.time(), 0))
+            if time.time() <= slot + window:
+                return None
+        return time.time()
+
+    def answered(self, request: Request, response: Response, group: str) -> None:
+        """What is leased before a host's Crawl-delay was known goes no faster than it."""
+        if (
+            request.url.endswith("/robots.txt")
+            and b"crawl-delay" in response.body[:SCANNED].lower()
+        ):
+            self._crawl_delayed[group] = None
+            self._crawl_delayed.move_to_end(group)
+            if len(self._crawl_delayed) > CRAWL_DELAYED_REMEMBERED:
+                self._crawl_delayed.popitem(last=False)
