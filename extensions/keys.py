@@ -229,7 +229,7 @@ class SpiderKeys:
 
     def crawl(self, crawl: str) -> str:
         """Crawl ``crawl``'s hash (its settings and counters); the scripts find it
-        next to the group data (``_shared.lua``: NAME:data: -> NAME:crawl:ID)."""
+        next to the group data (``scripts/_crawls.lua``: NAME:data: -> NAME:crawl:ID)."""
         return CRAWL % {"name": self.prefix, "crawl": crawl}
 
     def crawl_ready(self, crawl: str) -> str:

@@ -57,7 +57,7 @@ RENDER_CHECK = "render_check"
 RENDER_CHECKS = ("probe", "recheck")
 
 #: the largest request priority taken (either sign); the queue orders by at
-#: most +-2**20 of it (scripts/_shared.lua), with the discovery order below it
+#: most +-2**20 of it (scripts/_entries.lua), with the discovery order below it
 MAX_PRIORITY = 10**9
 
 

@@ -2,7 +2,7 @@
 and stop, their expiry, and their figures.
 
 A crawl under an id keeps its requests in queue groups ``HOST#ID``
-(``extensions.crawlid``); its state is read by every lease (``scripts/_shared.lua``),
+(``extensions.crawlid``); its state is read by every lease (``scripts/_crawls.lua``),
 so pausing one is one write per scope and costs the other crawls nothing, however
 much it holds. The crawl without an id is the spider's crawl as it always was.
 """

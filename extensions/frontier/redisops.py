@@ -19,12 +19,30 @@ if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
 
 
+#: a script's first line may name the shared pieces (``scripts/_*.lua``) it uses
+INCLUDE = "--! include "
+
+
 @functools.cache  # read once a process: a status or health call registers scripts anew
 def load_script(name: str) -> str:
-    scripts = resources.files("extensions.frontier.scripts")
-    # Lua scripts cannot import one another: the shared helpers are prepended.
-    prelude = scripts.joinpath("_shared.lua").read_text()
-    return prelude + scripts.joinpath(f"{name}.lua").read_text()
+    """The script ``name`` with the shared pieces it uses, and theirs, before it
+    (Lua scripts cannot import one another), each once, a piece before those
+    that use it."""
+    sources: dict[str, str] = {}
+    _add_with_pieces(name, sources, ())
+    return "".join(sources.values())
+
+
+def _add_with_pieces(name: str, sources: dict[str, str], using: tuple[str, ...]) -> None:
+    if name in using:
+        raise ValueError(f"Lua pieces include one another: {' -> '.join((*using, name))}")
+    text = resources.files("extensions.frontier.scripts").joinpath(f"{name}.lua").read_text()
+    first = text.partition("\n")[0]
+    if first.startswith(INCLUDE):
+        for piece in first[len(INCLUDE) :].split():
+            if piece not in sources:
+                _add_with_pieces(piece, sources, (*using, name))
+    sources[name] = text
 
 
 def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = None):

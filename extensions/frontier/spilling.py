@@ -1,7 +1,7 @@
 """Moving requests between the Redis queues and MongoDB (``FRONTIER_OVERFLOW``).
 
 The scripts that queue send a group's requests beyond ``FRONTIER_HOST_QUEUE_MAX``
-to ``NAME:spill`` (``_shared.lua``); every node, each ``FRONTIER_OVERFLOW_INTERVAL``,
+to ``NAME:spill`` (``scripts/_queues.lua``); every node, each ``FRONTIER_OVERFLOW_INTERVAL``,
 in a worker thread:
 
 1. **spills**: takes a batch into its journal ``NAME:spilling:NODE``, writes it to

@@ -1,3 +1,4 @@
+--! include _crawls
 -- Pause, resume or end a crawl in one scope of the frontier (NAME, or a shard).
 -- KEYS[1]  crawls (hash: crawl -> state)   KEYS[2]  turns (zset)
 -- KEYS[3]  ready groups of the crawl without an id (NAME:ready)

@@ -1,3 +1,4 @@
+--! include _crawls _queues
 -- Empty the queues of a crawl that was stopped, a bounded part per call.
 -- KEYS[1]  the crawl's groups (set)      KEYS[2]  waiting groups (zset)
 -- KEYS[3]  frontier counters (hash: queued)

@@ -1,3 +1,4 @@
+--! include _entries _crawls _queues _dupefilter
 -- Add requests to their groups' queues unless their fingerprint was seen before.
 -- KEYS[1]  dupefilter (hash): field 'n' counts the fingerprints
 -- KEYS[2]  ready groups (zset)      KEYS[3]  waiting groups (zset)
@@ -17,7 +18,7 @@
 -- AOF and replicas per URL stays the same however many URLs were seen. A bucket
 -- stays a compact listpack of at most ~128 fields (~12 bytes per URL); a check
 -- looks in every level so far: one more HEXISTS each time the filter grows 4x.
--- (level_for, bucket_key and fingerprint_field come from _shared.lua)
+-- (level_for, bucket_key and fingerprint_field come from _dupefilter.lua)
 local F = {queue_prefix = ARGV[1], data_prefix = ARGV[5], ready = KEYS[2], waiting = KEYS[3],
            frontier = KEYS[4], added = {}}
 local budget = tonumber(ARGV[3])

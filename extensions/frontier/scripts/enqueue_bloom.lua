@@ -1,3 +1,4 @@
+--! include _entries _crawls _queues
 -- Add requests to their groups' queues unless the Bloom filter has seen them.
 -- KEYS[1]  count of fingerprints added to the filter (string)
 -- KEYS[2]  ready groups (zset)      KEYS[3]  waiting groups (zset)

@@ -1,3 +1,4 @@
+--! include _queues _pacing
 -- What hosts answered, from one node. A host is held and slowed for every node
 -- only on evidence that the host refuses, not one page: its refusals of
 -- distinct pages are surely (Wilson's lower bound) at least SHARE of its recent

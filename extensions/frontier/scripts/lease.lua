@@ -1,3 +1,4 @@
+--! include _entries _crawls _queues _pacing
 -- Lease requests to a node: from the crawls that take part in the turns, a share
 -- each by weight (the one furthest behind first); within a crawl, from its groups
 -- (hosts) that are ready, the best first, a fair share each. Politeness is
@@ -7,7 +8,7 @@
 -- KEYS[2]  node registry (zset, score = last heartbeat in ms)
 -- KEYS[3]  delayed retries (zset, GROUP\nJSON -> due time in ms)
 -- KEYS[4]  ready groups of the crawl without an id (zset, group -> order of its
---          first request; a crawl under an id has its own, _shared.lua)
+--          first request; a crawl under an id has its own, _crawls.lua)
 -- KEYS[5]  waiting groups (zset, group -> time it may be leased again, ms)
 -- KEYS[6]  frontier counters (hash: queued)
 -- KEYS[7]  rates (hash: group or '*' -> requests per second)

@@ -1,3 +1,4 @@
+--! include _queues
 -- A node's turn at moving requests between Redis and MongoDB (FRONTIER_OVERFLOW):
 -- a batch of spill records into its journal, and the groups due for a refill.
 -- KEYS[1]  spill records (list, NAME:spill)

@@ -1,3 +1,4 @@
+--! include _entries _crawls _queues
 -- Return leases to the queue: all leases of nodes whose heartbeat is older than
 -- ARGV[2], all leases of the node named in ARGV[4] (a node that is closing),
 -- and any lease whose deadline has passed.
@@ -23,7 +24,7 @@
 -- Returns  {requests, start entries, more}: each a flat list of node id, number
 --          returned, ... (nodes with 0 left out); more is 1 when leases were left
 --          for the next call
--- (split_item, push and priority_score come from _shared.lua)
+-- (split_item and priority_score come from _entries.lua, push from _queues.lua)
 local F = {queue_prefix = ARGV[9], data_prefix = ARGV[10], ready = KEYS[2], waiting = KEYS[4],
            frontier = KEYS[5], added = {}}
 local function give_back_start(key, kind, entries)

@@ -1,3 +1,4 @@
+--! include _entries _queues
 -- Move pages due for a recrawl into their groups' queues, at most ARGV[2] of them.
 -- Taken off the due set and queued in one script: a node dying meanwhile leaves
 -- none behind and none queued twice, and no two nodes take the same page.

@@ -1,3 +1,4 @@
+--! include _entries _queues
 -- Queue pages whose recrawl is due, taken from a status store outside Redis
 -- (RECRAWL_STORE = "mongo"): each page's fingerprint is marked in KEYS[1] as it
 -- is queued, and a page already marked (queued by a node that died before the

@@ -1,3 +1,4 @@
+--! include _crawls _queues
 -- Requests of one group back from MongoDB into its queue, best first. Each is
 -- marked in KEYS[4] as it comes back (GROUP\nID\nLIFE -> node) until its
 -- document is marked taken: one a node that died before that put back already,

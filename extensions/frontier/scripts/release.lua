@@ -1,3 +1,4 @@
+--! include _entries _crawls
 -- Drop finished requests from a node's leases, and their JSON with them.
 -- KEYS[1]  the node's leases (zset, GROUP\nID)
 -- ARGV[1]  group data key prefix   ARGV[2..]  the lease members finished

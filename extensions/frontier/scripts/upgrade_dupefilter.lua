@@ -1,3 +1,4 @@
+--! include _dupefilter
 -- Upgrade the exact dupefilter's layout of earlier versions (2-byte buckets of
 -- 12-byte tails side by side in NAME:dupefilter) into its levels, a batch of
 -- buckets at a time: each fingerprint goes to the level it would have gone to

@@ -1,3 +1,4 @@
+--! include _entries
 -- Upgrade the whole-JSON members of earlier versions in a group's queue, or in a
 -- node's leases, into ids with their JSON in the group's data hash (what every
 -- script now reads), keeping each member's score.

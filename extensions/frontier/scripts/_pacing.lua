@@ -1,0 +1,82 @@
+-- A group's pacing at the host, read from the fields other writers left.
+
+-- A number another writer left in a hash, or nil: absent, or malformed (not a
+-- finite number >= 0), which is ignored and counted in P.bad.
+local function number_field(P, value)
+  if not value then return nil end
+  local n = tonumber(value)
+  if not n or n ~= n or n < 0 or n == math.huge then
+    P.bad = P.bad + 1
+    return nil
+  end
+  return n
+end
+
+-- A group's pacing: the interval (ms) its requests keep at the host, from its
+-- configured rate (NAME:rates), its robots.txt Crawl-delay and its adaptive
+-- rate ('arate' in its host hash, set once it pushed back); the spacing (ms)
+-- leases and send slots keep, the interval plus the tolerance (and, for a slow
+-- group, a margin); the window
+-- (ms) a send may come after its slot; and whether the group is watched (it
+-- pushed back: nodes report its good answers, so its rate climbs again), its hold end
+-- (ms, 0: none) and its next send slot (ms, or nil). The window is the
+-- tolerance, which keeps every two sends at least the interval apart. A node
+-- later than that asks Redis, which lets it go at once when no later slot was
+-- handed out yet: for a group slower than one request per two leads, nearly
+-- always. A faster group's next slot is always out already, so there a late
+-- send would cost a slot; its window is at least FAST_WINDOW_MS (a busy node's
+-- timers fire that late), and two of its sends may come up to that much closer
+-- than its interval. P: {rates, crawl_delay, host_prefix, delay_max (s),
+-- tolerance (a fraction), lead (ms), default_rate, bad = 0}.
+local FAST_WINDOW_MS = 25
+-- A slow group's slots are further apart by a margin (a fifth of its interval,
+-- at most 100 ms): a node may be held up between its on-time check and the wire
+-- (a starved CPU, the server's own loop), and its send then comes that much
+-- closer to the next one; the margin keeps the interval at the host.
+local SLOW_MARGIN_SHARE, SLOW_MARGIN_MS = 0.2, 100
+local function host_pacing(P, group, now)
+  local rate = number_field(P, redis.call('HGET', P.rates, group)) or P.default_rate
+  local fields = redis.call('HMGET', P.host_prefix .. group, 'arate', 'hold', 'win', 'next', 'ew')
+  local arate = number_field(P, fields[1])
+  local hold = number_field(P, fields[2]) or 0
+  P.window_start = number_field(P, fields[3])
+  local next_slot = number_field(P, fields[4])
+  -- refused lately (the evidence is being gathered): its good answers count too
+  local evidence_until = number_field(P, fields[5]) or 0
+  if arate and arate > 0 and (rate <= 0 or arate < rate) then
+    rate = arate
+  end
+  local interval = 0
+  if rate > 0 then
+    interval = 1000 / rate
+  end
+  local delay = number_field(P, redis.call('HGET', P.crawl_delay, group)) or 0
+  interval = math.max(interval, math.min(delay, P.delay_max) * 1000)
+  local spacing = interval * (1 + P.tolerance)
+  local window = interval * P.tolerance
+  if spacing <= 2 * P.lead then
+    window = math.max(window, FAST_WINDOW_MS)
+  else
+    spacing = spacing + math.min(interval * SLOW_MARGIN_SHARE, SLOW_MARGIN_MS)
+  end
+  return interval, spacing, window, arate ~= nil or hold > now or evidence_until > now, hold,
+    next_slot
+end
+
+-- The rate a group is leased at, for the whole cluster ('orate', requests/s
+-- over the last OBSERVE_MS; 'win' and 'wl', when the current window began and
+-- the group's leased count then): what a pushback halves when the group has no
+-- rate of its own. One write per group every OBSERVE_MS, none in between
+-- (host_pacing read the window's start just before).
+local OBSERVE_MS = 10000
+local function observe(P, counters, now, leased)
+  local start = P.window_start
+  if start and now - start < OBSERVE_MS then return end
+  if start then
+    local at_start = number_field(P, redis.call('HGET', counters, 'wl')) or leased
+    local rate = (leased - at_start) * 1000 / (now - start)
+    redis.call('HSET', counters, 'orate', string.format('%.3f', rate), 'win', now, 'wl', leased)
+  else
+    redis.call('HSET', counters, 'win', now, 'wl', leased)
+  end
+end
