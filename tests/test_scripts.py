@@ -64,3 +64,9 @@ def test_a_piece_no_longer_used_is_not_loaded():
     assert source("_pacing") in load_script("send_slot")
     # _queues uses _crawls: a script that includes _queues gets both
     assert source("_crawls") in load_script("overflow_take")
+
+
+@pytest.mark.parametrize("name", [name for name in FILES if "_named" in declared(name)])
+def test_a_script_that_takes_names_reads_no_key_or_argument_by_position(name):
+    code = re.sub(r"--[^\n]*", "", source(name))
+    assert "KEYS[" not in code and "ARGV[" not in code

@@ -19,7 +19,7 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawls_of
 from extensions.frontier.leaseplan import LeasePlanner
-from extensions.frontier.redisops import execute, load_script, run_script
+from extensions.frontier.redisops import execute, fields, load_script, run_named, run_script
 from extensions.frontier.results import Added, Entry, FrontierSizes, Lease, Reclaimed, counts_of
 from extensions.frontier.revisits import RevisitOps
 from extensions.frontier.upkeep import Upkeep
@@ -187,14 +187,18 @@ class Frontier(RevisitOps, Upkeep):
         for shard, wanted in plan:
             keys = self.shards[shard]
             now = now_ms()
-            run_script(
+            run_named(
                 self._lease,
-                [keys.leases(self.node_id), keys.nodes, keys.delayed, keys.ready, keys.waiting,
-                 keys.frontier, keys.rates, keys.crawl_delay],
-                [wanted, now + int(lease_timeout * 1000), self.node_id, now, keys.queue(""),
-                 keys.host(""), self.crawl_delay_max, RATE_BURST_SECONDS, keys.data(""),
-                 self.send_tolerance, LEASE_LEAD_MS, render if wanted == count else
-                 math.ceil(render * wanted / max(count, 1))],
+                {"leases": keys.leases(self.node_id), "nodes": keys.nodes,
+                 "delayed": keys.delayed, "ready": keys.ready, "waiting": keys.waiting,
+                 "frontier": keys.frontier, "rates": keys.rates, "crawl_delay": keys.crawl_delay},
+                {"count": wanted, "deadline": now + int(lease_timeout * 1000),
+                 "node": self.node_id, "now": now, "queue_prefix": keys.queue(""),
+                 "host_prefix": keys.host(""), "delay_max": self.crawl_delay_max,
+                 "burst_seconds": RATE_BURST_SECONDS, "data_prefix": keys.data(""),
+                 "tolerance": self.send_tolerance, "lead": LEASE_LEAD_MS,
+                 "render_count": render if wanted == count
+                 else math.ceil(render * wanted / max(count, 1))},
                 pipe,
             )  # fmt: skip
         return len(plan)
@@ -235,7 +239,9 @@ class Frontier(RevisitOps, Upkeep):
         due: list[float] = []
         outcome = []
         for shard, result in zip(self._asked, results, strict=True):
-            members, data, next_due, slots, watched, bad = result
+            named = fields(result)
+            members, data, slots = named["leases"], named["data"], named["slots"]
+            next_due, watched, bad = named["next_due"], named["watched"], named["bad"]
             self.bad_host_fields += int(bad)
             watched_groups = set(watched)
             for member, item, paced in zip(members, data, slots, strict=True):

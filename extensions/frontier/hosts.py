@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from extensions import connection, defaults
 from extensions.frontier.frontier import LEASE_LEAD_MS
-from extensions.frontier.redisops import execute, load_script, run_script
+from extensions.frontier.redisops import execute, fields, load_script, run_named, run_script
 
 if TYPE_CHECKING:
     import redis
@@ -177,12 +177,13 @@ class HostStates:
         epoch; 'wait' took the slot given for it."""
         keys = self.keys.shard(self.keys.shard_of(group))
         b = self.backoff
-        verdict, when, bad = run_script(
+        answer = fields(run_named(
             self._send_slot,
-            [keys.rates, keys.crawl_delay],
-            [group, int(time.time() * 1000), int(slot * 1000), int(window * 1000),
-             keys.host(""), b.crawl_delay_max, b.tolerance, LEASE_LEAD_MS],
-        )  # fmt: skip
-        self.bad_fields += int(bad)
-        at, _, new_window = connection.text(when).partition(":")
-        return connection.text(verdict), int(at) / 1000, int(new_window or 0) / 1000
+            {"rates": keys.rates, "crawl_delay": keys.crawl_delay},
+            {"group": group, "now": int(time.time() * 1000), "slot": int(slot * 1000),
+             "window": int(window * 1000), "host_prefix": keys.host(""),
+             "delay_max": b.crawl_delay_max, "tolerance": b.tolerance, "lead": LEASE_LEAD_MS},
+        ))  # fmt: skip
+        self.bad_fields += int(answer["bad"])
+        at, _, new_window = connection.text(answer["at"]).partition(":")
+        return connection.text(answer["verdict"]), int(at) / 1000, int(new_window or 0) / 1000

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis.cluster import TransactionStrategy
 
+from extensions import connection
+
 if TYPE_CHECKING:
     from redis.client import Pipeline
     from redis.commands.core import Script
@@ -64,6 +66,22 @@ def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = N
     queued: dict[int, tuple[Script, list, list]] = pipe.__dict__.setdefault(_BY_HASH, {})
     queued[len(pipe)] = (script, keys, args)
     return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+def run_named(
+    script: Script, keys: dict[str, str], args: dict[str, Any], pipe: Pipeline | None = None
+):
+    """``run_script`` for a script that takes its keys and arguments by name
+    (``scripts/_named.lua``); ``fields`` reads a result it returns by name."""
+    argv: list[Any] = [",".join(keys)]
+    for name, value in args.items():
+        argv += (name, value)
+    return run_script(script, list(keys.values()), argv, pipe)
+
+
+def fields(result: Sequence[Any]) -> dict[str, Any]:
+    """A script's result by name (a flat list of name, value pairs)."""
+    return {connection.text(result[i]): result[i + 1] for i in range(0, len(result) - 1, 2)}
 
 
 _BY_HASH = "_scripts_by_hash"  # on a pipeline: its EVALSHA commands, by position

@@ -1,54 +1,59 @@
---! include _entries _crawls _queues _pacing
+--! include _named _entries _crawls _queues _pacing
 -- Lease requests to a node: from the crawls that take part in the turns, a share
 -- each by weight (the one furthest behind first); within a crawl, from its groups
 -- (hosts) that are ready, the best first, a fair share each. Politeness is
 -- decided here, once per group, by its host's state: every crawl of a host
 -- keeps the host's pace and holds.
--- KEYS[1]  this node's leases (zset, GROUP\nID -> lease deadline in ms)
--- KEYS[2]  node registry (zset, score = last heartbeat in ms)
--- KEYS[3]  delayed retries (zset, GROUP\nJSON -> due time in ms)
--- KEYS[4]  ready groups of the crawl without an id (zset, group -> order of its
---          first request; a crawl under an id has its own, _crawls.lua)
--- KEYS[5]  waiting groups (zset, group -> time it may be leased again, ms)
--- KEYS[6]  frontier counters (hash: queued)
--- KEYS[7]  rates (hash: group or '*' -> requests per second)
--- KEYS[8]  robots.txt Crawl-delay per group (hash, seconds)
--- (each group's host hash, ARGV[6] .. GROUP: next, leased, arate, hold, and the
---  observed rate: orate, win, wl)
--- ARGV[1]  how many requests at most     ARGV[2]  lease deadline (ms since epoch)
--- ARGV[3]  this node's id                ARGV[4]  now (ms since epoch): leasing
---          counts as a heartbeat, so a lease is never held by a node the others cannot see
--- ARGV[5]  group queue key prefix        ARGV[6]  group counters key prefix
--- ARGV[7]  the most seconds a Crawl-delay may ask for
--- ARGV[8]  seconds of a rate-limited group's requests one lease may hand out
---          at once (at least one request)
--- ARGV[9]  group data key prefix: each queued request's JSON by id
--- ARGV[10] the send tolerance: the fraction of a paced group's interval a send
---          may be late by (slots are spaced by the interval plus that)
--- ARGV[11] ms before its next slot a paced group may be leased, so its request
---          is at the node, waiting for its slot, when the slot comes
--- ARGV[12] how many render requests at most (render groups, HOST!render): 0 on a
---          node that cannot render, which never leases one
--- Returns  {leases (GROUP\nID, rate-limited groups first), their JSON in the same
---          order ('' for a missing one), the time (ms) the next waiting group or
---          delayed retry is due, or false (an idle node sleeps until then at
---          most), each lease's send slot 'SLOT:WINDOW' (ms since epoch, and ms it
---          may be sent after it; '0': unpaced, send at once), the
---          watched groups among those leased (they pushed back: their good
---          answers are reported), how many malformed host fields were ignored}
-local F = {queue_prefix = ARGV[5], data_prefix = ARGV[9], ready = KEYS[4], waiting = KEYS[5],
-           frontier = KEYS[6], added = {}}
-local count = tonumber(ARGV[1])
-local render_count = tonumber(ARGV[12] or '0') or 0
-local now = tonumber(ARGV[4])
+-- Keys (by name, _named.lua):
+--   leases       this node's leases (zset, GROUP\nID -> lease deadline in ms)
+--   nodes        node registry (zset, score = last heartbeat in ms)
+--   delayed      delayed retries (zset, GROUP\nJSON -> due time in ms)
+--   ready        ready groups of the crawl without an id (zset, group -> order of
+--                its first request; a crawl under an id has its own, _crawls.lua)
+--   waiting      waiting groups (zset, group -> time it may be leased again, ms)
+--   frontier     frontier counters (hash: queued)
+--   rates        rates (hash: group or '*' -> requests per second)
+--   crawl_delay  robots.txt Crawl-delay per group (hash, seconds)
+--   (each group's host hash, host_prefix .. GROUP: next, leased, arate, hold,
+--   and the observed rate: orate, win, wl)
+-- Arguments (by name):
+--   count        how many requests at most
+--   deadline     the lease deadline (ms since epoch)
+--   node         this node's id
+--   now          ms since epoch: leasing counts as a heartbeat, so a lease is
+--                never held by a node the others cannot see
+--   queue_prefix, host_prefix, data_prefix: the group queue, host state and
+--                request data key prefixes
+--   delay_max    the most seconds a Crawl-delay may ask for
+--   burst_seconds  seconds of a rate-limited group's requests one lease may hand
+--                out at once (at least one request)
+--   tolerance    the fraction of a paced group's interval a send may be late by
+--                (slots are spaced by the interval plus that)
+--   lead         ms before its next slot a paced group may be leased, so its
+--                request is at the node, waiting for its slot, when the slot comes
+--   render_count how many render requests at most (render groups, HOST!render):
+--                0 on a node that cannot render, which never leases one
+-- Returns, by name: leases (GROUP\nID, rate-limited groups first), data (their
+-- JSON in the same order, '' for a missing one), next_due (the time, ms, the
+-- next waiting group or delayed retry is due, or false: an idle node sleeps
+-- until then at most), slots (each lease's send slot 'SLOT:WINDOW': ms since
+-- epoch, and ms it may be sent after it; '0': unpaced, send at once), watched
+-- (the groups among those leased that pushed back: their good answers are
+-- reported), bad (how many malformed host fields were ignored)
+local K, A = named_input()
+local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready, waiting = K.waiting,
+           frontier = K.frontier, added = {}}
+local count = tonumber(A.count)
+local render_count = tonumber(A.render_count or '0') or 0
+local now = tonumber(A.now)
 local MAX_CRAWLS = 16  -- crawls one lease looks at: the 16 furthest behind
 
 -- retries whose backoff has passed go back to their group's queue
-local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 500)
+local due = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, 500)
 local due_ids = #due > 0 and new_ids(F, #due) or {}
 local unparked = {}
 for i, member in ipairs(due) do
-  redis.call('ZREM', KEYS[3], member)
+  redis.call('ZREM', K.delayed, member)
   local group, item = split_item(member)
   push(F, group, priority_score(item), due_ids[i], item)
   local crawl = crawl_of(group)
@@ -59,9 +64,9 @@ settle(F)
 
 -- groups whose politeness wait is over become ready again (a stopped crawl's
 -- have nothing left: stopping emptied their queues)
-local woken = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now, 'LIMIT', 0, 1000)
+local woken = redis.call('ZRANGEBYSCORE', K.waiting, '-inf', now, 'LIMIT', 0, 1000)
 for _, group in ipairs(woken) do
-  redis.call('ZREM', KEYS[5], group)
+  redis.call('ZREM', K.waiting, group)
   local crawl = crawl_of(group)
   local head = redis.call('ZRANGE', F.queue_prefix .. group, 0, 0, 'WITHSCORES')
   if head[2] and not has_ended(F, crawl) then
@@ -76,10 +81,10 @@ for _, lane in ipairs({'', 'render'}) do
   end
 end
 
-local lead = tonumber(ARGV[11])
-local P = {rates = KEYS[7], crawl_delay = KEYS[8], host_prefix = ARGV[6],
-           delay_max = tonumber(ARGV[7]), tolerance = tonumber(ARGV[10]), lead = lead, bad = 0}
-P.default_rate = number_field(P, redis.call('HGET', KEYS[7], '*')) or 0
+local lead = tonumber(A.lead)
+local P = {rates = K.rates, crawl_delay = K.crawl_delay, host_prefix = A.host_prefix,
+           delay_max = tonumber(A.delay_max), tolerance = tonumber(A.tolerance), lead = lead, bad = 0}
+P.default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
 
 local leased, leased_data = {}, {}
 local taken = 0
@@ -114,11 +119,11 @@ local function lease_groups(ready, want_total)
         end
         if wait_until > 0 then
           redis.call('ZREM', ready, group)
-          redis.call('ZADD', KEYS[5], math.ceil(wait_until), group)
+          redis.call('ZADD', K.waiting, math.ceil(wait_until), group)
         else
           if interval > 0 then
-            -- a rate-limited group: at most ARGV[8] seconds' worth, then it waits
-            want = math.min(want, math.max(1, math.floor(tonumber(ARGV[8]) * 1000 / spacing)))
+            -- a rate-limited group: at most A.burst_seconds seconds' worth, then it waits
+            want = math.min(want, math.max(1, math.floor(tonumber(A.burst_seconds) * 1000 / spacing)))
           end
           items = redis.call('ZRANGE', queue, 0, want - 1)
         end
@@ -128,7 +133,7 @@ local function lease_groups(ready, want_total)
         want_refill(F, group)
         got = got + #items
         taken = taken + #items
-        local counters = ARGV[6] .. host
+        local counters = A.host_prefix .. host
         local total = redis.call('HINCRBY', counters, 'leased', #items)
         if is_watched then watched[#watched + 1] = group end
         observe(P, counters, now, total)
@@ -147,7 +152,7 @@ local function lease_groups(ready, want_total)
         for i, item in ipairs(items) do
           local member = group .. '\n' .. item
           local data = stored[i] or ''  -- missing: dead-lettered by the node
-          scored[#scored + 1] = ARGV[2]
+          scored[#scored + 1] = A.deadline
           scored[#scored + 1] = member
           if interval > 0 then
             paced[#paced + 1] = member
@@ -159,14 +164,14 @@ local function lease_groups(ready, want_total)
             leased_data[#leased_data + 1] = data
           end
         end
-        redis.call('ZADD', KEYS[1], unpack(scored))  -- at most ARGV[1] requests
+        redis.call('ZADD', K.leases, unpack(scored))  -- at most A.count requests
         local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
         if interval > 0 then
           local next_time = math.ceil(slot)
           redis.call('HSET', counters, 'next', next_time)
           redis.call('ZREM', ready, group)
           -- waits even when its queue is empty: a request found meanwhile waits too
-          redis.call('ZADD', KEYS[5], next_time - lead, group)
+          redis.call('ZADD', K.waiting, next_time - lead, group)
         elseif head[2] then
           redis.call('ZADD', ready, head[2], group)
         else
@@ -248,30 +253,34 @@ for i, member in ipairs(leased) do
 end
 leased, leased_data = paced, paced_data
 if taken > 0 then
-  redis.call('HINCRBY', KEYS[6], 'queued', -taken)
+  redis.call('HINCRBY', K.frontier, 'queued', -taken)
 end
 if render_taken > 0 then
-  redis.call('HINCRBY', KEYS[6], 'render_queued', -render_taken)
+  redis.call('HINCRBY', K.frontier, 'render_queued', -render_taken)
 end
 
 if #leased == 0 then
-  if redis.call('ZCARD', KEYS[4]) + redis.call('ZCARD', ready_of(F, '', 'render'))
-      + redis.call('ZCARD', KEYS[5]) == 0
+  if redis.call('ZCARD', K.ready) + redis.call('ZCARD', ready_of(F, '', 'render'))
+      + redis.call('ZCARD', K.waiting) == 0
       and redis.call('EXISTS', crawl_base(F) .. 'crawls') == 0
-      and tonumber(redis.call('HGET', KEYS[6], 'spilled') or '0') <= 0 then
+      and tonumber(redis.call('HGET', K.frontier, 'spilled') or '0') <= 0 then
     -- no group holds work: a count left over (a queue deleted by hand) must not
     -- keep the crawl from ever being idle (crawls under an id count their own)
-    redis.call('HSET', KEYS[6], 'queued', 0, 'render_queued', 0)
+    redis.call('HSET', K.frontier, 'queued', 0, 'render_queued', 0)
   end
   local next_times = {}
-  local waiting = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
-  local delayed = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2]
+  local waiting = redis.call('ZRANGE', K.waiting, 0, 0, 'WITHSCORES')[2]
+  local delayed = redis.call('ZRANGE', K.delayed, 0, 0, 'WITHSCORES')[2]
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
   if #next_times == 0 then
-    return {leased, leased_data, false, paced_at, watched, P.bad}
+    return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
+            'watched', watched, 'bad', P.bad}
   end
-  return {leased, leased_data, tostring(math.min(unpack(next_times))), paced_at, watched, P.bad}
+  local next_due = tostring(math.min(unpack(next_times)))
+  return {'leases', leased, 'data', leased_data, 'next_due', next_due, 'slots', paced_at,
+          'watched', watched, 'bad', P.bad}
 end
-redis.call('ZADD', KEYS[2], now, ARGV[3])
-return {leased, leased_data, false, paced_at, watched, P.bad}
+redis.call('ZADD', K.nodes, now, A.node)
+return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
+        'watched', watched, 'bad', P.bad}
