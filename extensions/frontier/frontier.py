@@ -20,7 +20,15 @@ from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawls_of
 from extensions.frontier.leaseplan import LeasePlanner
 from extensions.frontier.redisops import execute, fields, load_script, run_named, run_script
-from extensions.frontier.results import Added, Entry, FrontierSizes, Lease, Reclaimed, counts_of
+from extensions.frontier.results import (
+    SIZE_FIELDS,
+    Added,
+    Entry,
+    FrontierSizes,
+    Lease,
+    Reclaimed,
+    counts_of,
+)
 from extensions.frontier.revisits import RevisitOps
 from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
@@ -90,7 +98,7 @@ class Frontier(RevisitOps, Upkeep):
         self._planner = LeasePlanner(len(self.shards))
         self._asked: list[int] = []  # the shards the last lease asked, in order
         self._round_start: dict[str, int] = {}  # the next heartbeat's first shard
-        self._scope_sizes: dict[int, list[int]] = {}  # sizes() per scope, last read
+        self._scope_sizes: dict[int, dict[str, int]] = {}  # sizes() per scope, last read
 
     def _by_shard(self, items: Sequence[T], group_of: Callable[[T], str]) -> dict[int, list[T]]:
         parts: dict[int, list[T]] = {}
@@ -221,7 +229,7 @@ class Frontier(RevisitOps, Upkeep):
     def _in_scopes(
         self,
         script: Script,
-        keys_and_args: Callable[[SpiderKeys], tuple[list, list]],
+        keys_and_args: Callable[[SpiderKeys], tuple[Any, Any]],
         turn: str | None = None,
     ) -> list[tuple[int, Any]]:
         """Run ``script`` under NAME and in each shard (with ``turn``, in that
@@ -230,7 +238,11 @@ class Frontier(RevisitOps, Upkeep):
         chosen = self._next_round(turn) if turn else list(range(len(scopes)))
         pipe = self.server.pipeline(transaction=False)
         for index in chosen:
-            run_script(script, *keys_and_args(scopes[index]), pipe)
+            keys, args = keys_and_args(scopes[index])
+            if isinstance(keys, dict):
+                run_named(script, keys, args, pipe)
+            else:
+                run_script(script, keys, args, pipe)
         return list(zip(chosen, execute(pipe), strict=True))
 
     def lease_result(self, results: list[Any]) -> tuple[list[Lease], float | None]:
@@ -297,13 +309,11 @@ class Frontier(RevisitOps, Upkeep):
         # the next beats, as the turn comes back to each shard)
         for _ in range(1 if in_turn else RECLAIM_CALLS):
             more = False
-            for returned, started, left in self._reclaim_once(
-                node_timeout, closing_node, forget_after, in_turn
-            ):
-                more = more or bool(int(left))
+            for result in self._reclaim_once(node_timeout, closing_node, forget_after, in_turn):
+                more = more or bool(int(result["more"]))
                 for totals, counts in (
-                    (requests, counts_of(returned)),
-                    (start_urls, counts_of(started)),
+                    (requests, counts_of(result["requests"])),
+                    (start_urls, counts_of(result["start_entries"])),
                 ):
                     for node, count in counts.items():
                         totals[node] = totals.get(node, 0) + count
@@ -315,27 +325,25 @@ class Frontier(RevisitOps, Upkeep):
         self, node_timeout: float, closing_node: str, forget_after: float, in_turn: bool
     ) -> list[Any]:
         now = now_ms()
+
+        def named(keys: SpiderKeys) -> tuple[dict[str, str], dict[str, Any]]:
+            script_keys = {"nodes": keys.nodes, "ready": keys.ready,
+                           "start_urls": keys.start_urls, "waiting": keys.waiting,
+                           "frontier": keys.frontier}  # fmt: skip
+            args = {"now": now, "dead_before": now - int(node_timeout * 1000),
+                    "leases_prefix": keys.leases_prefix(), "closing": closing_node,
+                    "forget_before": now - int(forget_after * 1000),
+                    "node_prefix": keys.node(""), "start_leases_prefix": keys.start_leases(""),
+                    "start_type": keys.start_type, "queue_prefix": keys.queue(""),
+                    "data_prefix": keys.data(""), "batch": self.reclaim_batch}  # fmt: skip
+            return script_keys, args
+
         results = self._in_scopes(
             self._reclaim,
-            lambda keys: (
-                [keys.nodes, keys.ready, keys.start_urls, keys.waiting, keys.frontier],
-                [
-                    now,
-                    now - int(node_timeout * 1000),
-                    keys.leases_prefix(),
-                    closing_node,
-                    now - int(forget_after * 1000),
-                    keys.node(""),
-                    keys.start_leases(""),
-                    keys.start_type,
-                    keys.queue(""),
-                    keys.data(""),
-                    self.reclaim_batch,
-                ],
-            ),
+            named,
             "reclaim" if in_turn else None,
         )
-        return [result for _, result in results]
+        return [fields(result) for _, result in results]
 
     def registries(self) -> list[str]:
         """The node registries a heartbeat goes to: NAME:nodes, and each shard's
@@ -353,34 +361,24 @@ class Frontier(RevisitOps, Upkeep):
         """The whole frontier's sizes: a sharded one's summed over its shards.
         ``in_turn`` reads NAME and the heartbeat's turn of shards, and takes
         the others as they were last read."""
+
+        def named(keys: SpiderKeys) -> tuple[dict[str, str], dict[str, Any]]:
+            script_keys = {"start_urls": keys.start_urls, "frontier": keys.frontier,
+                           "nodes": keys.nodes, "dupefilter": keys.dupefilter, "dlq": keys.dlq,
+                           "delayed": keys.delayed, "bloom_count": keys.bloom_count,
+                           "ready": keys.ready, "waiting": keys.waiting, "held": keys.held,
+                           "banned": keys.banned, "crawls": keys.crawls}  # fmt: skip
+            args = {"leases_prefix": keys.leases_prefix(),
+                    "start_leases_prefix": keys.start_leases(""), "start_type": keys.start_type,
+                    "now": now_ms(), "crawl_prefix": keys.crawl("")}  # fmt: skip
+            return script_keys, args
+
         results = self._in_scopes(
             self._sizes,
-            lambda keys: (
-                [
-                    keys.start_urls,
-                    keys.frontier,
-                    keys.nodes,
-                    keys.dupefilter,
-                    keys.dlq,
-                    keys.delayed,
-                    keys.bloom_count,
-                    keys.ready,
-                    keys.waiting,
-                    keys.held,
-                    keys.banned,
-                    keys.crawls,
-                ],
-                [
-                    keys.leases_prefix(),
-                    keys.start_leases(""),
-                    keys.start_type,
-                    now_ms(),
-                    keys.crawl(""),
-                ],
-            ),
+            named,
             "sizes" if in_turn else None,
         )
         for index, counts in results:
-            self._scope_sizes[index] = [int(v) for v in counts]
+            self._scope_sizes[index] = {name: int(n) for name, n in fields(counts).items()}
         read = self._scope_sizes.values() if in_turn else [self._scope_sizes[i] for i, _ in results]
-        return FrontierSizes(*(sum(column) for column in zip(*read, strict=True)))
+        return FrontierSizes(**{name: sum(sizes[name] for sizes in read) for name in SIZE_FIELDS})

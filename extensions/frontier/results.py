@@ -3,7 +3,7 @@ reclaim gave back, and the frontier's sizes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 from extensions import connection
@@ -94,3 +94,7 @@ class FrontierSizes:
     def pending(self) -> int:
         """Work the cluster still has to do (start URLs, queue, in flight, retries)."""
         return self.start_urls + self.queued + self.in_flight + self.delayed
+
+
+#: the sizes by name, as frontier.lua returns them
+SIZE_FIELDS = tuple(field.name for field in fields(FrontierSizes))

@@ -1,48 +1,45 @@
+--! include _named
 -- Sizes of the cluster-wide frontier, in one round trip.
--- KEYS[1]  start URL list
--- KEYS[2]  frontier counters (hash: queued = requests in all group queues)
--- KEYS[3]  node registry (zset)
--- KEYS[4]  dupefilter hash (field 'n' counts its fingerprints)
--- KEYS[5]  dead-letter list
--- KEYS[6]  delayed retries (zset)
--- KEYS[7]  count of fingerprints in the Bloom filter (string; absent in exact mode)
--- ARGV[1]  lease key prefix; a node's leases live at prefix .. node id
--- ARGV[2]  start lease key prefix: entries nodes took and have not queued yet
---          count as start URLs
--- ARGV[3]  the start key's type: list, set or zset
--- KEYS[8]  ready groups (zset)       KEYS[9]  waiting groups (zset)
--- KEYS[10] held groups (zset)        KEYS[11] banned groups (zset)
--- ARGV[4]  now (ms since epoch)
--- KEYS[12] crawls (hash: crawl id -> state)   ARGV[5]  crawl key prefix (NAME:crawl:):
---          a crawl under an id keeps its ready groups in its own zset
--- Returns  {start_urls, queued, in_flight, seen, dlq, delayed, hosts with work, ready
---          hosts, hosts held (backing off, bans included), hosts banned, of the
---          queued those in render groups, of the queued those in MongoDB}
+-- Keys (by name, _named.lua): start_urls; frontier (counters: queued = requests
+-- in all group queues); nodes (registry, zset); dupefilter (hash, field 'n'
+-- counts its fingerprints); dlq; delayed (retries, zset); bloom_count (the
+-- Bloom filter's count, absent in exact mode); ready, waiting, held, banned
+-- (groups, zsets); crawls (hash: crawl id -> state).
+-- Arguments: leases_prefix (a node's leases live at prefix .. node id);
+-- start_leases_prefix (entries nodes took and have not queued yet count as start
+-- URLs); start_type (list, set or zset); now (ms since epoch); crawl_prefix
+-- (NAME:crawl:: a crawl under an id keeps its ready groups in its own zset).
+-- Returns, by name, the fields of results.FrontierSizes: start_urls, queued,
+-- in_flight, seen, dlq, delayed, hosts (with work), ready_hosts, held_hosts
+-- (backing off, bans included), banned_hosts, render_queued (of the queued,
+-- those in render groups), spilled (of the queued, those in MongoDB).
+local K, A = named_input()
 local in_flight = 0
 local start_leased = 0
-for _, node in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  in_flight = in_flight + redis.call('ZCARD', ARGV[1] .. node)
-  start_leased = start_leased + redis.call('LLEN', ARGV[2] .. node)
+for _, node in ipairs(redis.call('ZRANGE', K.nodes, 0, -1)) do
+  in_flight = in_flight + redis.call('ZCARD', A.leases_prefix .. node)
+  start_leased = start_leased + redis.call('LLEN', A.start_leases_prefix .. node)
 end
 local start_size = {list = 'LLEN', set = 'SCARD', zset = 'ZCARD'}
-local ready = redis.call('ZCARD', KEYS[8]) + redis.call('ZCARD', KEYS[8] .. ':render')
-for _, crawl in ipairs(redis.call('HKEYS', KEYS[12])) do
+local ready = redis.call('ZCARD', K.ready) + redis.call('ZCARD', K.ready .. ':render')
+for _, crawl in ipairs(redis.call('HKEYS', K.crawls)) do
   if crawl ~= '*' and crawl ~= '' then
-    ready = ready + redis.call('ZCARD', ARGV[5] .. crawl .. ':ready')
-      + redis.call('ZCARD', ARGV[5] .. crawl .. ':ready:render')
+    ready = ready + redis.call('ZCARD', A.crawl_prefix .. crawl .. ':ready')
+      + redis.call('ZCARD', A.crawl_prefix .. crawl .. ':ready:render')
   end
 end
 return {
-  redis.call(start_size[ARGV[3]] or 'LLEN', KEYS[1]) + start_leased,
-  tonumber(redis.call('HGET', KEYS[2], 'queued') or '0'),
-  in_flight,
-  tonumber(redis.call('HGET', KEYS[4], 'n') or '0') + tonumber(redis.call('GET', KEYS[7]) or '0'),
-  redis.call('LLEN', KEYS[5]),
-  redis.call('ZCARD', KEYS[6]),
-  ready + redis.call('ZCARD', KEYS[9]),
-  ready,
-  redis.call('ZCOUNT', KEYS[10], ARGV[4], '+inf'),
-  redis.call('ZCOUNT', KEYS[11], ARGV[4], '+inf'),
-  tonumber(redis.call('HGET', KEYS[2], 'render_queued') or '0'),
-  tonumber(redis.call('HGET', KEYS[2], 'spilled') or '0'),
+  'start_urls', redis.call(start_size[A.start_type] or 'LLEN', K.start_urls) + start_leased,
+  'queued', tonumber(redis.call('HGET', K.frontier, 'queued') or '0'),
+  'in_flight', in_flight,
+  'seen', tonumber(redis.call('HGET', K.dupefilter, 'n') or '0')
+    + tonumber(redis.call('GET', K.bloom_count) or '0'),
+  'dlq', redis.call('LLEN', K.dlq),
+  'delayed', redis.call('ZCARD', K.delayed),
+  'hosts', ready + redis.call('ZCARD', K.waiting),
+  'ready_hosts', ready,
+  'held_hosts', redis.call('ZCOUNT', K.held, A.now, '+inf'),
+  'banned_hosts', redis.call('ZCOUNT', K.banned, A.now, '+inf'),
+  'render_queued', tonumber(redis.call('HGET', K.frontier, 'render_queued') or '0'),
+  'spilled', tonumber(redis.call('HGET', K.frontier, 'spilled') or '0'),
 }

@@ -1,32 +1,36 @@
---! include _entries _crawls _queues
+--! include _named _entries _crawls _queues
 -- Return leases to the queue: all leases of nodes whose heartbeat is older than
--- ARGV[2], all leases of the node named in ARGV[4] (a node that is closing),
+-- dead_before, all leases of the node named in closing (a node that is closing),
 -- and any lease whose deadline has passed.
--- KEYS[1]  node registry (zset, score = last heartbeat in ms)
--- KEYS[2]  ready groups (zset)      KEYS[3]  start URL key
--- KEYS[4]  waiting groups (zset)    KEYS[5]  frontier counters (hash)
--- ARGV[1]  now (ms since epoch)
--- ARGV[2]  heartbeats older than this (ms since epoch) mean the node is dead
--- ARGV[3]  lease key prefix; a node's leases live at prefix .. node id
--- ARGV[4]  a node whose leases all go back now, or ''
--- ARGV[5]  heartbeats older than this (ms since epoch): forget the node, so the
---          registry, walked by every size check, does not grow with restarts
--- ARGV[6]  node record key prefix; a node's record lives at prefix .. node id
--- ARGV[7]  start lease key prefix; start-URL entries a node took and had not
---          queued yet go back to KEYS[3] with its leases: to the read end of a
---          list, into a set, or into a sorted set at its highest score
--- ARGV[8]  the start key's type: list, set or zset
--- ARGV[9]  group queue key prefix: leases go back to their group's queue
--- ARGV[10] group data key prefix: a lease's id keeps its JSON there, read for
---          its priority (what the AOF gets is the id alone)
--- ARGV[11] the most leases one call returns: a node that died holding a million
---          leases must not stall Redis; the caller calls again while more are left
--- Returns  {requests, start entries, more}: each a flat list of node id, number
---          returned, ... (nodes with 0 left out); more is 1 when leases were left
---          for the next call
+-- Keys (by name, _named.lua): nodes (registry, zset, score = last heartbeat in
+-- ms); ready (groups, zset); start_urls; waiting (groups, zset); frontier
+-- (counters, hash).
+-- Arguments:
+--   now            ms since epoch
+--   dead_before    heartbeats older than this (ms since epoch) mean the node is dead
+--   leases_prefix  a node's leases live at prefix .. node id
+--   closing        a node whose leases all go back now, or ''
+--   forget_before  heartbeats older than this (ms since epoch): forget the node,
+--                  so the registry, walked by every size check, does not grow
+--                  with restarts
+--   node_prefix    a node's record lives at prefix .. node id
+--   start_leases_prefix  start-URL entries a node took and had not queued yet go
+--                  back to start_urls with its leases: to the read end of a list,
+--                  into a set, or into a sorted set at its highest score
+--   start_type     list, set or zset
+--   queue_prefix   leases go back to their group's queue
+--   data_prefix    a lease's id keeps its JSON there, read for its priority
+--                  (what the AOF gets is the id alone)
+--   batch          the most leases one call returns: a node that died holding a
+--                  million leases must not stall Redis; the caller calls again
+--                  while more are left
+-- Returns, by name: requests, start_entries (each a flat list of node id, number
+-- returned, ...: nodes with 0 left out), more (1 when leases were left for the
+-- next call)
 -- (split_item and priority_score come from _entries.lua, push from _queues.lua)
-local F = {queue_prefix = ARGV[9], data_prefix = ARGV[10], ready = KEYS[2], waiting = KEYS[4],
-           frontier = KEYS[5], added = {}}
+local K, A = named_input()
+local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready,
+           waiting = K.waiting, frontier = K.frontier, added = {}}
 local function give_back_start(key, kind, entries)
   if #entries == 0 then
     return
@@ -49,26 +53,26 @@ end
 
 local returned = {}
 local returned_start = {}
-local budget = tonumber(ARGV[11])
+local budget = tonumber(A.batch)
 local more = 0
 local back = {}  -- leases returned per crawl under an id
-local nodes = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local nodes = redis.call('ZRANGE', K.nodes, 0, -1, 'WITHSCORES')
 for i = 1, #nodes, 2 do
   if budget <= 0 then
     more = 1
     break
   end
   local node = nodes[i]
-  local lease_key = ARGV[3] .. node
+  local lease_key = A.leases_prefix .. node
   local items
-  if node == ARGV[4] or tonumber(nodes[i + 1]) < tonumber(ARGV[2]) then
+  if node == A.closing or tonumber(nodes[i + 1]) < tonumber(A.dead_before) then
     items = redis.call('ZRANGE', lease_key, 0, budget - 1)
     if #items > 0 then
       redis.call('ZREMRANGEBYRANK', lease_key, 0, #items - 1)
     end
-    local start_key = ARGV[7] .. node
+    local start_key = A.start_leases_prefix .. node
     local entries = redis.call('LRANGE', start_key, 0, -1)
-    give_back_start(KEYS[3], ARGV[8], entries)
+    give_back_start(K.start_urls, A.start_type, entries)
     redis.call('DEL', start_key)
     if #entries > 0 then
       table.insert(returned_start, node)
@@ -77,16 +81,16 @@ for i = 1, #nodes, 2 do
     local left = redis.call('ZCARD', lease_key)
     if left > 0 then
       more = 1
-    elseif tonumber(nodes[i + 1]) < tonumber(ARGV[5]) then
-      redis.call('ZREM', KEYS[1], node)
-      redis.call('DEL', ARGV[6] .. node)
+    elseif tonumber(nodes[i + 1]) < tonumber(A.forget_before) then
+      redis.call('ZREM', K.nodes, node)
+      redis.call('DEL', A.node_prefix .. node)
     end
   else
     -- the lowest scores first: the ranks ZREMRANGEBYRANK takes off below
-    items = redis.call('ZRANGEBYSCORE', lease_key, '-inf', ARGV[1], 'LIMIT', 0, budget)
+    items = redis.call('ZRANGEBYSCORE', lease_key, '-inf', A.now, 'LIMIT', 0, budget)
     if #items > 0 then
       redis.call('ZREMRANGEBYRANK', lease_key, 0, #items - 1)
-      if #items == budget and #redis.call('ZRANGEBYSCORE', lease_key, '-inf', ARGV[1],
+      if #items == budget and #redis.call('ZRANGEBYSCORE', lease_key, '-inf', A.now,
                                            'LIMIT', 0, 1) > 0 then
         more = 1
       end
@@ -107,4 +111,4 @@ for i = 1, #nodes, 2 do
 end
 for crawl, n in pairs(back) do count_crawl(F, crawl, 'in_flight', -n) end
 settle(F)
-return {returned, returned_start, more}
+return {'requests', returned, 'start_entries', returned_start, 'more', more}
