@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from extensions import connection, defaults
 from extensions.frontier.frontier import LEASE_LEAD_MS
-from extensions.frontier.redisops import execute, fields, load_script, run_named, run_script
+from extensions.frontier.redisops import execute, fields, load_script, run_named
 
 if TYPE_CHECKING:
     import redis
@@ -141,25 +141,31 @@ class HostStates:
         pipe = self.server.pipeline(transaction=False)
         for shard, part in by_shard.items():
             keys = self.keys.shard(shard)
-            args: list[Any] = [
-                now_ms, keys.host(""), int(b.base * 1000), int(b.cap * 1000),
-                int(b.forgive * 1000), int(b.adaptive), b.min_rate, int(b.window * 1000),
-                int(b.step * 1000), b.raise_by, b.share, b.min_refusals,
-            ]  # fmt: skip
+            args: dict[str, Any] = {
+                "now": now_ms, "host_prefix": keys.host(""), "base": int(b.base * 1000),
+                "cap": int(b.cap * 1000), "forgive": int(b.forgive * 1000),
+                "adaptive": int(b.adaptive), "floor_rate": b.min_rate,
+                "window": int(b.window * 1000), "step": int(b.step * 1000),
+                "raise": b.raise_by, "share": b.share, "min_refusals": b.min_refusals,
+            }  # fmt: skip
+            lines: list[Any] = []
             for e in part:
                 if e.kind == OK:
                     value, latency = e.answers + e.history, round(e.latency * 1000, 1)
                 else:
                     value = -1 if e.retry_after is None else int(e.retry_after * 1000)
                     latency = 0
-                args += [e.group, e.kind, value, latency, self._random.random(),
-                         round(e.history, 3)]  # fmt: skip
-            script_keys = [keys.ready, keys.waiting, keys.rates, keys.held, keys.banned]
-            run_script(self._feedback, script_keys, args, pipe)
+                lines += [e.group, e.kind, value, latency, self._random.random(),
+                          round(e.history, 3)]  # fmt: skip
+            args["events"] = "\n".join(str(line) for line in lines)
+            script_keys = {"ready": keys.ready, "waiting": keys.waiting, "rates": keys.rates,
+                           "held": keys.held, "banned": keys.banned}  # fmt: skip
+            run_named(self._feedback, script_keys, args, pipe)
         held = []
-        for rows, bad in execute(pipe):
-            self.bad_fields += int(bad)
-            for group, until, why, rate in rows:
+        for result in execute(pipe):
+            answer = fields(result)
+            self.bad_fields += int(answer["bad"])
+            for group, until, why, rate in answer["held"]:
                 held.append(
                     Held(
                         connection.text(group),

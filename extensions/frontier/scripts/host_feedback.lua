@@ -1,4 +1,4 @@
---! include _queues _pacing
+--! include _named _queues _pacing
 -- What hosts answered, from one node. A host is held and slowed for every node
 -- only on evidence that the host refuses, not one page: its refusals of
 -- distinct pages are surely (Wilson's lower bound) at least SHARE of its recent
@@ -10,47 +10,50 @@
 -- answers (reported once a second for watched hosts) raise the adaptive rate
 -- back: fast towards the ceiling, by 1 % of it close to it, then, after quiet,
 -- in probing steps that grow while no refusal comes.
--- KEYS[1]  ready groups (zset)      KEYS[2]  waiting groups (zset)
--- KEYS[3]  rates (hash: group or '*' -> requests per second)
--- KEYS[4]  held groups (zset -> hold end, ms)   KEYS[5]  of those, banned ones
--- (each group's host hash, ARGV[2] .. GROUP: hold, why, strikes, pushed, next,
+-- Keys (by name, _named.lua): ready, waiting (groups, zsets); rates (hash:
+-- group or '*' -> requests per second); held (groups, zset -> hold end, ms);
+-- banned (of those, the banned ones).
+-- (each group's host hash, host_prefix .. GROUP: hold, why, strikes, pushed, next,
 --  arate, peak, changed, cutat, probe, cut, lat, lat_min, pushbacks, page_refusals,
 --  bans; the evidence: en, er (decayed answers and refusals), et (when they
 --  were decayed to), e0 (when it began), an (answers counted), rl and rn
 --  (when the last refusal counted came, an then), ew (watched until); the
 --  observed lease rate: orate, win, wl, leased)
--- ARGV[1]  now (ms since epoch)     ARGV[2]  host hash key prefix
--- ARGV[3]  HOST_BACKOFF_BASE (ms)   ARGV[4]  HOST_BACKOFF_MAX (ms)
--- ARGV[5]  HOST_BACKOFF_FORGIVE (ms): one strike forgiven per this much quiet
--- ARGV[6]  1 = adaptive rate on     ARGV[7]  its floor (requests/s)
--- ARGV[8]  HOST_BACKOFF_WINDOW (ms): the evidence window's time constant
--- ARGV[9]  ms between two raises    ARGV[10] the fraction a recovering raise adds
--- ARGV[11] HOST_BACKOFF_SHARE       ARGV[12] HOST_BACKOFF_MIN_REFUSALS
--- ARGV...  events from ARGV[13], six fields each: group, kind ('push': a page
---          refused for the first time lately; 'again': a page refused again,
---          which says more of the page than of the host; 'ban'; 'errors'; 'ok'),
---          Retry-After in ms (-1: none; for 'ok' the answers counted), the mean
---          latency in ms ('ok'), a random fraction in [0, 1) for the jitter of
---          the hold, and the answers of the host the node saw and did not
---          report yet (its own recent history, decayed to now)
--- Returns  {{group, hold until (ms), reason, adaptive rate or ''} for each group
---          held or slowed by these events, malformed host fields ignored}
-local now = tonumber(ARGV[1])
-local host_prefix = ARGV[2]
-local base, cap, forgive = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local adaptive = ARGV[6] == '1'
-local floor_rate = tonumber(ARGV[7])
-local window = math.max(tonumber(ARGV[8]), 1000)
-local step, raise = tonumber(ARGV[9]), tonumber(ARGV[10])
-local share, min_refusals = tonumber(ARGV[11]), tonumber(ARGV[12])
+-- Arguments:
+--   now           ms since epoch          host_prefix  host hash key prefix
+--   base, cap     HOST_BACKOFF_BASE and HOST_BACKOFF_MAX (ms)
+--   forgive       HOST_BACKOFF_FORGIVE (ms): one strike forgiven per this much quiet
+--   adaptive      1 = adaptive rate on    floor_rate   its floor (requests/s)
+--   window        HOST_BACKOFF_WINDOW (ms): the evidence window's time constant
+--   step          ms between two raises   raise        the fraction a recovering raise adds
+--   share         HOST_BACKOFF_SHARE      min_refusals HOST_BACKOFF_MIN_REFUSALS
+--   events        six lines each: group, kind ('push': a page refused for the
+--                 first time lately; 'again': a page refused again, which says
+--                 more of the page than of the host; 'ban'; 'errors'; 'ok'),
+--                 Retry-After in ms (-1: none; for 'ok' the answers counted), the
+--                 mean latency in ms ('ok'), a random fraction in [0, 1) for the
+--                 jitter of the hold, and the answers of the host the node saw
+--                 and did not report yet (its own recent history, decayed to now)
+-- Returns, by name: held ({group, hold until (ms), reason, adaptive rate or ''}
+-- for each group held or slowed by these events), bad (malformed host fields
+-- ignored)
+local K, A = named_input()
+local now = tonumber(A.now)
+local host_prefix = A.host_prefix
+local base, cap, forgive = tonumber(A.base), tonumber(A.cap), tonumber(A.forgive)
+local adaptive = A.adaptive == '1'
+local floor_rate = tonumber(A.floor_rate)
+local window = math.max(tonumber(A.window), 1000)
+local step, raise = tonumber(A.step), tonumber(A.raise)
+local share, min_refusals = tonumber(A.share), tonumber(A.min_refusals)
 local P = {bad = 0}
 local WATCH = 3  -- windows a host stays watched after a refusal
 local ECHO_MS = 500  -- an echo's Retry-After that extends a hold by less is not reported
-local default_rate = number_field(P, redis.call('HGET', KEYS[3], '*')) or 0
+local default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
 local out = {}
 
 local function configured_rate(group)
-  return number_field(P, redis.call('HGET', KEYS[3], group)) or default_rate
+  return number_field(P, redis.call('HGET', K.rates, group)) or default_rate
 end
 
 local function fmt(n) return string.format('%.3f', n) end
@@ -85,9 +88,9 @@ local function hold_for(key, group, hold, wait, kind, arate)
   hold = now + wait
   redis.call('HSET', key, 'hold', string.format('%.0f', hold), 'next', string.format('%.0f', hold))
   if kind then redis.call('HSET', key, 'why', kind) end
-  redis.call('ZREM', KEYS[1], group)
-  redis.call('ZADD', KEYS[2], 'GT', hold, group)
-  redis.call('ZADD', KEYS[4], 'GT', hold, group)
+  redis.call('ZREM', K.ready, group)
+  redis.call('ZADD', K.waiting, 'GT', hold, group)
+  redis.call('ZADD', K.held, 'GT', hold, group)
   if longer then  -- said; a few ms more are not worth a line
     out[#out + 1] = {group, string.format('%.0f', hold), kind or 'echo', arate and fmt(arate) or ''}
   end
@@ -234,13 +237,13 @@ local function refused(group, kind, retry_after, jitter, history)
   redis.call('HSET', key, unpack(fields))
   -- the group waits for every node, even with no work now: a request found
   -- meanwhile waits too
-  redis.call('ZREM', KEYS[1], group)
-  redis.call('ZADD', KEYS[2], 'GT', hold, group)
-  redis.call('ZADD', KEYS[4], 'GT', hold, group)
+  redis.call('ZREM', K.ready, group)
+  redis.call('ZADD', K.waiting, 'GT', hold, group)
+  redis.call('ZADD', K.held, 'GT', hold, group)
   if kind == 'ban' then
-    redis.call('ZADD', KEYS[5], 'GT', hold, group)
+    redis.call('ZADD', K.banned, 'GT', hold, group)
   else
-    redis.call('ZREM', KEYS[5], group)
+    redis.call('ZREM', K.banned, group)
   end
   out[#out + 1] = {group, string.format('%.0f', hold), kind, arate and fmt(arate) or ''}
 end
@@ -303,10 +306,21 @@ local function answered_well(group, answers, latency)
   redis.call('HSET', key, 'arate', fmt(new), 'changed', now, 'probe', probe)
 end
 
-for i = 13, #ARGV, 6 do
-  local group, kind = ARGV[i], ARGV[i + 1]
-  local value, latency, jitter = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-  local history = tonumber(ARGV[i + 5]) or 0
+-- the events' lines, empty ones kept (so each event stays six lines)
+local E, events, at = {}, A.events or '', 1
+while #events > 0 do
+  local nl = string.find(events, '\n', at, true)
+  if not nl then
+    E[#E + 1] = string.sub(events, at)
+    break
+  end
+  E[#E + 1] = string.sub(events, at, nl - 1)
+  at = nl + 1
+end
+for i = 1, #E - 5, 6 do
+  local group, kind = E[i], E[i + 1]
+  local value, latency, jitter = tonumber(E[i + 2]), tonumber(E[i + 3]), tonumber(E[i + 4])
+  local history = tonumber(E[i + 5]) or 0
   if history ~= history or history < 0 then history = 0 end
   if kind == 'ok' then
     answered_well(group, value, latency)
@@ -315,6 +329,6 @@ for i = 13, #ARGV, 6 do
   end
 end
 -- holds that are over leave the registries (what is left is what holds now)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
-return {out, P.bad}
+redis.call('ZREMRANGEBYSCORE', K.held, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', K.banned, '-inf', now)
+return {'held', out, 'bad', P.bad}
