@@ -148,19 +148,18 @@ class HostStates:
                 "window": int(b.window * 1000), "step": int(b.step * 1000),
                 "raise": b.raise_by, "share": b.share, "min_refusals": b.min_refusals,
             }  # fmt: skip
-            lines: list[Any] = []
+            items: list[Any] = []
             for e in part:
                 if e.kind == OK:
                     value, latency = e.answers + e.history, round(e.latency * 1000, 1)
                 else:
                     value = -1 if e.retry_after is None else int(e.retry_after * 1000)
                     latency = 0
-                lines += [e.group, e.kind, value, latency, self._random.random(),
+                items += [e.group, e.kind, value, latency, self._random.random(),
                           round(e.history, 3)]  # fmt: skip
-            args["events"] = "\n".join(str(line) for line in lines)
             script_keys = {"ready": keys.ready, "waiting": keys.waiting, "rates": keys.rates,
                            "held": keys.held, "banned": keys.banned}  # fmt: skip
-            run_named(self._feedback, script_keys, args, pipe)
+            run_named(self._feedback, script_keys, args, pipe, items)
         held = []
         for result in execute(pipe):
             answer = fields(result)

@@ -69,13 +69,16 @@ def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = N
 
 
 def run_named(
-    script: Script, keys: dict[str, str], args: dict[str, Any], pipe: Pipeline | None = None
+    script: Script,
+    keys: dict[str, str],
+    args: dict[str, Any],
+    pipe: Pipeline | None = None,
+    items: Sequence[Any] = (),
 ):
-    """``run_script`` for a script that takes its keys and arguments by name
-    (``scripts/_named.lua``); ``fields`` reads a result it returns by name."""
-    argv: list[Any] = [",".join(keys)]
-    for name, value in args.items():
-        argv += (name, value)
+    """``run_script`` for a script that takes its keys and arguments by name, and
+    a list of ``items`` after them (``scripts/_named.lua``); ``fields`` reads a
+    result it returns by name."""
+    argv = [",".join(keys), ",".join(args), *args.values(), *items]
     return run_script(script, list(keys.values()), argv, pipe)
 
 

@@ -1,16 +1,22 @@
 -- A script's keys and arguments by name (redisops.run_named): ARGV[1] names the
--- keys in KEYS' order (comma-separated), the rest of ARGV is name, value pairs.
--- K.name is a key, A.name an argument (a string, as Redis passes them). A
--- result by name is a flat list of name, value pairs (redisops.fields reads it).
+-- keys in KEYS' order and ARGV[2] the arguments that follow it (each a
+-- comma-separated list); what comes after them is the script's list of items.
+-- K.name is a key, A.name an argument (a string, as Redis passes them), L the
+-- items. A result by name is a flat list of name, value pairs (redisops.fields).
 local function named_input()
-  local K, A = {}, {}
+  local K, A, L = {}, {}, {}
   local i = 0
   for name in string.gmatch(ARGV[1], '[^,]+') do
     i = i + 1
     K[name] = KEYS[i]
   end
-  for j = 2, #ARGV - 1, 2 do
-    A[ARGV[j]] = ARGV[j + 1]
+  local j = 2
+  for name in string.gmatch(ARGV[2], '[^,]+') do
+    j = j + 1
+    A[name] = ARGV[j]
   end
-  return K, A
+  for k = j + 1, #ARGV do
+    L[#L + 1] = ARGV[k]
+  end
+  return K, A, L
 end

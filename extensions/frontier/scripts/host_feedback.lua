@@ -27,17 +27,16 @@
 --   window        HOST_BACKOFF_WINDOW (ms): the evidence window's time constant
 --   step          ms between two raises   raise        the fraction a recovering raise adds
 --   share         HOST_BACKOFF_SHARE      min_refusals HOST_BACKOFF_MIN_REFUSALS
---   events        six lines each: group, kind ('push': a page refused for the
---                 first time lately; 'again': a page refused again, which says
---                 more of the page than of the host; 'ban'; 'errors'; 'ok'),
---                 Retry-After in ms (-1: none; for 'ok' the answers counted), the
---                 mean latency in ms ('ok'), a random fraction in [0, 1) for the
---                 jitter of the hold, and the answers of the host the node saw
---                 and did not report yet (its own recent history, decayed to now)
+-- Items: the events, six each: group; kind ('push': a page refused for the
+-- first time lately; 'again': a page refused again, which says more of the page
+-- than of the host; 'ban'; 'errors'; 'ok'); Retry-After in ms (-1: none; for
+-- 'ok' the answers counted); the mean latency in ms ('ok'); a random fraction
+-- in [0, 1) for the jitter of the hold; the answers of the host the node saw
+-- and did not report yet (its own recent history, decayed to now).
 -- Returns, by name: held ({group, hold until (ms), reason, adaptive rate or ''}
 -- for each group held or slowed by these events), bad (malformed host fields
 -- ignored)
-local K, A = named_input()
+local K, A, E = named_input()
 local now = tonumber(A.now)
 local host_prefix = A.host_prefix
 local base, cap, forgive = tonumber(A.base), tonumber(A.cap), tonumber(A.forgive)
@@ -306,18 +305,7 @@ local function answered_well(group, answers, latency)
   redis.call('HSET', key, 'arate', fmt(new), 'changed', now, 'probe', probe)
 end
 
--- the events' lines, empty ones kept (so each event stays six lines)
-local E, events, at = {}, A.events or '', 1
-while #events > 0 do
-  local nl = string.find(events, '\n', at, true)
-  if not nl then
-    E[#E + 1] = string.sub(events, at)
-    break
-  end
-  E[#E + 1] = string.sub(events, at, nl - 1)
-  at = nl + 1
-end
-for i = 1, #E - 5, 6 do
+for i = 1, #E - 5, 6 do  -- the events, six items each
   local group, kind = E[i], E[i + 1]
   local value, latency, jitter = tonumber(E[i + 2]), tonumber(E[i + 3]), tonumber(E[i + 4])
   local history = tonumber(E[i + 5]) or 0
