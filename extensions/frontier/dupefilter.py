@@ -18,7 +18,8 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 
 from extensions import compat, connection
 from extensions.frontier.frontier import FINGERPRINT_BYTES
-from extensions.frontier.redisops import load_script
+from extensions.frontier.redisops import load_script, run_named
+from extensions.frontier.results import Added
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -80,11 +81,14 @@ class RedisDupeFilter(RFPDupeFilter):
         if self._check is None:
             self._check = self.server.register_script(load_script("enqueue"))
         # the enqueue script with no request: it only checks and records the fingerprint
-        added, *_ = self._check(
-            keys=[self.key, "", "", ""],
-            args=["", "", 0, self.key + ":", "", self.request_fingerprint(request), "", 0, ""],
-        )
-        return int(added) == 0
+        result = run_named(
+            self._check,
+            {"dupefilter": self.key, "ready": "", "waiting": "", "frontier": ""},
+            {"queue_prefix": "", "host_prefix": "", "data_prefix": "", "budget": 0,
+             "level_prefix": self.key + ":"},
+            items=[self.request_fingerprint(request), "", 0, ""],
+        )  # fmt: skip
+        return Added.of(result).new == 0
 
     def log(self, request: Request, spider: Spider) -> None:
         if self.debug:

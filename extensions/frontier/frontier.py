@@ -127,27 +127,30 @@ class Frontier(RevisitOps, Upkeep):
         return len(parts)
 
     def _enqueue_shard(self, keys: SpiderKeys, entries: list[Entry], pipe: Pipeline | None = None):
-        args: list[str | float | bytes | int] = [keys.queue(""), keys.host(""), self.budget]
+        args: dict[str, Any] = {"queue_prefix": keys.queue(""), "host_prefix": keys.host(""),
+                                "data_prefix": keys.data(""), "budget": self.budget}  # fmt: skip
+        items: list[str | float | bytes | int] = []
         if self.bloom is None:
-            args.extend((keys.dupefilter + ":", keys.data("")))  # its levels' buckets
+            args["level_prefix"] = keys.dupefilter + ":"  # its levels' buckets
             for fingerprint, group, priority, data in entries:
-                args.extend((fingerprint[:FINGERPRINT_BYTES], group, priority, data))
-            script, first_key = self._enqueue, keys.dupefilter
+                items.extend((fingerprint[:FINGERPRINT_BYTES], group, priority, data))
+            script, counted = self._enqueue, {"dupefilter": keys.dupefilter}
         else:
             self._create_bloom_shards(keys)
-            args.extend((keys.bloom_prefix, self.bloom.hashes, keys.data("")))
+            args.update(bloom_prefix=keys.bloom_prefix, k=self.bloom.hashes)
             for fingerprint, group, priority, data in entries:
                 if fingerprint:
                     raw = fingerprint if isinstance(fingerprint, bytes) else fingerprint.encode()
                     shard, offsets = self.bloom.positions(raw)
-                    args.append(shard)
-                    args.extend(offsets)
+                    items.append(shard)
+                    items.extend(offsets)
                 else:  # dont_filter: no check, same stride
-                    args.extend([""] * (self.bloom.hashes + 1))
-                args.extend((group, priority, data))
-            script, first_key = self._enqueue_bloom, keys.bloom_count
-        script_keys = [first_key, keys.ready, keys.waiting, keys.frontier]
-        return run_script(script, script_keys, args, pipe)
+                    items.extend([""] * (self.bloom.hashes + 1))
+                items.extend((group, priority, data))
+            script, counted = self._enqueue_bloom, {"bloom_count": keys.bloom_count}
+        script_keys = {**counted, "ready": keys.ready, "waiting": keys.waiting,
+                       "frontier": keys.frontier}  # fmt: skip
+        return run_named(script, script_keys, args, pipe, items)
 
     def delay(self, entries: list[tuple[float, str, bytes]], pipe: Pipeline | None = None) -> None:
         """Park (due time in seconds since epoch, group, data) entries until they are due."""

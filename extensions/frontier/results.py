@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 from extensions import connection
+from extensions.frontier import redisops
 
 #: (fingerprint or "" for dont_filter, group, priority, request JSON or b"")
 Entry = tuple[str | bytes, str, float, bytes]
@@ -37,9 +38,13 @@ class Added:
 
     @classmethod
     def of(cls, result: Any) -> Added:
-        new, over, *rest = result
-        crawl_over = int(rest[0]) if rest else 0
-        return cls(int(new), tuple(connection.text(group) for group in over), crawl_over)
+        """From an enqueue script's result (by name: new, over_budget, over_crawl_budget)."""
+        named = redisops.fields(result)
+        return cls(
+            int(named["new"]),
+            tuple(connection.text(group) for group in named["over_budget"]),
+            int(named["over_crawl_budget"]),
+        )
 
     @classmethod
     def combine(cls, results: list[Any]) -> Added:

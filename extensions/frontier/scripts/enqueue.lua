@@ -1,34 +1,35 @@
---! include _entries _crawls _queues _dupefilter
+--! include _named _entries _crawls _queues _dupefilter
 -- Add requests to their groups' queues unless their fingerprint was seen before.
--- KEYS[1]  dupefilter (hash): field 'n' counts the fingerprints
--- KEYS[2]  ready groups (zset)      KEYS[3]  waiting groups (zset)
--- KEYS[4]  frontier counters (hash: queued, seq)
--- ARGV[1]  group queue key prefix   ARGV[2]  group counters key prefix
--- ARGV[3]  HOST_PAGE_BUDGET: requests a group may ever be given (0 = no limit)
--- ARGV[4]  level key prefix: the fingerprints live in small hashes
---          prefix .. LEVEL .. ':' .. BUCKET, one field of 7 bytes each
--- ARGV[5]  group data key prefix: each queued request's JSON by id
--- ARGV...  (14-byte fingerprint, group, priority, request JSON) from ARGV[6]: an
---          empty fingerprint skips the seen check (dont_filter), empty JSON only
---          records the fingerprint (a standalone dupefilter check)
--- Returns  {new fingerprints (requests added or over budget), the group of each
---          request dropped over budget, requests dropped over their crawl's budget}
+-- Keys (by name, _named.lua): dupefilter (hash: field 'n' counts the
+-- fingerprints); ready, waiting (groups, zsets); frontier (counters: queued, seq).
+-- Arguments: queue_prefix, host_prefix, data_prefix (group queue, counters and
+-- request data key prefixes: each queued request's JSON by id); budget
+-- (HOST_PAGE_BUDGET: requests a group may ever be given, 0 = no limit);
+-- level_prefix (the fingerprints live in small hashes prefix .. LEVEL .. ':' ..
+-- BUCKET, one field of 7 bytes each).
+-- Items: four per request: its 14-byte fingerprint, group, priority and JSON; an
+-- empty fingerprint skips the seen check (dont_filter), empty JSON only records
+-- the fingerprint (a standalone dupefilter check).
+-- Returns, by name: new (fingerprints new: requests added or over budget),
+-- over_budget (the group of each request dropped over budget), over_crawl_budget
+-- (requests dropped over their crawl's budget)
 --
 -- Why levels: each new fingerprint is one small HSET, so what Redis writes to its
 -- AOF and replicas per URL stays the same however many URLs were seen. A bucket
 -- stays a compact listpack of at most ~128 fields (~12 bytes per URL); a check
 -- looks in every level so far: one more HEXISTS each time the filter grows 4x.
 -- (level_for, bucket_key and fingerprint_field come from _dupefilter.lua)
-local F = {queue_prefix = ARGV[1], data_prefix = ARGV[5], ready = KEYS[2], waiting = KEYS[3],
-           frontier = KEYS[4], added = {}}
-local budget = tonumber(ARGV[3])
-local level_prefix = ARGV[4]
-local count = (#ARGV - 5) / 4
+local K, A, L = named_input()
+local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready,
+           waiting = K.waiting, frontier = K.frontier, added = {}}
+local budget = tonumber(A.budget)
+local level_prefix = A.level_prefix
+local count = #L / 4
 local seq_base = nil  -- taken on the first request queued: a bare check takes none
 local seq = 0
 local added, over, crawl_over = 0, {}, 0
 
-local top = level_for(tonumber(redis.call('HGET', KEYS[1], 'n') or '0'))
+local top = level_for(tonumber(redis.call('HGET', K.dupefilter, 'n') or '0'))
 
 local function seen_before(fp)
   local field = fingerprint_field(fp)
@@ -39,9 +40,9 @@ local function seen_before(fp)
 end
 
 local new_fingerprints = 0
-for i = 6, #ARGV, 4 do
+for i = 1, #L - 3, 4 do
   seq = seq + 1
-  local fp = ARGV[i]
+  local fp = L[i]
   local new = true
   if fp ~= '' then
     if seen_before(fp) then
@@ -53,24 +54,25 @@ for i = 6, #ARGV, 4 do
   end
   if new then
     added = added + 1
-    local item = ARGV[i + 3]
+    local item = L[i + 3]
     if item ~= '' then
-      local group = ARGV[i + 1]
-      if budget > 0 and redis.call('HINCRBY', ARGV[2] .. budget_group(group), 'accepted', 1) > budget then
-        redis.call('HINCRBY', ARGV[2] .. budget_group(group), 'dropped:budget', 1)
+      local group = L[i + 1]
+      local counters = A.host_prefix .. budget_group(group)
+      if budget > 0 and redis.call('HINCRBY', counters, 'accepted', 1) > budget then
+        redis.call('HINCRBY', counters, 'dropped:budget', 1)
         over[#over + 1] = group
       elseif over_crawl_budget(F, group) then
         crawl_over = crawl_over + 1
       else
-        seq_base = seq_base or redis.call('HINCRBY', KEYS[4], 'seq', count) - count
+        seq_base = seq_base or redis.call('HINCRBY', K.frontier, 'seq', count) - count
         local id = seq_base + seq
-        push(F, group, order_score(tonumber(ARGV[i + 2]), id), string.format('%.0f', id), item)
+        push(F, group, order_score(tonumber(L[i + 2]), id), string.format('%.0f', id), item)
       end
     end
   end
 end
 if new_fingerprints > 0 then
-  redis.call('HINCRBY', KEYS[1], 'n', new_fingerprints)
+  redis.call('HINCRBY', K.dupefilter, 'n', new_fingerprints)
 end
 settle(F)
-return {added, over, crawl_over}
+return {'new', added, 'over_budget', over, 'over_crawl_budget', crawl_over}
