@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from extensions import connection
 from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawl_id_problem, crawls_of
-from extensions.frontier.redisops import execute, load_script, run_script
+from extensions.frontier.redisops import execute, fields, load_script, run_named
 
 if TYPE_CHECKING:
     import redis
@@ -217,10 +217,12 @@ class Crawls:
     def _in_every_scope(self, op: str, crawl: str) -> None:
         pipe = self.server.pipeline(transaction=False)
         for scope in self.scopes:
-            run_script(
-                self._control, [scope.crawls, scope.turns, scope.ready],
-                [op, crawl, scope.data("")], pipe,
-            )  # fmt: skip
+            run_named(
+                self._control,
+                {"crawls": scope.crawls, "turns": scope.turns, "ready": scope.ready},
+                {"op": op, "crawl": crawl, "data_prefix": scope.data("")},
+                pipe,
+            )
         execute(pipe)
 
     def pause(self, crawl: str | None = None) -> str:
@@ -267,13 +269,15 @@ class Crawls:
         removed = 0
         for scope in self.scopes:
             for _ in range(calls):
-                gone, more = run_script(
+                drained = fields(run_named(
                     self._drain,
-                    [scope.crawl_groups(crawl), scope.waiting, scope.frontier],
-                    [crawl, scope.queue(""), scope.data(""), DRAIN_BATCH],
-                )
-                removed += int(gone)
-                if not int(more):
+                    {"groups": scope.crawl_groups(crawl), "waiting": scope.waiting,
+                     "frontier": scope.frontier},
+                    {"crawl": crawl, "queue_prefix": scope.queue(""),
+                     "data_prefix": scope.data(""), "batch": DRAIN_BATCH},
+                ))  # fmt: skip
+                removed += int(drained["removed"])
+                if not int(drained["more"]):
                     break
             else:
                 return removed  # the rest at the next heartbeat

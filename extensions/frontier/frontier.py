@@ -290,7 +290,13 @@ class Frontier(RevisitOps, Upkeep):
         parts = self._by_shard(items, lambda member: connection.text(member.partition(b"\n")[0]))
         for shard, part in parts.items():
             keys = self.shards[shard]
-            run_script(self._release, [keys.leases(self.node_id)], [keys.data(""), *part], pipe)
+            run_named(
+                self._release,
+                {"leases": keys.leases(self.node_id)},
+                {"data_prefix": keys.data("")},
+                pipe,
+                part,
+            )
 
     def reclaim(
         self,

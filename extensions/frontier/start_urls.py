@@ -31,7 +31,7 @@ from scrapy import FormRequest, Request
 from extensions.crawlid import crawl_id_problem
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import now_ms
-from extensions.frontier.redisops import load_script
+from extensions.frontier.redisops import load_script, run_named
 from extensions.meta import CONTROL_KEYS, CRAWL_ID, control_meta_problem, priority_problem
 from extensions.render.actions import render_meta_problem
 from extensions.runtime import runtime_of
@@ -216,10 +216,13 @@ class StartLeases:
 
     def take(self, count: int) -> list[bytes]:
         """Lease up to ``count`` of the oldest entries to this node."""
-        return self._take(
-            keys=[self.keys.start_urls, self.key, self.keys.nodes],
-            args=[count, self.node_id, now_ms(), self.keys.start_type],
-        )
+        return run_named(
+            self._take,
+            {"start_urls": self.keys.start_urls, "start_leases": self.key,
+             "nodes": self.keys.nodes},
+            {"count": count, "node": self.node_id, "now": now_ms(),
+             "start_type": self.keys.start_type},
+        )  # fmt: skip
 
     def ack(self, entries: list[bytes], pipe: Pipeline) -> None:
         """Queue on ``pipe`` the removal of entries whose requests are written."""

@@ -1,34 +1,35 @@
---! include _crawls
+--! include _named _crawls
 -- Pause, resume or end a crawl in one scope of the frontier (NAME, or a shard).
--- KEYS[1]  crawls (hash: crawl -> state)   KEYS[2]  turns (zset)
--- KEYS[3]  ready groups of the crawl without an id (NAME:ready)
--- ARGV[1]  'pause', 'resume', 'stopped' or 'expired'
--- ARGV[2]  the crawl id; '*' = every crawl, '' = the crawl without an id
--- ARGV[3]  group data key prefix (NAME:data:): the crawls' keys sit next to it
+-- Keys (by name, _named.lua): crawls (hash: crawl -> state), turns (zset),
+-- ready (groups of the crawl without an id, NAME:ready).
+-- Arguments: op ('pause', 'resume', 'stopped' or 'expired'); crawl (the crawl
+-- id; '*' = every crawl, '' = the crawl without an id); data_prefix (NAME:data:,
+-- the crawls' keys sit next to it).
 -- Returns  the crawl's state before
-local F = {data_prefix = ARGV[3], ready = KEYS[3], waiting = '', added = {}}
-local op, crawl = ARGV[1], ARGV[2]
-local before = redis.call('HGET', KEYS[1], crawl) or 'running'
+local K, A = named_input()
+local F = {data_prefix = A.data_prefix, ready = K.ready, waiting = '', added = {}}
+local op, crawl = A.op, A.crawl
+local before = redis.call('HGET', K.crawls, crawl) or 'running'
 if op == 'pause' then
-  if before == 'running' then redis.call('HSET', KEYS[1], crawl, 'paused') end
+  if before == 'running' then redis.call('HSET', K.crawls, crawl, 'paused') end
   if crawl == '*' then
-    redis.call('DEL', KEYS[2], turns_of(F, 'render'))
+    redis.call('DEL', K.turns, turns_of(F, 'render'))
   else
-    redis.call('ZREM', KEYS[2], crawl)
+    redis.call('ZREM', K.turns, crawl)
     redis.call('ZREM', turns_of(F, 'render'), crawl)
   end
 elseif op == 'resume' then
   local resumed = {crawl}
   if crawl == '*' then
     resumed = {''}
-    local all = redis.call('HGETALL', KEYS[1])
+    local all = redis.call('HGETALL', K.crawls)
     for i = 1, #all, 2 do
-      if all[i + 1] == 'paused' and all[i] ~= '*' then redis.call('HSET', KEYS[1], all[i], 'running') end
+      if all[i + 1] == 'paused' and all[i] ~= '*' then redis.call('HSET', K.crawls, all[i], 'running') end
       if all[i] ~= '*' then resumed[#resumed + 1] = all[i] end
     end
-    redis.call('HDEL', KEYS[1], '*')
+    redis.call('HDEL', K.crawls, '*')
   elseif before == 'paused' then
-    redis.call('HSET', KEYS[1], crawl, 'running')
+    redis.call('HSET', K.crawls, crawl, 'running')
   end
   for _, name in ipairs(resumed) do
     for _, lane in ipairs({'', 'render'}) do
@@ -36,8 +37,8 @@ elseif op == 'resume' then
     end
   end
 else
-  redis.call('HSET', KEYS[1], crawl, op)
-  redis.call('ZREM', KEYS[2], crawl)
+  redis.call('HSET', K.crawls, crawl, op)
+  redis.call('ZREM', K.turns, crawl)
   redis.call('ZREM', turns_of(F, 'render'), crawl)
 end
 return before

@@ -1,23 +1,24 @@
---! include _crawls _queues
+--! include _named _crawls _queues
 -- Empty the queues of a crawl that was stopped, a bounded part per call.
--- KEYS[1]  the crawl's groups (set)      KEYS[2]  waiting groups (zset)
--- KEYS[3]  frontier counters (hash: queued)
--- ARGV[1]  the crawl id    ARGV[2]  group queue key prefix
--- ARGV[3]  group data key prefix         ARGV[4]  requests one call removes at most
--- Returns  {requests removed, 1 if more are left}
+-- Keys (by name, _named.lua): groups (the crawl's groups, a set), waiting
+-- (groups, zset), frontier (counters: queued).
+-- Arguments: crawl (its id), queue_prefix, data_prefix (group queue and data
+-- key prefixes), batch (requests one call removes at most).
+-- Returns, by name: removed (requests removed), more (1 if more are left)
 -- Leased requests are left alone: they finish, and their release drops their JSON.
-local F = {data_prefix = ARGV[3], queue_prefix = ARGV[2], ready = '', added = {}}
-local crawl, budget = ARGV[1], tonumber(ARGV[4])
+local K, A = named_input()
+local F = {data_prefix = A.data_prefix, queue_prefix = A.queue_prefix, ready = '', added = {}}
+local crawl, budget = A.crawl, tonumber(A.batch)
 local removed, render_removed = 0, 0
 while budget > 0 do
-  local group = redis.call('SRANDMEMBER', KEYS[1])
+  local group = redis.call('SRANDMEMBER', K.groups)
   if not group then break end
-  local queue = ARGV[2] .. group
+  local queue = A.queue_prefix .. group
   local ids = redis.call('ZRANGE', queue, 0, budget - 1)
   if #ids > 0 then
     redis.call('ZREMRANGEBYRANK', queue, 0, #ids - 1)
     for from = 1, #ids, 1000 do
-      redis.call('HDEL', ARGV[3] .. group, unpack(ids, from, math.min(from + 999, #ids)))
+      redis.call('HDEL', A.data_prefix .. group, unpack(ids, from, math.min(from + 999, #ids)))
     end
     removed = removed + #ids
     if lane_of(group) == 'render' then render_removed = render_removed + #ids end
@@ -28,17 +29,17 @@ while budget > 0 do
     if redis.call('EXISTS', overflow_key(F, group)) == 1 then
       redis.call('ZADD', crawl_base(F) .. 'refill', 0, group)
     end
-    redis.call('SREM', KEYS[1], group)
+    redis.call('SREM', K.groups, group)
     redis.call('ZREM', ready_of(F, crawl, lane_of(group)), group)
-    redis.call('ZREM', KEYS[2], group)
+    redis.call('ZREM', K.waiting, group)
   end
 end
 if removed > 0 then
-  redis.call('HINCRBY', KEYS[3], 'queued', -removed)
-  if render_removed > 0 then redis.call('HINCRBY', KEYS[3], 'render_queued', -render_removed) end
+  redis.call('HINCRBY', K.frontier, 'queued', -removed)
+  if render_removed > 0 then redis.call('HINCRBY', K.frontier, 'render_queued', -render_removed) end
   count_crawl(F, crawl, 'queued', -removed)
   count_crawl(F, crawl, 'removed', removed)
 end
 local more = 0
-if redis.call('SCARD', KEYS[1]) > 0 then more = 1 end
-return {removed, more}
+if redis.call('SCARD', K.groups) > 0 then more = 1 end
+return {'removed', removed, 'more', more}

@@ -1,31 +1,31 @@
--- Lease start-URL entries: take up to ARGV[1] of the entries due first from the
+--! include _named
+-- Lease start-URL entries: take up to count of the entries due first from the
 -- start key into this node's start leases, where they stay until the requests
 -- built from them are queued (or they are dead-lettered).
--- KEYS[1]  start key: a list (users LPUSH; the oldest entry is at the right
---          end), a set (any member) or a sorted set (highest score first)
--- KEYS[2]  this node's start leases (list)
--- KEYS[3]  node registry (zset, score = last heartbeat in ms)
--- ARGV[1]  how many entries at most
--- ARGV[2]  this node's id
--- ARGV[3]  now (ms since epoch): taking counts as a heartbeat, so the others
---          can always see whose start leases these are
--- ARGV[4]  the start key's type: list, set or zset
+-- Keys (by name, _named.lua): start_urls (the start key: a list, users LPUSH
+-- and the oldest entry is at the right end; a set, any member; or a sorted set,
+-- highest score first), start_leases (this node's, a list), nodes (registry,
+-- zset, score = last heartbeat in ms).
+-- Arguments: count (how many entries at most), node (this node's id), now (ms
+-- since epoch: taking counts as a heartbeat, so the others can always see
+-- whose start leases these are), start_type (list, set or zset).
 -- Returns  the entries, in the order they are due.
+local K, A = named_input()
 local items
-if ARGV[4] == 'set' then
-  items = redis.call('SPOP', KEYS[1], ARGV[1])
-elseif ARGV[4] == 'zset' then
-  local popped = redis.call('ZPOPMAX', KEYS[1], ARGV[1])
+if A.start_type == 'set' then
+  items = redis.call('SPOP', K.start_urls, A.count)
+elseif A.start_type == 'zset' then
+  local popped = redis.call('ZPOPMAX', K.start_urls, A.count)
   items = {}
   for i = 1, #popped, 2 do
     items[#items + 1] = popped[i]
   end
 else
-  items = redis.call('RPOP', KEYS[1], ARGV[1])
+  items = redis.call('RPOP', K.start_urls, A.count)
 end
 if not items or #items == 0 then
   return {}
 end
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
-redis.call('RPUSH', KEYS[2], unpack(items))
+redis.call('ZADD', K.nodes, A.now, A.node)
+redis.call('RPUSH', K.start_leases, unpack(items))
 return items
