@@ -12,6 +12,7 @@ import pytest
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
 from extensions.frontier.overflow import MongoOverflow
+from extensions.frontier.redisops import fields, run_named
 from extensions.frontier.spilling import Overflow
 from extensions.keys import SpiderKeys
 
@@ -135,10 +136,16 @@ def test_a_node_dying_after_its_spill_write_leaves_nothing_doubled(overflow_setu
     keys = frontier.keys
     frontier.enqueue([entry(f"http://a.test/{n}") for n in range(8)])
     # the dying node took a batch and wrote it, and died before Redis heard
-    batch, _, _ = dying._take(
-        keys=[keys.spill, keys.spilling("dies"), keys.spillers, keys.refill, keys.frontier],
-        args=["dies", 1, 1000, 60000, 0, keys.queue("")],
-    )
+    script_keys = {
+        "spill": keys.spill,
+        "journal": keys.spilling("dies"),
+        "spillers": keys.spillers,
+        "refill": keys.refill,
+        "frontier": keys.frontier,
+    }
+    args = {"node": "dies", "now": 1, "batch": 1000, "claim_ms": 60000, "groups": 0,
+            "queue_prefix": keys.queue("")}  # fmt: skip
+    batch = fields(run_named(dying._take, script_keys, args))["batch"]
     assert len(batch) == 6
     from extensions.frontier.overflow import SpillRecord
 

@@ -19,7 +19,7 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawls_of
 from extensions.frontier.leaseplan import LeasePlanner
-from extensions.frontier.redisops import execute, fields, load_script, run_named, run_script
+from extensions.frontier.redisops import execute, fields, load_script, run_named
 from extensions.frontier.results import (
     SIZE_FIELDS,
     Added,
@@ -232,7 +232,7 @@ class Frontier(RevisitOps, Upkeep):
     def _in_scopes(
         self,
         script: Script,
-        keys_and_args: Callable[[SpiderKeys], tuple[Any, Any]],
+        keys_and_args: Callable[[SpiderKeys], tuple[dict[str, str], dict[str, Any]]],
         turn: str | None = None,
     ) -> list[tuple[int, Any]]:
         """Run ``script`` under NAME and in each shard (with ``turn``, in that
@@ -241,11 +241,7 @@ class Frontier(RevisitOps, Upkeep):
         chosen = self._next_round(turn) if turn else list(range(len(scopes)))
         pipe = self.server.pipeline(transaction=False)
         for index in chosen:
-            keys, args = keys_and_args(scopes[index])
-            if isinstance(keys, dict):
-                run_named(script, keys, args, pipe)
-            else:
-                run_script(script, keys, args, pipe)
+            run_named(script, *keys_and_args(scopes[index]), pipe)
         return list(zip(chosen, execute(pipe), strict=True))
 
     def lease_result(self, results: list[Any]) -> tuple[list[Lease], float | None]:

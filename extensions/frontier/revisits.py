@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from extensions.cluster.checkpoint import now_ms
-from extensions.frontier.redisops import execute, run_script
+from extensions.frontier.redisops import execute, run_named
 from extensions.recrawl.records import RecrawlSchedule, revisit_page, revisit_state
 
 if TYPE_CHECKING:
@@ -61,8 +61,19 @@ class RevisitOps:
         results = self._in_scopes(
             self._feed,
             lambda keys: (
-                [keys.due, keys.revisit, keys.ready, keys.waiting, keys.frontier],
-                [now, limit, keys.queue(""), keys.data("")],
+                {
+                    "due": keys.due,
+                    "revisit": keys.revisit,
+                    "ready": keys.ready,
+                    "waiting": keys.waiting,
+                    "frontier": keys.frontier,
+                },
+                {
+                    "now": now,
+                    "limit": limit,
+                    "queue_prefix": keys.queue(""),
+                    "data_prefix": keys.data(""),
+                },
             ),
             "feed" if in_turn else None,
         )
@@ -76,11 +87,13 @@ class RevisitOps:
         queued = 0
         for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
             keys = self.shards[shard]
-            args: list[Any] = [keys.queue(""), keys.data("")]
+            items: list[Any] = []
             for fingerprint, group, data in part:
-                args.extend((fingerprint, group, data))
-            script_keys = [keys.revisit, keys.ready, keys.waiting, keys.frontier]
-            queued += int(run_script(self._requeue, script_keys, args))
+                items.extend((fingerprint, group, data))
+            script_keys = {"revisit": keys.revisit, "ready": keys.ready,
+                           "waiting": keys.waiting, "frontier": keys.frontier}  # fmt: skip
+            args = {"queue_prefix": keys.queue(""), "data_prefix": keys.data("")}
+            queued += int(run_named(self._requeue, script_keys, args, items=items))
         return queued
 
     def unmark(self, entries: list[tuple[str, str]], pipe: Pipeline | None = None) -> None:

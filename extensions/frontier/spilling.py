@@ -37,7 +37,7 @@ from twisted.python.failure import Failure
 from extensions import connection
 from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.overflow import MongoOverflow, SpillRecord
-from extensions.frontier.redisops import execute, load_script, run_script
+from extensions.frontier.redisops import execute, fields, load_script, run_named
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -233,19 +233,21 @@ class Overflow:
                 done.recovered += self.recover(keys, done)
         pipe = self.server.pipeline(transaction=False)
         for keys in shards:
-            run_script(
+            run_named(
                 self._take,
-                [keys.spill, keys.spilling(self.node_id), keys.spillers, keys.refill,
-                 keys.frontier],
-                [self.node_id, now_ms(), self.batch, int(CLAIM_SECONDS * 1000), GROUPS_PER_TURN,
-                 keys.queue("")],
+                {"spill": keys.spill, "journal": keys.spilling(self.node_id),
+                 "spillers": keys.spillers, "refill": keys.refill, "frontier": keys.frontier},
+                {"node": self.node_id, "now": now_ms(), "batch": self.batch,
+                 "claim_ms": int(CLAIM_SECONDS * 1000), "groups": GROUPS_PER_TURN,
+                 "queue_prefix": keys.queue("")},
                 pipe,
             )  # fmt: skip
-        taken = execute(pipe)
-        for index, (batch, _, waiting) in zip(chosen, taken, strict=True):
-            self._waiting[index] = int(waiting) + len(batch)
+        taken = [fields(result) for result in execute(pipe)]
+        for index, result in zip(chosen, taken, strict=True):
+            self._waiting[index] = int(result["waiting"]) + len(result["batch"])
         self.backlog = sum(self._waiting.values())
-        for keys, index, (batch, claimed, _) in zip(shards, chosen, taken, strict=True):
+        for keys, index, result in zip(shards, chosen, taken, strict=True):
+            batch, claimed = result["batch"], result["claimed"]
             if batch:
                 done.spilled += self._write(keys, self.node_id, batch, done)
                 self._waiting[index] -= len(batch)
@@ -278,8 +280,11 @@ class Overflow:
             else:
                 records.append(record)
         self.store.write(records)
-        run_script(self._spilled, [keys.spilling(node), keys.spillers, keys.frontier],
-                   [node, keys.queue(""), keys.data("")])  # fmt: skip
+        run_named(
+            self._spilled,
+            {"journal": keys.spilling(node), "spillers": keys.spillers, "frontier": keys.frontier},
+            {"node": node, "queue_prefix": keys.queue(""), "data_prefix": keys.data("")},
+        )
         return len(records)
 
     def _refill_group(
@@ -288,20 +293,24 @@ class Overflow:
         limit = min(room, self.batch)
         below = int(tmin) if tmin.lstrip("-").isdigit() else None
         waiting = self.store.waiting(group, limit, below) if limit else None
-        args: list[Any] = [keys.queue(""), keys.data(""), self.node_id, group, now_ms(),
-                           REFILL_RETRY_MS, claim]  # fmt: skip
+        args = {"queue_prefix": keys.queue(""), "data_prefix": keys.data(""),
+                "node": self.node_id, "group": group, "now": now_ms(),
+                "retry_ms": REFILL_RETRY_MS, "claim": claim}  # fmt: skip
+        items: list[Any] = []
         bad: list[tuple[str, str]] = []  # (id, why) of documents that are no requests
         if waiting is not None:
             for ident, life, order, request in waiting.requests:
-                args.extend((ident, life, order, request))
+                items.extend((ident, life, order, request))
             for ident, life, why in waiting.malformed:
-                args.extend((ident, life, "", ""))  # taken off the group's count, not queued
+                items.extend((ident, life, "", ""))  # taken off the group's count, not queued
                 bad.append((ident, why))
-        settled = run_script(
+        settled = run_named(
             self._refill,
-            [keys.ready, keys.waiting, keys.frontier, keys.refilled, keys.refill],
+            {"ready": keys.ready, "waiting": keys.waiting, "frontier": keys.frontier,
+             "refilled": keys.refilled, "refill": keys.refill},
             args,
-        )
+            items=items,
+        )  # fmt: skip
         if settled is None:  # its claim ran out and another node's stands: its turn
             return 0
         if waiting is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from extensions import connection
 from extensions.compat import PICKLE_PREFIX
 from extensions.frontier.groups import group_for
-from extensions.frontier.redisops import load_script, push_start_entries
+from extensions.frontier.redisops import load_script, push_start_entries, run_named
 
 if TYPE_CHECKING:
     import redis
@@ -171,8 +171,10 @@ class Upkeep:
                 ]
                 for start in range(0, len(old), UPGRADE_BATCH):
                     batch = old[start : start + UPGRADE_BATCH]
-                    args = [keys.data(""), "1" if leases else "0", group, *batch]
-                    upgraded += int(script(keys=[name, keys.frontier], args=args))
+                    args = {"data_prefix": keys.data(""), "leases": "1" if leases else "0",
+                            "group": group}  # fmt: skip
+                    script_keys = {"members": name, "frontier": keys.frontier}
+                    upgraded += int(run_named(script, script_keys, args, items=batch))
         return upgraded
 
     def _upgrade_dupefilter(self, keys: SpiderKeys) -> int:
@@ -181,5 +183,6 @@ class Upkeep:
         moved = 0
         for start in range(0, len(buckets), UPGRADE_BATCH):
             batch = buckets[start : start + UPGRADE_BATCH]
-            moved = int(script(keys=[keys.dupefilter], args=[keys.dupefilter + ":", moved, *batch]))
+            args = {"level_prefix": keys.dupefilter + ":", "moved": moved}
+            moved = int(run_named(script, {"dupefilter": keys.dupefilter}, args, items=batch))
         return moved

@@ -1,22 +1,22 @@
---! include _entries _queues
--- Move pages due for a recrawl into their groups' queues, at most ARGV[2] of them.
+--! include _named _entries _queues
+-- Move pages due for a recrawl into their groups' queues, at most limit of them.
 -- Taken off the due set and queued in one script: a node dying meanwhile leaves
 -- none behind and none queued twice, and no two nodes take the same page.
--- KEYS[1]  due pages (zset: fingerprint -> due ms)
--- KEYS[2]  revisit records (hash: fingerprint -> "GROUP\nJSON")
--- KEYS[3]  ready groups (zset)      KEYS[4]  waiting groups (zset)
--- KEYS[5]  frontier counters (hash: queued, seq)
--- ARGV[1]  now (ms)   ARGV[2]  at most this many
--- ARGV[3]  group queue key prefix   ARGV[4]  group data key prefix
+-- Keys (by name, _named.lua): due (pages, zset: fingerprint -> due ms); revisit
+-- (records, hash: fingerprint -> "GROUP\nJSON"); ready, waiting (groups, zsets);
+-- frontier (counters: queued, seq).
+-- Arguments: now (ms), limit (at most this many), queue_prefix, data_prefix
+-- (group queue and data key prefixes).
 -- Returns  how many pages were queued
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local K, A = named_input()
+local due = redis.call('ZRANGEBYSCORE', K.due, '-inf', A.now, 'LIMIT', 0, tonumber(A.limit))
 if #due == 0 then
   return 0
 end
-local F = {queue_prefix = ARGV[3], data_prefix = ARGV[4], ready = KEYS[3], waiting = KEYS[4],
-           frontier = KEYS[5], added = {}}
-redis.call('ZREM', KEYS[1], unpack(due))
-local records = redis.call('HMGET', KEYS[2], unpack(due))
+local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready, waiting = K.waiting,
+           frontier = K.frontier, added = {}}
+redis.call('ZREM', K.due, unpack(due))
+local records = redis.call('HMGET', K.revisit, unpack(due))
 local ids = new_ids(F, #due)
 local queued = 0
 for i = 1, #due do

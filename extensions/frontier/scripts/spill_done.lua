@@ -1,15 +1,15 @@
---! include _queues
+--! include _named _queues
 -- A spill batch is in MongoDB: its records are no longer on their way, and the
 -- journal that held them goes (once: a batch another node already finished
 -- for a dead one is not counted again).
--- KEYS[1]  the journal (list, NAME:spilling:NODE)
--- KEYS[2]  nodes with a journal (zset)
--- KEYS[3]  frontier counters (hash: host_queue_max)
--- ARGV[1]  the journal's node    ARGV[2]  group queue key prefix
--- ARGV[3]  group data key prefix
+-- Keys (by name, _named.lua): journal (list, NAME:spilling:NODE), spillers
+-- (nodes with a journal, zset), frontier (counters: host_queue_max).
+-- Arguments: node (the journal's node), queue_prefix, data_prefix (group queue
+-- and data key prefixes).
 -- Returns  how many records the journal held
-local F = {frontier = KEYS[3], queue_prefix = ARGV[2], data_prefix = ARGV[3]}
-local batch = redis.call('LRANGE', KEYS[1], 0, -1)
+local K, A = named_input()
+local F = {frontier = K.frontier, queue_prefix = A.queue_prefix, data_prefix = A.data_prefix}
+local batch = redis.call('LRANGE', K.journal, 0, -1)
 local landed = {}
 for _, record in ipairs(batch) do
   local group = string.match(record, '^([^\n]*)\n')
@@ -24,6 +24,6 @@ for group, n in pairs(landed) do
     want_refill(F, group)
   end
 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('DEL', K.journal)
+redis.call('ZREM', K.spillers, A.node)
 return #batch

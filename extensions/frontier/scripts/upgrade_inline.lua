@@ -1,27 +1,27 @@
---! include _entries
+--! include _named _entries
 -- Upgrade the whole-JSON members of earlier versions in a group's queue, or in a
 -- node's leases, into ids with their JSON in the group's data hash (what every
 -- script now reads), keeping each member's score.
--- KEYS[1]  the queue (GROUP's: members are JSON) or the leases (members are
---          GROUP\nJSON, or JSON alone)
--- KEYS[2]  frontier counters (hash: seq, the source of ids)
--- ARGV[1]  group data key prefix   ARGV[2]  '1' for leases, '0' for a queue
--- ARGV[3]  the queue's group (a queue only)   ARGV[4..] the members to upgrade
+-- Keys (by name, _named.lua): members (the queue, GROUP's: members are JSON;
+-- or the leases: members are GROUP\nJSON, or JSON alone); frontier (counters:
+-- seq, the source of ids).
+-- Arguments: data_prefix (group data key prefix), leases ('1' for leases, '0'
+-- for a queue), group (the queue's group, a queue only). Items: the members to
+-- upgrade.
 -- Returns  how many were upgraded
-local leases = ARGV[2] == '1'
+local K, A, members = named_input()
+local leases = A.leases == '1'
 local upgraded = 0
-local members = {}
-for i = 4, #ARGV do members[#members + 1] = ARGV[i] end
-local F = {frontier = KEYS[2]}
+local F = {frontier = K.frontier}
 local ids = #members > 0 and new_ids(F, #members) or {}
 for i, member in ipairs(members) do
-  local score = redis.call('ZSCORE', KEYS[1], member)
+  local score = redis.call('ZSCORE', K.members, member)
   if score then
-    local group, json = ARGV[3], member
+    local group, json = A.group, member
     if leases then group, json = split_item(member) end
-    redis.call('HSET', ARGV[1] .. group, ids[i], json)
-    redis.call('ZREM', KEYS[1], member)
-    redis.call('ZADD', KEYS[1], score, leases and (group .. '\n' .. ids[i]) or ids[i])
+    redis.call('HSET', A.data_prefix .. group, ids[i], json)
+    redis.call('ZREM', K.members, member)
+    redis.call('ZADD', K.members, score, leases and (group .. '\n' .. ids[i]) or ids[i])
     upgraded = upgraded + 1
   end
 end
