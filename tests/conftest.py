@@ -17,6 +17,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from tools import services
+from tools.redis_cluster import start_redis_cluster
 
 ROOT = services.ROOT
 
@@ -289,7 +290,7 @@ def queue_requests(client, name: str, *requests: str | bytes, pipe=None) -> None
 
 @pytest.fixture(scope="module")
 def redis_cluster(tmp_path_factory):
-    cluster = services.start_redis_cluster(tmp_path_factory.mktemp("cluster"))
+    cluster = start_redis_cluster(tmp_path_factory.mktemp("cluster"))
     yield cluster
     cluster.stop()
 

@@ -20,6 +20,7 @@ from demosite.wide import wide_paths
 from tests.conftest import read_items, scrapy
 from tests.helpers import site_times
 from tools import services
+from tools.nginx import PYTHON_DOCS, start_nginx
 
 pytestmark = pytest.mark.chaos
 
@@ -176,8 +177,7 @@ LIMIT = 8  # requests/s nginx's limit_req lets through (burst 8, then 429 + Retr
 
 
 @pytest.mark.skipif(
-    not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx"))
-    or not services.PYTHON_DOCS.is_dir(),
+    not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")) or not PYTHON_DOCS.is_dir(),
     reason="nginx-light and python3-doc come with make system-tools",
 )
 def test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it(
@@ -185,7 +185,7 @@ def test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it(
 ):
     """Debian's nginx with limit_req in front of Python's HTML documentation,
     crawled by two nodes on the project's defaults."""
-    nginx = services.start_nginx(tmp_path / "nginx", services.PYTHON_DOCS, rate=LIMIT,
+    nginx = start_nginx(tmp_path / "nginx", PYTHON_DOCS, rate=LIMIT,
                                  burst=LIMIT, retry_after=3, host="127.0.0.40")  # fmt: skip
     try:
         redis_client.lpush("site:start_urls", nginx.url + "/index.html")

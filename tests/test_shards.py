@@ -19,6 +19,7 @@ from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits
 from tests.helpers import all_keys, stack_settings, wait_for
 from tools import services
+from tools.redis_cluster import start_redis_cluster
 
 HOSTS = [f"host{n}.example" for n in range(24)]
 
@@ -270,9 +271,7 @@ def test_a_lease_asks_a_moving_window_of_shards_no_more_than_it_wants(redis_clie
 @pytest.fixture
 def replicated_cluster(tmp_path):
     """Three primaries with a replica each, promoted 1 s after its primary goes."""
-    cluster = services.start_redis_cluster(
-        tmp_path / "cluster", replicas=True, node_timeout_ms=1000
-    )
+    cluster = start_redis_cluster(tmp_path / "cluster", replicas=True, node_timeout_ms=1000)
     yield cluster
     cluster.stop()
 

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import redis
 
 from tools import pushback_bench, services
+from tools.nginx import PYTHON_DOCS, start_nginx
 
 LIMIT = 8  # nginx limit_req, requests/s
 OVERLOAD = 5  # the overloaded host serves this many requests/s
@@ -62,7 +63,7 @@ def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict[str, 
         name: services.start_demo_site(host=host, pushback=mode)
         for name, (host, mode) in modes.items()
     }
-    nginx = services.start_nginx(workdir / "nginx", services.PYTHON_DOCS, rate=LIMIT,
+    nginx = start_nginx(workdir / "nginx", PYTHON_DOCS, rate=LIMIT,
                                  burst=LIMIT, retry_after=3, host="127.0.0.53")  # fmt: skip
     try:
         client.lpush(

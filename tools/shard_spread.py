@@ -16,7 +16,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from tools import services
+from tools import redis_cluster
 from tools.redis_ceiling import page_links, request_json
 
 HOSTS = 500  # hosts the crawl finds links to
@@ -101,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(n) for n in args.shards.split(",")]
     with tempfile.TemporaryDirectory(prefix="spread-") as tmp:
-        cluster = services.start_redis_cluster(Path(tmp))
+        cluster = redis_cluster.start_redis_cluster(Path(tmp))
         try:
             rows = measure(cluster.url, counts, args.pages)
         finally:

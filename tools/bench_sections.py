@@ -1,0 +1,229 @@
+"""``make bench`` sections 12 to 22: growth, sharding, recrawls, pushback, crawl ids,
+rendering, the console, the overflow (registered in ``tools/bench_base.py``)."""
+
+from __future__ import annotations
+
+from tools import (
+    console_bench,
+    crawls_bench,
+    evidence_bench,
+    overflow_bench,
+    pushback_bench,
+    recrawl_bench,
+    redis_ceiling,
+    redis_cluster,
+    render_bench,
+    shard_spread,
+)
+from tools.bench_base import (
+    CRAWL_ID_VARIANTS,
+    WITH_CRAWL_ID,
+    WITHOUT_CRAWL_ID,
+    Bench,
+    Section,
+    mongo_server,
+    section,
+)
+from tools.bench_crawl import (
+    CONCURRENCY,
+    RUNS,
+    Figures,
+    crawl_once,
+)
+from tools.bench_measures import (
+    CEILING_HOSTS,
+    SHARDING_VARIANTS,
+    SPREAD_PAGES,
+    SPREAD_SHARDS,
+    dupefilter_growth,
+)
+from tools.bench_reports import (
+    report_growth,
+    report_sharding,
+)
+
+
+@section(12, "the dupefilter's AOF bytes, time and memory at 1M and 10M seen URLs")
+class DupefilterGrowth(Section):
+    once = True  # one long fill
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.growth = dupefilter_growth(bench.work)
+
+    def report(self, bench: Bench) -> None:
+        report_growth(self.growth)
+
+
+@section(13, "the Redis ceiling: the frontier's scripts driven without Scrapy")
+class RedisCeiling(Section):
+    once = True
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.rows = [redis_ceiling.measure(bench.redis_url, n, 8.0) for n in (1, 2, 3)]
+
+    def report(self, bench: Bench) -> None:
+        redis_ceiling.report(self.rows)
+
+
+@section(14, "one crawl's spread over a three-primary Redis Cluster")
+class ShardSpread(Section):
+    once = True  # placement is not noisy
+
+    def measure(self, bench: Bench, run: int) -> None:
+        cluster = redis_cluster.start_redis_cluster(bench.work / "cluster")
+        try:
+            self.spread = shard_spread.measure(cluster.url, SPREAD_SHARDS, SPREAD_PAGES)
+        finally:
+            cluster.stop()
+
+    def report(self, bench: Bench) -> None:
+        shard_spread.report(self.spread, SPREAD_PAGES)
+
+
+@section(15, "the cost of sharding: a single Redis against a cluster")
+class Sharding(Section):
+    def __init__(self) -> None:
+        self.sharding = {name: Figures() for name in SHARDING_VARIANTS}
+        self.ceiling: list[dict] = []
+        self.cluster: redis_cluster.RedisCluster | None = None
+
+    def measure(self, bench: Bench, run: int) -> None:
+        if self.cluster is None:  # kept for every run, stopped after the last
+            self.cluster = redis_cluster.start_redis_cluster(bench.work / "cluster-15")
+        url = self.cluster.url
+        for name, (on_cluster, settings) in SHARDING_VARIANTS.items():
+            self.sharding[name].samples.append(
+                crawl_once(
+                    url if on_cluster else bench.redis_url,
+                    settings,
+                    1,
+                    bench.work / f"shard-{run}",
+                    cluster=on_cluster,
+                )
+            )
+        if run == 0:
+            for shards in (1, 96):
+                for clients in (1, 2):
+                    self.ceiling.append(
+                        redis_ceiling.measure(
+                            url, clients, 8.0, shards=shards, cluster=True, hosts=CEILING_HOSTS
+                        )
+                    )
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    def report(self, bench: Bench) -> None:
+        report_sharding(self.sharding, self.ceiling)
+
+
+@section(16, "keeping a crawl fresh: recrawls with and without validators")
+class Freshness(Section):
+    once = True
+    needs_mongo = True
+
+    def measure(self, bench: Bench, run: int) -> None:
+        assert bench.mongo_uri is not None
+        self.freshness = recrawl_bench.measure(
+            bench.redis_url, bench.mongo_uri, bench.work / "fresh", CONCURRENCY
+        )
+
+    def report(self, bench: Bench) -> None:
+        recrawl_bench.report(self.freshness, mongo_server(bench))
+
+
+@section(17, "hosts that push back: the cluster slowing down for them")
+class Pushback(Section):
+    once = True  # minutes a crawl
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.pushback = pushback_bench.measure(bench.redis_url, bench.work / "pushback")
+
+    def report(self, bench: Bench) -> None:
+        pushback_bench.report(self.pushback)
+
+
+@section(22, "host pushback on evidence: broken pages, a limiter, an overloaded and a banning host")
+class PushbackEvidence(Section):
+    once = True  # two crawls of a few minutes
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.rows = evidence_bench.measure(bench.redis_url, bench.work / "evidence")
+
+    def report(self, bench: Bench) -> None:
+        evidence_bench.report(self.rows)
+
+
+@section(18, "crawl ids: their cost per page, and a paused crawl's weight on the others")
+class CrawlIds(Section):
+    def __init__(self) -> None:
+        self.figures = {name: Figures() for name in CRAWL_ID_VARIANTS}
+        self.paused: list[dict[str, float]] = []
+
+    def measure(self, bench: Bench, run: int) -> None:
+        for name, crawl in CRAWL_ID_VARIANTS.items():
+            self.figures[name].samples.append(
+                crawl_once(bench.redis_url, {}, 1, bench.work / f"crawl-ids-{run}", crawl=crawl)
+            )
+        if run == 0:
+            self.paused = crawls_bench.measure(bench.redis_url)
+
+    def report(self, bench: Bench) -> None:
+        print(f"\n18. Crawl ids, one node, the shop crawl, median of {RUNS}")
+        print(f"   {'variant':40s} {'pages/s':>8s} {'CPU ms/page':>12s} {'commands':>9s} "
+              f"{'round trips':>12s}")  # fmt: skip
+        base = self.figures[WITHOUT_CRAWL_ID]
+        for name, figures in self.figures.items():
+            trips = figures.round_trips_per_page
+            print(f"   {name:40s} {figures.rate:8.0f} {figures.cpu_ms_per_page:12.2f} "
+                  f"{figures.calls_per_page:9.2f} {trips:12.3f}")  # fmt: skip
+        ours = self.figures[WITH_CRAWL_ID]
+        if base.rate:
+            print(f"   under a crawl id / without: {ours.rate / base.rate:.2f}x pages/s, "
+                  f"{ours.calls_per_page - base.calls_per_page:+.2f} commands a page")  # fmt: skip
+        crawls_bench.report(self.paused)
+
+
+@section(19, "rendering: a render node against scrapy-playwright; what RENDER_AUTO saves")
+class Rendering(Section):
+    once = True  # a few minutes of browsing; its figures are far apart
+
+    def measure(self, bench: Bench, run: int) -> None:
+        if render_bench.find_browser() is None:
+            self.rendered, self.auto = {}, {}
+            return
+        self.rendered = render_bench.rendering(bench.redis_url, bench.work / "render")
+        self.auto = render_bench.auto_mode(bench.redis_url, bench.work / "render-auto")
+
+    def report(self, bench: Bench) -> None:
+        if not self.rendered:
+            print("\n19. Rendering: skipped, no Chromium on this machine (make system-tools)")
+            return
+        render_bench.report(self.rendered, self.auto)
+
+
+@section(20, "the web console: Redis commands and time per page as the crawl grows")
+class Console(Section):
+    once = True  # filling a million requests takes a while; the figures are counts
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.rows = console_bench.measure(bench.redis_url, bench.work / "console")
+
+    def report(self, bench: Bench) -> None:
+        print("\n20. The web console, pages served by scrapy console against one Redis")
+        console_bench.report(self.rows)
+
+
+@section(21, "a frontier bigger than Redis: memory and costs per request at 1M and 10M queued")
+class Overflow(Section):
+    once = True  # two long fills per size; the figures are memory and per-request costs
+    needs_mongo = True
+
+    def measure(self, bench: Bench, run: int) -> None:
+        assert bench.mongo_uri is not None
+        self.rows = overflow_bench.measure(bench.redis_url, bench.mongo_uri)
+
+    def report(self, bench: Bench) -> None:
+        print(f"\n21. A frontier bigger than Redis (FRONTIER_OVERFLOW), {mongo_server(bench)}")
+        overflow_bench.report(self.rows)

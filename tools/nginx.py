@@ -1,0 +1,83 @@
+"""Debian's nginx-light on loopback: a real rate limiter (``limit_req``) in front of
+real pages (python3-doc), for the pushback tests and bench section 22."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tools.services import Service, free_port, stop
+
+#: real HTML nobody here wrote: Debian's python3-doc (``make system-tools``)
+PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")
+
+NGINX_CONF = """
+worker_processes 1;
+error_log {workdir}/error.log warn;
+pid {workdir}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    log_format answers '$msec $status $request_uri';
+    access_log {workdir}/access.log answers;
+    client_body_temp_path {workdir}/tmp; proxy_temp_path {workdir}/tmp;
+    fastcgi_temp_path {workdir}/tmp; uwsgi_temp_path {workdir}/tmp; scgi_temp_path {workdir}/tmp;
+    types {{ text/html html; text/css css; application/javascript js; }}
+    limit_req_zone $binary_remote_addr zone=pages:1m rate={rate}r/s;
+    limit_req_status 429;
+    server {{
+        listen {host}:{port};
+        root {root};
+        location = /robots.txt {{ return 200 "User-agent: *\\nAllow: /\\n"; }}
+        location / {{
+            limit_req zone=pages burst={burst} nodelay;
+            error_page 429 = @refused;
+        }}
+        location @refused {{
+            add_header Retry-After {retry_after} always;
+            return 429 "too many requests";
+        }}
+    }}
+}}
+"""
+
+
+def start_nginx(
+    workdir: Path,
+    root: Path,
+    *,
+    rate: int,
+    burst: int,
+    retry_after: int = 3,
+    host: str = "127.0.0.1",
+) -> Service:
+    """Debian's nginx serving ``root`` behind its ``limit_req`` at ``rate``
+    requests/s (``burst`` more at once), answering 429 with ``Retry-After``
+    above it, as many real sites do; its access log ``access.log`` in
+    ``workdir`` has each answer's time, status and path."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "tmp").mkdir(exist_ok=True)
+    port = free_port()
+    conf = workdir / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(workdir=workdir, rate=rate, burst=burst, root=root,
+                                      retry_after=retry_after, host=host, port=port))  # fmt: skip
+    proc = subprocess.Popen(
+        [binary, "-c", str(conf), "-p", str(workdir), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"nginx did not start: {proc.stderr.read().decode()[-500:]}")
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        stop(proc)
+        raise RuntimeError("nginx did not listen within 10 s")
+    return Service(proc, f"http://{host}:{port}", "nginx")
