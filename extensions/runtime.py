@@ -40,6 +40,11 @@ class Runtime:
     #: RENDER_AUTO's learned patterns and their node-local cache, one for the
     #: scheduler (which decides) and the check (which learns): policy.learned_for
     render_learned: Any = None
+    #: each request as the scheduler leased it: frontier/leased.py, leased_for
+    leased: Any = None
+    #: fetched pages' revisit records on their way to the scheduler:
+    #: recrawl/revisits.py, revisits_for
+    revisits: Any = None
 
 
 _runtimes: weakref.WeakKeyDictionary[Crawler, Runtime] = weakref.WeakKeyDictionary()

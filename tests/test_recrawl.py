@@ -233,8 +233,8 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
     from scrapy.http import HtmlResponse
 
     from extensions.downloadermiddlewares.recrawl import RecrawlItemsMiddleware, RecrawlMiddleware
-    from extensions.frontier.leased import remember_as_leased
-    from extensions.recrawl.revisits import pending_revisits
+    from extensions.frontier.leased import leased_for
+    from extensions.recrawl.revisits import revisits_for
 
     class Prices(Spider):
         name = "prices"
@@ -245,6 +245,8 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
     crawler.spider = Prices()
     fetcher = RecrawlMiddleware(crawler)
     hasher = RecrawlItemsMiddleware.from_crawler(crawler)
+    remember_as_leased = leased_for(crawler).remember  # what the scheduler calls
+    pending_revisits = revisits_for(crawler).pending  # what the scheduler reads
     url = "http://shop.test/p/1"
 
     def fetch(state, body, price, fetched_at):
@@ -366,18 +368,20 @@ def test_a_kept_page_that_fails_for_good_stays_kept_and_one_that_is_gone_is_drop
     from scrapy.http import HtmlResponse
 
     from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
-    from extensions.frontier.leased import remember_as_leased
-    from extensions.recrawl.revisits import after_failure, pending_revisits
+    from extensions.frontier.leased import leased_for
+    from extensions.recrawl.revisits import revisits_for
 
     crawler = crawler_with_addon(Spider, {"RECRAWL_AFTER": 60})
     crawler.spider = Spider("s")
     fetcher = RecrawlMiddleware.from_crawler(crawler)
+    # what the scheduler calls and reads
+    remember_as_leased, revisits = leased_for(crawler).remember, revisits_for(crawler)
     url = "http://shop.test/p/1"
     state = {"url": url, "fetched_at": 1000.0, "interval": 600.0, "etag": '"v1"'}
 
     failed = Request(url, meta={"recrawl": state})  # the scheduler saw it dead-lettered
     remember_as_leased(failed)
-    entry = after_failure(crawler, failed)
+    entry = revisits.after_failure(failed)
     assert entry is not None
     _, _, due, data = entry
     assert time.time() + 590 < due <= time.time() + 600
@@ -386,11 +390,11 @@ def test_a_kept_page_that_fails_for_good_stays_kept_and_one_that_is_gone_is_drop
 
     first = Request(url)  # never kept: nothing to keep after a failure
     remember_as_leased(first)
-    assert after_failure(crawler, first) is None
+    assert revisits.after_failure(first) is None
 
     gone = Request(url, meta={"recrawl": state})
     remember_as_leased(gone)
     fetcher.process_response(gone, HtmlResponse(url, status=404, body=b"", request=gone))
-    assert gone not in pending_revisits
+    assert gone not in revisits.pending
     stats = crawler.stats.get_stats()
     assert (stats["recrawl/failed"], stats["recrawl/gone"]) == (1, 1)

@@ -128,7 +128,7 @@ def test_a_parked_retry_and_a_dead_letter_carry_the_request_as_leased(redis_url,
     from scrapy.http import Response
 
     from extensions.downloadermiddlewares.retry import BackoffRetryMiddleware
-    from extensions.frontier.leased import remember_as_leased
+    from extensions.frontier.leased import leased_for
 
     class Retrying(Spider):
         name = "retrying"
@@ -136,6 +136,7 @@ def test_a_parked_retry_and_a_dead_letter_carry_the_request_as_leased(redis_url,
     crawler = crawler_with_addon(Retrying, {"REDIS_URL": redis_url, "RETRY_TIMES": 1})
     crawler.spider = crawler._create_spider()
     middleware = BackoffRetryMiddleware.from_crawler(crawler)
+    remember_as_leased = leased_for(crawler).remember  # what the scheduler calls
 
     def fetched(request: Request, agent: str) -> Response:
         """As the downloader leaves it: the spider's header, and its middlewares' own."""

@@ -184,7 +184,7 @@ def test_a_closing_node_gives_its_start_leases_back(scheduler, redis_client):
 def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_released(
     redis_url, redis_client, mongo_db
 ):
-    from extensions.recrawl.revisits import pending_revisits
+    from extensions.recrawl.revisits import revisits_for
 
     uri, database, db = mongo_db
     crawler = get_crawler(
@@ -204,9 +204,10 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
         scheduler.enqueue_request(Request("http://example.com" + path))
     scheduler.flush()
     fetched = [scheduler.next_request(), scheduler.next_request()]
+    pending = revisits_for(crawler).pending  # as the recrawl middleware leaves them
     for request in fetched:
-        pending_revisits[request] = (request.url[-1] * 40, "example.com", time.time() + 60,
-                                     json.dumps({"url": request.url}).encode())  # fmt: skip
+        pending[request] = (request.url[-1] * 40, "example.com", time.time() + 60,
+                            json.dumps({"url": request.url}).encode())  # fmt: skip
     scheduler._collect_finished()
     # as StatusBatches.write leaves a batch whose worker thread has not returned yet
     statuses = scheduler.statuses

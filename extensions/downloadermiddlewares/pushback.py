@@ -50,7 +50,7 @@ from extensions.frontier.answers import AnswerLedger
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.groups import group_for
 from extensions.frontier.hosts import AGAIN, BAN, ERRORS, PUSH, Backoff, Event, HostStates
-from extensions.frontier.leased import as_leased, drop_downloader_headers, drop_downloader_meta
+from extensions.frontier.leased import leased_for
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import (
@@ -117,6 +117,7 @@ class PushbackMiddleware:
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self.answers = AnswerLedger(hosts.backoff.window)
         self.slots = SendSlots(hosts, self.stats, self.health)
+        self.as_leased = leased_for(crawler)
         self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
         self._loop: task.LoopingCall | None = None
 
@@ -179,8 +180,8 @@ class PushbackMiddleware:
     def _park(self, request: Request, until: float) -> Request:
         parked = request.copy()
         parked.dont_filter = True
-        drop_downloader_headers(request, parked)
-        drop_downloader_meta(request, parked)  # a new proxy and slot at the next send
+        self.as_leased.drop_downloader_headers(request, parked)
+        self.as_leased.drop_downloader_meta(request, parked)  # a new proxy and slot next time
         for key in (SEND_SLOT, HOST_WATCHED):
             parked.meta.pop(key, None)
         parked.meta[DELAY_UNTIL] = max(until, time.time())
@@ -289,7 +290,7 @@ class PushbackMiddleware:
         retry_after = self._retry_after(response)
         kind = AGAIN if waits or self._refused_before(request.url) else PUSH
         host_level = self._hold(group, kind, retry_after, f"HTTP {response.status}")
-        if as_leased.get(request) is None:
+        if request not in self.as_leased:
             return response  # not from the frontier (robots.txt): its own middleware decides
         if waits >= self.retry_times:
             self.stats.inc_value("hosts/waits_exhausted")
@@ -312,7 +313,7 @@ class PushbackMiddleware:
             # host is held and slowed all the same, its pages then come through
             await self.challenges.answer(request, response, group)
         self._hold(group, BAN, self._retry_after(response), f"banned, HTTP {response.status}")
-        if as_leased.get(request) is None:
+        if request not in self.as_leased:
             # not IgnoreRequest: a robots.txt dropped on purpose would allow everything
             raise HostBanned(f"banned by {group}")
         if retries > self.ban_retry_times:

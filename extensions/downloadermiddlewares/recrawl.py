@@ -33,12 +33,11 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from extensions.crawlid import crawl_fingerprint, crawl_group
 from extensions.frontier.groups import group_for
-from extensions.frontier.leased import as_leased, drop_downloader_headers
+from extensions.frontier.leased import leased_for
 from extensions.frontier.serializer import SerializationError, dumps_request
 from extensions.installed import require_addon
 from extensions.meta import CRAWL_ID, RECRAWL, RECRAWL_AFTER
-from extensions.recrawl import revisits
-from extensions.recrawl.revisits import RevisitEntry, ignored_fields, items_digest, pending_revisits
+from extensions.recrawl.revisits import RevisitEntry, Revisits, ignored_fields, revisits_for
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -64,6 +63,8 @@ class RecrawlMiddleware:
         self.shortest = s.getfloat("RECRAWL_MIN")
         self.longest = s.getfloat("RECRAWL_MAX")
         self.queue_by = s.get("FRONTIER_QUEUE_BY")
+        self.as_leased = leased_for(crawler)
+        self.revisits = revisits_for(crawler)
         self.fingerprint_of = s.get("RECRAWL_FINGERPRINT")
         if self.fingerprint_of not in FINGERPRINTS:
             raise ValueError(
@@ -76,7 +77,7 @@ class RecrawlMiddleware:
         # always on: a single request may ask for a revisit (meta["recrawl_after"]),
         # and a page with no interval costs a meta lookup
         middleware = cls(crawler)
-        revisits.on_failure(crawler, middleware.after_failure)
+        revisits_for(crawler).failure_hook = middleware.after_failure
         return middleware
 
     def after_failure(self, request: Request) -> RevisitEntry | None:
@@ -85,7 +86,7 @@ class RecrawlMiddleware:
         does not take it off the schedule."""
         state = _state_of(request)
         interval = _number(state.get("interval"))
-        if request not in as_leased or not interval or interval <= 0:
+        if request not in self.as_leased or not interval or interval <= 0:
             return None
         self.stats.inc_value("recrawl/failed")
         spider: Any = self.crawler.spider
@@ -102,7 +103,7 @@ class RecrawlMiddleware:
             request.headers[b"If-Modified-Since"] = modified
 
     def process_response(self, request: Request, response: Response) -> Any:
-        if request not in as_leased:
+        if request not in self.as_leased:
             return response  # not from the frontier (robots.txt, engine.download): not kept
         spider: Any = self.crawler.spider
         state = _state_of(request)
@@ -129,9 +130,9 @@ class RecrawlMiddleware:
         if getattr(spider, "recrawl_fingerprint", self.fingerprint_of) == "items":
             # settled when the callback's items are known (RecrawlItemsMiddleware),
             # or with what is known when the scheduler is done with the request
-            items_digest[request] = hashlib.sha1()
-            pending_revisits[request] = lambda: self._settle(
-                request, record, state, base, _digest_of(request)
+            self.revisits.items_digest[request] = hashlib.sha1()
+            self.revisits.pending[request] = lambda: self._settle(
+                request, record, state, base, self._digest_of(request)
             )
             return response
         self._settle(request, record, state, base, hashlib.sha1(response.body).hexdigest()[:16])
@@ -194,7 +195,7 @@ class RecrawlMiddleware:
     ) -> RevisitEntry | None:
         # the request as it was leased: what the downloader's middlewares add (user
         # agent, Accept, client hints, cookies, timeouts) is added again next time
-        _, meta_keys = as_leased[request]
+        meta_keys = self.as_leased.meta_keys(request)
         again = request.replace(
             dont_filter=True,
             meta={
@@ -204,7 +205,7 @@ class RecrawlMiddleware:
             }
             | {RECRAWL: record},
         )
-        drop_downloader_headers(request, again)
+        self.as_leased.drop_downloader_headers(request, again)
         for name in _CONDITIONAL:  # this fetch's validators: the record has its own
             again.headers.pop(name, None)
         try:
@@ -212,7 +213,7 @@ class RecrawlMiddleware:
         except SerializationError as exc:
             logger.warning("%s will not be fetched again: %s", request.url, exc)
             self.stats.inc_value("recrawl/unserializable")
-            pending_revisits.pop(request, None)
+            self.revisits.pending.pop(request, None)
             return None
         crawl = request.meta.get(CRAWL_ID) or ""
         fingerprint = crawl_fingerprint(
@@ -221,9 +222,13 @@ class RecrawlMiddleware:
         slot = again.meta.get("download_slot")  # the spider's own, not the downloader's
         group = crawl_group(group_for(request.url, slot, self.queue_by), crawl)
         entry = (fingerprint, group, due, data)
-        pending_revisits[request] = entry
+        self.revisits.pending[request] = entry
         self.stats.inc_value("recrawl/scheduled")
         return entry
+
+    def _digest_of(self, request: Request) -> str:
+        digest = self.revisits.items_digest.pop(request, None)
+        return digest.hexdigest()[:16] if digest is not None else ""
 
 
 class RecrawlItemsMiddleware:
@@ -238,9 +243,10 @@ class RecrawlItemsMiddleware:
         setting = crawler.settings.get("RECRAWL_FINGERPRINT")
         if getattr(crawler.spidercls, "recrawl_fingerprint", setting) != "items":
             raise NotConfigured  # pages are told apart by their bodies: nothing to hash
-        return cls(ignored_fields(crawler))
+        return cls(revisits_for(crawler), ignored_fields(crawler))
 
-    def __init__(self, ignored: frozenset[str] = frozenset()):
+    def __init__(self, revisits: Revisits, ignored: frozenset[str] = frozenset()):
+        self.revisits = revisits
         self.ignored = ignored
 
     async def process_spider_output_async(
@@ -260,7 +266,7 @@ class RecrawlItemsMiddleware:
         self._done(response.request)
 
     def _hash(self, request: Request | None, element: Any) -> None:
-        digest = items_digest.get(request) if request is not None else None
+        digest = self.revisits.items_digest.get(request) if request is not None else None
         if digest is None or isinstance(element, Request):
             return
         try:
@@ -270,16 +276,10 @@ class RecrawlItemsMiddleware:
         content = {k: v for k, v in fields.items() if k not in self.ignored}
         digest.update(json.dumps(content, sort_keys=True, default=repr).encode())
 
-    @staticmethod
-    def _done(request: Request | None) -> None:
-        settle = pending_revisits.get(request) if request is not None else None
+    def _done(self, request: Request | None) -> None:
+        settle = self.revisits.pending.get(request) if request is not None else None
         if callable(settle):
             settle()
-
-
-def _digest_of(request: Request) -> str:
-    digest = items_digest.pop(request, None)
-    return digest.hexdigest()[:16] if digest is not None else ""
 
 
 # meta Scrapy sets per download: not carried into the next fetch

@@ -30,7 +30,7 @@ from twisted.internet.defer import CancelledError
 from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
 from extensions.frontier.deadletter import DeadLetters
-from extensions.frontier.leased import drop_downloader_headers
+from extensions.frontier.leased import leased_for
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
@@ -191,7 +191,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             self.crawler.stats.inc_value("retry/retry_after_honored")
         retry.meta[FIRST_FAILURE] = first_failure
         retry.meta[DELAY_UNTIL] = now + delay
-        drop_downloader_headers(request, retry)  # parked in Redis until it is due
+        leased_for(self.crawler).drop_downloader_headers(request, retry)  # parked till due
         self.crawler.stats.inc_value("retry/delayed")
         logger.debug("retry %d of %s in %.2fs (%s)", attempt, request.url, delay, error)
         return retry

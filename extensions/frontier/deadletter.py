@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from extensions.crawlid import crawl_fields
 from extensions.exceptions import SerializationError
 from extensions.frontier.groups import queue_group_for
-from extensions.frontier.leased import drop_downloader_headers
+from extensions.frontier.leased import leased_for
 from extensions.frontier.redisops import execute
 from extensions.frontier.serializer import dumps_request, entry_problem
 from extensions.meta import CRAWL_ID, DEAD_LETTERED
@@ -97,7 +97,7 @@ class DeadLetters:
         (so a replay fetches it with a fresh identity), and mark it so the
         scheduler counts it as failed, not done. Raises RedisError."""
         replayable = request.copy()
-        drop_downloader_headers(request, replayable)
+        leased_for(crawler).drop_downloader_headers(request, replayable)
         try:
             stored = dumps_request(replayable, crawler.spider).decode()
         except SerializationError:

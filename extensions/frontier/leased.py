@@ -16,43 +16,64 @@ from typing import TYPE_CHECKING, NamedTuple
 from extensions.exceptions import SerializationError
 from extensions.frontier.serializer import loads_request
 from extensions.meta import HOST_WATCHED, SEND_SLOT
+from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
 
     from extensions.frontier.results import Lease
 
-# node-local, by request object: the header names and meta keys it was leased with
-as_leased: weakref.WeakKeyDictionary[Request, tuple[frozenset[bytes], frozenset[str]]] = (
-    weakref.WeakKeyDictionary()
-)
+
+class LeasedRequests:
+    """One crawler's requests as the scheduler leased them (node-local, by request
+    object): the header names and meta keys each was leased with."""
+
+    def __init__(self) -> None:
+        self._names: weakref.WeakKeyDictionary[Request, tuple[frozenset[bytes], frozenset[str]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def remember(self, request: Request) -> None:
+        self._names[request] = (frozenset(request.headers), frozenset(request.meta))
+
+    def __contains__(self, request: Request) -> bool:
+        """Whether ``request`` came from the scheduler (not robots.txt, not
+        ``engine.download``)."""
+        return request in self._names
+
+    def meta_keys(self, request: Request) -> frozenset[str]:
+        return self._names[request][1]
+
+    def drop_downloader_headers(self, leased: Request, request: Request) -> None:
+        """Take from ``request`` (``leased`` itself or a copy of it) the headers the
+        downloader's middlewares added to ``leased`` after it was leased; nothing
+        when ``leased`` did not come from the scheduler."""
+        names = self._names.get(leased)
+        if names is None:
+            return
+        for name in [name for name in request.headers if name not in names[0]]:
+            del request.headers[name]
+
+    def drop_downloader_meta(self, leased: Request, request: Request) -> None:
+        """Take from ``request`` (a copy of ``leased``) the meta keys the downloader's
+        middlewares added to ``leased`` after it was leased (its proxy, download
+        slot, ban marks), so the next fetch chooses them afresh; nothing when
+        ``leased`` did not come from the scheduler."""
+        names = self._names.get(leased)
+        if names is None:
+            return
+        for key in [key for key in request.meta if key not in names[1]]:
+            del request.meta[key]
 
 
-def remember_as_leased(request: Request) -> None:
-    as_leased[request] = (frozenset(request.headers), frozenset(request.meta))
-
-
-def drop_downloader_headers(leased: Request, request: Request) -> None:
-    """Take from ``request`` (``leased`` itself or a copy of it) the headers the
-    downloader's middlewares added to ``leased`` after it was leased; nothing
-    when ``leased`` did not come from the scheduler."""
-    names = as_leased.get(leased)
-    if names is None:
-        return
-    for name in [name for name in request.headers if name not in names[0]]:
-        del request.headers[name]
-
-
-def drop_downloader_meta(leased: Request, request: Request) -> None:
-    """Take from ``request`` (a copy of ``leased``) the meta keys the downloader's
-    middlewares added to ``leased`` after it was leased (its proxy, download slot,
-    ban marks), so the next fetch chooses them afresh; nothing when ``leased``
-    did not come from the scheduler."""
-    names = as_leased.get(leased)
-    if names is None:
-        return
-    for key in [key for key in request.meta if key not in names[1]]:
-        del request.meta[key]
+def leased_for(crawler: Crawler) -> LeasedRequests:
+    """The crawler's leased requests: the scheduler remembers, the middlewares read."""
+    runtime = runtime_of(crawler)
+    if runtime.leased is None:
+        runtime.leased = LeasedRequests()
+    leased: LeasedRequests = runtime.leased
+    return leased
 
 
 class Unreadable(NamedTuple):

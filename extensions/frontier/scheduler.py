@@ -41,7 +41,7 @@ from extensions.frontier.crawls import Crawls
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.idle import ClusterDuties, Polling
-from extensions.frontier.leased import remember_as_leased, requests_of
+from extensions.frontier.leased import leased_for, requests_of
 from extensions.frontier.pending import PendingWrites
 from extensions.frontier.results import Lease
 from extensions.frontier.schedconfig import SchedulerConfig
@@ -51,7 +51,7 @@ from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID, DEAD_LETTERED, HOST_WATCHED, SEND_SLOT, START_ENTRY
-from extensions.recrawl.revisits import after_failure, pending_revisits
+from extensions.recrawl.revisits import revisits_for
 from extensions.recrawl.statusstore import MongoStatusStore
 from extensions.render.policy import RenderPolicy
 from extensions.render.setup import RenderRoom, renders_here
@@ -101,6 +101,8 @@ class DistributedScheduler(BaseScheduler):
         self._buffer: deque[tuple[Request, bytes]] = deque()
         self._leased: dict[Request, bytes] = {}
         self.pending = PendingWrites(runtime_of(crawler).crawl_items)
+        self.as_leased = leased_for(crawler)
+        self.revisits = revisits_for(crawler)
         self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
         #: the render requests this node may lease (none if it cannot render)
         pages = config.render_max_pages if renders_here(crawler.settings) else 0
@@ -255,7 +257,7 @@ class DistributedScheduler(BaseScheduler):
         request, data = self._buffer.popleft()
         self._leased[request] = data
         self.render_room.took(request)
-        remember_as_leased(request)
+        self.as_leased.remember(request)
         self.counts.dequeued += 1
         return request
 
@@ -326,13 +328,14 @@ class DistributedScheduler(BaseScheduler):
         for request in finished:
             member = self._leased.pop(request)
             self.render_room.left(request)
-            revisit = pending_revisits.pop(request, None)
+            pending = self.revisits.pending
+            revisit = pending.pop(request, None)
             if callable(revisit):  # waiting for items the callback never finished
                 revisit = revisit()
-                pending_revisits.pop(request, None)
+                pending.pop(request, None)
             elif revisit is None and request.meta.get(DEAD_LETTERED):
-                revisit = after_failure(self.crawler, request)  # a kept page stays kept
-                pending_revisits.pop(request, None)
+                revisit = self.revisits.after_failure(request)  # a kept page stays kept
+                pending.pop(request, None)
             if revisit is None:
                 self.pending.release.append(member)
             elif self.statuses is not None:

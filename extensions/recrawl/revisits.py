@@ -9,6 +9,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from extensions.runtime import runtime_of
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -17,30 +19,36 @@ if TYPE_CHECKING:
 RevisitEntry = tuple[str, str, float, bytes]
 
 FailureHook = Callable[["Request"], "RevisitEntry | None"]
-_failure_hooks: weakref.WeakKeyDictionary[Crawler, FailureHook] = weakref.WeakKeyDictionary()
 
 
-def on_failure(crawler: Crawler, hook: FailureHook) -> None:
-    """Who says what becomes of a kept page of this crawler's whose fetch failed."""
-    _failure_hooks[crawler] = hook
+class Revisits:
+    """One crawler's revisit records on their way to the scheduler."""
+
+    def __init__(self) -> None:
+        #: a fetched page's record, for the scheduler to write with the release of
+        #: the page's lease: node-local, by request, so a spider that copies
+        #: response.meta into the requests it makes does not copy it along; where
+        #: the record waits for the page's items, a function that completes it
+        self.pending: weakref.WeakKeyDictionary[
+            Request, RevisitEntry | Callable[[], RevisitEntry | None]
+        ] = weakref.WeakKeyDictionary()
+        #: the items' digest of a page whose fingerprint is its items', while they come
+        self.items_digest: weakref.WeakKeyDictionary[Request, Any] = weakref.WeakKeyDictionary()
+        #: who says what becomes of a kept page whose fetch failed (the middleware)
+        self.failure_hook: FailureHook | None = None
+
+    def after_failure(self, request: Request) -> RevisitEntry | None:
+        """The revisit record of a kept page whose fetch failed for good, if any
+        (the recrawl middleware's answer; None without it)."""
+        return self.failure_hook(request) if self.failure_hook is not None else None
 
 
-def after_failure(crawler: Crawler, request: Request) -> RevisitEntry | None:
-    """The revisit record of a kept page whose fetch failed for good, if any
-    (the recrawl middleware's answer; None without it)."""
-    hook = _failure_hooks.get(crawler)
-    return hook(request) if hook is not None else None
-
-
-# A fetched page's revisit record, for the scheduler to write with the release of
-# the page's lease: node-local, by request, so a spider that copies response.meta
-# into the requests it makes does not copy it along. Where the record waits for
-# the page's items, a function that completes it.
-pending_revisits: weakref.WeakKeyDictionary[
-    Request, RevisitEntry | Callable[[], RevisitEntry | None]
-] = weakref.WeakKeyDictionary()
-# The items' digest of a page whose fingerprint is its items', while they come.
-items_digest: weakref.WeakKeyDictionary[Request, Any] = weakref.WeakKeyDictionary()
+def revisits_for(crawler: Crawler) -> Revisits:
+    runtime = runtime_of(crawler)
+    if runtime.revisits is None:
+        runtime.revisits = Revisits()
+    revisits: Revisits = runtime.revisits
+    return revisits
 
 
 def ignored_fields(crawler: Crawler) -> frozenset[str]:
