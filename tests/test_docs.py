@@ -62,3 +62,24 @@ def test_the_readme_opens_with_the_two_commands_and_stays_short():
     assert len(readme.splitlines()) <= 200
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).exists(), link
+
+
+def test_the_architecture_page_names_every_module_and_package():
+    """Its layout section (docs/architecture.md) is the map: a module or package
+    missing from it is one a reader cannot find."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    layout = page[page.index("extensions/           ") : page.index("\ndeploy/")]
+    package = ROOT / "extensions"
+    missing = [
+        str(path.relative_to(ROOT))
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "__init__.py"
+        and "__pycache__" not in path.parts
+        and not re.search(rf"\b{re.escape(path.stem)}\b", layout)
+    ]
+    missing += [
+        str(path.relative_to(ROOT))
+        for path in sorted(package.iterdir())
+        if path.is_dir() and path.name != "__pycache__" and f"{path.name}/" not in layout
+    ]
+    assert missing == []
