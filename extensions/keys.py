@@ -201,12 +201,7 @@ class SpiderKeys:
         runtime = runtime_of(crawler)
         shards = runtime.shards
         if shards is None:
-            server = connection.from_settings(crawler.settings)
-            try:
-                shards = auto_shards(server, keys)
-            finally:
-                server.close()
-            runtime.shards = shards
+            shards = runtime.shards = auto_shards(connection.client_for(crawler), keys)
         return replace(keys, shards=shards, auto_shards=False)
 
     def leases(self, node: str) -> str:
