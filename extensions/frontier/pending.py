@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from extensions.frontier.commit import Committed, FrontierWrite, write_one_by_one
 from extensions.frontier.crawls import CrawlTally
+from extensions.meta import CRAWL_ID, DEAD_LETTERED
 
 if TYPE_CHECKING:
+    from scrapy import Request
+
     from extensions.frontier.frontier import Frontier
     from extensions.frontier.results import Entry
-    from extensions.recrawl.revisits import RevisitEntry
+    from extensions.frontier.statuses import StatusBatches
+    from extensions.recrawl.revisits import RevisitEntry, Revisits
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +52,29 @@ class PendingWrites:
     def finished(self, crawl: str | None) -> None:
         self.done += 1
         self.tally.finished(crawl)
+
+    def finish(
+        self, request: Request, member: bytes, revisits: Revisits, statuses: StatusBatches | None
+    ) -> None:
+        """A leased request the engine is done with: its lease to release, with
+        its revisit record when the page is kept (after the status store took
+        the record, when it is outside Redis), and its done count."""
+        revisit = revisits.pending.pop(request, None)
+        if callable(revisit):  # waiting for items the callback never finished
+            revisit = revisit()
+            revisits.pending.pop(request, None)
+        elif revisit is None and request.meta.get(DEAD_LETTERED):
+            revisit = revisits.after_failure(request)  # a kept page stays kept
+            revisits.pending.pop(request, None)
+        if revisit is None:
+            self.release.append(member)
+        elif statuses is not None:
+            statuses.add(member, revisit)  # released once stored
+        else:
+            self.release.append(member)
+            self.revisit.append(revisit)
+        if not request.meta.get(DEAD_LETTERED):
+            self.finished(request.meta.get(CRAWL_ID))
 
     def write(self, start_acks: list[bytes], lease: int, render_lease: int) -> FrontierWrite:
         return FrontierWrite(

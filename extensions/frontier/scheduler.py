@@ -50,7 +50,7 @@ from extensions.frontier.spilling import Overflow, open_overflow
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.statuses import StatusBatches
 from extensions.keys import SpiderKeys
-from extensions.meta import CRAWL_ID, DEAD_LETTERED, HOST_WATCHED, SEND_SLOT, START_ENTRY
+from extensions.meta import CRAWL_ID, HOST_WATCHED, SEND_SLOT, START_ENTRY
 from extensions.recrawl.revisits import revisits_for
 from extensions.recrawl.statusstore import MongoStatusStore
 from extensions.render.policy import RenderPolicy
@@ -328,23 +328,7 @@ class DistributedScheduler(BaseScheduler):
         for request in finished:
             member = self._leased.pop(request)
             self.render_room.left(request)
-            pending = self.revisits.pending
-            revisit = pending.pop(request, None)
-            if callable(revisit):  # waiting for items the callback never finished
-                revisit = revisit()
-                pending.pop(request, None)
-            elif revisit is None and request.meta.get(DEAD_LETTERED):
-                revisit = self.revisits.after_failure(request)  # a kept page stays kept
-                pending.pop(request, None)
-            if revisit is None:
-                self.pending.release.append(member)
-            elif self.statuses is not None:
-                self.statuses.add(member, revisit)  # released once stored
-            else:
-                self.pending.release.append(member)
-                self.pending.revisit.append(revisit)
-            if not request.meta.get(DEAD_LETTERED):
-                self.pending.finished(request.meta.get(CRAWL_ID))
+            self.pending.finish(request, member, self.revisits, self.statuses)
 
     def _crawl_met(self, crawl: str) -> None:
         try:
