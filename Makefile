@@ -22,14 +22,16 @@ console: venv
 	$(PY) -m tools.console_demo
 
 # Most tests wait on crawls, not on the CPU: TEST_WORKERS of them run side by
-# side (pytest-xdist), each with its own Redis, sites and nodes on free ports.
+# side (pytest-xdist), each with its own Redis, sites and nodes on ports of its
+# own; a test that loads the CPU on purpose (marked alone) runs after them.
 TEST_WORKERS ?= 4
 test: venv system-tools
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(TEST_WORKERS)
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not alone"
+	$(PY) -m pytest -m alone
 	$(MAKE) --no-print-directory test-redis6
 
 # The whole suite runs on redis-server from PATH (Debian's Redis 7 once

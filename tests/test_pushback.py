@@ -214,6 +214,7 @@ def test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it(
     assert per_second >= 0.8 * LIMIT, (refused, per_second)
 
 
+@pytest.mark.alone
 def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(
     redis_url, redis_client, nodes, tmp_path
 ):

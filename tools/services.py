@@ -6,6 +6,7 @@ Every wait here is bounded; every process started can be stopped with ``stop``.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -19,10 +20,38 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Tests running side by side (pytest-xdist) each take ports from a range of their
+# own, below the kernel's ephemeral range: a server one test stops and starts
+# again on its port (an outage), or starts late, never lands on a port another
+# test's server just gave up. Ports + 10000 (a Redis Cluster node's bus) stay in
+# a second range, apart from the first.
+WORKER_PORTS = (10_000, 20_000)
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), 1)
+    width = (WORKER_PORTS[1] - WORKER_PORTS[0]) // workers
+    first = WORKER_PORTS[0] + (int(worker[2:]) % workers) * width
+    ports = [port for port in range(first, first + width) if port not in _handed_out]
+    if not ports:  # every one handed out once: servers long stopped gave them back
+        _handed_out.clear()
+        ports = list(range(first, first + width))
+    random.shuffle(ports)
+    for port in ports:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port in {first}-{first + width - 1} for test worker {worker}")
 
 
 def redis_server_binary() -> str:
