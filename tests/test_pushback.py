@@ -85,6 +85,7 @@ def test_an_overloaded_host_is_slowed_for_the_cluster_and_gives_every_page(
 
 
 @pytest.mark.parametrize("pushing_site", [("127.0.0.9", "broken:0.012:0.006:2")], indirect=True)
+@pytest.mark.alone  # a node slowed by other tests sends what it leased later, into a window
 def test_pages_that_fail_on_their_own_are_retried_alone_and_never_slow_their_host(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
@@ -113,6 +114,7 @@ def test_pages_that_fail_on_their_own_are_retried_alone_and_never_slow_their_hos
 
 
 @pytest.mark.parametrize("pushing_site", [("127.0.0.3", "throttle:8:3")], indirect=True)
+@pytest.mark.alone
 def test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
