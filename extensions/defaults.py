@@ -56,6 +56,17 @@ FRONTIER_LEASE_TIMEOUT = 600.0  # seconds a lease lasts even while its node stil
 FRONTIER_RELEASE_INTERVAL = 0.2  # seconds between batched lease releases
 FRONTIER_IDLE_POLL_MIN = 0.05  # seconds an idle node first waits before asking Redis again
 FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
+# the frontier's capabilities beside its leases (extensions/frontier/part.py), each a
+# class with its order, as Scrapy's *_MIDDLEWARES_BASE; a part a crawl does not use
+# (no FRONTIER_OVERFLOW, say) stays out by itself
+FRONTIER_PARTS_BASE = {
+    "extensions.frontier.crawls.part.CrawlsPart": 100,
+    "extensions.frontier.render.part.RenderPart": 200,
+    "extensions.frontier.recrawls.part.RecrawlPart": 300,
+    "extensions.frontier.overflow.part.OverflowPart": 400,
+}
+# a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
+FRONTIER_PARTS: dict[str, int | None] = {}
 # FRONTIER_OVERFLOW = "mongo" (needs MONGO_URI): each host group keeps at most
 # FRONTIER_HOST_QUEUE_MAX requests in Redis, the rest in MongoDB (NAME_frontier),
 # back in order as the group drains; None keeps the whole frontier in Redis
@@ -96,7 +107,7 @@ FRONTIER_QUEUE_BY = "host"
 FRONTIER_SHARDS = "auto"
 HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl; 0 = no limit
 
-# --- several crawls of one spider (extensions/frontier/crawls.py) ---
+# --- several crawls of one spider (extensions/frontier/crawls/) ---
 CRAWL_ID = ""  # the crawl this node's own start requests join ("" = the crawl without an id)
 # requests a crawl under an id may be given, unless seeded with its own --budget; 0 = no limit
 CRAWL_PAGE_BUDGET = 0

@@ -49,6 +49,10 @@ BAD_VALUES = [
     ("RENDER_PAGE_TIMEOUT", 0),
     ("RENDER_AUTO_RECHECK", 1.5),
     ("RENDER_MEMORY_LIMIT_MB", 10),
+    ("FRONTIER_PARTS", ["extensions.frontier.crawls.part.CrawlsPart"]),
+    ("FRONTIER_PARTS", {"extensions.frontier.crawls.part.CrawlsPart": "first"}),
+    ("FRONTIER_PARTS", {"extensions.frontier.nothing.Here": 500}),
+    ("FRONTIER_PARTS", {"extensions.frontier.crawls.state.Crawls": 500}),
 ]
 
 

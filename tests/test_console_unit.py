@@ -15,7 +15,7 @@ from extensions.cluster.checkpoint import Checkpoint
 from extensions.console import readers
 from extensions.console.actions import ActionRefused, Actions, Choice
 from extensions.console.auth import LOCAL, Sessions, User, Users, hash_password, verify_password
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.start_urls import DEFAULT_RULES
 from extensions.keys import SpiderKeys
 from tests.conftest import queue_requests

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from extensions.crawlid import crawl_fingerprint, crawl_id_problem, split_group
-from extensions.frontier.crawls import Crawls, UnknownCrawl
+from extensions.frontier.crawls.state import Crawls, UnknownCrawl
 from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.groups import group_for, queue_group_for
 from extensions.keys import SpiderKeys

@@ -5,7 +5,7 @@ import json
 import signal
 import time
 
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls.state import Crawls
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy
 from tests.helpers import SHOP_PAGES, page_hits, wait_for

@@ -11,9 +11,9 @@ import pytest
 
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
-from extensions.frontier.overflow import MongoOverflow
+from extensions.frontier.overflow.spilling import Overflow
+from extensions.frontier.overflow.store import MongoOverflow
 from extensions.frontier.redisops import fields, run_named
-from extensions.frontier.spilling import Overflow
 from extensions.keys import SpiderKeys
 
 
@@ -147,7 +147,7 @@ def test_a_node_dying_after_its_spill_write_leaves_nothing_doubled(overflow_setu
             "queue_prefix": keys.queue("")}  # fmt: skip
     batch = fields(run_named(dying._take, script_keys, args))["batch"]
     assert len(batch) == 6
-    from extensions.frontier.overflow import SpillRecord
+    from extensions.frontier.overflow.store import SpillRecord
 
     dying.follow_epoch()
     dying.store.write([SpillRecord.parse(raw) for raw in batch])
@@ -179,7 +179,7 @@ def test_a_node_dying_mid_refill_leaves_nothing_doubled(overflow_setup, redis_cl
 
 
 def test_a_stopped_crawl_drops_what_it_has_in_mongodb(overflow_setup, redis_client):
-    from extensions.frontier.crawls import Crawls
+    from extensions.frontier.crawls.state import Crawls
 
     frontier, overflow = overflow_setup(queue_max=2)
     keys = frontier.keys

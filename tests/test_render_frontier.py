@@ -9,7 +9,7 @@ import json
 import pytest
 
 from extensions.crawlid import host_of, is_render_group, render_group, split_group
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.groups import clean, queue_group_for
 from extensions.keys import SpiderKeys

@@ -41,7 +41,7 @@ def open_scheduler(redis_url: str, **settings) -> DistributedScheduler:
 
 
 def stop_loops(opened: DistributedScheduler) -> None:
-    for loop in opened._loops:
+    for loop in opened.node.loops:
         if loop.running:
             loop.stop()
 
@@ -62,28 +62,29 @@ def test_on_a_sharded_frontier_writes_go_again_until_the_release_after_them_is_i
     scheduler = open_scheduler(redis_url, FRONTIER_SHARDS=2)
     try:
         scheduler.enqueue_request(Request("http://example.com/parent"))
-        scheduler.flush()
+        scheduler.node.flush()
         parent = None
         for _ in range(4):  # a sharded lease looks through the shards in turn
             parent = scheduler.next_request()
             if parent is not None:
                 break
         assert parent is not None and parent.url == "http://example.com/parent"
-        scheduler.pending.release.append(scheduler._leased.pop(parent))  # its callback done
-        scheduler.pending.done += 1
+        # its callback done
+        scheduler.node.pending.release.append(scheduler.node.leased.pop(parent))
+        scheduler.node.pending.done += 1
         scheduler.enqueue_request(Request("http://example.com/child"))
         redis_client.delete("unit:checkpoint")
         redis_client.rpush("unit:checkpoint", "not a hash")
-        scheduler.flush()
-        assert [json.loads(e[-1])["url"] for e in scheduler.pending.enqueue] == [
+        scheduler.node.flush()
+        assert [json.loads(e[-1])["url"] for e in scheduler.node.pending.enqueue] == [
             "http://example.com/child"
         ]
-        assert len(scheduler.pending.release) == 1
+        assert len(scheduler.node.pending.release) == 1
 
         redis_client.delete("unit:checkpoint")
-        scheduler.flush()
-        assert scheduler.pending.enqueue == scheduler.pending.release == []
-        shard = scheduler.keys.shard(scheduler.keys.shard_of("example.com"))
+        scheduler.node.flush()
+        assert scheduler.node.pending.enqueue == scheduler.node.pending.release == []
+        shard = scheduler.node.keys.shard(scheduler.node.keys.shard_of("example.com"))
         assert redis_client.zcard(shard.queue("example.com")) == 1  # the child, once
         urls = [json.loads(raw)["url"] for raw in redis_client.hvals(shard.data("example.com"))]
         assert urls == ["http://example.com/child"]  # the parent's data went with its lease
@@ -107,7 +108,7 @@ def test_what_cannot_be_queued_is_refused_or_dead_lettered_and_the_rest_goes_in(
     assert not scheduler.enqueue_request(not_a_time)
     too_far = Request("http://example.com/too-far", meta={DELAY_UNTIL: time.time() + 10**9})
     assert not scheduler.enqueue_request(too_far)
-    scheduler.flush()
+    scheduler.node.flush()
 
     assert [json.loads(raw)["url"] for raw in queued(redis_client, "unit")] == [
         "http://example.com/good"
@@ -116,7 +117,7 @@ def test_what_cannot_be_queued_is_refused_or_dead_lettered_and_the_rest_goes_in(
     assert set(errors) == {"huge-priority", "not-a-time", "too-far"}
     assert "out of range" in errors["huge-priority"]
     assert "FRONTIER_MAX_DELAY" in errors["too-far"]
-    assert scheduler.stats.get_value("frontier/refused/scheme") == 1
+    assert scheduler.node.stats.get_value("frontier/refused/scheme") == 1
 
 
 def test_an_entry_redis_refuses_is_dead_lettered_and_the_others_written_once(
@@ -124,17 +125,17 @@ def test_an_entry_redis_refuses_is_dead_lettered_and_the_others_written_once(
 ):
     redis_client.zadd("unit:leases:unit-node", {b'{"url":"http://example.com/leased"}': 1e15})
     scheduler.enqueue_request(Request("http://example.com/a"))
-    scheduler.pending.delay.append(
+    scheduler.node.pending.delay.append(
         (time.time() + 5, "example.com", b'{"url":"http://example.com/later"}')
     )
     # A priority Redis refuses (the checks above keep it from happening; this is the net).
-    scheduler.pending.enqueue.append(
+    scheduler.node.pending.enqueue.append(
         ("", "example.com", "not a number", b'{"url":"http://example.com/nan"}')
     )
-    scheduler.pending.release.append(b'{"url":"http://example.com/leased"}')
-    scheduler.pending.done = 2
-    scheduler.flush()
-    scheduler.flush()  # nothing left over to write twice
+    scheduler.node.pending.release.append(b'{"url":"http://example.com/leased"}')
+    scheduler.node.pending.done = 2
+    scheduler.node.flush()
+    scheduler.node.flush()  # nothing left over to write twice
 
     assert len(queued(redis_client, "unit")) == 1
     assert redis_client.zrange("unit:delayed", 0, -1) == [
@@ -150,15 +151,15 @@ def test_a_start_entry_leaves_its_lease_with_the_write_of_its_requests(scheduler
     raw = b"http://example.com/start"
     redis_client.rpush("unit:start_leases:unit-node", raw, b"http://example.com/other")
     requests = [Request("http://example.com/start"), Request("http://example.com/start2")]
-    tracker = tracker_for(scheduler.crawler)
+    tracker = tracker_for(scheduler.node.crawler)
     tracker.track(raw, requests, START_ENTRY)
 
     scheduler.enqueue_request(requests[0])
-    scheduler.flush()
+    scheduler.node.flush()
     assert redis_client.llen("unit:start_leases:unit-node") == 2  # one request still to come
     scheduler.enqueue_request(requests[1])
     scheduler.enqueue_request(requests[1].replace(url="http://example.com/start2"))  # a repeat
-    scheduler.flush()
+    scheduler.node.flush()
     assert redis_client.lrange("unit:start_leases:unit-node", 0, -1) == [
         b"http://example.com/other"
     ]
@@ -198,19 +199,19 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
     crawler.engine._slot = SimpleNamespace(inprogress=set())  # the engine is done with all
     scheduler = DistributedScheduler.from_crawler(crawler)
     scheduler.open(crawler.spider)
-    for loop in scheduler._loops:
+    for loop in scheduler.node.loops:
         loop.stop()
     for path in ("/a", "/b"):
         scheduler.enqueue_request(Request("http://example.com" + path))
-    scheduler.flush()
+    scheduler.node.flush()
     fetched = [scheduler.next_request(), scheduler.next_request()]
     pending = revisits_for(crawler).pending  # as the recrawl middleware leaves them
     for request in fetched:
         pending[request] = (request.url[-1] * 40, "example.com", time.time() + 60,
                             json.dumps({"url": request.url}).encode())  # fmt: skip
-    scheduler._collect_finished()
+    scheduler.node._collect_finished()
     # as StatusBatches.write leaves a batch whose worker thread has not returned yet
-    statuses = scheduler.statuses
+    statuses = scheduler.node.pending.statuses
     statuses.in_flight, statuses.pending = statuses.pending, []
     assert len(statuses.in_flight) == 2
 
@@ -222,27 +223,27 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
     assert redis_client.zcard("unit:leases:unit-node") == 0
     assert queued(redis_client, "unit") == []  # released, not handed back to be fetched again
     statuses._written(None, [])  # the thread's late answer changes nothing
-    assert scheduler.pending.release == []
+    assert scheduler.node.pending.release == []
 
 
 def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(scheduler, redis_client):
     from extensions.runtime import runtime_of
 
     scheduler.enqueue_request(Request("http://example.com/p", meta={"crawl_id": "job"}))
-    scheduler.flush()
+    scheduler.node.flush()
     assert redis_client.hget("unit:crawls", "job") == b"running"  # met, so registered
     page = scheduler.next_request()
     assert page is not None and page.meta["crawl_id"] == "job"
     # the engine is done with it (its callback yielded two items)
-    scheduler.pending.release.append(scheduler._leased.pop(page))
-    scheduler.pending.finished("job")
-    runtime_of(scheduler.crawler).crawl_items["job"] = 2
-    scheduler.flush()
+    scheduler.node.pending.release.append(scheduler.node.leased.pop(page))
+    scheduler.node.pending.finished("job")
+    runtime_of(scheduler.node.crawler).crawl_items["job"] = 2
+    scheduler.node.flush()
     record = redis_client.hgetall("unit:crawl:job")
     assert (record[b"done"], record[b"items"], record[b"in_flight"]) == (b"1", b"2", b"0")
     assert b"updated" in record
     assert redis_client.hget("unit:checkpoint", "done") == b"1"
-    assert scheduler.stats.get_value("frontier/released") == 1
+    assert scheduler.node.stats.get_value("frontier/released") == 1
 
 
 def test_a_request_of_a_crawl_that_cannot_be_queued_is_dead_lettered_in_its_crawl(

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import redis
 
 from extensions.crawlid import crawl_fingerprint
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.frontier import Frontier
 from extensions.keys import SpiderKeys
 

@@ -22,8 +22,8 @@ import bson
 import redis
 
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.overflow import MongoOverflow
-from extensions.frontier.spilling import Overflow
+from extensions.frontier.overflow.spilling import Overflow
+from extensions.frontier.overflow.store import MongoOverflow
 from extensions.keys import SpiderKeys
 from tools.crawls_bench import lease_and_release
 

@@ -10,7 +10,7 @@ from scrapy.exceptions import UsageError
 
 from extensions import sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
-from extensions.frontier.crawls import CrawlFigures, Crawls, UnknownCrawl, stamp
+from extensions.frontier.crawls.state import CrawlFigures, Crawls, UnknownCrawl, stamp
 from extensions.observability.status import all_figures
 
 if TYPE_CHECKING:

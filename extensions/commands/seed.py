@@ -11,7 +11,7 @@ from scrapy.spiderloader import get_spider_loader
 from extensions import sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.crawlid import crawl_id_problem
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.seeding import push, validate, with_field
 from extensions.frontier.start_urls import EntryRules, reads_start_urls
 from extensions.sitemaps import SitemapReading

@@ -17,7 +17,7 @@ from scrapy.exceptions import UsageError
 from extensions import compat, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.commands.crawls import CrawlsOf, render_one
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls.state import Crawls
 from extensions.observability.status import (
     SHARD_FIELDS,
     crawl_status,

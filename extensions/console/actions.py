@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from extensions.console.readers import LetterFilter, letter_id
 from extensions.crawlid import crawl_id_problem
-from extensions.frontier.crawls import Crawls, UnknownCrawl
+from extensions.frontier.crawls.state import Crawls, UnknownCrawl
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.seeding import push, validate, with_field

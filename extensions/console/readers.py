@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from extensions.cluster import series
 from extensions.connection import text
 from extensions.crawlid import crawl_group, host_of
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 from extensions.observability.status import (

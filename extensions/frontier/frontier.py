@@ -19,6 +19,7 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawls_of
 from extensions.frontier.leaseplan import LeasePlanner
+from extensions.frontier.recrawls.revisits import RevisitOps
 from extensions.frontier.redisops import execute, fields, load_script, run_named
 from extensions.frontier.results import (
     SIZE_FIELDS,
@@ -29,7 +30,6 @@ from extensions.frontier.results import (
     Reclaimed,
     counts_of,
 )
-from extensions.frontier.revisits import RevisitOps
 from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
 

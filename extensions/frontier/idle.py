@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy.exceptions import DontCloseSpider
 from twisted.internet import reactor as _reactor
-from twisted.internet import threads
-from twisted.python.failure import Failure
 
 from extensions import engine
 from extensions.frontier.start_urls import reads_start_urls
@@ -25,17 +22,10 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.internet.base import DelayedCall
 
-    from extensions.cluster.checkpoint import Checkpoint
-    from extensions.connection import RedisHealth
-    from extensions.frontier.crawls import Crawls
-    from extensions.frontier.frontier import Frontier
+    from extensions.frontier.node import NodeFrontier
     from extensions.frontier.results import FrontierSizes
-    from extensions.frontier.schedconfig import SchedulerConfig
-    from extensions.frontier.start_urls import StartEntryTracker
-    from extensions.recrawl.statusstore import MongoStatusStore
 
 logger = logging.getLogger(__name__)
-RENDER_WAIT_LOG_INTERVAL = 60.0  # seconds between "render work waits" lines
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
 
@@ -88,42 +78,21 @@ class Polling:
 
 
 class ClusterDuties:
-    """The scheduler's work for the cluster. What it needs of the scheduler is
-    passed in: ``flush`` writes what the scheduler holds, ``unwritten`` says
-    whether anything is still held, ``forget_sent`` empties its local filter."""
+    """The node's work for the cluster, on its frontier (``node``): joining and
+    leaving, the heartbeat (with each part's duty), reclaim, and the idle check."""
 
-    def __init__(
-        self,
-        crawler: Crawler,
-        config: SchedulerConfig,
-        frontier: Frontier,
-        checkpoint: Checkpoint,
-        health: RedisHealth,
-        start_entries: StartEntryTracker,
-        status_store: MongoStatusStore | None,
-        polling: Polling,
-        crawls: Crawls,
-        *,
-        flush: Callable[[], object],
-        unwritten: Callable[[], bool],
-        forget_sent: Callable[[], None],
-    ):
-        self.crawler = crawler
-        self.stats = crawler.stats
-        self.config = config
-        self.frontier = frontier
-        self.checkpoint = checkpoint
-        self.health = health
-        self.start_entries = start_entries
-        self.status_store = status_store
-        self.polling = polling
-        self.crawls = crawls
-        self.flush = flush
-        self.unwritten = unwritten
-        self.forget_sent = forget_sent
-        self._feeding = False
+    def __init__(self, node: NodeFrontier):
+        self.node = node
+        self.crawler = node.crawler
+        self.stats = node.stats
+        self.config = node.config
+        self.frontier = node.frontier
+        self.checkpoint = node.checkpoint
+        self.health = node.health
+        self.start_entries = node.start_entries
+        self.polling = node.polling
+        self.parts = node.parts
         self._idle_since: float | None = None
-        self._render_said = -RENDER_WAIT_LOG_INTERVAL
         self._last_cluster_log = time.monotonic()
 
     # --- joining and leaving the crawl ------------------------------------------
@@ -184,51 +153,13 @@ class ClusterDuties:
             sizes = self.frontier.sizes(in_turn=True)
             self.checkpoint.write(self.stats, sizes)
             self.reclaim(in_turn=True)
-            self._end_crawls()
-            self._feed_due()
+            self.parts.call("heartbeat")
             if time.monotonic() - self._last_cluster_log >= self.config.log_interval:
                 self._log_cluster(sizes)
         except redis.RedisError as exc:
             self.health.failed(exc)
         else:
             self.health.ok()
-
-    def _end_crawls(self) -> None:
-        """Crawls whose expiry passed stop (any node, each once); a stopped one
-        whose emptying was cut short is emptied further."""
-        for crawl, state, removed in self.crawls.end_due():
-            if state == "expired":
-                logger.info("crawl %s expired: %d queued requests removed", crawl, removed)
-                self.stats.inc_value("crawls/expired")
-            if removed:
-                self.stats.inc_value("crawls/removed", removed)
-
-    def _feed_due(self) -> None:
-        """Pages due for a recrawl back into the queue (any node, each once)."""
-        if self.status_store is not None:
-            if not self._feeding:  # one feed at a time, in a worker thread
-                self._feeding = True
-                fed = threads.deferToThread(
-                    self.status_store.feed,
-                    self.frontier,
-                    self.config.recrawl_feed_batch,
-                    self.config.recrawl_claim_timeout,
-                )
-                fed.addBoth(self._fed)
-            return
-        self._fed(self.frontier.feed_due(self.config.recrawl_feed_batch))
-
-    def _fed(self, result: Any) -> None:
-        self._feeding = False
-        if isinstance(result, Failure):
-            # the claimed pages are due again after RECRAWL_CLAIM_TIMEOUT
-            logger.warning("moving due pages into the queue failed: %s", result.getErrorMessage())
-            self.stats.inc_value("recrawl/feed_errors")
-            return
-        if result:
-            self.stats.inc_value("recrawl/queued", result)
-            self.polling.work_found()
-            engine.wake(self.crawler)
 
     def _log_cluster(self, sizes: FrontierSizes) -> None:
         """Scrapy's LogStats line speaks for this node; this one for the cluster."""
@@ -274,23 +205,15 @@ class ClusterDuties:
                 abandoned,
             )
             self.stats.inc_value("start_urls/dropped_before_queue", abandoned)
-        self.flush()
+        self.node.flush()
+        now = time.monotonic()
         try:
             sizes = self.frontier.sizes()
+            pending = self.parts.idle_pending(sizes.pending, sizes, now)
         except redis.RedisError as exc:
             self.health.failed(exc)
             raise DontCloseSpider from None
-        now = time.monotonic()
-        # paused crawls' work is not work a node can do: whether it waits for their
-        # resume follows MAX_IDLE_TIME_BEFORE_CLOSE like any idle spell
-        try:
-            pending = sizes.pending - self.crawls.paused_pending(sizes) if sizes.pending else 0
-        except redis.RedisError as exc:
-            self.health.failed(exc)
-            raise DontCloseSpider from None
-        if sizes.render_queued and not self.checkpoint.renders:
-            pending = self._render_wait(pending, sizes.render_queued, now)
-        if pending > 0 or self.unwritten() or len(self.start_entries):
+        if pending > 0 or self.node.pending.unwritten() or len(self.start_entries):
             self._idle_since = None
             raise DontCloseSpider
         if self._idle_since is None:
@@ -298,26 +221,12 @@ class ClusterDuties:
             logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
             # The crawl is over: from here on the shared dupefilter alone decides,
             # so a recrawl after someone cleared it is not dropped on this node.
-            self.forget_sent()
+            self.node.admission.sent.clear()
         close_after = self.close_after(spider)
         if close_after is None or now - self._idle_since < close_after:
             logger.debug("no work anywhere; looking again in %.2f s", self.config.idle_poll_max)
             self.polling.wake_in(self.config.idle_poll_max)
             raise DontCloseSpider
-
-    def _render_wait(self, pending: int, render_queued: int, now: float) -> int:
-        """The pending work a node that cannot render waits for: all of it
-        (RENDER_WAIT_FOR_NODES), or all but the render work."""
-        if now - self._render_said >= RENDER_WAIT_LOG_INTERVAL and pending <= render_queued:
-            self._render_said = now
-            logger.info(
-                "%d render requests wait for a render node (this node cannot render)%s",
-                render_queued,
-                "" if self.config.render_wait_for_nodes else ": not waiting for them",
-            )
-        if self.config.render_wait_for_nodes:
-            return pending
-        return max(0, pending - render_queued)
 
     def close_after(self, spider: Spider) -> float | None:
         """Seconds the cluster must stay idle before this node closes; None = never.

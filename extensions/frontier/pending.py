@@ -14,15 +14,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions.frontier.commit import Committed, FrontierWrite, write_one_by_one
-from extensions.frontier.crawls import CrawlTally
+from extensions.frontier.crawls.state import CrawlTally
 from extensions.meta import CRAWL_ID, DEAD_LETTERED
 
 if TYPE_CHECKING:
     from scrapy import Request
 
     from extensions.frontier.frontier import Frontier
+    from extensions.frontier.recrawls.statuses import StatusBatches
     from extensions.frontier.results import Entry
-    from extensions.frontier.statuses import StatusBatches
     from extensions.recrawl.revisits import RevisitEntry, Revisits
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,9 @@ class PendingWrites:
         self.done = 0
         #: the same per crawl under an id, and their items
         self.tally = CrawlTally(crawl_items)
+        #: RECRAWL_STORE = "mongo": where kept pages' records go before their leases
+        #: (the recrawl part's)
+        self.statuses: StatusBatches | None = None
 
     def unwritten(self) -> bool:
         return bool(self.enqueue or self.delay or self.release)
@@ -53,9 +56,7 @@ class PendingWrites:
         self.done += 1
         self.tally.finished(crawl)
 
-    def finish(
-        self, request: Request, member: bytes, revisits: Revisits, statuses: StatusBatches | None
-    ) -> None:
+    def finish(self, request: Request, member: bytes, revisits: Revisits) -> None:
         """A leased request the engine is done with: its lease to release, with
         its revisit record when the page is kept (after the status store took
         the record, when it is outside Redis), and its done count."""
@@ -68,8 +69,8 @@ class PendingWrites:
             revisits.pending.pop(request, None)
         if revisit is None:
             self.release.append(member)
-        elif statuses is not None:
-            statuses.add(member, revisit)  # released once stored
+        elif self.statuses is not None:
+            self.statuses.add(member, revisit)  # released once stored
         else:
             self.release.append(member)
             self.revisit.append(revisit)

@@ -26,7 +26,7 @@ from scrapy.exceptions import NotConfigured
 
 from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
-from extensions.frontier.crawls import Crawls
+from extensions.frontier.crawls.state import Crawls
 from extensions.keys import SpiderKeys
 from extensions.observability.health import NodeHealth
 from extensions.observability.status import crawl_status

@@ -12,7 +12,7 @@ from extensions import defaults
 from extensions.cluster.checkpoint import Checkpoint
 from extensions.connection import glob_escape, text
 from extensions.crawlid import host_of, render_group
-from extensions.frontier.crawls import CrawlFigures, Crawls
+from extensions.frontier.crawls.state import CrawlFigures, Crawls
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 

@@ -36,17 +36,14 @@ from twisted.python.failure import Failure
 
 from extensions import connection
 from extensions.cluster.checkpoint import now_ms
-from extensions.frontier.overflow import MongoOverflow, SpillRecord
+from extensions.frontier.overflow.store import MongoOverflow, SpillRecord
 from extensions.frontier.redisops import execute, fields, load_script, run_named
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
 
-    from extensions.frontier.frontier import Frontier
-    from extensions.frontier.schedconfig import SchedulerConfig
     from extensions.keys import SpiderKeys
 
 logger = logging.getLogger(__name__)
@@ -364,44 +361,3 @@ class Overflow:
             self._settle(keys, group, lives)
             recovered += len(lives)
         return recovered
-
-
-def open_overflow(
-    server: redis.Redis,
-    frontier: Frontier,
-    config: SchedulerConfig,
-    settings: BaseSettings,
-    name: str,
-    *,
-    stats: StatsCollector,
-    dead_letter: Callable[..., None],
-    resumed: Callable[[], object],
-) -> Overflow | None:
-    """A node's Overflow, started, with FRONTIER_OVERFLOW = "mongo"; else None,
-    after a warning if the crawl spills all the same (another node set it)."""
-    if config.overflow != "mongo":
-        bound = server.hget(frontier.keys.frontier, "host_queue_max")
-        if bound and int(bound) > 0:
-            logger.warning(
-                "this crawl's host groups keep at most %s requests in Redis and spill the "
-                'rest to MongoDB, but this node has no FRONTIER_OVERFLOW = "mongo": it '
-                "queues and leases, and leaves the moving to the nodes that have it",
-                int(bound),
-            )
-        return None
-    overflow = Overflow(
-        server,
-        frontier.shards,
-        frontier.node_id,
-        MongoOverflow.from_settings(settings, name),
-        queue_max=config.host_queue_max,
-        batch=config.overflow_batch,
-        interval=config.overflow_interval,
-        backlog_max=config.overflow_backlog,
-        node_timeout=config.node_timeout,
-        stats=stats,
-        dead_letter=dead_letter,
-        resumed=resumed,
-    )
-    overflow.open()
-    return overflow

@@ -1,0 +1,58 @@
+"""Crawl ids in a node's frontier: a crawl is registered when its first request
+is queued, ended when its expiry passes, and its work left out of an idle node's
+wait while it is paused."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import redis
+
+from extensions.frontier.crawls.state import Crawls
+from extensions.frontier.part import FrontierPart
+from extensions.meta import CRAWL_ID
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
+
+    from extensions.connection import RedisHealth
+    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.results import FrontierSizes
+
+logger = logging.getLogger(__name__)
+
+
+class CrawlsPart(FrontierPart):
+    def __init__(self, crawls: Crawls, stats: StatsCollector, health: RedisHealth):
+        self.crawls = crawls
+        self.stats = stats
+        self.health = health
+
+    @classmethod
+    def from_node(cls, node: NodeFrontier) -> CrawlsPart:
+        return cls(Crawls(node.server, node.keys), node.stats, node.health)
+
+    def enqueued(self, request: Request) -> None:
+        crawl = request.meta.get(CRAWL_ID)
+        if crawl:
+            try:
+                self.crawls.ensure(crawl)
+            except redis.RedisError as exc:  # registered by the next request of it
+                self.health.failed(exc)
+
+    def heartbeat(self) -> None:
+        """Crawls whose expiry passed stop (any node, each once); a stopped one
+        whose emptying was cut short is emptied further."""
+        for crawl, state, removed in self.crawls.end_due():
+            if state == "expired":
+                logger.info("crawl %s expired: %d queued requests removed", crawl, removed)
+                self.stats.inc_value("crawls/expired")
+            if removed:
+                self.stats.inc_value("crawls/removed", removed)
+
+    def idle_pending(self, pending: int, sizes: FrontierSizes, now: float) -> int:
+        """Paused crawls' work is not work a node can do: whether it waits for
+        their resume follows MAX_IDLE_TIME_BEFORE_CLOSE like any idle spell."""
+        return pending - self.crawls.paused_pending(sizes) if pending else 0

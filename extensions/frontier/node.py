@@ -1,0 +1,296 @@
+"""One node's side of the shared frontier: what it leased and holds, what it owes
+Redis, and the flush that pays it; the scheduler (``scheduler.py``) is Scrapy's
+face of it, and the capabilities a crawl may have are parts (``part.py``).
+
+* requests are leased, not popped: a node that dies loses nothing, its leases
+  return to the queue once its heartbeat goes stale (``idle.py``);
+* a lease is released only after the engine is completely done with the
+  request (callback run, child requests written to Redis, items through the
+  pipelines), in batches, in the same transaction that writes its children;
+* round trips are batched: leases in groups into a local buffer, discovered
+  requests checked against the dupefilter and enqueued in one Lua call, and
+  links this node already sent dropped before they are even serialized;
+* what it queues is checked first (``admission.py``); a start-URL entry's
+  lease is dropped in the transaction that queues its requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import signals
+from twisted.internet import task
+
+from extensions import compat, connection, engine, sharding
+from extensions.cluster.checkpoint import Checkpoint
+from extensions.crawlid import crawl_fields, split_group
+from extensions.frontier.admission import Admission
+from extensions.frontier.backlog import Backlog
+from extensions.frontier.commit import Committed, FrontierWrite, commit
+from extensions.frontier.counts import FlushCounts
+from extensions.frontier.deadletter import DeadLetters
+from extensions.frontier.frontier import Frontier
+from extensions.frontier.idle import ClusterDuties, Polling
+from extensions.frontier.leased import leased_for, requests_of
+from extensions.frontier.part import build_parts
+from extensions.frontier.pending import PendingWrites
+from extensions.frontier.results import Lease
+from extensions.frontier.sent import SentFingerprints
+from extensions.frontier.start_urls import StartLeases, tracker_for
+from extensions.keys import SpiderKeys
+from extensions.recrawl.revisits import revisits_for
+from extensions.runtime import runtime_of
+from extensions.signals import backlog_full
+from extensions.urlpolicy import UrlPolicy
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+    from extensions.frontier.schedconfig import SchedulerConfig
+
+logger = logging.getLogger(__name__)
+
+
+class NodeFrontier:
+    def __init__(
+        self, server: redis.Redis, crawler: Crawler, *, node_id: str, config: SchedulerConfig
+    ):
+        self.server = server
+        self.crawler = crawler
+        self.node_id = node_id
+        self.config = config
+        self.stats = crawler.stats
+        self.health = connection.health_for(crawler)
+        # Scrapy's, unless the crawl was carried over from scrapy-redis (see open)
+        self.fingerprinter: Any = crawler.request_fingerprinter
+        self.start_entries = tracker_for(crawler)
+        self._sent = SentFingerprints(config.local_cache)
+        self.admission = Admission(
+            UrlPolicy.from_settings(crawler.settings),
+            crawler.stats,
+            self._sent,
+            self.dead_letter,
+            queue_by=config.queue_by,
+            max_delay=config.max_delay,
+        )
+        self.counts = FlushCounts(crawler.stats, config.host_page_budget)
+        self.buffer: deque[tuple[Request, bytes]] = deque()
+        #: requests the engine took and is not done with, and their lease members
+        self.leased: dict[Request, bytes] = {}
+        self.pending = PendingWrites(runtime_of(crawler).crawl_items)
+        self.as_leased = leased_for(crawler)
+        self.revisits = revisits_for(crawler)
+        self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
+        self.backlog = Backlog(
+            config.max_unconfirmed, crawler.stats, self.polling.look_again_now,
+            lambda: crawler.signals.send_catch_log(signal=backlog_full),
+        )  # fmt: skip
+        self.loops: list[task.LoopingCall] = []
+
+    # --- joining and leaving the crawl --------------------------------------------
+
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        self.keys = SpiderKeys.for_crawler(self.crawler)
+        config = self.config
+        self.frontier = Frontier(
+            self.server, self.keys, self.node_id, config.bloom,
+            budget=config.host_page_budget, crawl_delay_max=config.crawl_delay_max,
+            send_tolerance=config.send_tolerance,
+        )  # fmt: skip
+        self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
+        self.checkpoint = Checkpoint(
+            self.server, self.keys, self.node_id, series_hours=config.series_hours
+        )
+        self.start_leases = StartLeases(self.server, self.keys, self.node_id)
+        if config.flush_on_start:
+            self.frontier.clear()
+            logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
+        self.parts = build_parts(self)
+        self.checkpoint.extra = lambda: {
+            "unconfirmed": self.backlog.held, "held_back": int(self.backlog.held_back),
+            **self.parts.checkpoint(),
+        }  # fmt: skip
+        self.duties = ClusterDuties(self)
+        sharding.record_shards(self.server, self.keys)
+        # before anything reads the crawl's state (leases handed back too)
+        self.frontier.upgrade_crawl(config.queue_by)
+        self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
+        self.duties.join(spider)
+        self.parts.call("open", spider)
+        logger.info("node %s joined the crawl of %s", self.node_id, spider.name)
+        self.crawler.signals.connect(self.duties.on_spider_idle, signal=signals.spider_idle)
+        for interval, func in (
+            (config.release_interval, self.flush),
+            (config.heartbeat_interval, self.duties.heartbeat),
+        ):
+            loop = task.LoopingCall(func)
+            loop.start(interval, now=False)
+            self.loops.append(loop)
+
+    def close(self, reason: str) -> None:
+        for loop in self.loops:
+            if loop.running:
+                loop.stop()
+        self.polling.cancel()
+        self._collect_finished()
+        self.parts.call("close")
+        self.flush()
+        self.parts.call("closed")
+        self.duties.leave(reason)
+
+    # --- requests in and out -------------------------------------------------------
+
+    def has_pending(self) -> bool:
+        return bool(self.buffer or self.pending.enqueue or self.pending.delay)
+
+    def enqueue(self, request: Request, from_start_entry: bool = False) -> bool:
+        admitted = self.admission.admit(request, self.spider, self.fingerprinter, from_start_entry)
+        if admitted is None:
+            return False
+        fingerprint, group, priority, data, due = admitted
+        if self.parts.enqueues:
+            self.parts.enqueued(request)
+        if due is not None:
+            self.pending.delay.append((due, group, data))
+            self.stats.inc_value("frontier/delayed")
+            return True
+        self.pending.enqueue.append((fingerprint, group, priority, data))
+        self.counts.enqueued += 1
+        if len(self.pending.enqueue) >= self.config.enqueue_batch:
+            self.flush()
+        return True
+
+    def next_request(self) -> Request | None:
+        if not self.buffer:
+            self._refill()
+            if not self.buffer:
+                return None
+        request, data = self.buffer.popleft()
+        self.leased[request] = data
+        if self.parts.takes:
+            self.parts.took(request)
+        self.as_leased.remember(request)
+        self.counts.dequeued += 1
+        return request
+
+    def unconfirmed(self) -> int:
+        return len(self.buffer) + len(self.leased) + len(self.pending.release)
+
+    # --- batching --------------------------------------------------------------------
+
+    def flush(self, lease: int = 0, render: int = 0) -> tuple[list[Lease], float | None] | None:
+        """Write discovered requests and retries, then release finished leases
+        (``commit``: a lease never goes before what its request produced, nor a
+        start-URL entry before the requests built from it).
+
+        With ``lease``, that many requests (and ``render`` render requests) are
+        leased in the same round trip, after the writes, and the lease's outcome
+        is returned (None if it failed).
+        """
+        try:
+            return self._flush(lease, render)
+        finally:
+            self.backlog.settled(self.unconfirmed())
+
+    def _flush(self, lease: int, render: int) -> tuple[list[Lease], float | None] | None:
+        self.counts.tell(self.frontier)
+        self._collect_finished()
+        self.parts.call("before_flush")
+        write = self.pending.write(self.start_entries.take_done(), lease, render)
+        if not write.writes_anything:
+            # the lease alone: a Redis error reaches the caller (_refill)
+            if not lease:
+                return None
+            return self.frontier.lease(lease, self.config.lease_timeout, write.render_lease)
+        return self._settle(write, commit(self.frontier, write, self.config.lease_timeout))
+
+    def _settle(
+        self, write: FrontierWrite, result: Committed
+    ) -> tuple[list[Lease], float | None] | None:
+        """Take out of the buffers what went in; what did not waits for the next
+        flush (a refused entry is written alone and dead-lettered)."""
+        # written again (writes not settled), what is in already counts as filtered
+        added = result.added if result.writes_in and write.enqueue else None
+        if added is not None and self.counts.added(len(write.enqueue), added):
+            self.polling.work_found()
+        self.pending.settle(write, result)
+        if result.rest_in and write.release and result.error is None:
+            self.stats.inc_value("frontier/released", len(write.release))
+        if result.lease_error is not None:
+            self.health.failed(result.lease_error)
+        if result.error is None:
+            self.health.ok()
+            return result.leased
+        if not result.rest_in:
+            self.start_entries.put_back(write.start_acks)  # acknowledged at the next flush
+        if result.bad_input and not result.writes_in:
+            refused = self.pending.write_one_by_one(
+                self.frontier, write, result.error, self.dead_letter
+            )
+            if refused:
+                self.stats.inc_value("frontier/refused_by_redis", refused)
+        else:
+            self.health.failed(result.error)
+        return result.leased
+
+    def _collect_finished(self) -> None:
+        in_progress = engine.requests_in_progress(self.crawler)
+        if in_progress is None or not self.leased:
+            return
+        finished = [request for request in self.leased if request not in in_progress]
+        for request in finished:
+            member = self.leased.pop(request)
+            self.parts.call("finished", request)
+            self.pending.finish(request, member, self.revisits)
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        if not self.polling.due(now):
+            return
+        items: list[Lease] = []
+        next_due = None
+        outcome = None
+        if self.unconfirmed() >= self.backlog.limit:
+            self._collect_finished()  # near the bound: what finished since the last flush
+        room = min(self.config.fetch_batch, self.backlog.room(self.unconfirmed()))
+        room, render = self.parts.lease_room(room)
+        if not room:  # the backlog's release (or the part's) wakes the node: no back-off
+            self.flush()
+            return
+        try:
+            # the writes waiting and the lease in one round trip
+            outcome = self.flush(lease=room, render=render)
+        except redis.RedisError as exc:  # the lease alone, with nothing to write
+            self.health.failed(exc)
+        else:
+            if outcome is not None:
+                items, next_due = outcome
+                self.health.ok()
+        requests, unreadable = requests_of(items, self.spider)
+        self.buffer.extend(requests)
+        for member, url, error, raw in unreadable:
+            logger.error("dead-lettering an unreadable queue entry: %s", error)
+            self.stats.inc_value("frontier/unreadable")
+            group = connection.text(member.partition(b"\n")[0])
+            crawl = crawl_fields(split_group(group)[1])
+            self.dead_letter(kind="unreadable", url=url, error=error, raw=raw, **crawl)
+            self.pending.release.append(member)
+        if items:
+            self.stats.inc_value("frontier/leased", len(items))
+            self.polling.work_found()
+        elif outcome is not None and not self.frontier.looked_everywhere:
+            self.polling.look_again_now()  # the next shards may have work
+        else:
+            self.polling.back_off(now, next_due)
+
+    def dead_letter(self, **record: Any) -> None:
+        try:
+            self.dead_letters.add(**record)
+        except redis.RedisError as exc:
+            logger.error("could not write to the dead-letter queue: %s (record: %s)", exc, record)

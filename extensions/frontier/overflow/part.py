@@ -1,0 +1,70 @@
+"""The MongoDB overflow in a node's frontier: the node's share of moving requests
+between the host queues and MongoDB, and no leasing while MongoDB cannot take
+what waits to spill (the crawl slows instead of filling Redis)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+
+from extensions.frontier.overflow.spilling import Overflow
+from extensions.frontier.overflow.store import MongoOverflow
+from extensions.frontier.part import FrontierPart
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+
+    from extensions.frontier.node import NodeFrontier
+
+logger = logging.getLogger(__name__)
+
+
+class OverflowPart(FrontierPart):
+    def __init__(self, overflow: Overflow):
+        self.overflow = overflow
+
+    @classmethod
+    def from_node(cls, node: NodeFrontier) -> OverflowPart:
+        """Started with FRONTIER_OVERFLOW = "mongo"; else left out, after a warning
+        if the crawl spills all the same (another node set it)."""
+        config, frontier = node.config, node.frontier
+        if config.overflow != "mongo":
+            bound = node.server.hget(frontier.keys.frontier, "host_queue_max")
+            if bound and int(bound) > 0:
+                logger.warning(
+                    "this crawl's host groups keep at most %s requests in Redis and spill "
+                    'the rest to MongoDB, but this node has no FRONTIER_OVERFLOW = "mongo": '
+                    "it queues and leases, and leaves the moving to the nodes that have it",
+                    int(bound),
+                )
+            raise NotConfigured
+        overflow = Overflow(
+            node.server,
+            frontier.shards,
+            frontier.node_id,
+            MongoOverflow.from_settings(node.crawler.settings, node.spider.name),
+            queue_max=config.host_queue_max,
+            batch=config.overflow_batch,
+            interval=config.overflow_interval,
+            backlog_max=config.overflow_backlog,
+            node_timeout=config.node_timeout,
+            stats=node.stats,
+            dead_letter=node.dead_letter,
+            resumed=node.polling.look_again_now,
+        )
+        return cls(overflow)
+
+    def open(self, spider: Spider) -> None:
+        self.overflow.open()
+
+    def lease_room(self, room: int, render: int) -> tuple[int, int]:
+        # MongoDB cannot take spills: the crawl waits (its turn wakes the node)
+        return (0, render) if self.overflow.holding else (room, render)
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"spill_held": int(self.overflow.holding)}
+
+    def close(self) -> None:
+        self.overflow.close()

@@ -1,0 +1,145 @@
+"""The frontier's capabilities as parts, named in settings like Scrapy's middlewares.
+
+The core of a node's frontier is its leases: the buffer it leases into, what it
+owes Redis until its next flush, and the flush itself (``node.py``). Everything
+else a crawl may or may not have (crawl ids, the render lane, recrawls with a
+status store outside Redis, the MongoDB overflow, and the ones to come) is a
+``FrontierPart``: a class named in ``FRONTIER_PARTS`` with an order, built by
+``from_node`` (raising ``NotConfigured`` to stay out, as a Scrapy
+middleware does), and called at the few points where a capability meets the
+core. A part overrides only the hooks it needs; the others cost nothing, as
+``Parts`` calls each hook on the parts that override it alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+
+    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.results import FrontierSizes
+
+logger = logging.getLogger(__name__)
+
+
+class FrontierPart:
+    """One capability of the frontier. Every hook is optional."""
+
+    @classmethod
+    def from_node(cls, node: NodeFrontier) -> FrontierPart:
+        return cls()
+
+    def open(self, spider: Spider) -> None:
+        """The node has joined the crawl (its leftover leases reclaimed): start."""
+
+    def enqueued(self, request: Request) -> None:
+        """A request was admitted to the frontier (queued or parked)."""
+
+    def lease_room(self, room: int, render: int) -> tuple[int, int]:
+        """How many requests the next lease may ask for, and how many render
+        requests besides: each part may lower them (or, for its lane, set them)."""
+        return room, render
+
+    def took(self, request: Request) -> None:
+        """The engine took a leased request from the buffer."""
+
+    def finished(self, request: Request) -> None:
+        """The engine is done with a leased request (its lease goes at the next flush)."""
+
+    def before_flush(self) -> None:
+        """A flush is about to write what the node owes the frontier."""
+
+    def heartbeat(self) -> None:
+        """The node's duty for the cluster, once a heartbeat (in the reactor;
+        a ``redis.RedisError`` is the node's health's to report)."""
+
+    def idle_pending(self, pending: int, sizes: FrontierSizes, now: float) -> int:
+        """Of the cluster's pending work, what this idle node waits for."""
+        return pending
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Fields this part adds to the node's heartbeat record."""
+        return {}
+
+    def close(self) -> None:
+        """The node is closing: before its last flush."""
+
+    def closed(self) -> None:
+        """The node's last flush is done."""
+
+
+HOOKS = [name for name, value in vars(FrontierPart).items() if callable(value) and
+         not name.startswith("_") and name != "from_node"]  # fmt: skip
+
+
+class Parts:
+    """The parts a node runs, in their order; each hook calls only the parts
+    that override it."""
+
+    def __init__(self, parts: list[FrontierPart]):
+        self.parts = parts
+        self._by_hook = {
+            hook: [getattr(p, hook) for p in parts
+                   if getattr(type(p), hook) is not getattr(FrontierPart, hook)]
+            for hook in HOOKS
+        }  # fmt: skip
+        self.takes = bool(self._by_hook["took"])
+        self.enqueues = bool(self._by_hook["enqueued"])
+
+    def __iter__(self) -> Any:
+        return iter(self.parts)
+
+    def get(self, kind: type[FrontierPart]) -> Any:
+        """The part of that class, or None when it stayed out."""
+        return next((p for p in self.parts if isinstance(p, kind)), None)
+
+    def call(self, hook: str, *args: Any) -> None:
+        for method in self._by_hook[hook]:
+            method(*args)
+
+    def enqueued(self, request: Request) -> None:
+        for method in self._by_hook["enqueued"]:
+            method(request)
+
+    def took(self, request: Request) -> None:
+        for method in self._by_hook["took"]:
+            method(request)
+
+    def lease_room(self, room: int) -> tuple[int, int]:
+        render = 0
+        for method in self._by_hook["lease_room"]:
+            room, render = method(room, render)
+        return room, render if room else 0  # no room: no lease at all
+
+    def idle_pending(self, pending: int, sizes: FrontierSizes, now: float) -> int:
+        for method in self._by_hook["idle_pending"]:
+            pending = method(pending, sizes, now)
+        return pending
+
+    def checkpoint(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for method in self._by_hook["checkpoint"]:
+            fields.update(method())
+        return fields
+
+
+def build_parts(node: NodeFrontier) -> Parts:
+    """FRONTIER_PARTS over FRONTIER_PARTS_BASE, Scrapy's way: {class path: order},
+    None leaves a part out."""
+    settings = node.crawler.settings
+    parts = []
+    for path in build_component_list(settings.getwithbase("FRONTIER_PARTS")):
+        cls = load_object(path)
+        try:
+            parts.append(cls.from_node(node))
+        except NotConfigured as exc:
+            if exc.args:
+                logger.info("frontier part %s left out: %s", path, exc.args[0])
+    return Parts(parts)

@@ -1,0 +1,72 @@
+"""The render lane in a node's frontier. Requests a browser must fetch are queued
+in their host's render group (``RenderPolicy``, at admission); a render node
+leases them besides its other work, two for each page it may have open
+(``RenderRoom``); a node that cannot render leases none and, when idle, waits for
+them only with ``RENDER_WAIT_FOR_NODES``."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+
+from extensions.frontier.part import FrontierPart
+from extensions.render.policy import RenderPolicy
+from extensions.render.setup import RenderRoom, renders_here
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+
+    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.results import FrontierSizes
+
+logger = logging.getLogger(__name__)
+WAIT_LOG_INTERVAL = 60.0  # seconds between "render work waits" lines
+
+
+class RenderPart(FrontierPart):
+    def __init__(self, node: NodeFrontier):
+        self.node = node
+        config = node.config
+        pages = config.render_max_pages if renders_here(node.crawler.settings) else 0
+        #: the render requests this node may lease (none if it cannot render)
+        self.room = RenderRoom(pages, node.polling.look_again_now)
+        self.wait_for_nodes = config.render_wait_for_nodes
+        self._said = -WAIT_LOG_INTERVAL
+        # before the node's first heartbeat says whether it renders
+        node.admission.render = RenderPolicy.from_crawler(node.crawler)
+        node.checkpoint.renders = pages > 0
+
+    @classmethod
+    def from_node(cls, node: NodeFrontier) -> RenderPart:
+        return cls(node)
+
+    def open(self, spider: Spider) -> None:
+        if self.room.pages:
+            self.node.crawler.signals.connect(self.room.left, signals.request_left_downloader)
+
+    def lease_room(self, room: int, render: int) -> tuple[int, int]:
+        return room, self.room.room()
+
+    def took(self, request: Request) -> None:
+        self.room.took(request)
+
+    def finished(self, request: Request) -> None:
+        self.room.left(request)
+
+    def idle_pending(self, pending: int, sizes: FrontierSizes, now: float) -> int:
+        """The pending work a node that cannot render waits for: all of it
+        (RENDER_WAIT_FOR_NODES), or all but the render work."""
+        if not sizes.render_queued or self.room.pages:
+            return pending
+        if now - self._said >= WAIT_LOG_INTERVAL and pending <= sizes.render_queued:
+            self._said = now
+            logger.info(
+                "%d render requests wait for a render node (this node cannot render)%s",
+                sizes.render_queued,
+                "" if self.wait_for_nodes else ": not waiting for them",
+            )
+        if self.wait_for_nodes:
+            return pending
+        return max(0, pending - sizes.render_queued)
