@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from extensions import compat
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
 from extensions.installed import require_addon
-from extensions.recrawl.statusstore import store_kind
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -16,7 +15,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Built by ``from_settings`` alone: the defaults are the add-on's (defaults.py)."""
+    """The core's settings (each part reads its own), built by ``from_settings``
+    alone: the defaults are the add-on's (defaults.py)."""
 
     persist: bool
     flush_on_start: bool
@@ -32,9 +32,6 @@ class SchedulerConfig:
     node_timeout: float
     node_forget_after: float
     log_interval: float
-    recrawl_feed_batch: int
-    recrawl_store: str
-    recrawl_claim_timeout: float
     bloom: BloomParams | None
     local_cache: int
     max_delay: float
@@ -42,15 +39,7 @@ class SchedulerConfig:
     host_page_budget: int
     crawl_delay_max: float
     send_tolerance: float
-    render_max_pages: int
-    render_wait_for_nodes: bool
     series_hours: float
-    #: FRONTIER_OVERFLOW: "mongo", or None (the whole frontier in Redis)
-    overflow: str | None
-    host_queue_max: int
-    overflow_batch: int
-    overflow_interval: float
-    overflow_backlog: int
 
     @classmethod
     def from_settings(cls, s: BaseSettings) -> SchedulerConfig:
@@ -73,9 +62,6 @@ class SchedulerConfig:
             node_timeout=s.getfloat("NODE_TIMEOUT"),
             node_forget_after=s.getfloat("NODE_FORGET_AFTER"),
             log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
-            recrawl_feed_batch=s.getint("RECRAWL_FEED_BATCH"),
-            recrawl_store=store_kind(s),
-            recrawl_claim_timeout=s.getfloat("RECRAWL_CLAIM_TIMEOUT"),
             bloom=bloom_from_settings(s),
             local_cache=s.getint("DUPEFILTER_LOCAL_CACHE"),
             max_delay=s.getfloat("FRONTIER_MAX_DELAY"),
@@ -83,12 +69,5 @@ class SchedulerConfig:
             host_page_budget=s.getint("HOST_PAGE_BUDGET"),
             crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX"),
             send_tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE"),
-            render_max_pages=s.getint("RENDER_MAX_PAGES"),
-            render_wait_for_nodes=s.getbool("RENDER_WAIT_FOR_NODES"),
             series_hours=s.getfloat("SERIES_HOURS"),
-            overflow=s.get("FRONTIER_OVERFLOW") or None,
-            host_queue_max=s.getint("FRONTIER_HOST_QUEUE_MAX"),
-            overflow_batch=s.getint("FRONTIER_OVERFLOW_BATCH"),
-            overflow_interval=s.getfloat("FRONTIER_OVERFLOW_INTERVAL"),
-            overflow_backlog=s.getint("FRONTIER_OVERFLOW_BACKLOG"),
         )

@@ -29,8 +29,8 @@ class OverflowPart(FrontierPart):
     def from_node(cls, node: NodeFrontier) -> OverflowPart:
         """Started with FRONTIER_OVERFLOW = "mongo"; else left out, after a warning
         if the crawl spills all the same (another node set it)."""
-        config, frontier = node.config, node.frontier
-        if config.overflow != "mongo":
+        settings, frontier = node.crawler.settings, node.frontier
+        if settings.get("FRONTIER_OVERFLOW") != "mongo":
             bound = node.server.hget(frontier.keys.frontier, "host_queue_max")
             if bound and int(bound) > 0:
                 logger.warning(
@@ -44,12 +44,12 @@ class OverflowPart(FrontierPart):
             node.server,
             frontier.shards,
             frontier.node_id,
-            MongoOverflow.from_settings(node.crawler.settings, node.spider.name),
-            queue_max=config.host_queue_max,
-            batch=config.overflow_batch,
-            interval=config.overflow_interval,
-            backlog_max=config.overflow_backlog,
-            node_timeout=config.node_timeout,
+            MongoOverflow.from_settings(settings, node.spider.name),
+            queue_max=settings.getint("FRONTIER_HOST_QUEUE_MAX"),
+            batch=settings.getint("FRONTIER_OVERFLOW_BATCH"),
+            interval=settings.getfloat("FRONTIER_OVERFLOW_INTERVAL"),
+            backlog_max=settings.getint("FRONTIER_OVERFLOW_BACKLOG"),
+            node_timeout=node.config.node_timeout,
             stats=node.stats,
             dead_letter=node.dead_letter,
             resumed=node.polling.look_again_now,

@@ -14,7 +14,7 @@ from twisted.python.failure import Failure
 from extensions import engine
 from extensions.frontier.part import FrontierPart
 from extensions.frontier.recrawls.statuses import StatusBatches
-from extensions.recrawl.statusstore import MongoStatusStore
+from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -28,7 +28,10 @@ class RecrawlPart(FrontierPart):
     def __init__(self, node: NodeFrontier):
         self.node = node
         self.stats = node.stats
-        self.config = node.config
+        settings = node.crawler.settings
+        self.store_kind = store_kind(settings)
+        self.feed_batch = settings.getint("RECRAWL_FEED_BATCH")
+        self.claim_timeout = settings.getfloat("RECRAWL_CLAIM_TIMEOUT")
         #: RECRAWL_STORE = "mongo": the store, and the finished requests whose
         #: revisit record it has yet to take (their leases wait for it)
         self.status_store: MongoStatusStore | None = None
@@ -40,7 +43,7 @@ class RecrawlPart(FrontierPart):
         return cls(node)
 
     def open(self, spider: Spider) -> None:
-        if self.config.recrawl_store != "mongo":
+        if self.store_kind != "mongo":
             return
         node = self.node
         self.status_store = MongoStatusStore.from_settings(
@@ -61,14 +64,14 @@ class RecrawlPart(FrontierPart):
     def heartbeat(self) -> None:
         frontier = self.node.frontier
         if self.status_store is None:
-            self._fed(frontier.feed_due(self.config.recrawl_feed_batch))
+            self._fed(frontier.feed_due(self.feed_batch))
         elif not self._feeding:  # one feed at a time, in a worker thread
             self._feeding = True
             fed = threads.deferToThread(
                 self.status_store.feed,
                 frontier,
-                self.config.recrawl_feed_batch,
-                self.config.recrawl_claim_timeout,
+                self.feed_batch,
+                self.claim_timeout,
             )
             fed.addBoth(self._fed)
 

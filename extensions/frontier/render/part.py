@@ -28,11 +28,11 @@ WAIT_LOG_INTERVAL = 60.0  # seconds between "render work waits" lines
 class RenderPart(FrontierPart):
     def __init__(self, node: NodeFrontier):
         self.node = node
-        config = node.config
-        pages = config.render_max_pages if renders_here(node.crawler.settings) else 0
+        settings = node.crawler.settings
+        pages = settings.getint("RENDER_MAX_PAGES") if renders_here(settings) else 0
         #: the render requests this node may lease (none if it cannot render)
         self.room = RenderRoom(pages, node.polling.look_again_now)
-        self.wait_for_nodes = config.render_wait_for_nodes
+        self.wait_for_nodes = settings.getbool("RENDER_WAIT_FOR_NODES")
         self._said = -WAIT_LOG_INTERVAL
         # before the node's first heartbeat says whether it renders
         node.admission.render = RenderPolicy.from_crawler(node.crawler)
