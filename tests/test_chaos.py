@@ -159,7 +159,7 @@ def test_kill_9_during_a_recrawl_leaves_every_page_kept_once(
 
     rng = random.Random(1)
     settings = {**SETTINGS, "RECRAWL_RULES": json.dumps({"/product/": 1}),
-                "NODE_HEARTBEAT_INTERVAL": 0.3, "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
+                "MAX_IDLE_TIME_BEFORE_CLOSE": 0,
                 "CLOSESPIDER_TIMEOUT": 10}  # fmt: skip
     redis_client.lpush("site:start_urls", slow_site.url + "/category/books")
     allow = {"allow": "/category/books,/product/"}
