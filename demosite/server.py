@@ -21,7 +21,8 @@ crawler traps: an endless calendar, a looping path, endless filter combinations
 (``demosite/traps.py``).
 ``/changing/`` (not linked) lists pages whose content changes every
 CHANGE_EVERY requests, with ETag and Last-Modified, answering 304 to a
-conditional request that matches (``GET /__not_modified`` counts those); the
+conditional request that matches (``GET /__not_modified`` counts those;
+``demosite/flaky.py`` holds these and the ``/flaky/`` pages); the
 shop's own pages carry an ETag of their body and answer 304 the same way.
 ``/sitemap.xml`` (named in robots.txt) is a sitemap index of
 ``/sitemap-categories.xml`` and one ``/sitemap-products-CATEGORY.xml`` per category,
@@ -52,18 +53,10 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog, directory, hostile, jspages, pushback, traps, wide
+from demosite import catalog, directory, flaky, hostile, jspages, pushback, traps, wide
+from demosite.layout import page
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
-
-
-def page(title: str, body: str) -> web.Response:
-    text = (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title></head><body>"
-        f"<nav><a href='/'>Home</a> <a href='/about'>About</a></nav>{body}</body></html>"
-    )
-    return web.Response(text=text, content_type="text/html")
 
 
 async def home(request: web.Request) -> web.Response:
@@ -207,67 +200,6 @@ async def private(request: web.Request) -> web.Response:
     return page("Private", "<p>Crawlers that obey robots.txt never see this.</p>")
 
 
-FLAKY_KINDS = ("503-twice", "429", "500", "timeout-once")
-FLAKY_PER_KIND = 3
-RETRY_AFTER = 2  # seconds asked for by /flaky/429/N
-SLOW_ANSWER = 10  # seconds the first answer of /flaky/timeout-once/N takes
-
-
-async def flaky_index(request: web.Request) -> web.Response:
-    links = "".join(
-        f"<li><a href='/flaky/{kind}/{n}'>{kind} {n}</a></li>"
-        for kind in FLAKY_KINDS
-        for n in range(1, FLAKY_PER_KIND + 1)
-    )
-    return page("Flaky pages", f"<h1>Flaky pages</h1><ul>{links}</ul>")
-
-
-async def flaky(request: web.Request) -> web.Response:
-    kind = request.match_info["kind"]
-    if kind not in FLAKY_KINDS:
-        raise web.HTTPNotFound()
-    seen = request.app["hits"][request.path_qs]  # this request included
-    if kind == "500" or (kind == "503-twice" and seen <= 2):
-        status = 500 if kind == "500" else 503
-        return web.Response(status=status, text=f"failing on purpose ({kind})")
-    if kind == "429" and seen == 1:
-        return web.Response(status=429, headers={"Retry-After": str(RETRY_AFTER)})
-    if kind == "timeout-once" and seen == 1:
-        await asyncio.sleep(SLOW_ANSWER)
-    return page(f"Flaky {kind} {request.match_info['n']}", f"<p>{kind} recovered</p>")
-
-
-CHANGING_PAGES = 3
-CHANGE_EVERY = 3  # requests (304s included) between two versions of a changing page
-
-
-async def changing_index(request: web.Request) -> web.Response:
-    links = "".join(
-        f"<li><a href='/changing/{n}'>page {n}</a></li>" for n in range(1, CHANGING_PAGES + 1)
-    )
-    return page("Changing pages", f"<h1>Changing pages</h1><ul>{links}</ul>")
-
-
-async def changing(request: web.Request) -> web.Response:
-    """A page whose content changes every CHANGE_EVERY requests, with an ETag and
-    a Last-Modified per version, answering 304 to a request that has it."""
-    n = request.match_info["n"]
-    if not n.isdigit() or not 1 <= int(n) <= CHANGING_PAGES:
-        raise web.HTTPNotFound()
-    version = (request.app["hits"][request.path_qs] - 1) // CHANGE_EVERY
-    etag = f'"{n}-v{version}"'
-    modified = time.strftime(
-        "%a, %d %b %Y %H:%M:%S GMT", time.gmtime(1_767_225_600 + version * 86400)
-    )
-    validators = {"ETag": etag, "Last-Modified": modified}
-    if request.headers.get("If-None-Match") == etag:
-        request.app["not_modified"][request.path_qs] += 1
-        return web.Response(status=304, headers=validators)
-    response = page(f"Changing {n}, version {version}", f"<p>version {version}</p>")
-    response.headers.update(validators)
-    return response
-
-
 async def edit(request: web.Request) -> web.Response:
     """``POST /__edit?path=/product/5``: the product's sitemap entry gets a lastmod
     of now, as a shop's would after an edit."""
@@ -360,15 +292,12 @@ def make_app(
     app.router.add_get("/sitemap-{part}.xml", sitemap)
     app.router.add_get(r"/archive/{n:\d+}", archive)
     app.router.add_get("/private/{rest:.*}", private)
-    app.router.add_get("/flaky/", flaky_index)
-    app.router.add_get("/flaky/{kind}/{n}", flaky)
+    flaky.add_routes(app)
     hostile.add_routes(app)
     traps.add_routes(app)
     directory.add_routes(app)
     wide.add_routes(app)
     jspages.add_routes(app)
-    app.router.add_get("/changing/", changing_index)
-    app.router.add_get("/changing/{n}", changing)
     app.router.add_get("/__not_modified", not_modified)
     app.router.add_post("/__edit", edit)
     app.router.add_post("/__down", down)

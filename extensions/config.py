@@ -19,6 +19,7 @@ from scrapy.utils.misc import load_object
 from extensions import compat, defaults, engine, gctuning, keys
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
+from extensions.frontier.part import parts_problem
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -195,28 +196,6 @@ def _component(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
-def _parts(settings: BaseSettings, name: str) -> str | None:
-    """{class path: order or None}, each path a FrontierPart."""
-    from extensions.frontier.part import FrontierPart
-
-    parts = settings.get(name) or {}
-    if not isinstance(parts, dict) and not hasattr(parts, "copy_to_dict"):
-        return 'must be a dict of class paths to orders, e.g. {"myproject.parts.Mine": 500}'
-    items = parts.copy_to_dict() if hasattr(parts, "copy_to_dict") else parts
-    for path, order in items.items():
-        if order is None:
-            continue
-        if isinstance(order, bool) or not isinstance(order, int):
-            return f"{path!r}: its order must be a whole number, or None to leave it out"
-        try:
-            part = load_object(path) if isinstance(path, str) else path
-        except (ImportError, NameError, ValueError, AttributeError) as exc:
-            return f"{path!r} cannot be loaded: {exc}"
-        if not (isinstance(part, type) and issubclass(part, FrontierPart)):
-            return f"{path!r} must be a FrontierPart (extensions.frontier.part)"
-    return None
-
-
 def _markers(settings: BaseSettings, name: str) -> str | None:
     markers = settings.getlist(name, [])
     if not all(isinstance(m, str) and m.strip() for m in markers):
@@ -263,8 +242,8 @@ CHECKS: dict[str, Check] = {
     "FRONTIER_RELEASE_INTERVAL": _number(float, 0, above=True),
     "FRONTIER_IDLE_POLL_MIN": _number(float, 0, above=True),
     "FRONTIER_IDLE_POLL_MAX": _number(float, 0, above=True),
-    "FRONTIER_PARTS_BASE": _parts,
-    "FRONTIER_PARTS": _parts,
+    "FRONTIER_PARTS_BASE": parts_problem,
+    "FRONTIER_PARTS": parts_problem,
     "FRONTIER_MAX_DELAY": _number(float, 0, above=True),
     "RETRY_BACKOFF_BASE": _number(float, 0),
     "RETRY_BACKOFF_MAX": _number(float, 0),

@@ -301,3 +301,20 @@ def cluster_client(redis_cluster):
     client.flushall()  # every primary
     yield client
     client.close()
+
+
+@pytest.fixture
+def start_console(redis_url, tmp_path):
+    started: list[services.Service] = []
+
+    def start(**settings) -> services.Service:
+        settings.setdefault("CONSOLE_REFRESH", 0.5)
+        log = tmp_path / f"console-{len(started)}.log"
+        console = services.start_console(redis_url, log=log, settings=settings)
+        console.log = log  # type: ignore[attr-defined]
+        started.append(console)
+        return console
+
+    yield start
+    for console in started:
+        console.stop()

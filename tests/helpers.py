@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from demosite import catalog
-from demosite.server import FLAKY_KINDS, FLAKY_PER_KIND
+from demosite.flaky import FLAKY_KINDS, FLAKY_PER_KIND
 from tests.conftest import ROOT, read_items, scrapy, site_hits
 from tools import services
 
@@ -127,3 +129,26 @@ def all_keys(client: RedisCluster) -> list[str]:
     return sorted(
         key.decode() for key in client.scan_iter(match="*", target_nodes=RedisCluster.PRIMARIES)
     )
+
+
+def api(url: str, *, data: dict | None = None, auth: tuple[str, str] | None = None,
+        headers: dict | None = None):  # fmt: skip
+    """(status, body as JSON or text) of one call, as a script makes it."""
+    request = urllib.request.Request(url, method="POST" if data is not None else "GET")
+    if data is not None:
+        request.data = json.dumps(data).encode()
+        request.add_header("Content-Type", "application/json")
+    if auth:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            status, body = response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read().decode()
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, body

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from demosite import catalog
-from demosite.server import FLAKY_PER_KIND, RETRY_AFTER
+from demosite.flaky import FLAKY_PER_KIND, RETRY_AFTER
 from tests.conftest import queued, read_items, site_hits
 from tests.helpers import ALLOW, HOPELESS, good_pages, page_hits, site_times, wait_for
 from tests.helpers import CHAOS_SETTINGS as SETTINGS

@@ -83,3 +83,19 @@ def test_the_architecture_page_names_every_module_and_package():
         if path.is_dir() and path.name != "__pycache__" and f"{path.name}/" not in layout
     ]
     assert missing == []
+
+
+def test_no_module_is_over_400_lines():
+    """A module past 400 lines holds more than one concern: split it."""
+    sources = [
+        path
+        for folder in ("extensions", "tools", "tests", "demosite", "crawler", "deploy")
+        for pattern in ("*.py", "*.lua")
+        for path in (ROOT / folder).rglob(pattern)
+    ]
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in sources
+        if (lines := len(path.read_text().splitlines())) > 400
+    }
+    assert long == {}

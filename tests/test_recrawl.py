@@ -3,7 +3,7 @@
 import json
 import urllib.request
 
-from demosite.server import CHANGE_EVERY, CHANGING_PAGES
+from demosite.flaky import CHANGE_EVERY, CHANGING_PAGES
 from extensions.recrawl.records import revisit_page
 from tests.conftest import crawler_with_addon, queued, read_items, site_hits
 from tools import services
