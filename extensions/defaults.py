@@ -117,7 +117,7 @@ ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.t
 ROBOTSTXT_RETRY_TIMES = 10  # waits a request may spend on that before it is dropped
 SITEMAP_FROM_ROBOTS = False  # read the Sitemap: lines of the robots.txt of every host queued
 
-# --- hosts that push back (extensions/frontier/hosts.py): held for the whole cluster ---
+# --- hosts that push back (extensions/frontier/hosts/state.py): held for the whole cluster ---
 HOST_BACKOFF_STATUSES = [429, 503]  # answers that mean "slow down"
 HOST_BACKOFF_BASE = 2.0  # seconds: the first hold without Retry-After, doubling per strike
 HOST_BACKOFF_MAX = 3600.0  # seconds: the longest hold, a Retry-After's included

@@ -1,4 +1,4 @@
-"""A node's answers per host before Redis hears of them (extensions/frontier/answers.py):
+"""A node's answers per host before Redis hears of them (extensions/frontier/hosts/answers.py):
 each answer reaches Redis once, with the first refusal or the first report of a
 watched host, and memory stays bounded however many hosts a node meets."""
 
@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from extensions.frontier import answers
-from extensions.frontier.answers import AnswerLedger
-from extensions.frontier.hosts import OK
+from extensions.frontier.hosts import answers
+from extensions.frontier.hosts.answers import AnswerLedger
+from extensions.frontier.hosts.state import OK
 
 
 def test_answers_of_a_quiet_host_stay_on_the_node_until_its_first_refusal():

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
-from extensions.frontier.hosts import AGAIN, OK, PUSH, Backoff, Event, HostStates
+from extensions.frontier.hosts.state import AGAIN, OK, PUSH, Backoff, Event, HostStates
 from extensions.keys import SpiderKeys
 
 GROUP = "h"

@@ -1,4 +1,4 @@
-"""One host state for the whole cluster (extensions/frontier/hosts.py), against a
+"""One host state for the whole cluster (extensions/frontier/hosts/state.py), against a
 real Redis: holds, strikes, the adaptive rate, send slots, and host state that
 another writer left malformed."""
 
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from extensions.frontier.frontier import Frontier, now_ms
-from extensions.frontier.hosts import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
+from extensions.frontier.hosts.state import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
 from extensions.keys import SpiderKeys
 from tests.conftest import crawler_with_addon
 

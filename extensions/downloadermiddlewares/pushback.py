@@ -6,7 +6,7 @@ its host; a paced one waits for its send slot (``sendslots.py``).
 At answer time:
 
 * a status in ``HOST_BACKOFF_STATUSES`` (429, 503) is evidence
-  (``extensions/frontier/hosts.py`` weighs it with the host's recent answers):
+  (``extensions/frontier/hosts/state.py`` weighs it with the host's recent answers):
   a page refused on its own waits a backoff of its own, its ``Retry-After``
   holding the host while it runs; a host that refuses (a real share of its
   answers, or again at the pace it was slowed to) is held for every node, for
@@ -46,10 +46,10 @@ from extensions.downloadermiddlewares.challenges import BAN_ANSWER, ChallengeAns
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
 from extensions.downloadermiddlewares.sendslots import SendSlots
 from extensions.exceptions import HostBanned
-from extensions.frontier.answers import AnswerLedger
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.groups import group_for
-from extensions.frontier.hosts import AGAIN, BAN, ERRORS, PUSH, Backoff, Event, HostStates
+from extensions.frontier.hosts.answers import AnswerLedger
+from extensions.frontier.hosts.state import AGAIN, BAN, ERRORS, PUSH, Backoff, Event, HostStates
 from extensions.frontier.leased import leased_for
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys

@@ -1,7 +1,7 @@
 """A paced request goes at its send slot, never closer to the one before.
 
 A lease hands each request of a paced host (a rate, a Crawl-delay, an adaptive
-rate) a send slot (``extensions/frontier/hosts.py``). At send time the request
+rate) a send slot (``extensions/frontier/hosts/state.py``). At send time the request
 waits for it; one that comes too late for it (a busy node) asks Redis for
 another, so none goes closer to the one before than the host's interval
 allows, from all nodes together. A request leased before its host's robots.txt
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.http import Response
 
-    from extensions.frontier.hosts import HostStates
+    from extensions.frontier.hosts.state import HostStates
 
 CRAWL_DELAYED_REMEMBERED = 50_000  # hosts whose robots.txt asked for a Crawl-delay, at most
 SLOT_TRIES = 10  # new slots a request late for its slot asks for before it is parked

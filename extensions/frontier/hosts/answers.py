@@ -15,7 +15,7 @@ import math
 import time
 from collections import OrderedDict
 
-from extensions.frontier.hosts import OK, Event
+from extensions.frontier.hosts.state import OK, Event
 
 #: hosts whose unreported answers a node remembers: the newest, at most
 HOSTS_REMEMBERED = 50_000
