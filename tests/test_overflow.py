@@ -11,7 +11,7 @@ import pytest
 
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
-from extensions.frontier.overflow.spilling import Overflow
+from extensions.frontier.overflow.spilling import Overflow, OverflowLimits
 from extensions.frontier.overflow.store import MongoOverflow
 from extensions.frontier.redisops import fields, run_named
 from extensions.keys import SpiderKeys
@@ -52,8 +52,9 @@ def overflow_setup(redis_client, mongo_db):
         overflow = Overflow(
             redis_client, frontier.shards, node,
             MongoOverflow(uri, database, f"{name}_frontier"),
-            queue_max=queue_max, batch=batch, interval=1.0, backlog_max=1000,
-            node_timeout=30.0, stats=Stats(), dead_letter=lambda **record: dead.append(record),
+            OverflowLimits(queue_max=queue_max, batch=batch, interval=1.0, backlog_max=1000,
+                           node_timeout=30.0),
+            stats=Stats(), dead_letter=lambda **record: dead.append(record),
             resumed=lambda: None,
         )  # fmt: skip
         for shard in frontier.shards:

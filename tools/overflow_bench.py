@@ -22,7 +22,7 @@ import bson
 import redis
 
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.overflow.spilling import Overflow
+from extensions.frontier.overflow.spilling import Overflow, OverflowLimits
 from extensions.frontier.overflow.store import MongoOverflow
 from extensions.keys import SpiderKeys
 from tools.crawls_bench import lease_and_release
@@ -86,8 +86,10 @@ def measure_one(redis_url: str, mongo_uri: str | None, size: int) -> dict[str, A
     if mongo_uri:
         store = MongoOverflow(mongo_uri, database, "bench_frontier")
         overflow = Overflow(
-            client, frontier.shards, "b1", store, queue_max=HEAD, batch=10_000, interval=1.0,
-            backlog_max=10**9, node_timeout=60, stats=_Stats(), dead_letter=lambda **r: None,
+            client, frontier.shards, "b1", store,
+            OverflowLimits(queue_max=HEAD, batch=10_000, interval=1.0, backlog_max=10**9,
+                           node_timeout=60),
+            stats=_Stats(), dead_letter=lambda **r: None,
             resumed=lambda: None,
         )  # fmt: skip
         client.hset(keys.frontier, "host_queue_max", HEAD)

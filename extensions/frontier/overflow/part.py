@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
-from extensions.frontier.overflow.spilling import Overflow
+from extensions.frontier.overflow.spilling import Overflow, OverflowLimits
 from extensions.frontier.overflow.store import MongoOverflow
 from extensions.frontier.part import FrontierPart
 
@@ -45,11 +45,7 @@ class OverflowPart(FrontierPart):
             frontier.shards,
             frontier.node_id,
             MongoOverflow.from_settings(settings, node.spider.name),
-            queue_max=settings.getint("FRONTIER_HOST_QUEUE_MAX"),
-            batch=settings.getint("FRONTIER_OVERFLOW_BATCH"),
-            interval=settings.getfloat("FRONTIER_OVERFLOW_INTERVAL"),
-            backlog_max=settings.getint("FRONTIER_OVERFLOW_BACKLOG"),
-            node_timeout=node.config.node_timeout,
+            OverflowLimits.from_settings(settings),
             stats=node.stats,
             dead_letter=node.dead_letter,
             resumed=node.polling.look_again_now,

@@ -42,6 +42,7 @@ from extensions.frontier.redisops import execute, fields, load_script, run_named
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
 
     from extensions.keys import SpiderKeys
@@ -68,6 +69,29 @@ class Turn:
     backlog: int = 0
 
 
+@dataclass(frozen=True)
+class OverflowLimits:
+    """The overflow's settings: FRONTIER_HOST_QUEUE_MAX, FRONTIER_OVERFLOW_BATCH,
+    FRONTIER_OVERFLOW_INTERVAL and FRONTIER_OVERFLOW_BACKLOG, and NODE_TIMEOUT
+    (after which a dead node's half-done steps are finished by another)."""
+
+    queue_max: int
+    batch: int
+    interval: float
+    backlog_max: int
+    node_timeout: float
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> OverflowLimits:
+        return cls(
+            queue_max=settings.getint("FRONTIER_HOST_QUEUE_MAX"),
+            batch=settings.getint("FRONTIER_OVERFLOW_BATCH"),
+            interval=settings.getfloat("FRONTIER_OVERFLOW_INTERVAL"),
+            backlog_max=settings.getint("FRONTIER_OVERFLOW_BACKLOG"),
+            node_timeout=settings.getfloat("NODE_TIMEOUT"),
+        )
+
+
 class Overflow:
     """One node's share of the overflow's work, for every shard of the frontier."""
 
@@ -77,12 +101,8 @@ class Overflow:
         shards: list[SpiderKeys],
         node_id: str,
         store: MongoOverflow,
+        limits: OverflowLimits,
         *,
-        queue_max: int,
-        batch: int,
-        interval: float,
-        backlog_max: int,
-        node_timeout: float,
         stats: StatsCollector,
         dead_letter: Callable[..., None],
         resumed: Callable[[], object],
@@ -91,11 +111,11 @@ class Overflow:
         self.shards = shards
         self.node_id = node_id
         self.store = store
-        self.queue_max = queue_max
-        self.batch = batch
-        self.interval = interval
-        self.backlog_max = backlog_max
-        self.node_timeout = node_timeout
+        self.queue_max = limits.queue_max
+        self.batch = limits.batch
+        self.interval = limits.interval
+        self.backlog_max = limits.backlog_max
+        self.node_timeout = limits.node_timeout
         self.stats = stats
         self.dead_letter = dead_letter
         self.resumed = resumed  # nodes may lease again
