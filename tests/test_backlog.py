@@ -70,16 +70,17 @@ def test_a_slow_item_store_holds_a_node_to_its_bound_and_a_kill_9_costs_no_more(
 def test_a_node_at_its_bound_has_its_items_written_without_waiting_for_the_interval(
     redis_url, demo_site, nodes
 ):
-    # A bound far below one item batch, and a store that would wait a minute
-    # before writing a batch that is not full: the node, at its bound, tells
-    # the store to write what it holds (signals.backlog_full), or it would stall.
+    # A bound far below one item batch, and a store that would wait 20 s before
+    # writing a batch that is not full: the node, at its bound, tells the store to
+    # write what it holds (signals.backlog_full), or it would stall 20 s at each of
+    # its 15 bounds (the crawl's last items still wait out the interval once).
     books = {"/category/books"} | {
         f"/category/books?page={n}" for n in range(2, catalog.pages_in("books") + 1)
     }
     books |= {f"/product/{i}" for i in catalog.product_ids("books")}
     seed(redis_url, "site", demo_site.url + "/category/books")
     nodes.start("site", redis_url, spider_args={"allow": "/category/books,/product/"},
-                FRONTIER_MAX_UNCONFIRMED=10, ITEM_STORE_FLUSH_INTERVAL=60,
+                FRONTIER_MAX_UNCONFIRMED=10, ITEM_STORE_FLUSH_INTERVAL=20,
                 CONCURRENT_REQUESTS=4, MAX_IDLE_TIME_BEFORE_CLOSE=2)  # fmt: skip
     assert nodes.wait(120) == [0], nodes.tail()
     assert set(page_hits(demo_site)) == books
