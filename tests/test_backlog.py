@@ -34,7 +34,7 @@ def test_a_slow_item_store_holds_a_node_to_its_bound_and_a_kill_9_costs_no_more(
         slow = nodes.start(
             "shop", redis_url, NODE_ID="slow", MONGO_URI=slow_uri, MONGO_DATABASE=database,
             ITEM_STORE_BATCH_SIZE=5, ITEM_STORE_MAX_PENDING=10, CONCURRENT_REQUESTS=8,
-            FRONTIER_MAX_UNCONFIRMED=BOUND, NODE_HEARTBEAT_INTERVAL=0.5,
+            FRONTIER_MAX_UNCONFIRMED=BOUND,
         )  # fmt: skip
         record = "shop:node:slow"
         wait_for(lambda: redis_client.hget(record, "held_back") == b"1", 90, "the node held back")

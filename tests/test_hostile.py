@@ -234,8 +234,7 @@ def test_kill_9_while_reading_start_urls_loses_none(redis_url, redis_client, dem
     urls = [f"{demo_site.url}/hostile/ok/{n}" for n in range(3000)]
     for start in range(0, len(urls), 500):
         redis_client.lpush("site:start_urls", *urls[start : start + 500])
-    settings = {"MAX_IDLE_TIME_BEFORE_CLOSE": 2, "NODE_TIMEOUT": 3,
-                "REDIS_START_URLS_BATCH_SIZE": 50}  # fmt: skip
+    settings = {"MAX_IDLE_TIME_BEFORE_CLOSE": 2, "REDIS_START_URLS_BATCH_SIZE": 50}
     first = nodes.start("site", redis_url, NODE_ID="reader", **settings)
     deadline = time.monotonic() + 60
     while redis_client.llen("site:start_urls") > 2500 and time.monotonic() < deadline:

@@ -74,7 +74,6 @@ def test_kill_9_during_spills_and_refills_and_a_mongodb_outage_lose_nothing(
 
     uri = own_mongo["service"].url
     settings = wide_settings(uri, "crawl", CONCURRENT_REQUESTS=4, FRONTIER_OVERFLOW_BACKLOG=50,
-                             NODE_TIMEOUT=3, NODE_HEARTBEAT_INTERVAL=0.5,
                              DOWNLOAD_DELAY=0.02)  # fmt: skip
     seed(redis_url, "site", demo_site.url + "/wide/")
     victim = nodes.start("site", redis_url, spider_args={"allow": "/wide/"},
