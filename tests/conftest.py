@@ -180,6 +180,8 @@ class Nodes:
     ) -> subprocess.Popen:
         log = self.tmp_path / f"node-{len(self.procs) + 1}.log"
         settings.setdefault("ITEMS_DIR", self.tmp_path / "items")
+        # the journal is per machine (data/journal): each test keeps its own
+        settings.setdefault("MONGO_JOURNAL_DIR", self.tmp_path / "journal")
         settings.setdefault("LOG_LEVEL", "INFO")
         settings.setdefault("STATS_CLASS", "tests.statsdump.DumpingStatsCollector")
         settings.setdefault("STATS_DUMP_FILE", log.with_suffix(".stats.json"))

@@ -3,8 +3,10 @@
 import json
 import logging
 
+import pytest
+
 from extensions.pipelines.mongo import MongoStore
-from tests.helpers import restart
+from tests.helpers import restart, wait_for
 
 
 def docs(n: int, start: int = 0, **extra):
@@ -136,6 +138,8 @@ def test_outage_spills_to_the_journal_and_replays_when_back(own_mongo, tmp_path)
     assert len(store.journal.pending()) == 2
 
     restart(own_mongo, tmp_path)
+    # back once it answers the store (on a busy machine, not at its first ping)
+    wait_for(store._answers, 30, "MongoDB answering again")
     report = store.write(docs(5, start=25))
     assert report.written == 5
     assert report.replayed == 15
@@ -181,3 +185,42 @@ def test_documents_mongodb_keeps_asking_to_write_again_pause_and_end_in_the_jour
     assert report.spilled == 2  # the batch went to the journal, for a later replay
     assert list((tmp_path / "journal").rglob("*.bson"))
     assert db.items.count_documents({"url": "http://shop/a"}) == 1
+
+
+@pytest.mark.spawns
+def test_a_node_starting_leaves_the_journal_files_a_live_node_replays_and_takes_a_dead_ones(
+    tmp_path,
+):
+    """Two nodes of one machine share the journal: one starting puts back what a
+    dead process was replaying, not what a live one is (whose release would fail)."""
+    import subprocess
+    import sys
+
+    from extensions.pipelines.journal import Journal
+
+    def claimed_by(name: str, pid: int | str):
+        path = Journal(tmp_path, name).spill([{"url": f"http://shop/{name}"}])
+        claim = path.with_name(f".{path.name}.replaying-{name}-{pid}")
+        path.rename(claim)
+        return path, claim
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+    gone, _ = claimed_by("gone", dead.stdout.strip())
+    held = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        _, busy = claimed_by("busy", held.pid)
+        starting = Journal(tmp_path, "starting")
+        starting.reclaim_abandoned()
+        assert busy.exists()  # a live node's claim stays its own
+        assert [p.name for p in starting.pending()] == [gone.name]  # the dead one's is back
+    finally:
+        held.kill()
+        held.wait(10)
+    starting.reclaim_abandoned()  # its process gone now: back too
+    assert len(starting.pending()) == 2
+    claim = starting.claim(starting.pending()[0])
+    assert claim is not None
+    starting.release(claim, done=True)
+    starting.release(claim, done=True)  # gone already: no error
+    assert len(starting.pending()) == 1

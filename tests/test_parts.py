@@ -32,8 +32,8 @@ class HoldingPart(FrontierPart):
     def enqueued(self, request: Request) -> None:
         self.seen.append(request.url)
 
-    def lease_room(self, room: int, render: int) -> tuple[int, int]:
-        return (0, render) if self.held else (room, render)
+    def lease_room(self, room: int) -> int:
+        return 0 if self.held else room
 
     def heartbeat(self) -> None:
         self.beats += 1

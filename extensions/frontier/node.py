@@ -184,24 +184,25 @@ class NodeFrontier:
 
     # --- batching --------------------------------------------------------------------
 
-    def flush(self, lease: int = 0, render: int = 0) -> tuple[list[Lease], float | None] | None:
+    def flush(self, lease: int = 0) -> tuple[list[Lease], float | None] | None:
         """Write discovered requests and retries, then release finished leases
         (``commit``: a lease never goes before what its request produced, nor a
         start-URL entry before the requests built from it).
 
-        With ``lease``, that many requests (and ``render`` render requests) are
-        leased in the same round trip, after the writes, and the lease's outcome
-        is returned (None if it failed).
+        With ``lease``, that many requests (and the render requests the parts
+        have room for) are leased in the same round trip, after the writes, and
+        the lease's outcome is returned (None if it failed).
         """
         try:
-            return self._flush(lease, render)
+            return self._flush(lease)
         finally:
             self.backlog.settled(self.unconfirmed())
 
-    def _flush(self, lease: int, render: int) -> tuple[list[Lease], float | None] | None:
+    def _flush(self, lease: int) -> tuple[list[Lease], float | None] | None:
         self.counts.tell(self.frontier)
         self._collect_finished()
         self.parts.call("before_flush")
+        render = self.parts.render_room() if lease else 0
         write = self.pending.write(self.start_entries.take_done(), lease, render)
         if not write.writes_anything:
             # the lease alone: a Redis error reaches the caller (_refill)
@@ -259,13 +260,13 @@ class NodeFrontier:
         if self.unconfirmed() >= self.backlog.limit:
             self._collect_finished()  # near the bound: what finished since the last flush
         room = min(self.config.fetch_batch, self.backlog.room(self.unconfirmed()))
-        room, render = self.parts.lease_room(room)
+        room = self.parts.lease_room(room)
         if not room:  # the backlog's release (or the part's) wakes the node: no back-off
             self.flush()
             return
         try:
             # the writes waiting and the lease in one round trip
-            outcome = self.flush(lease=room, render=render)
+            outcome = self.flush(lease=room)
         except redis.RedisError as exc:  # the lease alone, with nothing to write
             self.health.failed(exc)
         else:

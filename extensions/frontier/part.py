@@ -43,10 +43,15 @@ class FrontierPart:
     def enqueued(self, request: Request) -> None:
         """A request was admitted to the frontier (queued or parked)."""
 
-    def lease_room(self, room: int, render: int) -> tuple[int, int]:
-        """How many requests the next lease may ask for, and how many render
-        requests besides: each part may lower them (or, for its lane, set them)."""
-        return room, render
+    def lease_room(self, room: int) -> int:
+        """How many requests the next lease may ask for: a part may lower it
+        (0: no lease at all, and no idle back-off)."""
+        return room
+
+    def render_room(self) -> int:
+        """How many render requests the lease may take besides (asked at the
+        flush that leases, once finished requests are counted out)."""
+        return 0
 
     def took(self, request: Request) -> None:
         """The engine took a leased request from the buffer."""
@@ -113,11 +118,13 @@ class Parts:
         for method in self._by_hook["took"]:
             method(request)
 
-    def lease_room(self, room: int) -> tuple[int, int]:
-        render = 0
+    def lease_room(self, room: int) -> int:
         for method in self._by_hook["lease_room"]:
-            room, render = method(room, render)
-        return room, render if room else 0  # no room: no lease at all
+            room = method(room)
+        return room
+
+    def render_room(self) -> int:
+        return sum(method() for method in self._by_hook["render_room"])
 
     def idle_pending(self, pending: int, sizes: FrontierSizes, now: float) -> int:
         for method in self._by_hook["idle_pending"]:

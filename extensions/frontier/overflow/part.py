@@ -55,9 +55,9 @@ class OverflowPart(FrontierPart):
     def open(self, spider: Spider) -> None:
         self.overflow.open()
 
-    def lease_room(self, room: int, render: int) -> tuple[int, int]:
+    def lease_room(self, room: int) -> int:
         # MongoDB cannot take spills: the crawl waits (its turn wakes the node)
-        return (0, render) if self.overflow.holding else (room, render)
+        return 0 if self.overflow.holding else room
 
     def checkpoint(self) -> dict[str, Any]:
         return {"spill_held": int(self.overflow.holding)}

@@ -46,8 +46,8 @@ class RenderPart(FrontierPart):
         if self.room.pages:
             self.node.crawler.signals.connect(self.room.left, signals.request_left_downloader)
 
-    def lease_room(self, room: int, render: int) -> tuple[int, int]:
-        return room, self.room.room()
+    def render_room(self) -> int:
+        return self.room.room()
 
     def took(self, request: Request) -> None:
         self.room.took(request)
