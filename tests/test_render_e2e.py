@@ -317,7 +317,7 @@ def test_a_rendered_page_is_recrawled_and_its_changes_told_from_the_page(
         nodes.start("site", redis_url, spider_args={"allow": "/changing/"}, **RENDER,
                     RENDER_URLS=json.dumps(["/changing/"]),
                     RECRAWL_RULES=json.dumps({"/changing/[0-9]": 0.5}),
-                    NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=12,
+                    NODE_HEARTBEAT_INTERVAL=0.3, CLOSESPIDER_TIMEOUT=20,
                     MAX_IDLE_TIME_BEFORE_CLOSE=0)  # fmt: skip
         assert nodes.wait(90) == [0], nodes.tail()
         with urllib.request.urlopen(site.url + "/__not_modified", timeout=10) as answer:
