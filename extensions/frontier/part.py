@@ -44,8 +44,10 @@ class FrontierPart:
         """A request was admitted to the frontier (queued or parked)."""
 
     def lease_room(self, room: int) -> int:
-        """How many requests the next lease may ask for: a part may lower it
-        (0: no lease at all, and no idle back-off)."""
+        """How many requests the next lease may ask for: a part may lower it.
+        At 0 nothing is leased and the node does not back off: the part wakes it
+        (``node.polling.look_again_now``) once it has room again, as the overflow
+        part does when MongoDB takes its spills."""
         return room
 
     def render_room(self) -> int:
