@@ -4,13 +4,19 @@ a real Redis, in-process."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from scrapy import Request
 
+from extensions.commands.status import render
+from extensions.connection import text
 from extensions.frontier.crawls.part import CrawlsPart
 from extensions.frontier.overflow.part import OverflowPart
-from extensions.frontier.part import FrontierPart
+from extensions.frontier.part import FrontierPart, StatusParts, StatusView
 from extensions.frontier.recrawls.part import RecrawlPart
 from extensions.frontier.render.part import RenderPart
+from extensions.keys import SpiderKeys
+from extensions.observability.status import crawl_status
 from tests.conftest import queued
 from tests.test_scheduler_unit import open_scheduler, stop_loops
 
@@ -43,6 +49,26 @@ class HoldingPart(FrontierPart):
 
     def closed(self) -> None:
         self.closed_after_flush = True
+
+    figures = {"held_nodes": "nodes a part holds"}
+
+    @classmethod
+    def status(cls, view: StatusView) -> dict[str, Any]:
+        nodes = view.server.zrange(view.keys.nodes, 0, -1)
+        held = [view.server.hget(view.keys.node(text(n)), "held_by_part") for n in nodes]
+        return {"held_nodes": held.count(b"1")}
+
+    @classmethod
+    def status_lines(cls, status: dict[str, Any]) -> list[str]:
+        return [f"held by a part: {status['held_nodes']} nodes"] if status["held_nodes"] else []
+
+    @classmethod
+    def node_status(cls, record: dict[str, str]) -> dict[str, Any]:
+        return {"held_by_part": record.get("held_by_part") == "1"}
+
+    @classmethod
+    def node_notes(cls, row: dict[str, Any]) -> list[str]:
+        return ["held by a part"] if row["held_by_part"] else []
 
 
 def test_the_default_parts_are_there_and_the_overflow_stays_out_without_its_setting(redis_url):
@@ -102,5 +128,36 @@ def test_with_its_part_a_crawl_is_registered_when_its_first_request_is_queued(
     try:
         scheduler.enqueue_request(Request("http://example.com/a", meta={"crawl_id": "job"}))
         assert redis_client.hget("unit:crawls", "job") == b"running"
+    finally:
+        stop_loops(scheduler)
+
+
+def test_a_part_says_its_own_status_and_one_left_out_says_nothing(redis_url, redis_client):
+    """``scrapy status``, the console and the metrics read the parts FRONTIER_PARTS
+    names: a project's part adds its fields, line and node notes; a part left
+    out adds none, and the rest of the status is whole."""
+    render_left_out = {"extensions.frontier.render.part.RenderPart": None}
+    scheduler = open_scheduler(redis_url, FRONTIER_PARTS={HELD: 500, **render_left_out})
+    keys = SpiderKeys.for_spider("unit")
+    try:
+        scheduler.node.duties.heartbeat()
+        parts = StatusParts.from_settings(scheduler.node.crawler.settings)
+        assert RenderPart not in parts.classes and HoldingPart in parts.classes
+        status = crawl_status(redis_client, keys, parts=parts)
+        assert status["held_nodes"] == 1
+        assert "render_queued" not in status and "render_nodes" not in status
+        assert status["crawls"] == {} and status["recrawl"] == 0  # the others still there
+        [node] = status["nodes"]
+        assert node["held_by_part"] and node["notes"] == ["held by a part"]
+        assert "render" not in node
+        shown = render(status, None, [], parts)
+        assert "held by a part: 1 nodes" in shown
+        assert shown.splitlines()[-1].endswith("  held by a part")
+        assert parts.figures["held_nodes"] == "nodes a part holds"
+
+        # the project's defaults: the render lane says its figures, no part of the project's
+        default = crawl_status(redis_client, keys)
+        assert default["render_queued"] == 0 and "held_nodes" not in default
+        assert "held_by_part" not in default["nodes"][0]
     finally:
         stop_loops(scheduler)

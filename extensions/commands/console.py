@@ -40,6 +40,7 @@ def build_app(settings: Settings) -> web.Application:
     from extensions.console import readers
     from extensions.console.app import Cluster, make_app
     from extensions.console.security import Gate
+    from extensions.frontier.part import StatusParts
 
     server = redis_for_command(settings)
     names = get_spider_loader(settings).list()
@@ -52,6 +53,7 @@ def build_app(settings: Settings) -> web.Application:
             host_page_budget=settings.getint("HOST_PAGE_BUDGET"),
             series_hours=settings.getfloat("SERIES_HOURS"),
             dlq_scan=settings.getint("CONSOLE_DLQ_SCAN"),
+            parts=StatusParts.from_settings(settings),
         ),
         queue_by=settings.get("FRONTIER_QUEUE_BY"),
         rules=EntryRules.from_settings(settings),

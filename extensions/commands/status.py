@@ -18,6 +18,7 @@ from extensions import compat, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.commands.crawls import CrawlsOf, render_one
 from extensions.frontier.crawls.state import Crawls
+from extensions.frontier.part import StatusParts
 from extensions.observability.status import (
     SHARD_FIELDS,
     crawl_status,
@@ -31,8 +32,11 @@ if TYPE_CHECKING:
     import argparse
 
 
-def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> str:
-    """The --watch screen for one snapshot (``previous`` gives the speeds now)."""
+def render(
+    status: dict[str, Any], previous: dict[str, Any] | None, errors, parts: StatusParts
+) -> str:
+    """The --watch screen for one snapshot (``previous`` gives the speeds now;
+    the frontier's ``parts`` say their own lines)."""
     lines = []
     done, discovered = status["done"], max(status["discovered"], status["done"], 1)
     width = 40
@@ -70,22 +74,7 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
         f"queued {queued}   in flight {status['in_flight']}   delayed "
         f"{status['delayed']}   dead-lettered {status['dlq']}   start URLs {status['start_urls']}"
     )
-    if status.get("recrawl"):
-        ahead = status.get("due_by_hour") or []
-        lines.append(
-            f"recrawl: {status['recrawl']} pages kept, {status['due']} due now"
-            + (f"; due per hour ahead: {' '.join(map(str, ahead))}" if ahead else "")
-        )
-    if status.get("crawls"):
-        counts = ", ".join(f"{n} {state}" for state, n in sorted(status["crawls"].items()))
-        lines.append(f"crawls under an id: {counts} (scrapy crawls {status['spider']})")
-    if status.get("render_queued") or status.get("render_nodes"):
-        nodes = status.get("render_nodes", 0)
-        lines.append(
-            f"render: {status.get('render_queued', 0)} queued for a browser, {nodes} render "
-            f"node{'s' if nodes != 1 else ''} alive"
-            + ("" if nodes else " (render work waits for one: RENDER_ENABLED and a browser)")
-        )
+    lines += parts.lines(status)
     if errors:
         lines.append("top errors: " + "; ".join(f"{reason} ({n})" for reason, n in errors))
     lines.append(
@@ -100,9 +89,7 @@ def render(status: dict[str, Any], previous: dict[str, Any] | None, errors) -> s
         lines.append(
             f"{node['node']:32s} {node['state']:8s} {node['seconds_since_heartbeat']:>8.1f}s "
             f"{rate:8.1f} {node['pages']:7d} {node['items']:7d}"
-            + ("  renders" if node.get("render") else "")
-            + ("  held back: waiting for its item store" if node.get("held_back") else "")
-            + ("  held back: MongoDB takes no spills" if node.get("spill_held") else "")
+            + "".join(f"  {note}" for note in node.get("notes", ()))
         )
     return "\n".join(lines)
 
@@ -240,14 +227,18 @@ class Command(CrawlsOf, ProjectCommand):
         if store_kind(self.settings) == "mongo":
             store = MongoStatusStore.from_settings(self.settings, keys.name)
 
+        parts = StatusParts.from_settings(self.settings)
+
         def snapshot() -> dict[str, Any]:
-            return crawl_status(server, keys, node_timeout, stall_time, status_store=store)
+            return crawl_status(
+                server, keys, node_timeout, stall_time, status_store=store, parts=parts
+            )
 
         if opts.json:
             print(json.dumps(snapshot()))
             return
         if not opts.watch:
-            print(render(snapshot(), None, top_errors(server, keys)))
+            print(render(snapshot(), None, top_errors(server, keys), parts))
             return
         tty = sys.stdout.isatty()
         previous = None
@@ -255,7 +246,7 @@ class Command(CrawlsOf, ProjectCommand):
         try:
             while not opts.count or shown < opts.count:
                 status = snapshot()
-                screen = render(status, previous, top_errors(server, keys))
+                screen = render(status, previous, top_errors(server, keys), parts)
                 # A terminal gets the screen redrawn in place; a pipe gets one block per refresh.
                 print(("\033[H\033[J" if tty else "\n") + screen, flush=True)
                 previous, shown = status, shown + 1

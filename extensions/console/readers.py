@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -22,6 +22,7 @@ from extensions.crawlid import crawl_group, host_of
 from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
+from extensions.frontier.part import StatusParts
 from extensions.observability.status import (
     all_figures,
     crawl_ids,
@@ -54,6 +55,8 @@ class Limits:
     host_page_budget: int
     series_hours: float
     dlq_scan: int
+    #: the frontier's parts (FRONTIER_PARTS): their status fields and node notes
+    parts: StatusParts = field(default_factory=StatusParts.from_settings)
 
 
 def status(
@@ -62,7 +65,12 @@ def status(
     """Exactly what ``scrapy status NAME --json`` prints (``status_store``: the
     crawl's recrawl schedule in MongoDB, with RECRAWL_STORE = "mongo")."""
     return crawl_status(
-        server, keys, limits.node_timeout, limits.stall_time, status_store=status_store
+        server,
+        keys,
+        limits.node_timeout,
+        limits.stall_time,
+        status_store=status_store,
+        parts=limits.parts,
     )
 
 
@@ -82,6 +90,7 @@ def spider_view(
     """A spider's page: its summary, the busiest hosts, the top errors, recent actions."""
     return {
         **summary(server, keys, limits, status_store),
+        "figures": limits.parts.figures,
         "busiest": hosts(server, keys, limits, "active", limit=BUSIEST)["hosts"],
         "errors": top_errors(server, keys),
         "audit": audit_log(server, keys, 20),
@@ -113,7 +122,7 @@ def nodes(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> list[dict[st
     of the crawl's status is read)."""
     sizes = Frontier(server, keys, node_id="").sizes()
     waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
-    rows = node_rows(server, keys, limits.node_timeout, limits.stall_time, waiting)
+    rows = node_rows(server, keys, limits.node_timeout, limits.stall_time, waiting, limits.parts)
     return [{**row, "spider": keys.name} for row in rows]
 
 

@@ -9,29 +9,78 @@ status store outside Redis, the MongoDB overflow, and the ones to come) is a
 middleware does), and called at the few points where a capability meets the
 core. A part overrides only the hooks it needs; the others cost nothing, as
 ``Parts`` calls each hook on the parts that override it alone.
+
+A part also owns what the crawl's status shows of it (``scrapy status``, the
+console, the metrics): classmethods, as status is read outside any node, by
+``StatusParts`` from the same setting.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
+from extensions import defaults
+
 if TYPE_CHECKING:
+    import redis
     from scrapy import Request, Spider
     from scrapy.settings import BaseSettings
 
+    from extensions.frontier.frontier import Frontier
     from extensions.frontier.node import NodeFrontier
     from extensions.frontier.results import FrontierSizes
+    from extensions.keys import SpiderKeys
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class StatusView:
+    """What a part's status is read from: the crawl's Redis and its sizes now."""
+
+    server: redis.Redis
+    keys: SpiderKeys
+    #: the crawl's frontier, read as no node (``node_id=""``)
+    frontier: Frontier
+    sizes: FrontierSizes
+    now: float
+    node_timeout: float
+    hours_ahead: int = 24
+    #: RECRAWL_STORE = "mongo": where the kept pages' records are (else Redis)
+    status_store: Any = None
+
+
 class FrontierPart:
     """One capability of the frontier. Every hook is optional."""
+
+    #: the status fields the console shows among a spider's figures, {field: label}
+    figures: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def status(cls, view: StatusView) -> dict[str, Any]:
+        """Fields this capability adds to the crawl's status (``--json``)."""
+        return {}
+
+    @classmethod
+    def status_lines(cls, status: dict[str, Any]) -> list[str]:
+        """Lines ``scrapy status`` prints of its fields."""
+        return []
+
+    @classmethod
+    def node_status(cls, record: dict[str, str]) -> dict[str, Any]:
+        """Fields of a node's row, read from what ``checkpoint`` wrote."""
+        return {}
+
+    @classmethod
+    def node_notes(cls, row: dict[str, Any]) -> list[str]:
+        """What a node's row says of it, after its figures."""
+        return []
 
     @classmethod
     def from_node(cls, node: NodeFrontier) -> FrontierPart:
@@ -84,7 +133,7 @@ class FrontierPart:
 
 
 HOOKS = [name for name, value in vars(FrontierPart).items() if callable(value) and
-         not name.startswith("_") and name != "from_node"]  # fmt: skip
+         not isinstance(value, classmethod) and not name.startswith("_")]  # fmt: skip
 
 
 class Parts:
@@ -161,16 +210,54 @@ def parts_problem(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+def part_classes(settings: BaseSettings | None = None) -> list[type[FrontierPart]]:
+    """The part classes FRONTIER_PARTS names over FRONTIER_PARTS_BASE, in order
+    (without settings: the ones the project ships)."""
+    if settings is None:
+        paths = build_component_list(defaults.FRONTIER_PARTS_BASE)
+    else:
+        paths = build_component_list(settings.getwithbase("FRONTIER_PARTS"))
+    return [load_object(path) for path in paths]
+
+
+class StatusParts:
+    """The parts' share of a crawl's status, read outside any node: every part
+    named, whether a node would start it or not (its fields read as none)."""
+
+    def __init__(self, classes: list[type[FrontierPart]]):
+        self.classes = classes
+        self.figures = {k: v for cls in classes for k, v in cls.figures.items()}
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings | None = None) -> StatusParts:
+        return cls(part_classes(settings))
+
+    def status(self, view: StatusView) -> dict[str, Any]:
+        return {k: v for cls in self.classes for k, v in cls.status(view).items()}
+
+    def lines(self, status: dict[str, Any]) -> list[str]:
+        return [line for cls in self.classes for line in cls.status_lines(status)]
+
+    def node_status(self, record: dict[str, str]) -> dict[str, Any]:
+        return {k: v for cls in self.classes for k, v in cls.node_status(record).items()}
+
+    def node_notes(self, row: dict[str, Any]) -> list[str]:
+        return [note for cls in self.classes for note in cls.node_notes(row)]
+
+
 def build_parts(node: NodeFrontier) -> Parts:
     """FRONTIER_PARTS over FRONTIER_PARTS_BASE, Scrapy's way: {class path: order},
     None leaves a part out."""
-    settings = node.crawler.settings
     parts = []
-    for path in build_component_list(settings.getwithbase("FRONTIER_PARTS")):
-        cls = load_object(path)
+    for cls in part_classes(node.crawler.settings):
         try:
             parts.append(cls.from_node(node))
         except NotConfigured as exc:
             if exc.args:
-                logger.info("frontier part %s left out: %s", path, exc.args[0])
+                logger.info(
+                    "frontier part %s.%s left out: %s",
+                    cls.__module__,
+                    cls.__qualname__,
+                    exc.args[0],
+                )
     return Parts(parts)

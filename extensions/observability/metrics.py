@@ -27,6 +27,7 @@ from scrapy.exceptions import NotConfigured
 from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
 from extensions.frontier.crawls.state import Crawls
+from extensions.frontier.part import StatusParts
 from extensions.keys import SpiderKeys
 from extensions.observability.health import NodeHealth
 from extensions.observability.status import crawl_status
@@ -84,6 +85,7 @@ class ClusterCollector:
         s = crawler.settings
         self.node_timeout = s.getfloat("NODE_TIMEOUT")
         self.stall_time = s.getfloat("NODE_STALL_TIME")
+        self.parts = StatusParts.from_settings(s)
 
     def collect(self):
         labels = [self.keys.name, self.node_id]
@@ -94,7 +96,12 @@ class ClusterCollector:
             yield family
         try:
             status = crawl_status(
-                self.server, self.keys, self.node_timeout, self.stall_time, hours_ahead=0
+                self.server,
+                self.keys,
+                self.node_timeout,
+                self.stall_time,
+                hours_ahead=0,
+                parts=self.parts,
             )
         except redis.RedisError as exc:
             logger.debug("metrics: Redis unavailable (%s)", exc)
@@ -103,11 +110,11 @@ class ClusterCollector:
             "crawler_frontier", "the cluster's frontier by part", labels=["spider", "part"]
         )
         for part in ("queued", "in_flight", "delayed", "dlq", "seen", "start_urls", "due"):
-            frontier.add_metric([self.keys.name, part], status[part])
+            frontier.add_metric([self.keys.name, part], status.get(part, 0))
         # of the queued, what waits for a render node (the render lane)
-        frontier.add_metric([self.keys.name, "render_queued"], status["render_queued"])
+        frontier.add_metric([self.keys.name, "render_queued"], status.get("render_queued", 0))
         # of the queued, what is in MongoDB (FRONTIER_OVERFLOW)
-        frontier.add_metric([self.keys.name, "spilled"], status["spilled"])
+        frontier.add_metric([self.keys.name, "spilled"], status.get("spilled", 0))
         yield frontier
         render_nodes = GaugeMetricFamily(
             "crawler_render_nodes", "render nodes that heart-beat", labels=["spider"]

@@ -15,6 +15,7 @@ from extensions.crawlid import host_of, render_group
 from extensions.frontier.crawls.state import CrawlFigures, Crawls
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
+from extensions.frontier.part import StatusParts, StatusView
 
 if TYPE_CHECKING:
     import redis
@@ -48,21 +49,20 @@ def crawl_status(
     stall_time: float = defaults.NODE_STALL_TIME,
     hours_ahead: int = 24,
     status_store: Any = None,
+    parts: StatusParts | None = None,
 ) -> dict[str, Any]:
-    """One snapshot of the crawl: what ``--json`` prints and the metrics export
-    (with the recrawls due in each of the next ``hours_ahead`` hours, from
-    ``status_store`` where the crawl keeps them in MongoDB)."""
+    """One snapshot of the crawl: what ``--json`` prints and the metrics export.
+    The frontier's parts (FRONTIER_PARTS) add their fields: the recrawls due in
+    each of the next ``hours_ahead`` hours, from ``status_store`` where the crawl
+    keeps them in MongoDB, the render lane, the crawls under an id."""
+    parts = parts or StatusParts.from_settings()
     frontier = Frontier(server, keys, node_id="")
     sizes = frontier.sizes()
-    states: Any = server.hgetall(keys.crawls)
-    crawls = collections.Counter(
-        text(state) for crawl, state in states.items() if text(crawl) not in ("*", "")
-    )
-    schedule = (status_store or frontier).recrawl_schedule(hours_ahead)
     checkpoint = {text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
     now = time.time()
     work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
-    nodes = node_rows(server, keys, node_timeout, stall_time, work_waiting)
+    nodes = node_rows(server, keys, node_timeout, stall_time, work_waiting, parts)
+    view = StatusView(server, keys, frontier, sizes, now, node_timeout, hours_ahead, status_store)
     return {
         "spider": keys.name,
         "time": now,
@@ -74,8 +74,6 @@ def crawl_status(
         "updated": checkpoint.get("updated"),
         "start_urls": sizes.start_urls,
         "queued": sizes.queued,
-        # of the queued, those in MongoDB (FRONTIER_OVERFLOW) or on their way there
-        "spilled": sizes.spilled,
         "in_flight": sizes.in_flight,
         "delayed": sizes.delayed,
         "seen": sizes.seen,
@@ -84,17 +82,8 @@ def crawl_status(
         "ready_hosts": sizes.ready_hosts,
         "held_hosts": sizes.held_hosts,
         "banned_hosts": sizes.banned_hosts,
-        # of the queued, the requests that wait for a render node, and those alive
-        "render_queued": sizes.render_queued,
-        "render_nodes": int(
-            server.zcount(keys.render_nodes, int((now - node_timeout) * 1000), "+inf")
-        ),
-        "recrawl": schedule.pages,
-        "due": schedule.due,
-        "due_by_hour": schedule.due_by_hour,
         "nodes": nodes,
-        # crawls under an id by state (scrapy crawls NAME lists them)
-        "crawls": dict(crawls),
+        **parts.status(view),
     }
 
 
@@ -104,9 +93,11 @@ def node_rows(
     node_timeout: float,
     stall_time: float,
     work_waiting: bool,
+    parts: StatusParts | None = None,
 ) -> list[dict[str, Any]]:
     """Every node in the registry: its state (alive, stalled while ``work_waiting``,
-    dead, closed) and what its heartbeats report."""
+    dead, closed) and what its heartbeats report (the parts' fields too)."""
+    parts = parts or StatusParts.from_settings()
     now = time.time()
     nodes = []
     registry: Any = server.zrange(keys.nodes, 0, -1, withscores=True)
@@ -141,18 +132,19 @@ def node_rows(
                 ),
                 "host": record.get("host", ""),
                 "pid": int(_number(record.get("pid"))),
-                "render": record.get("render") == "1",
                 # leased and not yet confirmed; held back: at FRONTIER_MAX_UNCONFIRMED,
                 # waiting for its item store before it leases more
                 "unconfirmed": int(_number(record.get("unconfirmed"))),
                 "held_back": record.get("held_back") == "1",
-                # FRONTIER_OVERFLOW: leasing nothing while MongoDB cannot take spills
-                "spill_held": record.get("spill_held") == "1",
                 # resident memory in bytes (None: not reported) and the stack's version
                 "memory": memory if memory >= 0 else None,
                 "version": record.get("version", "")[:40],
+                **parts.node_status(record),
             }
         )
+        row = nodes[-1]
+        row["notes"] = ["held back: waiting for its item store"] if row["held_back"] else []
+        row["notes"] += parts.node_notes(row)
     return nodes
 
 

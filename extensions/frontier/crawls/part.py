@@ -4,13 +4,15 @@ wait while it is paused."""
 
 from __future__ import annotations
 
+import collections
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
+from extensions.connection import text
 from extensions.frontier.crawls.state import Crawls
-from extensions.frontier.part import FrontierPart
+from extensions.frontier.part import FrontierPart, StatusView
 from extensions.meta import CRAWL_ID
 
 if TYPE_CHECKING:
@@ -33,6 +35,22 @@ class CrawlsPart(FrontierPart):
     @classmethod
     def from_node(cls, node: NodeFrontier) -> CrawlsPart:
         return cls(Crawls(node.server, node.keys), node.stats, node.health)
+
+    @classmethod
+    def status(cls, view: StatusView) -> dict[str, Any]:
+        """The crawls under an id by state (``scrapy crawls NAME`` lists them)."""
+        states: Any = view.server.hgetall(view.keys.crawls)
+        crawls = collections.Counter(
+            text(state) for crawl, state in states.items() if text(crawl) not in ("*", "")
+        )
+        return {"crawls": dict(crawls)}
+
+    @classmethod
+    def status_lines(cls, status: dict[str, Any]) -> list[str]:
+        if not status.get("crawls"):
+            return []
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(status["crawls"].items()))
+        return [f"crawls under an id: {counts} (scrapy crawls {status['spider']})"]
 
     def enqueued(self, request: Request) -> None:
         crawl = request.meta.get(CRAWL_ID)

@@ -11,7 +11,7 @@ from scrapy.exceptions import NotConfigured
 
 from extensions.frontier.overflow.spilling import Overflow, OverflowLimits
 from extensions.frontier.overflow.store import MongoOverflow
-from extensions.frontier.part import FrontierPart
+from extensions.frontier.part import FrontierPart, StatusView
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -22,6 +22,8 @@ logger = logging.getLogger(__name__)
 
 
 class OverflowPart(FrontierPart):
+    figures = {"spilled": "in MongoDB"}
+
     def __init__(self, overflow: Overflow):
         self.overflow = overflow
 
@@ -51,6 +53,20 @@ class OverflowPart(FrontierPart):
             resumed=node.polling.look_again_now,
         )
         return cls(overflow)
+
+    @classmethod
+    def status(cls, view: StatusView) -> dict[str, Any]:
+        # of the queued, those in MongoDB or on their way there
+        return {"spilled": view.sizes.spilled}
+
+    @classmethod
+    def node_status(cls, record: dict[str, str]) -> dict[str, Any]:
+        # leasing nothing while MongoDB cannot take spills
+        return {"spill_held": record.get("spill_held") == "1"}
+
+    @classmethod
+    def node_notes(cls, row: dict[str, Any]) -> list[str]:
+        return ["held back: MongoDB takes no spills"] if row.get("spill_held") else []
 
     def open(self, spider: Spider) -> None:
         self.overflow.open()

@@ -12,7 +12,7 @@ from twisted.internet import threads
 from twisted.python.failure import Failure
 
 from extensions import engine
-from extensions.frontier.part import FrontierPart
+from extensions.frontier.part import FrontierPart, StatusView
 from extensions.frontier.recrawls.statuses import StatusBatches
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 
 class RecrawlPart(FrontierPart):
+    figures = {"recrawl": "kept for a recrawl", "due": "recrawls due"}
+
     def __init__(self, node: NodeFrontier):
         self.node = node
         self.stats = node.stats
@@ -41,6 +43,23 @@ class RecrawlPart(FrontierPart):
     @classmethod
     def from_node(cls, node: NodeFrontier) -> RecrawlPart:
         return cls(node)
+
+    @classmethod
+    def status(cls, view: StatusView) -> dict[str, Any]:
+        """The pages kept for a recrawl, those due now and in each hour ahead."""
+        kept = view.status_store or view.frontier
+        schedule = kept.recrawl_schedule(view.hours_ahead)
+        return {"recrawl": schedule.pages, "due": schedule.due, "due_by_hour": schedule.due_by_hour}
+
+    @classmethod
+    def status_lines(cls, status: dict[str, Any]) -> list[str]:
+        if not status.get("recrawl"):
+            return []
+        ahead = status.get("due_by_hour") or []
+        return [
+            f"recrawl: {status['recrawl']} pages kept, {status['due']} due now"
+            + (f"; due per hour ahead: {' '.join(map(str, ahead))}" if ahead else "")
+        ]
 
     def open(self, spider: Spider) -> None:
         if self.store_kind != "mongo":

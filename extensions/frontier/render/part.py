@@ -7,11 +7,11 @@ them only with ``RENDER_WAIT_FOR_NODES``."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 
-from extensions.frontier.part import FrontierPart
+from extensions.frontier.part import FrontierPart, StatusView
 from extensions.render.policy import RenderPolicy
 from extensions.render.setup import RenderRoom, renders_here
 
@@ -26,6 +26,8 @@ WAIT_LOG_INTERVAL = 60.0  # seconds between "render work waits" lines
 
 
 class RenderPart(FrontierPart):
+    figures = {"render_queued": "render queued", "render_nodes": "render nodes"}
+
     def __init__(self, node: NodeFrontier):
         self.node = node
         settings = node.crawler.settings
@@ -41,6 +43,34 @@ class RenderPart(FrontierPart):
     @classmethod
     def from_node(cls, node: NodeFrontier) -> RenderPart:
         return cls(node)
+
+    @classmethod
+    def status(cls, view: StatusView) -> dict[str, Any]:
+        """Of the queued, the requests that wait for a render node; the ones alive."""
+        alive_since = int((view.now - view.node_timeout) * 1000)
+        return {
+            "render_queued": view.sizes.render_queued,
+            "render_nodes": int(view.server.zcount(view.keys.render_nodes, alive_since, "+inf")),
+        }
+
+    @classmethod
+    def status_lines(cls, status: dict[str, Any]) -> list[str]:
+        queued, nodes = status.get("render_queued", 0), status.get("render_nodes", 0)
+        if not queued and not nodes:
+            return []
+        return [
+            f"render: {queued} queued for a browser, {nodes} render "
+            f"node{'s' if nodes != 1 else ''} alive"
+            + ("" if nodes else " (render work waits for one: RENDER_ENABLED and a browser)")
+        ]
+
+    @classmethod
+    def node_status(cls, record: dict[str, str]) -> dict[str, Any]:
+        return {"render": record.get("render") == "1"}
+
+    @classmethod
+    def node_notes(cls, row: dict[str, Any]) -> list[str]:
+        return ["renders"] if row.get("render") else []
 
     def open(self, spider: Spider) -> None:
         if self.room.pages:
