@@ -1,8 +1,9 @@
 """Which queue a request joins: one per host by default (``FRONTIER_QUEUE_BY``).
 
 Politeness, fairness and budgets are decided per group: ``"host"`` (the URL's
-host name), ``"domain"`` (its registered domain, so ``a.example.com`` and
-``b.example.com`` share one), or ``"slot"`` (the request's ``download_slot``
+host name), ``"domain"`` (its registered domain by the Public Suffix List, so
+``a.example.co.uk`` and ``b.example.co.uk`` share one, ``alice.github.io`` and
+``bob.github.io`` do not), or ``"slot"`` (the request's ``download_slot``
 meta when a spider sets one, for grouping by IP or by anything else it knows;
 else the host).
 """
@@ -13,26 +14,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from extensions.crawlid import RENDER_MARK, crawl_group
+from extensions.frontier.domains import registered_domain
 from extensions.meta import CRAWL_ID, RENDER
 
 QUEUE_BY = ("host", "domain", "slot")
 MAX_GROUP_LENGTH = 255  # the longest host name DNS allows
-
-# Second-level labels under which country-code domains are registered
-# (example.co.uk); a heuristic, not the whole public suffix list.
-_SECOND_LEVEL = frozenset(
-    {"ac", "co", "com", "edu", "gov", "net", "org", "ne", "or", "go", "gob", "nic", "mil"}
-)
-
-
-def registered_domain(host: str) -> str:
-    """``example.co.uk`` for ``www.example.co.uk``: the last two labels, or three
-    under a country code's common second level; IP addresses stay whole."""
-    labels = host.split(".")
-    if len(labels) <= 2 or host.replace(".", "").isdigit() or ":" in host:
-        return host
-    keep = 3 if len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL else 2
-    return ".".join(labels[-keep:])
 
 
 def clean(group: str) -> str:
