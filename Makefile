@@ -25,7 +25,7 @@ console: venv
 # side (pytest-xdist), each with its own Redis, sites and nodes on ports of its
 # own; a test that loads the CPU on purpose, or counts what reaches a host within
 # a quarter second (marked alone), runs after them.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 test: venv system-tools
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
