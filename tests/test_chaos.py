@@ -89,9 +89,11 @@ def test_redis_restart_mid_crawl_with_aof_loses_nothing(tmp_path, slow_site, nod
         client.lpush(
             "site:start_urls", slow_site.url + "/category/books", slow_site.url + "/flaky/"
         )
-        client.close()
         for _ in range(2):
             nodes.start("site", server.url, spider_args={"allow": ALLOW}, **SETTINGS)
+        # both nodes in the crawl (a busy machine starts one later than the other)
+        wait_for(lambda: client.zcard("site:nodes") == 2, 60, "both nodes joined")
+        client.close()
         wait_for(lambda: sum(site_hits(slow_site).values()) >= 30, 60, "crawl start")
 
         server.stop()  # SIGTERM: Redis writes its AOF out before exiting
