@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from scrapy.utils.misc import load_object
 
 from extensions import compat, defaults, engine, gctuning, keys
+from extensions.dns.resolver import dns_servers_problem
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 from extensions.frontier.part import parts_problem
+from extensions.urlpolicy import resolver_problem
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -221,6 +223,11 @@ CHECKS: dict[str, Check] = {
     "ALLOWED_SCHEMES": _schemes,
     "ALLOWED_PORTS": _int_list(1, 65535, "port numbers"),
     "DENY_PRIVATE_NETWORKS": _flag,
+    "DNS_SHARED": _flag,
+    "DNS_SERVERS": dns_servers_problem,
+    "DNS_CACHE_MIN_TTL": _number(int, 0),
+    "DNS_CACHE_MAX_TTL": _number(int, 1),
+    "DNS_NEGATIVE_TTL": _number(int, 0),
     "DOWNLOAD_MAXSIZE": _number(int, 0),
     "MAX_LINKS_PER_PAGE": _number(int, 0),
     "SCHEDULER_PERSIST": _flag,
@@ -343,24 +350,10 @@ def _relations(settings: BaseSettings) -> list[str]:
         problems.append('FRONTIER_OVERFLOW = "mongo" needs MONGO_URI (where the overflow goes)')
     if value("ITEM_STORE_MAX_PENDING") < value("ITEM_STORE_BATCH_SIZE"):
         problems.append("ITEM_STORE_MAX_PENDING must be at least ITEM_STORE_BATCH_SIZE")
-    if settings.getbool("DENY_PRIVATE_NETWORKS", False):
-        # Only Scrapy's Twisted HTTP/1.1 handler resolves names through the
-        # reactor's resolver, where resolved addresses are checked.
-        from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
-
-        handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
-        for scheme in ("http", "https"):
-            path = handlers.get(scheme)
-            handler = load_object(path) if isinstance(path, str) else path
-            if handler is not None and not (
-                isinstance(handler, type) and issubclass(handler, HTTP11DownloadHandler)
-            ):
-                problems.append(
-                    f"DENY_PRIVATE_NETWORKS checks resolved addresses with Scrapy's HTTP/1.1 "
-                    f"download handler; DOWNLOAD_HANDLERS[{scheme!r}] is {path!r}"
-                )
-                break
-    return problems
+    if value("DNS_CACHE_MAX_TTL") < value("DNS_CACHE_MIN_TTL"):
+        problems.append("DNS_CACHE_MAX_TTL must be at least DNS_CACHE_MIN_TTL")
+    resolver = resolver_problem(settings)
+    return [*problems, resolver] if resolver else problems
 
 
 def problems(settings: BaseSettings) -> list[str]:

@@ -32,6 +32,13 @@ START_URL_META_KEYS = ["*"]
 ALLOWED_SCHEMES = ["http", "https"]  # other schemes are refused and their handlers removed
 ALLOWED_PORTS: list[int] = []  # ports a request may use; empty = any
 DENY_PRIVATE_NETWORKS = False  # refuse private/loopback/link-local addresses (resolved too)
+# DNS shared by the cluster: a host is resolved by one node and its addresses kept in
+# Redis (NAME:dns:HOST) for every node, for the answer's TTL within these bounds
+DNS_SHARED = False
+DNS_SERVERS: list[str] = []  # "address[:port]" to ask; empty: those /etc/resolv.conf names
+DNS_CACHE_MIN_TTL = 60  # seconds an answer is kept at least (however short its TTL)
+DNS_CACHE_MAX_TTL = 21600  # seconds at most (a host that moved is found within this)
+DNS_NEGATIVE_TTL = 300  # seconds a name that does not exist (NXDOMAIN) is kept as such
 # bytes: a response larger than this is cancelled and dead-lettered (Scrapy's own
 # default is 1 GiB); the add-on sets it unless the project does
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024

@@ -65,6 +65,7 @@ REFILL = "%(name)s:refill"
 REFILLED = "%(name)s:refilled"
 REVISIT = "%(name)s:revisit"
 DUE = "%(name)s:due"
+DNS = "%(name)s:dns:%(host)s"
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -221,6 +222,9 @@ class SpiderKeys:
 
     def host(self, group: str) -> str:
         return HOST % {"name": self.prefix, "group": group}
+
+    def dns(self, host: str) -> str:
+        return DNS % {"name": self.prefix, "host": host}
 
     def crawl(self, crawl: str) -> str:
         """Crawl ``crawl``'s hash (its settings and counters); the scripts find it

@@ -122,6 +122,10 @@ key                            type    holds
 ``NAME:refilled``              hash    requests back from MongoDB whose documents are not
                                        yet marked taken: GROUP, ID and LIFE, one per
                                        line -> node
+``NAME:dns:HOST``              string  DNS_SHARED: HOST's addresses for every node, JSON
+                                       {"a": [addresses]}, or {"error": "NXDOMAIN"};
+                                       expires with the answer's TTL (DNS_CACHE_MIN_TTL to
+                                       DNS_CACHE_MAX_TTL; DNS_NEGATIVE_TTL for NXDOMAIN)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -179,4 +183,5 @@ WRITTEN_BY = {
     "overflow": "the scripts that queue (spill), spill_done.lua, refill.lua",
     "refill": "lease.lua, spill_done.lua, crawl_drain.lua, overflow_take.lua (claims), refill.lua",
     "refilled": "refill.lua; spilling.py (once the documents are marked taken)",
+    "dns": "dns/resolver.py (the first node to resolve a host)",
 }

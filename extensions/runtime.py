@@ -45,6 +45,8 @@ class Runtime:
     #: fetched pages' revisit records on their way to the scheduler:
     #: recrawl/revisits.py, revisits_for
     revisits: Any = None
+    #: DNS_SHARED: the node's resolver (dns/resolver.py), and why names failed
+    resolver: Any = None
 
 
 _runtimes: weakref.WeakKeyDictionary[Crawler, Runtime] = weakref.WeakKeyDictionary()

@@ -36,6 +36,30 @@ logger = logging.getLogger(__name__)
 LOGGED_AT_MOST = 1000  # distinct (reason, host) pairs logged; past that only counted
 
 
+def resolver_problem(settings: BaseSettings) -> str | None:
+    """Why the node's resolver would not see the names it fetches, or None.
+    DENY_PRIVATE_NETWORKS and DNS_SHARED work in the reactor's resolver, which
+    only Scrapy's Twisted HTTP/1.1 download handler asks."""
+    wanting = [name for name in ("DENY_PRIVATE_NETWORKS", "DNS_SHARED") if settings.getbool(name)]
+    if not wanting:
+        return None
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+    from scrapy.utils.misc import load_object
+
+    handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
+    for scheme in ("http", "https"):
+        path = handlers.get(scheme)
+        handler = load_object(path) if isinstance(path, str) else path
+        if handler is not None and not (
+            isinstance(handler, type) and issubclass(handler, HTTP11DownloadHandler)
+        ):
+            return (
+                f"{' and '.join(wanting)} work in the resolver of Scrapy's HTTP/1.1 download "
+                f"handler; DOWNLOAD_HANDLERS[{scheme!r}] is {path!r}"
+            )
+    return None
+
+
 def address_problem(host: str) -> str | None:
     """Why ``host`` (an IP address) is not on the public internet, or None."""
     try:

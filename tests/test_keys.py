@@ -74,5 +74,6 @@ def test_every_key_is_documented():
             .replace("%(group)s", "GROUP")
             .replace("%(what)s", "WHAT")
             .replace("%(crawl)s", "ID")
+            .replace("%(host)s", "HOST")
         )
         assert f"``{shown}" in keyspace.__doc__, shown

@@ -340,3 +340,10 @@ def stop_all(nodes: list[subprocess.Popen], started: list[Service]) -> None:
         stop(node, timeout=30)
     for service in reversed(started):
         service.stop()
+
+
+def start_dns_server(zone: Path, log: Path) -> Service:
+    """tools/dns_server.py on a free loopback UDP port, answering from ``zone``
+    (JSON, read at every query); its ``url`` is ``127.0.0.1:PORT``."""
+    args = ["tools.dns_server", "--zone", str(zone), "--log", str(log)]
+    return _start_announcing(args, "DNS server", None)

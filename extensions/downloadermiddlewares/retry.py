@@ -23,12 +23,15 @@ from typing import TYPE_CHECKING
 
 import redis
 from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
-from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
+from scrapy.exceptions import CannotResolveHostError, DownloadCancelledError, IgnoreRequest
+from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.response import response_status_message
 from twisted.internet.defer import CancelledError
+from twisted.internet.error import DNSLookupError
 
 from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
+from extensions.dns.resolver import failure_reason
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.leased import leased_for
 from extensions.installed import require_addon
@@ -138,7 +141,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             retry = self._retry_later(
                 request,
                 reason=exception,
-                error=f"{type(exception).__name__}: {exception}",
+                error=f"{type(exception).__name__}: {self._dns_reason(request, exception)}",
             )
         elif _is_robots_request(request):
             return None  # Scrapy's robots.txt middleware handles its own failures
@@ -155,6 +158,14 @@ class BackoffRetryMiddleware(RetryMiddleware):
             # traceback for an outcome the crawl planned for.
             raise IgnoreRequest(f"dead-lettered: {exception!r}")
         return retry
+
+    def _dns_reason(self, request: Request, exception: Exception) -> str:
+        """The exception's text; for a failed lookup with DNS_SHARED, what the DNS
+        said of the host, which Twisted's "no results" hides (NXDOMAIN, SERVFAIL)."""
+        if isinstance(exception, (DNSLookupError, CannotResolveHostError)):
+            host = (urlparse_cached(request).hostname or "").lower()
+            return failure_reason(self.crawler, host) or str(exception)
+        return str(exception)
 
     def _retry_later(
         self,

@@ -1,7 +1,9 @@
 """The downloader side of ``extensions.urlpolicy``: a middleware for requests
 that never pass through the scheduler (robots.txt), and, with
 ``DENY_PRIVATE_NETWORKS``, a resolver that refuses names resolving to
-non-public addresses at connection time."""
+non-public addresses at connection time. The node's resolver is chosen here,
+in one place: the cluster's (``DNS_SHARED``, extensions/dns), which checks the
+addresses too, or Scrapy's with the check."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigur
 from scrapy.resolver import CachingThreadedResolver
 from twisted.internet.error import DNSLookupError
 
+from extensions import connection
+from extensions.dns.resolver import cluster_resolver
+from extensions.keys import SpiderKeys
 from extensions.urlpolicy import RefusedLog, UrlPolicy, address_problem
 
 if TYPE_CHECKING:
@@ -52,15 +57,27 @@ class UrlPolicyMiddleware:
         self.crawler = crawler
         self.policy = policy
         self.log = RefusedLog(crawler.stats, "urlpolicy/refused")
-        self.resolver: PublicAddressResolver | None = None
+        #: the resolver that refuses non-public addresses: its ``refused`` names
+        self.resolver: Any = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UrlPolicyMiddleware:
         policy = UrlPolicy.from_settings(crawler.settings)
-        if not (policy.ports or policy.deny_private):
+        shared_dns = crawler.settings.getbool("DNS_SHARED")
+        if not (policy.ports or policy.deny_private or shared_dns):
             raise NotConfigured
         middleware = cls(crawler, policy)
-        if policy.deny_private:
+        if shared_dns:
+            check = address_problem if policy.deny_private else None
+            keys = SpiderKeys.for_crawler(crawler)
+            shared = cluster_resolver(crawler, keys, connection.client_for(crawler), check)
+            shared.install_on_reactor()
+            logger.info("DNS shared by the cluster: answers kept in Redis (%s)", keys.dns("HOST"))
+            if policy.deny_private:
+                middleware.resolver = shared
+                logger.info("DENY_PRIVATE_NETWORKS: private, loopback and link-local "
+                            "addresses refused")  # fmt: skip
+        elif policy.deny_private:
             from twisted.internet import reactor
 
             resolver = PublicAddressResolver.from_crawler(crawler, reactor)
@@ -71,6 +88,8 @@ class UrlPolicyMiddleware:
         return middleware
 
     def process_request(self, request: Request, spider: Any = None) -> None:
+        if not (self.policy.ports or self.policy.deny_private):
+            return  # on for DNS_SHARED alone
         problem = self.policy.problem(request.url)
         if problem:
             self.log.refused(request.url, *problem)

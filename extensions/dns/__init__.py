@@ -1,0 +1,1 @@
+"""DNS shared by the cluster (``DNS_SHARED``)."""
