@@ -23,8 +23,8 @@ console: venv
 
 # Most tests wait on crawls, not on the CPU: TEST_WORKERS of them run side by
 # side (pytest-xdist), each with its own Redis, sites and nodes on ports of its
-# own; a test that loads the CPU on purpose, or counts what reaches a host within
-# a quarter second (marked alone), runs after them.
+# own; a test that loads the CPU on purpose, or measures what reaches a host (its
+# rate, a quarter-second window: marked alone), runs after them.
 TEST_WORKERS ?= 5
 test: venv system-tools
 	$(PY) -m ruff check .

@@ -178,6 +178,7 @@ def test_a_host_that_keeps_banning_is_dead_lettered_as_banned(
 LIMIT = 8  # requests/s nginx's limit_req lets through (burst 8, then 429 + Retry-After: 3)
 
 
+@pytest.mark.alone  # the rate reached is the cluster's and the machine's: measured unloaded
 @pytest.mark.skipif(
     not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")) or not PYTHON_DOCS.is_dir(),
     reason="nginx-light and python3-doc come with make system-tools",
