@@ -42,6 +42,7 @@ def test_two_nodes_resolve_a_host_once_and_a_name_that_does_not_exist_is_dead_le
         "shop.test": {"a": ["127.0.0.1"], "ttl": 120},
         "other.test": {"a": ["127.0.0.1"], "ttl": 2},  # under DNS_CACHE_MIN_TTL
         "broken.test": "servfail",
+        "bare.test": {"ttl": 60},  # a name with no address
     }))  # fmt: skip
     # a record another writer left that is not one: ignored, counted, replaced
     redis_client.set("site:dns:other.test", b'{"a": ["not an address"]}')
@@ -51,6 +52,7 @@ def test_two_nodes_resolve_a_host_once_and_a_name_that_does_not_exist_is_dead_le
         f"http://other.test:{port}/about",
         f"http://gone.test:{port}/about",
         f"http://broken.test:{port}/about",
+        f"http://bare.test:{port}/about",
     )
     settings = {"DNS_SHARED": True, "DNS_SERVERS": server.url, "MAX_IDLE_TIME_BEFORE_CLOSE": 2}
     for _ in range(2):
@@ -67,7 +69,9 @@ def test_two_nodes_resolve_a_host_once_and_a_name_that_does_not_exist_is_dead_le
     assert [q.split()[1] for q in queries(log, "shop.test")] == ["A"]
     assert [q.split()[1] for q in queries(log, "other.test")] == ["A"]
     assert [q.split()[1] for q in queries(log, "gone.test")] == ["A"]
-    assert nodes.total("dns/lookups") == 3 + len(queries(log, "broken.test"))
+    # (those that fail are asked again: once a try, A then AAAA for the bare name)
+    bare_lookups = [q for q in queries(log, "bare.test") if q.split()[1] == "A"]
+    assert nodes.total("dns/lookups") == 3 + len(queries(log, "broken.test")) + len(bare_lookups)
     assert nodes.total("dns/shared") >= 1  # one node read the other's answer
     assert nodes.total("dns/bad_records") == 1
     assert nodes.total("dns/nxdomain") == 1
@@ -90,6 +94,12 @@ def test_two_nodes_resolve_a_host_once_and_a_name_that_does_not_exist_is_dead_le
     assert len(queries(log, "broken.test")) >= 3  # the page's three tries at least
     assert nodes.total("dns/servfail") == len(queries(log, "broken.test"))
     assert not redis_client.exists("site:dns:broken.test")
+    # a name with no address: said so, its claim released, asked again at each try
+    bare = [letter for letter in letters if letter and letter["url"].endswith(
+        f"bare.test:{port}/about")]  # fmt: skip
+    assert len(bare) == 1 and "no address in DNS" in bare[0]["error"], letters
+    assert not redis_client.exists("site:dns:bare.test")
+    assert nodes.total("dns/no_address") >= 3
 
 
 def test_a_cached_record_is_read_as_hostile():

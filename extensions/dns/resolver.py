@@ -229,6 +229,8 @@ class ClusterResolver:
     def _got_v6(self, result: tuple, host: str) -> None:
         addresses, ttl = _addresses(result[0], dns.AAAA)
         if not addresses:
+            self.stats.inc_value("dns/no_address")
+            self._in_thread(self._unclaim, host)
             self._fail(host, DNSLookupError(f"{host}: no address in DNS (no A or AAAA record)"))
             return
         self._resolved(host, addresses, ttl)
