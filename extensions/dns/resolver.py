@@ -157,10 +157,11 @@ class ClusterResolver:
 
     # -- Redis: in a thread ------------------------------------------------------
 
-    def _read(self, host: str, may_wait: bool) -> tuple[Answer | None, float]:
-        """The cluster's answer for ``host`` and its TTL left; (pending, 0) while
-        another node resolves it (and ``may_wait``); (None, 0): resolve it here,
-        having claimed it when no node had."""
+    def _read(self, host: str, may_wait: bool) -> tuple[Answer | None, float, bool]:
+        """The cluster's answer for ``host``, its TTL left and whether the record
+        found did not parse; (pending, 0) while another node resolves it (and
+        ``may_wait``); (None, 0): resolve it here, having claimed it when no node had."""
+        bad = False
         key = self.keys.dns(host)
         try:
             pipe = self.server.pipeline(transaction=False)
@@ -168,20 +169,19 @@ class ClusterResolver:
             pipe.pttl(key)
             raw, ttl_ms = pipe.execute()
             answer = parse(raw)
-            if raw is not None and answer is None:
-                self.stats.inc_value("dns/bad_records")
+            bad = raw is not None and answer is None
             if answer is not None and not answer.pending:
-                return answer, max(ttl_ms, 0) / 1000
+                return answer, max(ttl_ms, 0) / 1000, bad
             if answer is not None and may_wait:
-                return answer, 0
+                return answer, 0, bad
             # no answer, or one that does not parse (replaced): claim the name
             claim_ms = int((self.timeout + 1) * 1000)
             claimed = self.server.set(key, PENDING, px=claim_ms, nx=raw is None)
             if not claimed and may_wait:  # another node claimed it just now
-                return Answer(pending=True), 0
+                return Answer(pending=True), 0, bad
         except redis.RedisError as exc:
             logger.debug("DNS cache unreadable (%s): resolving %s here", exc, host)
-        return None, 0
+        return None, 0, bad
 
     def _unclaim(self, host: str) -> None:
         try:
@@ -200,9 +200,11 @@ class ClusterResolver:
     # -- the lookup ----------------------------------------------------------------
 
     def _shared_or_lookup(
-        self, found: tuple[Answer | None, float], host: str, polls_left: int
+        self, found: tuple[Answer | None, float, bool], host: str, polls_left: int
     ) -> None:
-        answer, ttl = found
+        answer, ttl, bad = found
+        if bad:  # counted here: the stats are the reactor's, not the thread's
+            self.stats.inc_value("dns/bad_records")
         if answer is not None and answer.pending:
             # another node resolves it: look again shortly (its answer is ours)
             later = task.deferLater(self.reactor, CLAIM_POLL, lambda: None)
