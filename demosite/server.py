@@ -6,7 +6,9 @@
 ``GET /__hits`` returns how often each path was requested (the access log as
 JSON), which the tests use to prove every page was fetched exactly once;
 ``GET /__times`` when (seconds since epoch) each path was requested;
-``GET /__agents`` the User-Agent headers each path was requested with.
+``GET /__agents`` the User-Agent headers each path was requested with;
+``GET /__host_times`` when and what each Host header asked for (one server
+answering for many names, as a shared host does).
 ``/js/`` (not linked) holds pages JavaScript builds, and ``/js/hostile/``
 pages that attack a browser (``demosite/jspages.py``).
 
@@ -222,6 +224,10 @@ async def times(request: web.Request) -> web.Response:
     return web.json_response(request.app["times"])
 
 
+async def host_times(request: web.Request) -> web.Response:
+    return web.json_response(request.app["host_times"])
+
+
 async def agents(request: web.Request) -> web.Response:
     return web.json_response({path: sorted(seen) for path, seen in request.app["agents"].items()})
 
@@ -231,6 +237,7 @@ async def count_hits(request: web.Request, handler):
     if not request.path.startswith("/__"):
         request.app["hits"][request.path_qs] += 1
         request.app["times"][request.path_qs].append(time.time())
+        request.app["host_times"][request.host].append((time.time(), request.path_qs))
         request.app["agents"][request.path_qs].add(request.headers.get("User-Agent", ""))
         if request.app["latency"]:
             await asyncio.sleep(request.app["latency"])
@@ -282,6 +289,7 @@ def make_app(
     app["down"] = set()
     app["times"] = defaultdict(list)
     app["agents"] = defaultdict(set)
+    app["host_times"] = defaultdict(list)
     app["latency"] = latency
     app.router.add_get("/", home)
     app.router.add_get("/about", about)
@@ -304,6 +312,7 @@ def make_app(
     app.router.add_get("/__hits", hits)
     app.router.add_get("/__times", times)
     app.router.add_get("/__agents", agents)
+    app.router.add_get("/__host_times", host_times)
     return app
 
 

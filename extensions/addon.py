@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from scrapy.settings import SETTINGS_PRIORITIES
+
 from extensions import compat, config, defaults, installed
 from extensions.render import setup as render
 
@@ -58,6 +60,11 @@ class DistributedAddon:
         # Every setting of the stack gets its default here, so `scrapy settings
         # --get NAME` shows it and a project overrides it as any Scrapy setting.
         installed.install_defaults(settings)
+        dns_priority = settings.getpriority("DNS_SHARED") or 0
+        ip_rate = settings.getfloat("CLUSTER_IP_RATE")
+        if ip_rate > 0 and dns_priority <= SETTINGS_PRIORITIES["addon"]:
+            # an address's limit holds for the cluster when every node sees one answer
+            settings.set("DNS_SHARED", True, "addon")
         compat.take_over(settings)  # SCHEDULER, DUPEFILTER_CLASS (scrapy-redis leftovers too)
         compat.warn_ignored(settings)
         self._close_doors(settings)

@@ -71,6 +71,7 @@ FRONTIER_PARTS_BASE = {
     "extensions.frontier.render.part.RenderPart": 200,
     "extensions.frontier.recrawls.part.RecrawlPart": 300,
     "extensions.frontier.overflow.part.OverflowPart": 400,
+    "extensions.frontier.hosts.levels.HostLevels": 500,
 }
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
 FRONTIER_PARTS: dict[str, int | None] = {}
@@ -100,6 +101,11 @@ RETRY_AFTER_MAX = 300.0  # seconds: the longest Retry-After (on 429/503) that is
 # requests per second per host from all nodes together; 0 = no limit; per-host
 # overrides in CLUSTER_HOST_RATES = {"example.com": 2.0} (a dict setting, default empty)
 CLUSTER_HOST_RATE = 0.0
+# requests per second per registered domain (its hosts together) and per server
+# address (IPv4 or IPv6; DNS_SHARED is then on unless set), for the whole cluster;
+# 0 = no limit. They need FRONTIER_SHARDS = 1 (extensions/frontier/hosts/levels.py)
+CLUSTER_DOMAIN_RATE = 0.0
+CLUSTER_IP_RATE = 0.0
 CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay honoured
 # fraction of a paced host's interval a send may come late by; slots are spaced by
 # the interval plus this (and, below about 5 requests a second, a fifth of the

@@ -66,6 +66,9 @@ REFILLED = "%(name)s:refilled"
 REVISIT = "%(name)s:revisit"
 DUE = "%(name)s:due"
 DNS = "%(name)s:dns:%(host)s"
+DOMAIN = "%(name)s:domain:%(domain)s"
+ADDRESS = "%(name)s:ip:%(address)s"
+LINES = "%(name)s:lines"
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -225,6 +228,16 @@ class SpiderKeys:
 
     def dns(self, host: str) -> str:
         return DNS % {"name": self.prefix, "host": host}
+
+    def domain(self, domain: str) -> str:
+        return DOMAIN % {"name": self.prefix, "domain": domain}
+
+    def address(self, address: str) -> str:
+        return ADDRESS % {"name": self.prefix, "address": address}
+
+    @property
+    def lines(self) -> str:
+        return LINES % {"name": self.prefix}
 
     def crawl(self, crawl: str) -> str:
         """Crawl ``crawl``'s hash (its settings and counters); the scripts find it

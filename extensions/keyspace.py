@@ -28,7 +28,10 @@ key                            type    holds
                                        once it pushed back: hold (ms), why, strikes, pushed,
                                        refused, pushbacks, bans, arate (its adaptive rate),
                                        peak, changed, lat, lat_min; orate, win, wl (the rate
-                                       it is leased at)
+                                       it is leased at); with CLUSTER_DOMAIN_RATE or
+                                       CLUSTER_IP_RATE: dom (its registered domain), ip
+                                       (its address; '-' none, '?' the lookup failed),
+                                       ipx (when it is looked up again, ms)
 ``NAME:held``                  zset    groups held because they pushed back -> hold end (ms)
 ``NAME:banned``                zset    of those, the ones held for a ban -> hold end (ms)
 ``NAME:frontier``              hash    queued (requests in all group queues, and in MongoDB
@@ -126,6 +129,16 @@ key                            type    holds
                                        {"a": [addresses]}, or {"error": "NXDOMAIN"};
                                        expires with the answer's TTL (DNS_CACHE_MIN_TTL to
                                        DNS_CACHE_MAX_TTL; DNS_NEGATIVE_TTL for NXDOMAIN)
+``NAME:domain:DOMAIN``          hash    CLUSTER_DOMAIN_RATE: the pace of a registered domain's
+                                       hosts together: next (its next free send slot, ms);
+                                       expires a minute after it has passed. Its line,
+                                       ``NAME:domain:DOMAIN:line`` (zset), holds the groups
+                                       that found it busy -> when they joined, woken one a
+                                       slot
+``NAME:ip:ADDRESS``            hash    CLUSTER_IP_RATE: the same for the hosts on one server
+                                       address (IPv4 or IPv6), and its line
+``NAME:lines``                 zset    domains and addresses with a line -> when its next
+                                       group is woken (ms): the level's key
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -145,7 +158,8 @@ WRITTEN_BY = {
     "ready": "enqueue*.lua, lease.lua, reclaim.lua",
     "waiting": "enqueue*.lua, lease.lua, host_feedback.lua (holds)",
     "host": "enqueue*.lua (accepted, dropped), lease.lua (next, leased, orate), "
-    "host_feedback.lua (holds, adaptive rate), send_slot.lua (next)",
+    "host_feedback.lua (holds, adaptive rate), send_slot.lua (next), "
+    "hosts/levels.py (dom, ip, ipx)",
     "held": "host_feedback.lua",
     "banned": "host_feedback.lua",
     "frontier": "enqueue*.lua, lease.lua, reclaim.lua, refill.lua; spilling.py (host_queue_max)",
@@ -184,4 +198,7 @@ WRITTEN_BY = {
     "refill": "lease.lua, spill_done.lua, crawl_drain.lua, overflow_take.lua (claims), refill.lua",
     "refilled": "refill.lua; spilling.py (once the documents are marked taken)",
     "dns": "dns/resolver.py (the first node to resolve a host)",
+    "domain": "lease.lua, send_slot.lua",
+    "address": "lease.lua, send_slot.lua",
+    "lines": "lease.lua",
 }

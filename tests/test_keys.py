@@ -75,5 +75,7 @@ def test_every_key_is_documented():
             .replace("%(what)s", "WHAT")
             .replace("%(crawl)s", "ID")
             .replace("%(host)s", "HOST")
+            .replace("%(domain)s", "DOMAIN")
+            .replace("%(address)s", "ADDRESS")
         )
         assert f"``{shown}" in keyspace.__doc__, shown

@@ -284,6 +284,11 @@ class ClusterResolver:
         if len(self.reasons) > REASONS_KEPT:
             self.reasons.popitem(last=False)
 
+    def ttl_left(self, host: str) -> float | None:
+        """Seconds this node keeps ``host``'s answer still (None: not kept here)."""
+        local = self._local.get(host)
+        return local[0] - time.monotonic() if local else None
+
     def reason(self, host: str) -> str | None:
         """Why ``host`` did not resolve, last time it did not."""
         return self.reasons.get(host)

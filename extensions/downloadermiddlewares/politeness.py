@@ -9,8 +9,9 @@ request costs a round trip of its own. This middleware publishes the rates
 when a node opens (the last node started sets them, so a changed rate applies
 to the next lease), and, with ``ROBOTSTXT_OBEY``, each host's robots.txt
 ``Crawl-delay`` (at most ``CLUSTER_CRAWL_DELAY_MAX`` seconds) into
-``NAME:crawl_delay``. AutoThrottle and Scrapy's per-node limits still apply on
-top. Nodes' clocks should be NTP-synchronised.
+``NAME:crawl_delay``. ``CLUSTER_DOMAIN_RATE`` and ``CLUSTER_IP_RATE`` go in as
+``*domain`` and ``*ip`` (frontier/hosts/levels.py). AutoThrottle and Scrapy's
+per-node limits still apply on top. Nodes' clocks should be NTP-synchronised.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_RATE_FIELD = "*"
+# CLUSTER_DOMAIN_RATE and CLUSTER_IP_RATE (no host name starts with '*')
+DOMAIN_RATE_FIELD = "*domain"
+IP_RATE_FIELD = "*ip"
 
 
 class ClusterPolitenessMiddleware:
@@ -53,6 +57,8 @@ class ClusterPolitenessMiddleware:
         self.default_rate = default_rate
         self.host_rates = {host.lower(): float(rate) for host, rate in host_rates.items()}
         settings = crawler.settings
+        self.domain_rate = settings.getfloat("CLUSTER_DOMAIN_RATE")
+        self.ip_rate = settings.getfloat("CLUSTER_IP_RATE")
         self.obey_robots = settings.getbool("ROBOTSTXT_OBEY")
         self.robots_agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT")
         self.queue_by = settings.get("FRONTIER_QUEUE_BY")
@@ -78,7 +84,8 @@ class ClusterPolitenessMiddleware:
 
     def publish_rates(self) -> None:
         """Write this node's rates for every lease to read (replacing the last ones)."""
-        rates = {DEFAULT_RATE_FIELD: self.default_rate, **self.host_rates}
+        rates = {DEFAULT_RATE_FIELD: self.default_rate, **self.host_rates,
+                 DOMAIN_RATE_FIELD: self.domain_rate, IP_RATE_FIELD: self.ip_rate}  # fmt: skip
         # (a sharded frontier's leases read their own shard's copy; one
         # transaction per copy, as the copies live in different hash slots)
         pipe = self.server.pipeline(transaction=self.keys.shards == 1)

@@ -57,6 +57,8 @@ FINGERPRINT_BYTES = 14
 
 RECLAIM_BATCH = 2000  # leases one reclaim call returns at most
 RECLAIM_CALLS = 1000  # calls one reclaim makes at most (2M leases); the next beat goes on
+#: hosts waiting to be described at most (the leases ask again for the rest)
+MAX_UNDESCRIBED = 10_000
 HEARTBEAT_SHARDS = 16  # shards a heartbeat reads sizes from and reclaims in
 
 
@@ -80,6 +82,9 @@ class Frontier(RevisitOps, Upkeep):
         self.send_tolerance = send_tolerance
         #: malformed host fields the leases ignored (another writer's), since the last look
         self.bad_host_fields = 0
+        #: hosts the leases asked about (CLUSTER_DOMAIN_RATE, CLUSTER_IP_RATE):
+        #: their domain and address to be written (hosts/levels.py takes them)
+        self.undescribed: set[str] = set()
         self.keys = keys
         self.node_id = node_id
         self.bloom = bloom
@@ -202,12 +207,14 @@ class Frontier(RevisitOps, Upkeep):
                 self._lease,
                 {"leases": keys.leases(self.node_id), "nodes": keys.nodes,
                  "delayed": keys.delayed, "ready": keys.ready, "waiting": keys.waiting,
-                 "frontier": keys.frontier, "rates": keys.rates, "crawl_delay": keys.crawl_delay},
+                 "frontier": keys.frontier, "rates": keys.rates, "crawl_delay": keys.crawl_delay,
+                 "lines": keys.lines},
                 {"count": wanted, "deadline": now + int(lease_timeout * 1000),
                  "node": self.node_id, "now": now, "queue_prefix": keys.queue(""),
                  "host_prefix": keys.host(""), "delay_max": self.crawl_delay_max,
                  "burst_seconds": RATE_BURST_SECONDS, "data_prefix": keys.data(""),
                  "tolerance": self.send_tolerance, "lead": LEASE_LEAD_MS,
+                 "domain_prefix": keys.domain(""), "ip_prefix": keys.address(""),
                  "render_count": render if wanted == count
                  else math.ceil(render * wanted / max(count, 1))},
                 pipe,
@@ -254,6 +261,8 @@ class Frontier(RevisitOps, Upkeep):
             members, data, slots = named["leases"], named["data"], named["slots"]
             next_due, watched, bad = named["next_due"], named["watched"], named["bad"]
             self.bad_host_fields += int(bad)
+            for host in named["describe"][: max(MAX_UNDESCRIBED - len(self.undescribed), 0)]:
+                self.undescribed.add(connection.text(host))
             watched_groups = set(watched)
             for member, item, paced in zip(members, data, slots, strict=True):
                 slot, _, window = paced.partition(b":")

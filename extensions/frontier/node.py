@@ -273,6 +273,8 @@ class NodeFrontier:
             if outcome is not None:
                 items, next_due = outcome
                 self.health.ok()
+        if outcome is not None:
+            self.parts.call("leased")
         requests, unreadable = requests_of(items, self.spider)
         self.buffer.extend(requests)
         for member, url, error, raw in unreadable:

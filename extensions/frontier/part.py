@@ -104,6 +104,9 @@ class FrontierPart:
         flush that leases, once finished requests are counted out)."""
         return 0
 
+    def leased(self) -> None:
+        """A lease came back (what it named is on the frontier: ``undescribed``)."""
+
     def took(self, request: Request) -> None:
         """The engine took a leased request from the buffer."""
 

@@ -187,7 +187,8 @@ class HostStates:
             {"rates": keys.rates, "crawl_delay": keys.crawl_delay},
             {"group": group, "now": int(time.time() * 1000), "slot": int(slot * 1000),
              "window": int(window * 1000), "host_prefix": keys.host(""),
-             "delay_max": b.crawl_delay_max, "tolerance": b.tolerance, "lead": LEASE_LEAD_MS},
+             "delay_max": b.crawl_delay_max, "tolerance": b.tolerance, "lead": LEASE_LEAD_MS,
+             "domain_prefix": keys.domain(""), "ip_prefix": keys.address("")},
         ))  # fmt: skip
         self.bad_fields += int(answer["bad"])
         at, _, new_window = connection.text(answer["at"]).partition(":")

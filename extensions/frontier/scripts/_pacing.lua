@@ -80,3 +80,73 @@ local function observe(P, counters, now, leased)
     redis.call('HSET', counters, 'win', now, 'wl', leased)
   end
 end
+
+-- The levels above a host that pace it together with the other hosts they hold:
+-- its registered domain (CLUSTER_DOMAIN_RATE) and its server address
+-- (CLUSTER_IP_RATE), each cluster-wide, from the fields the nodes wrote into
+-- the host hash once they described it (hosts/levels.py): 'dom', 'ip' (an
+-- address; '-': the name has none, so no address limit applies and its fetches
+-- fail with the reason; '?': its lookup failed, held) and 'ipx' (when it is
+-- looked up again, ms). Each level is a hash, P.domain_prefix .. DOMAIN or
+-- P.ip_prefix .. ADDRESS, holding next (its next free send slot, ms); its line,
+-- LEVEL .. ':line' (a zset, group -> when it joined), holds the groups that
+-- found it busy, woken one a slot (lease.lua), the one woken named in the
+-- level's 'turn': a level with a thousand hosts costs a lease what one costs,
+-- and its hosts take its slots in turn. Returns the levels ({key, interval,
+-- spacing, window, next, turn}, none without those rates), or nil and 'describe' (a node must
+-- describe the host first) or nil, 'hold' and until when (its lookup failed).
+-- P: as host_pacing, with domain_rate, ip_rate, domain_prefix, ip_prefix.
+local function pacing_level(P, key, rate)
+  local interval = 1000 / rate
+  local spacing = interval * (1 + P.tolerance)
+  local window = interval * P.tolerance
+  if spacing <= 2 * P.lead then
+    window = math.max(window, FAST_WINDOW_MS)
+  else
+    spacing = spacing + math.min(interval * SLOW_MARGIN_SHARE, SLOW_MARGIN_MS)
+  end
+  local f = redis.call('HMGET', key, 'next', 'turn')
+  return {key = key, interval = interval, spacing = spacing, window = window,
+          next = number_field(P, f[1]) or 0, turn = f[2]}
+end
+
+-- The rate of the level a key names.
+local function level_rate(P, key)
+  if string.sub(key, 1, #P.domain_prefix) == P.domain_prefix then return P.domain_rate end
+  return P.ip_rate
+end
+
+local function host_levels(P, host, now)
+  local levels = {}
+  if P.domain_rate <= 0 and P.ip_rate <= 0 then return levels end
+  local f = redis.call('HMGET', P.host_prefix .. host, 'dom', 'ip', 'ipx')
+  if P.domain_rate > 0 then
+    if not f[1] or f[1] == '' then return nil, 'describe' end
+    levels[#levels + 1] = pacing_level(P, P.domain_prefix .. f[1], P.domain_rate)
+  end
+  if P.ip_rate > 0 then
+    local expires = number_field(P, f[3])
+    if not f[2] or f[2] == '' or not expires then return nil, 'describe' end
+    if f[2] == '?' and expires > now then return nil, 'hold', expires end
+    if expires <= now then return nil, 'describe' end
+    if f[2] ~= '-' then
+      levels[#levels + 1] = pacing_level(P, P.ip_prefix .. f[2], P.ip_rate)
+    end
+  end
+  return levels
+end
+
+-- A level's next slot after one was handed out; kept while it paces anything,
+-- then gone (a crawl's millions of addresses cost nothing once idle).
+local LEVEL_KEEP_MS = 60000
+local function save_level(L, now)
+  redis.call('HSET', L.key, 'next', string.format('%.0f', L.next))
+  redis.call('PEXPIRE', L.key, math.ceil(math.max(L.next - now, 0)) + LEVEL_KEEP_MS)
+end
+
+-- The rates of the levels (NAME:rates '*domain' and '*ip'), into P.
+local function read_level_rates(P, rates_key)
+  local r = redis.call('HMGET', rates_key, '*domain', '*ip')
+  P.domain_rate = number_field(P, r[1]) or 0
+  P.ip_rate = number_field(P, r[2]) or 0
+end

@@ -1,4 +1,4 @@
---! include _named _entries _crawls _queues _pacing
+--! include _named _entries _crawls _queues _pacing _lines
 -- Lease requests to a node: from the crawls that take part in the turns, a share
 -- each by weight (the one furthest behind first); within a crawl, from its groups
 -- (hosts) that are ready, the best first, a fair share each. Politeness is
@@ -14,6 +14,8 @@
 --   frontier     frontier counters (hash: queued)
 --   rates        rates (hash: group or '*' -> requests per second)
 --   crawl_delay  robots.txt Crawl-delay per group (hash, seconds)
+--   lines        levels (domains, addresses) whose line of groups waits for their
+--                next slot (zset, level key -> when one of them is woken, ms)
 --   (each group's host hash, host_prefix .. GROUP: next, leased, arate, hold,
 --   and the observed rate: orate, win, wl)
 -- Arguments (by name):
@@ -33,13 +35,18 @@
 --                request is at the node, waiting for its slot, when the slot comes
 --   render_count how many render requests at most (render groups, HOST!render):
 --                0 on a node that cannot render, which never leases one
+--   domain_prefix, ip_prefix: the key prefixes of the registered domains' and
+--                the addresses' pacing (CLUSTER_DOMAIN_RATE, CLUSTER_IP_RATE:
+--                NAME:rates '*domain' and '*ip'; _pacing.lua host_levels)
 -- Returns, by name: leases (GROUP\nID, rate-limited groups first), data (their
 -- JSON in the same order, '' for a missing one), next_due (the time, ms, the
 -- next waiting group or delayed retry is due, or false: an idle node sleeps
 -- until then at most), slots (each lease's send slot 'SLOT:WINDOW': ms since
 -- epoch, and ms it may be sent after it; '0': unpaced, send at once), watched
 -- (the groups among those leased that pushed back: their good answers are
--- reported), bad (how many malformed host fields were ignored)
+-- reported), bad (how many malformed host fields were ignored), describe (hosts
+-- a level rate needs to know more of: their registered domain and address, which
+-- the node writes into their host hash; they wait DESCRIBE_WAIT_MS meanwhile)
 local K, A = named_input()
 local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready, waiting = K.waiting,
            frontier = K.frontier, added = {}}
@@ -47,6 +54,15 @@ local count = tonumber(A.count)
 local render_count = tonumber(A.render_count or '0') or 0
 local now = tonumber(A.now)
 local MAX_CRAWLS = 16  -- crawls one lease looks at: the 16 furthest behind
+local DESCRIBE_WAIT_MS = 500  -- a host being described is looked at again after this
+
+local lead = tonumber(A.lead)
+local P = {rates = K.rates, crawl_delay = K.crawl_delay, host_prefix = A.host_prefix,
+           delay_max = tonumber(A.delay_max), tolerance = tonumber(A.tolerance), lead = lead, bad = 0}
+P.default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
+P.domain_prefix, P.ip_prefix = A.domain_prefix, A.ip_prefix
+read_level_rates(P, K.rates)
+local describe, described = {}, {}
 
 -- retries whose backoff has passed go back to their group's queue
 local due = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, 500)
@@ -75,16 +91,21 @@ for _, group in ipairs(woken) do
     take_turn(F, crawl, lane)
   end
 end
+-- levels whose next slot comes: the first group of each line that still has
+-- work is ready again (_lines.lua)
+local W = {lines = K.lines, waiting = K.waiting, now = now, lead = lead}
+if P.domain_rate > 0 or P.ip_rate > 0 then
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', K.lines, '-inf', now, 'LIMIT', 0, 1000)) do
+    wake_line(F, P, W, key)
+  end
+end
+
 for _, lane in ipairs({'', 'render'}) do
   if redis.call('ZCARD', ready_of(F, '', lane)) > 0 then
     take_turn(F, '', lane)  -- a crawl begun before crawl ids takes part as it is
   end
 end
 
-local lead = tonumber(A.lead)
-local P = {rates = K.rates, crawl_delay = K.crawl_delay, host_prefix = A.host_prefix,
-           delay_max = tonumber(A.delay_max), tolerance = tonumber(A.tolerance), lead = lead, bad = 0}
-P.default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
 
 local leased, leased_data = {}, {}
 local taken = 0
@@ -105,6 +126,7 @@ local function lease_groups(ready, want_total)
       local host = host_part(group)
       local interval, spacing, window, is_watched, hold, next_slot = host_pacing(P, host, now)
       local items = {}
+      local levels, in_line
       if redis.call('ZSCORE', ready, group) then
         -- a crawl's group of a host whose other groups (the other crawls') took
         -- its next slot, or that is held: it waits for the host (a host's own
@@ -117,10 +139,35 @@ local function lease_groups(ready, want_total)
             wait_until = next_slot - lead
           end
         end
+        local why, held_until
+        levels, why, held_until = host_levels(P, host, now)
+        if not levels then
+          if why == 'hold' then
+            wait_until = math.max(wait_until, held_until)
+          else
+            if not described[host] then
+              described[host] = true
+              describe[#describe + 1] = host
+            end
+            wait_until = math.max(wait_until, now + DESCRIBE_WAIT_MS)
+          end
+        elseif wait_until == 0 then
+          in_line = line_up(P, W, levels, group, ready)
+        end
+        if levels then
+          -- the host goes at the pace of the slowest of its levels, each send
+          -- slot after every level's next; a late send stays within all windows
+          for _, L in ipairs(levels) do
+            if interval <= 0 then window = L.window else window = math.min(window, L.window) end
+            interval = math.max(interval, L.interval)
+            spacing = math.max(spacing, L.spacing)
+            next_slot = math.max(next_slot or 0, L.next)
+          end
+        end
         if wait_until > 0 then
           redis.call('ZREM', ready, group)
           redis.call('ZADD', K.waiting, math.ceil(wait_until), group)
-        else
+        elseif not in_line then
           if interval > 0 then
             -- a rate-limited group: at most A.burst_seconds seconds' worth, then it waits
             want = math.min(want, math.max(1, math.floor(tonumber(A.burst_seconds) * 1000 / spacing)))
@@ -169,6 +216,11 @@ local function lease_groups(ready, want_total)
         if interval > 0 then
           local next_time = math.ceil(slot)
           redis.call('HSET', counters, 'next', next_time)
+          for _, L in ipairs(levels) do
+            L.next = slot - spacing + L.spacing  -- the last slot given, then its own spacing
+            save_level(L, now)
+            if L.turn == group then redis.call('HDEL', L.key, 'turn') end
+          end
           redis.call('ZREM', ready, group)
           -- waits even when its queue is empty: a request found meanwhile waits too
           redis.call('ZADD', K.waiting, next_time - lead, group)
@@ -261,7 +313,7 @@ end
 
 if #leased == 0 then
   if redis.call('ZCARD', K.ready) + redis.call('ZCARD', ready_of(F, '', 'render'))
-      + redis.call('ZCARD', K.waiting) == 0
+      + redis.call('ZCARD', K.waiting) + redis.call('ZCARD', K.lines) == 0
       and redis.call('EXISTS', crawl_base(F) .. 'crawls') == 0
       and tonumber(redis.call('HGET', K.frontier, 'spilled') or '0') <= 0 then
     -- no group holds work: a count left over (a queue deleted by hand) must not
@@ -271,16 +323,18 @@ if #leased == 0 then
   local next_times = {}
   local waiting = redis.call('ZRANGE', K.waiting, 0, 0, 'WITHSCORES')[2]
   local delayed = redis.call('ZRANGE', K.delayed, 0, 0, 'WITHSCORES')[2]
+  local line = redis.call('ZRANGE', K.lines, 0, 0, 'WITHSCORES')[2]
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
+  if line then next_times[#next_times + 1] = tonumber(line) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
-            'watched', watched, 'bad', P.bad}
+            'watched', watched, 'bad', P.bad, 'describe', describe}
   end
   local next_due = tostring(math.min(unpack(next_times)))
   return {'leases', leased, 'data', leased_data, 'next_due', next_due, 'slots', paced_at,
-          'watched', watched, 'bad', P.bad}
+          'watched', watched, 'bad', P.bad, 'describe', describe}
 end
 redis.call('ZADD', K.nodes, now, A.node)
 return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
-        'watched', watched, 'bad', P.bad}
+        'watched', watched, 'bad', P.bad, 'describe', describe}

@@ -10,7 +10,9 @@
 -- lease or from this script, ms; 0: none); window (ms after its slot it may
 -- still be sent); host_prefix (host hash key prefix); delay_max (the most
 -- seconds a Crawl-delay may ask for); tolerance (the send tolerance, a fraction
--- of the interval); lead (ms before its next slot a paced group may be leased).
+-- of the interval); lead (ms before its next slot a paced group may be leased);
+-- domain_prefix, ip_prefix (its levels' keys: lease.lua): a slot given here is
+-- after every level's next too.
 -- Returns, by name: verdict ('send': send now, at = now | 'wait': send at the
 -- slot, at = 'SLOT:WINDOW' (ms), at most WINDOW later: the slot is taken |
 -- 'hold': the group is held (backing off) until at (ms)), and bad (how many
@@ -22,21 +24,42 @@ local P = {rates = K.rates, crawl_delay = K.crawl_delay, host_prefix = A.host_pr
            delay_max = tonumber(A.delay_max), tolerance = tonumber(A.tolerance),
            lead = tonumber(A.lead), bad = 0}
 P.default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
+P.domain_prefix, P.ip_prefix = A.domain_prefix, A.ip_prefix
+read_level_rates(P, K.rates)
 local key = P.host_prefix .. group
 local hold = number_field(P, redis.call('HGET', key, 'hold')) or 0
 if hold > now then
   return {'verdict', 'hold', 'at', string.format('%.0f', hold), 'bad', P.bad}
 end
 local interval, spacing, slot_window = host_pacing(P, group, now)
+-- (a host not described yet, or whose lookup failed, keeps its own pace here:
+-- its lease waits for that, and this request was leased before)
+local levels = host_levels(P, group, now) or {}
+for _, L in ipairs(levels) do
+  if interval <= 0 then slot_window = L.window else slot_window = math.min(slot_window, L.window) end
+  interval = math.max(interval, L.interval)
+  spacing = math.max(spacing, L.spacing)
+end
 if interval <= 0 or (slot > 0 and now >= slot and now <= slot + window) then
   return {'verdict', 'send', 'at', string.format('%.0f', now), 'bad', P.bad}
 end
 local next_slot = number_field(P, redis.call('HGET', key, 'next')) or 0
-if next_slot <= now or (slot > 0 and next_slot <= slot + spacing + 1) then
-  -- the group's next slot has passed unused, or it is the one right after this
-  -- request's (none later was handed out): this send goes now, the next follows it
-  redis.call('HSET', key, 'next', string.format('%.0f', now + spacing))
+-- the send goes now when no slot after this request's was handed out, at the
+-- host and at each level (its next slot passed unused, or it is the one right after)
+local free = next_slot <= now or (slot > 0 and next_slot <= slot + spacing + 1)
+local first = next_slot
+for _, L in ipairs(levels) do
+  free = free and (L.next <= now or (slot > 0 and L.next <= slot + L.spacing + 1))
+  first = math.max(first, L.next)
+end
+local at = now
+if not free then at = math.max(first, now) end
+redis.call('HSET', key, 'next', string.format('%.0f', at + spacing))
+for _, L in ipairs(levels) do
+  L.next = at + L.spacing
+  save_level(L, now)
+end
+if free then
   return {'verdict', 'send', 'at', string.format('%.0f', now), 'bad', P.bad}
 end
-redis.call('HSET', key, 'next', string.format('%.0f', next_slot + spacing))
-return {'verdict', 'wait', 'at', string.format('%.0f:%.0f', next_slot, slot_window), 'bad', P.bad}
+return {'verdict', 'wait', 'at', string.format('%.0f:%.0f', at, slot_window), 'bad', P.bad}

@@ -1,0 +1,162 @@
+"""Politeness above the host: a registered domain's hosts together
+(``CLUSTER_DOMAIN_RATE``) and a server address's hosts together
+(``CLUSTER_IP_RATE``), each in requests per second for the whole cluster.
+
+The lease decides (``scripts/_pacing.lua`` ``host_levels``): a host is leased
+only when its host, its domain and its address all have a free slot, and one
+that finds its domain or address busy takes a turn in that level's line. What
+the lease cannot know is a host's domain (the Public Suffix List is Python's)
+and its address (DNS): a host without them waits, and the lease names it. This
+part describes those hosts: their registered domain (``domains.py``) and, with
+an address rate, the address the node's resolver gives, the cluster's with
+``DNS_SHARED`` (on by default when ``CLUSTER_IP_RATE`` is set), written into the
+host hash with when to look it up again (the answer's TTL), so a host whose
+address changes moves to its new address's line then. A name with no address
+(NXDOMAIN, no A or AAAA, or one ``DENY_PRIVATE_NETWORKS`` refuses) paces by
+host alone: its fetches fail at once, with the reason, and are dead-lettered
+after their retries. A lookup that fails (SERVFAIL, a timeout) holds the host,
+longer each time, as a pushback does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy.exceptions import NotConfigured
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from extensions.frontier.domains import registered_domain
+from extensions.frontier.part import FrontierPart
+from extensions.runtime import runtime_of
+
+if TYPE_CHECKING:
+    from extensions.frontier.node import NodeFrontier
+
+logger = logging.getLogger(__name__)
+
+#: the address field of a host with none (its name does not resolve)
+NO_ADDRESS = "-"
+#: the address field of a host whose lookup failed (it is held until 'ipx')
+LOOKUP_FAILED = "?"
+HOLD_BASE = 30.0  # seconds a host is held after its first failed lookup
+HOLD_CAP = 600.0  # and at most, doubling with each failure in a row
+FAILURES_REMEMBERED = 10_000
+#: words of a failed lookup's reason that say the name has no address (not a
+#: failure to look it up): ClusterResolver's and the url policy's
+NO_ADDRESS_WORDS = ("NXDOMAIN", "no address in DNS", "refused:")
+
+
+class HostLevels(FrontierPart):
+    def __init__(self, node: NodeFrontier, domain_rate: float, ip_rate: float):
+        self.node = node
+        self.frontier = node.frontier
+        self.server = node.server
+        self.keys = node.keys
+        self.stats = node.stats
+        self.crawler = node.crawler
+        self.domain_rate = domain_rate
+        self.ip_rate = ip_rate
+        settings = node.crawler.settings
+        self.min_ttl = settings.getint("DNS_CACHE_MIN_TTL")
+        self.max_ttl = settings.getint("DNS_CACHE_MAX_TTL")
+        self.negative_ttl = settings.getint("DNS_NEGATIVE_TTL")
+        self._resolving: set[str] = set()
+        # host -> failed lookups in a row, for the hold's length
+        self._failures: OrderedDict[str, int] = OrderedDict()
+
+    @classmethod
+    def from_node(cls, node: NodeFrontier) -> HostLevels:
+        settings = node.crawler.settings
+        domain_rate = settings.getfloat("CLUSTER_DOMAIN_RATE")
+        ip_rate = settings.getfloat("CLUSTER_IP_RATE")
+        if domain_rate <= 0 and ip_rate <= 0:
+            raise NotConfigured
+        if node.keys.shards > 1:
+            raise ValueError(
+                "CLUSTER_DOMAIN_RATE and CLUSTER_IP_RATE need an unsharded frontier "
+                f"(FRONTIER_SHARDS = 1; this crawl has {node.keys.shards}): a lease runs in one "
+                "shard, and a domain's or an address's hosts are in many"
+            )
+        logger.info(
+            "politeness above the host, cluster-wide: %s",
+            ", ".join(
+                f"{rate:g} requests/s per {what}"
+                for what, rate in (("registered domain", domain_rate), ("address", ip_rate))
+                if rate > 0
+            ),
+        )
+        return cls(node, domain_rate, ip_rate)
+
+    def leased(self) -> None:
+        hosts = self.frontier.undescribed - self._resolving
+        self.frontier.undescribed.clear()
+        if not hosts:
+            return
+        if self.ip_rate <= 0:
+            self._write({host: {"dom": registered_domain(host)} for host in hosts})
+            return
+        for host in hosts:
+            self._resolving.add(host)
+            looked_up = self._resolve(host)
+            looked_up.addCallbacks(
+                self._resolved, self._failed, callbackArgs=(host,), errbackArgs=(host,)
+            )
+            looked_up.addBoth(self._done, host)
+
+    def _resolve(self, host: str) -> defer.Deferred:
+        resolver = runtime_of(self.crawler).resolver
+        if resolver is not None:
+            return resolver.getHostByName(host)
+        from twisted.internet import reactor
+
+        return reactor.resolve(host)  # type: ignore[arg-type]
+
+    def _resolved(self, address: str, host: str) -> None:
+        self._failures.pop(host, None)
+        resolver = runtime_of(self.crawler).resolver
+        ttl = resolver.ttl_left(host) if resolver is not None else None
+        ttl = min(max(ttl or self.min_ttl, 1), self.max_ttl)
+        self.stats.inc_value("levels/described")
+        self._write({host: self._fields(host, address, ttl)})
+
+    def _failed(self, failure: Failure, host: str) -> None:
+        why = failure.getErrorMessage()
+        resolver = runtime_of(self.crawler).resolver
+        reason = (resolver.reason(host) if resolver is not None else None) or why
+        if any(words in reason for words in NO_ADDRESS_WORDS):
+            self.stats.inc_value("levels/no_address")
+            logger.info("%s has no address (%s): paced as a host alone", host, reason)
+            self._write({host: self._fields(host, NO_ADDRESS, self.negative_ttl)})
+            return
+        failures = self._failures.pop(host, 0) + 1
+        self._failures[host] = failures
+        if len(self._failures) > FAILURES_REMEMBERED:
+            self._failures.popitem(last=False)
+        hold = min(HOLD_BASE * 2 ** (failures - 1), HOLD_CAP)
+        self.stats.inc_value("levels/lookup_failed")
+        logger.warning("%s: its address could not be looked up (%s): held %gs", host, reason, hold)
+        self._write({host: self._fields(host, LOOKUP_FAILED, hold)})
+
+    def _fields(self, host: str, address: str, ttl: float) -> dict[str, Any]:
+        expires = int((time.time() + ttl) * 1000)
+        return {"dom": registered_domain(host), "ip": address, "ipx": expires}
+
+    def _done(self, result: Any, host: str) -> None:
+        self._resolving.discard(host)
+        if isinstance(result, Failure):  # a bug here: the lease names the host again
+            logger.error("describing %s failed: %s", host, result.getTraceback())
+
+    def _write(self, described: dict[str, dict[str, Any]]) -> None:
+        pipe = self.server.pipeline(transaction=False)
+        for host, fields in described.items():
+            pipe.hset(self.keys.host(host), mapping=fields)  # type: ignore[arg-type]
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            # the lease names them again: described then
+            logger.debug("host descriptions not written (%s)", exc)

@@ -1,0 +1,139 @@
+"""Politeness above the host (CLUSTER_DOMAIN_RATE, CLUSTER_IP_RATE): three nodes,
+names resolved by a real DNS server on loopback the test controls, real HTTP
+servers on several loopback addresses. 40 names on one address (20 of them one
+registered domain) and 10 names on 10 addresses: every limit is held at the
+server's side, no host is starved, and the addresses do not slow one another."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections import defaultdict
+
+import pytest
+
+from tests.test_dns import queries
+from tools import services
+
+DOMAIN_RATE = 5  # requests/s per registered domain, for the cluster
+IP_RATE = 10  # requests/s per server address
+SHARED = "127.0.0.2"  # the shared host's address: 40 names
+OWN = [f"127.0.0.{10 + n}" for n in range(10)]  # one name each
+BOOKS = "/category/books"  # 8 pages a name, with allow=BOOKS
+
+
+def host_times(site) -> dict[str, list[tuple[float, str]]]:
+    with urllib.request.urlopen(site.url + "/__host_times", timeout=10) as response:
+        return json.load(response)
+
+
+def busiest(times: list[float], window: float = 2.0) -> int:
+    """The most requests in any ``window`` seconds starting at a request."""
+    times, most, start = sorted(times), 0, 0
+    for end, t in enumerate(times):
+        while t - times[start] >= window:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+def rate_of(times: list[float]) -> float:
+    times = sorted(times)
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def within_limit(times: list[float], rate: float) -> bool:
+    """At most 10 % over ``rate`` in any 2-second window (one more for its edge)."""
+    return busiest(times) <= 2 * rate * 1.1 + 1
+
+
+@pytest.fixture
+def dns_zone(tmp_path):
+    zone, log = tmp_path / "zone.json", tmp_path / "queries.log"
+    log.write_text("")
+    names = {}
+    for n in range(20):
+        names[f"blog{n}.one.test"] = {"a": [SHARED], "ttl": 300}  # one registered domain
+        names[f"site{n}.test"] = {"a": [SHARED], "ttl": 300}  # twenty of their own
+    for n, address in enumerate(OWN):
+        names[f"own{n}.test"] = {"a": [address], "ttl": 300}
+    zone.write_text(json.dumps(names))
+    server = services.start_dns_server(zone, log)
+    try:
+        yield server, names, log
+    finally:
+        server.stop()
+
+
+@pytest.mark.alone  # requests per second, measured at the servers
+def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
+    redis_url, redis_client, nodes, dns_zone
+):
+    dns, names, log = dns_zone
+    shared = services.start_demo_site(host=SHARED)
+    own = [services.start_demo_site(host=address) for address in OWN]
+    try:
+        port_of = {SHARED: shared.url.rsplit(":", 1)[1]}
+        port_of.update({a: site.url.rsplit(":", 1)[1] for a, site in zip(OWN, own, strict=True)})
+        starts = [f"http://{name}:{port_of[entry['a'][0]]}{BOOKS}" for name, entry in names.items()]
+        redis_client.lpush("site:start_urls", *starts)
+        for _ in range(3):
+            nodes.start("site", redis_url, spider_args={"allow": BOOKS},
+                        MAX_IDLE_TIME_BEFORE_CLOSE=3, DNS_SERVERS=dns.url,
+                        CLUSTER_DOMAIN_RATE=DOMAIN_RATE, CLUSTER_IP_RATE=IP_RATE)  # fmt: skip
+        assert nodes.wait(240) == [0, 0, 0], nodes.tail()
+
+        # (robots.txt is fetched by each node outside the queue: not counted here)
+        def pages(site) -> dict[str, list[float]]:
+            found: dict[str, list[float]] = defaultdict(list)
+            for host, seen in host_times(site).items():
+                name = host.rsplit(":", 1)[0]
+                found[name] += [t for t, path in seen if path != "/robots.txt"]
+            return found
+
+        at_shared = pages(shared)
+        # no host starved: every name got each of its 8 pages, once
+        assert sorted(at_shared) == sorted(n for n in names if names[n]["a"] == [SHARED])
+        assert all(len(times) == 8 for times in at_shared.values()), {
+            n: len(t) for n, t in at_shared.items()
+        }
+        everything = [t for times in at_shared.values() for t in times]
+        one_test = [t for name, times in at_shared.items() if name.endswith(".one.test")
+                    for t in times]  # fmt: skip
+        # the address held to its rate, the domain to its own, over any 2 seconds
+        assert within_limit(everything, IP_RATE), busiest(everything)
+        assert within_limit(one_test, DOMAIN_RATE), busiest(one_test)
+        # and used: the address at its rate while the other twenty names had work,
+        # the domain near its own (its hosts wait for two levels' slots at once)
+        sites = [t for name, times in at_shared.items() if name.startswith("site")
+                 for t in times]  # fmt: skip
+        while_both = [t for t in everything if t <= max(sites)]
+        assert rate_of(one_test) >= 0.6 * DOMAIN_RATE, rate_of(one_test)
+        assert rate_of(while_both) >= 0.8 * IP_RATE, rate_of(while_both)
+
+        # ten addresses, one name each: each its own line, none slowed by the others
+        for n, site in enumerate(own):
+            found = pages(site)
+            assert list(found) == [f"own{n}.test"] and len(found[f"own{n}.test"]) == 8
+            assert within_limit(found[f"own{n}.test"], DOMAIN_RATE)
+            # at its own domain's pace (a slow level's slots keep a margin, 18 % at 5/s)
+            assert rate_of(found[f"own{n}.test"]) >= 0.75 * DOMAIN_RATE
+        own_ends = [max(t for times in pages(site).values() for t in times) for site in own]
+        # each took its 8 pages at its own domain's rate, alongside the shared address
+        assert max(own_ends) < max(everything)
+
+        # each name looked up once for the cluster (three nodes)
+        for name in names:
+            assert [q.split()[1] for q in queries(log, name)] == ["A"], name
+        # the hosts' descriptions, for the leases
+        assert redis_client.hget("site:host:blog3.one.test", "dom") == b"one.test"
+        assert redis_client.hget("site:host:site3.test", "ip") == SHARED.encode()
+        assert nodes.total("levels/described") >= len(names)
+        logs = "".join(nodes.log(i) for i in range(3))
+        assert "Traceback" not in logs
+        # nothing waited in NAME:delayed for politeness
+        assert nodes.total("frontier/delayed") == 0
+    finally:
+        shared.stop()
+        for site in own:
+            site.stop()

@@ -1,0 +1,144 @@
+"""The lease's levels above the host (CLUSTER_DOMAIN_RATE, CLUSTER_IP_RATE) at the
+unit level, against a real Redis: a host not yet described waits and is named; a
+level's slot goes to one host, the others wait in its line and take its slots in
+turn; a failed lookup holds the host; a name with no address paces alone. Time
+is moved by hand (a level's next slot set into the past), never waited for."""
+
+from __future__ import annotations
+
+import pytest
+
+from extensions.frontier.frontier import Frontier, now_ms
+from extensions.keys import SpiderKeys
+from tests.test_frontier import entry, url_of
+
+FAR = 3_600_000  # ms: an address looked up again in an hour
+
+
+@pytest.fixture
+def keys():
+    return SpiderKeys.for_spider("t")
+
+
+def describe(redis_client, keys, host: str, address: str, domain: str | None = None) -> None:
+    redis_client.hset(keys.host(host), mapping={
+        "dom": domain or host, "ip": address, "ipx": now_ms() + FAR})  # fmt: skip
+
+
+def wake_everything(redis_client, keys) -> None:
+    """As if the slots handed out had passed: every level free, every wait over."""
+    now = now_ms() - 1
+    for key in redis_client.scan_iter(match="t:ip:*"):
+        if redis_client.type(key) == b"hash":
+            redis_client.hset(key, "next", now)
+    for key in redis_client.scan_iter(match="t:domain:*"):
+        if redis_client.type(key) == b"hash":
+            redis_client.hset(key, "next", now)
+    for member in redis_client.zrange(keys.lines, 0, -1):
+        redis_client.zadd(keys.lines, {member: now})
+    for member in redis_client.zrange(keys.waiting, 0, -1):
+        redis_client.zadd(keys.waiting, {member: now})
+    for key in redis_client.scan_iter(match="t:host:*"):
+        redis_client.hset(key, "next", now)
+
+
+def hosts_of(leases) -> list[str]:
+    return [url_of(lease).split("/")[2] for lease in leases]
+
+
+def test_a_host_not_described_waits_and_is_named_for_the_node(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
+    frontier.enqueue([entry("http://a.test/1"), entry("http://b.test/1")])
+    leases, next_due = frontier.lease(10, lease_timeout=60)
+    assert leases == [] and next_due is not None
+    assert frontier.undescribed == {"a.test", "b.test"}
+    assert redis_client.zcard(keys.waiting) == 2  # looked at again shortly
+    describe(redis_client, keys, "a.test", "10.0.0.1")
+    describe(redis_client, keys, "b.test", "10.0.0.2")
+    wake_everything(redis_client, keys)
+    assert sorted(hosts_of(frontier.lease(10, lease_timeout=60)[0])) == ["a.test", "b.test"]
+
+
+def test_hosts_on_one_address_take_its_slots_in_turn(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
+    hosts = [f"h{n}.test" for n in range(5)]
+    for host in hosts:
+        describe(redis_client, keys, host, "10.0.0.9")
+    describe(redis_client, keys, "alone.test", "10.0.0.10")
+    frontier.enqueue([entry(f"http://{host}/{page}") for page in range(3) for host in hosts])
+    frontier.enqueue([entry(f"http://alone.test/{page}") for page in range(3)])
+    first = frontier.lease(20, lease_timeout=60)[0]
+    # one request for the shared address (its next slot), one for the other address
+    assert sorted(hosts_of(first)) == ["alone.test", "h0.test"]
+    line = keys.address("10.0.0.9") + ":line"
+    assert redis_client.zcard(line) == 4  # the rest wait in the address's line
+    assert redis_client.zscore(keys.lines, keys.address("10.0.0.9")) is not None
+    order = hosts_of(first)[:1] if hosts_of(first)[0] != "alone.test" else hosts_of(first)[1:]
+    for _ in range(9):
+        wake_everything(redis_client, keys)
+        taken = [h for h in hosts_of(frontier.lease(20, lease_timeout=60)[0]) if h != "alone.test"]
+        assert len(taken) == 1  # one slot of the address per lease, whoever asks
+        order += taken
+    # every host had a turn before any had a second one
+    assert sorted(order[:5]) == hosts and sorted(order[5:10]) == hosts
+    assert order[5:10] == order[:5]  # in the order they joined the line
+    # the address's pace holds for the whole cluster: its slots one spacing apart
+    slot = frontier.lease(20, lease_timeout=60)[0]
+    assert [h for h in hosts_of(slot) if h != "alone.test"] == []
+
+
+def test_a_slot_given_for_the_address_is_a_spacing_after_the_last(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
+    for host in ("a.test", "b.test"):
+        describe(redis_client, keys, host, "10.0.0.1")
+    frontier.enqueue([entry("http://a.test/1"), entry("http://b.test/1")])
+    [first] = frontier.lease(10, lease_timeout=60)[0]
+    spacing = int(redis_client.hget(keys.address("10.0.0.1"), "next")) - first.slot * 1000
+    assert spacing == pytest.approx(100 * (1 + frontier.send_tolerance), abs=1)
+    # b's turn: its line woken as the address's next slot comes within the lead
+    coming = now_ms() + 50
+    redis_client.hset(keys.address("10.0.0.1"), "next", coming)
+    redis_client.zadd(keys.lines, {keys.address("10.0.0.1"): now_ms() - 1})
+    [second] = frontier.lease(10, lease_timeout=60)[0]
+    assert hosts_of([first, second]) == ["a.test", "b.test"]
+    assert second.slot * 1000 == pytest.approx(coming, abs=1)  # that slot, not sooner
+    assert redis_client.pttl(keys.address("10.0.0.1")) > 0  # gone once idle
+
+
+def test_a_domain_holds_its_hosts_on_many_addresses(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    redis_client.hset(keys.rates, mapping={"*": 0, "*domain": 2})
+    for n in range(3):
+        describe(redis_client, keys, f"s{n}.shop.test", f"10.0.1.{n}", domain="shop.test")
+    frontier.enqueue([entry(f"http://s{n}.shop.test/1") for n in range(3)])
+    assert len(frontier.lease(10, lease_timeout=60)[0]) == 1
+    assert redis_client.zcard(keys.domain("shop.test") + ":line") == 2
+
+
+def test_a_failed_lookup_holds_the_host_and_a_name_without_address_paces_alone(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
+    until = now_ms() + 30_000
+    redis_client.hset(keys.host("failing.test"), mapping={"dom": "failing.test", "ip": "?",
+                                                          "ipx": until})  # fmt: skip
+    describe(redis_client, keys, "nowhere.test", "-")
+    frontier.enqueue([entry("http://failing.test/1"), entry("http://nowhere.test/1"),
+                      entry("http://nowhere.test/2")])  # fmt: skip
+    leases, _ = frontier.lease(10, lease_timeout=60)
+    # no address limit for a name with none: its fetches fail with the reason
+    assert hosts_of(leases) == ["nowhere.test", "nowhere.test"]
+    assert redis_client.zscore(keys.waiting, "failing.test") == until
+    assert frontier.undescribed == set()
+
+
+def test_a_malformed_description_is_ignored_counted_and_asked_again(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
+    redis_client.hset(keys.host("odd.test"), mapping={"ip": "10.0.0.1", "ipx": "soon"})
+    frontier.enqueue([entry("http://odd.test/1")])
+    assert frontier.lease(10, lease_timeout=60)[0] == []
+    assert frontier.bad_host_fields == 1
+    assert frontier.undescribed == {"odd.test"}
