@@ -73,6 +73,22 @@ def test_the_defaults_pass_and_settings_that_clash_are_named():
     assert "HTTP/1.1 download handler" in config.problems(other_handler)[0]
 
 
+def test_an_address_rate_shares_dns_unless_the_project_says_not_and_needs_one_shard():
+    settings = Settings()
+    settings.set("CLUSTER_IP_RATE", 10, "project")
+    DistributedAddon().update_settings(settings)
+    assert settings.getbool("DNS_SHARED")
+    refused = Settings({"CLUSTER_IP_RATE": 10, "DNS_SHARED": False})
+    DistributedAddon().update_settings(refused)
+    assert not refused.getbool("DNS_SHARED")  # each node resolves for itself then
+    clash = config.problems(Settings({"CLUSTER_DOMAIN_RATE": 5, "FRONTIER_SHARDS": 8}))
+    assert clash == [
+        "CLUSTER_DOMAIN_RATE and CLUSTER_IP_RATE need FRONTIER_SHARDS = 1: a lease runs in one "
+        "shard, and a domain's or an address's hosts are in many"
+    ]
+    assert config.problems(Settings({"CLUSTER_DOMAIN_RATE": 5, "FRONTIER_SHARDS": 1})) == []
+
+
 def test_the_addon_installs_every_default_and_a_project_value_wins():
     settings = Settings()
     settings.set("FRONTIER_FETCH_BATCH", 64, "project")
