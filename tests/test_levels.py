@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import pytest
 
+from tests.conftest import scrapy
 from tests.test_dns import queries
 from tools import services
 
@@ -129,6 +130,18 @@ def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
         assert redis_client.hget("site:host:blog3.one.test", "dom") == b"one.test"
         assert redis_client.hget("site:host:site3.test", "ip") == SHARED.encode()
         assert nodes.total("levels/described") >= len(names)
+
+        # seen by address and by domain
+        def status(*flags: str) -> dict:
+            args = ["status", "site", *flags, "--json", "--limit", "0"]
+            return json.loads(scrapy(*args, "-s", f"REDIS_URL={redis_url}").stdout)
+
+        by_address = {row["address"]: row for row in status("--ips")["addresses"]}
+        assert by_address[SHARED]["hosts"] == 40 and by_address[SHARED]["fetched"] == 320
+        assert by_address[SHARED]["limit"] == IP_RATE and by_address[SHARED]["queued"] == 0
+        assert all(by_address[a]["hosts"] == 1 for a in OWN)
+        by_domain = {row["domain"]: row for row in status("--domains")["domains"]}
+        assert by_domain["one.test"]["hosts"] == 20 and by_domain["one.test"]["fetched"] == 160
         logs = "".join(nodes.log(i) for i in range(3))
         assert "Traceback" not in logs
         # nothing waited in NAME:delayed for politeness

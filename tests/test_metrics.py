@@ -141,3 +141,25 @@ def test_status_watch_draws_progress_nodes_and_errors(redis_url, redis_client):
     assert "queued 9" in screens[0] and "dead-lettered 1" in screens[0]
     assert "top errors: HTTP 500 (1)" in screens[0]
     assert re.search(r"w1\s+stalled", screens[1])
+
+
+def test_dns_lookups_and_failures_are_exported_by_kind(redis_url, redis_client):
+    from scrapy import Spider
+
+    from extensions.keys import SpiderKeys
+    from extensions.observability.metrics import ClusterCollector
+    from tests.conftest import crawler_with_addon
+
+    crawler = crawler_with_addon(Spider.__class__("site", (Spider,), {"name": "site"}),
+                                 {"REDIS_URL": redis_url})  # fmt: skip
+    for key, count in {"dns/lookups": 7, "dns/shared": 3, "dns/nxdomain": 2,
+                       "dns/servfail": 1}.items():  # fmt: skip
+        crawler.stats.set_value(key, count)
+    collector = ClusterCollector(crawler, redis_client, SpiderKeys.for_spider("site"), "n1")
+    families = {family.name: family for family in collector.collect()}
+    failures = {s.labels["kind"]: s.value for s in families["crawler_dns_failures"].samples
+                if s.name.endswith("_total")}  # fmt: skip
+    assert failures == {"nxdomain": 2, "servfail": 1, "no_address": 0, "timeout": 0,
+                        "error": 0, "bad_record": 0}  # fmt: skip
+    assert families["crawler_dns_lookups"].samples[0].value == 7
+    assert families["crawler_dns_shared"].samples[0].value == 3

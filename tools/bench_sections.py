@@ -7,6 +7,7 @@ from tools import (
     console_bench,
     crawls_bench,
     evidence_bench,
+    levels_bench,
     overflow_bench,
     pushback_bench,
     recrawl_bench,
@@ -227,3 +228,15 @@ class Overflow(Section):
     def report(self, bench: Bench) -> None:
         print(f"\n21. A frontier bigger than Redis (FRONTIER_OVERFLOW), {mongo_server(bench)}")
         overflow_bench.report(self.rows)
+
+
+@section(23, "politeness per domain and address: lease cost at 1M hosts, Redis bytes per host")
+class Levels(Section):
+    once = True  # a million hosts filled three times; the figures are counts and bytes
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.result = levels_bench.measure(bench.redis_url)
+
+    def report(self, bench: Bench) -> None:
+        print("\n23. Politeness per registered domain and per server address")
+        levels_bench.report(self.result)

@@ -19,6 +19,7 @@ from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.commands.crawls import CrawlsOf, render_one
 from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.part import StatusParts
+from extensions.observability.levels import UNKNOWN, level_rows
 from extensions.observability.status import (
     SHARD_FIELDS,
     crawl_status,
@@ -140,6 +141,28 @@ def render_hosts(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_levels(rows: list[dict[str, Any]], by: str) -> str:
+    """``--ips`` / ``--domains``: one line per address or registered domain."""
+    lines = [
+        f"{by:28s} {'hosts':>6s} {'queued':>8s} {'flight':>6s} {'fetched':>8s} "
+        f"{'rate/s':>7s} {'limit':>6s} {'held':>5s} {'line':>5s}  busiest hosts"
+    ]
+    for row in rows:
+        limit = f"{row['limit']:g}" if row["limit"] else "-"
+        lines.append(
+            f"{str(row[by])[:28]:28s} {row['hosts']:6d} {row['queued']:8d} "
+            f"{row['in_flight']:6d} {row['fetched']:8d} {row['rate']:7.2f} {limit:>6s} "
+            f"{row['held']:5d} {row['line']:5d}  {', '.join(row['busiest_hosts'])}"
+        )
+    if any(row[by] in (UNKNOWN, "-", "?") for row in rows):
+        lines.append(
+            f"{UNKNOWN}: hosts the leases did not need to describe (no "
+            f"{'CLUSTER_IP_RATE' if by == 'address' else 'CLUSTER_DOMAIN_RATE'}, or none "
+            "leased since); -: a name with no address; ?: its lookup failed (held)"
+        )
+    return "\n".join(lines)
+
+
 def _why_slow(row: dict[str, Any]) -> str:
     """What a host's state rests on: the hold's reason, the evidence it was slowed
     on and has now, the pages refused on their own."""
@@ -160,8 +183,8 @@ def _why_slow(row: dict[str, Any]) -> str:
 class Command(CrawlsOf, ProjectCommand):
     def syntax(self) -> str:
         return (
-            "NAME [--json] [--watch [--interval S] [--count N]] [--hosts [--limit N]] [--shard K] "
-            "[--crawl ID]"
+            "NAME [--json] [--watch [--interval S] [--count N]] [--hosts | --ips | --domains "
+            "[--limit N]] [--shard K] [--crawl ID]"
         )
 
     def short_desc(self) -> str:
@@ -177,8 +200,15 @@ class Command(CrawlsOf, ProjectCommand):
                             help="with --watch, stop after N refreshes")  # fmt: skip
         parser.add_argument("--hosts", action="store_true",
                             help="the busiest hosts (queue groups) instead")  # fmt: skip
+        parser.add_argument("--ips", action="store_true",
+                            help="the busiest server addresses: hosts on each, rate, held, "
+                                 "queued (CLUSTER_IP_RATE)")  # fmt: skip
+        parser.add_argument("--domains", action="store_true",
+                            help="the busiest registered domains "
+                                 "(CLUSTER_DOMAIN_RATE)")  # fmt: skip
         parser.add_argument("--limit", type=int, default=20, metavar="N",
-                            help="with --hosts, at most N hosts (default 20; 0 = all)")  # fmt: skip
+                            help="with --hosts, --ips or --domains, at most N rows "
+                                 "(default 20; 0 = all)")  # fmt: skip
         parser.add_argument("--shard", type=int, default=None, metavar="K",
                             help="one shard of a sharded frontier (FRONTIER_SHARDS): "
                                  "its sizes, or with --hosts its hosts")  # fmt: skip
@@ -216,11 +246,18 @@ class Command(CrawlsOf, ProjectCommand):
                 report = shard_status(server, keys, opts.shard)
                 print(json.dumps(report) if opts.json else render_shard(report))
                 return
-        if opts.hosts:
+        if opts.hosts or opts.ips or opts.domains:
             budget = self.settings.getint("HOST_PAGE_BUDGET")
             scope = keys if opts.shard is None else keys.shard(opts.shard)
-            rows = host_status(server, scope, budget, opts.limit or None)
-            print(json.dumps({"hosts": rows}) if opts.json else render_hosts(rows))
+            if opts.hosts:
+                rows = host_status(server, scope, budget, opts.limit or None)
+                print(json.dumps({"hosts": rows}) if opts.json else render_hosts(rows))
+                return
+            by = "address" if opts.ips else "domain"
+            rows = level_rows(server, scope, host_status(server, scope, budget), by)
+            rows = rows[: opts.limit] if opts.limit else rows
+            name = "addresses" if by == "address" else "domains"
+            print(json.dumps({name: rows}) if opts.json else render_levels(rows, by))
             return
 
         store = None

@@ -54,6 +54,17 @@ STATS_COUNTERS = {
     "crawler_proxies_all_resting_total": "proxies/all_resting_waits",
     "crawler_host_pushbacks_total": "hosts/pushbacks/push",
     "crawler_bans_total": "bans/detected",
+    "crawler_dns_lookups_total": "dns/lookups",
+    "crawler_dns_shared_total": "dns/shared",
+}
+#: DNS failures by kind (the ``kind`` label): stats key
+DNS_FAILURES = {
+    "nxdomain": "dns/nxdomain",
+    "servfail": "dns/servfail",
+    "no_address": "dns/no_address",
+    "timeout": "dns/timeouts",
+    "error": "dns/errors",
+    "bad_record": "dns/bad_records",
 }
 
 
@@ -94,6 +105,14 @@ class ClusterCollector:
             family = CounterMetricFamily(name, f"{key} on this node", labels=["spider", "node"])
             family.add_metric(labels, float(stats.get(key, 0)))
             yield family
+        dns = CounterMetricFamily(
+            "crawler_dns_failures_total",
+            "names this node could not resolve, by kind (DNS_SHARED)",
+            labels=["spider", "node", "kind"],
+        )
+        for kind, key in DNS_FAILURES.items():
+            dns.add_metric([*labels, kind], float(stats.get(key, 0)))
+        yield dns
         try:
             status = crawl_status(
                 self.server,

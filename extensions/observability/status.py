@@ -290,6 +290,10 @@ def host_rows(
                     "crawl_delay": _number(delay) if delay is not None else None,
                     "next_allowed": waiting[group] / 1000 if group in waiting else None,
                     "budget_left": max(budget - accepted, 0) if budget > 0 else None,
+                    # CLUSTER_DOMAIN_RATE / CLUSTER_IP_RATE: as the nodes described it
+                    "domain": fields.get("dom") or None,
+                    "address": fields.get("ip") or None,
+                    "observed_rate": _number(fields.get("orate")),
                     "dropped": {
                         k.removeprefix("dropped:"): int(_number(v))
                         for k, v in fields.items()
