@@ -82,6 +82,24 @@ def test_the_hosts_window_pages_through_one_kind_and_finds_one_host(redis_client
         readers.hosts(redis_client, KEYS, LIMITS, "everything")
 
 
+def test_the_hosts_window_groups_by_address_and_shows_the_lines(redis_client):
+    fill(redis_client, range(6), 2)
+    for n in range(6):
+        redis_client.hset(f"shop:host:h{n}.test", mapping={
+            "dom": "test" if n < 4 else f"h{n}.test", "ip": f"10.0.0.{n % 2}", "ipx": 1})  # fmt: skip
+    redis_client.zadd("shop:ip:10.0.0.1:line", {"h3.test": 1, "h5.test": 2})
+    redis_client.hset("shop:ip:10.0.0.1", "next", int(time.time() * 1000) + 500)
+    redis_client.zadd("shop:lines", {"shop:ip:10.0.0.1": 1})
+    view = readers.hosts(redis_client, KEYS, LIMITS, "ready", 0, 20, group="address")
+    assert [row["address"] for row in view["hosts"]] == ["10.0.0.0"] * 3 + ["10.0.0.1"] * 3
+    assert view["group"] == "address"
+    [line] = view["lines"]
+    assert (line["kind"], line["name"], line["waiting"]) == ("address", "10.0.0.1", 2)
+    assert line["next_slot"] > time.time()
+    odd = readers.hosts(redis_client, KEYS, LIMITS, "ready", 0, 20, group="<script>")
+    assert odd["group"] == ""  # only the two groupings
+
+
 def letter(n: int, host: str, error: str, replayable: bool = True) -> str:
     url = f"http://{host}/item/{n}"
     record = {"kind": "retries_exhausted", "url": url, "error": error, "node": "n1",

@@ -2,7 +2,9 @@
 address (CLUSTER_DOMAIN_RATE, CLUSTER_IP_RATE), driven without Scrapy.
 
 Lease cost: a frontier of HOSTS hosts (one queued request each) over
-HOSTS / 10 addresses and HOSTS / 10 registered domains, leased LEASES times 16 at
+HOSTS / 10 addresses and HOSTS / 10 registered domains (hosts found one after
+another share them, the worst case: most of a lease's hosts wait in a line),
+leased LEASES times 16 at
 a time (each lease released), with per-host limits alone and with the address
 and domain levels on: Redis commands per lease (``INFO commandstats``, the
 scripts' inner calls included) and microseconds per lease. Memory: Redis bytes
@@ -49,16 +51,17 @@ def address(n: int) -> str:
 def fill(client: redis.Redis, frontier: Frontier, keys: SpiderKeys, hosts: int) -> None:
     """One queued request per host, every host described (domain, address)."""
     expires = now_ms() + 3_600_000
-    levels = max(hosts // HOSTS_PER_LEVEL, 1)
     for start in range(0, hosts, FILL_BATCH):
         entries: list[Entry] = []
         pipe = client.pipeline(transaction=False)
         for i in range(start, min(start + FILL_BATCH, hosts)):
-            host = f"h{i}.d{i % levels}.example"
+            # neighbours share an address and a domain: a lease's candidates
+            # crowd a few levels, and most of them go to a line
+            level = i // HOSTS_PER_LEVEL
+            host = f"h{i}.d{level}.example"
             url = f"http://{host}/page"
             data = json.dumps({"url": url}).encode()
             entries.append((hashlib.sha1(url.encode()).digest(), host, 0, data))
-            level = i % levels
             described = {"dom": f"d{level}.example", "ip": address(level), "ipx": expires}
             pipe.hset(keys.host(host), mapping=described)  # type: ignore[arg-type]
         frontier.enqueue(entries)
@@ -85,9 +88,8 @@ def lease_cost(client: redis.Redis, hosts: int, rates: Mapping[str, float]) -> d
         leased += len(leases)
     seconds = time.perf_counter() - began
     calls = _commands(client) - before
-    lines = sum(1 for _ in client.scan_iter(match=keys.address("*") + ":line", count=10_000))
     return {"commands": calls / LEASES, "us": 1e6 * seconds / LEASES, "leased": leased,
-            "lines": lines}  # fmt: skip
+            "per_request": calls / max(leased, 1), "lines": client.zcard(keys.lines)}  # fmt: skip
 
 
 def memory(client: redis.Redis) -> dict[str, int]:
@@ -132,11 +134,16 @@ def report(result: dict) -> None:
     print(f"   lease cost, {LEASES} leases of {BATCH} (each released), one request queued per "
           f"host, {HOSTS_PER_LEVEL} hosts per address and per domain; without Scrapy")  # fmt: skip
     print(f"   {'hosts':>10s}  {'limits':47s} {'commands/lease':>15s} {'us/lease':>9s} "
-          f"{'leased':>7s} {'lines':>7s}")  # fmt: skip
+          f"{'leased':>7s} {'commands/request':>17s} {'lines':>7s}")  # fmt: skip
     for row in result["rows"]:
         print(f"   {row['hosts']:10,d}  {row['variant']:47s} {row['commands']:15.1f} "
-              f"{row['us']:9.0f} {row['leased']:7,d} {row['lines']:7,d}")  # fmt: skip
+              f"{row['us']:9.0f} {row['leased']:7,d} {row['per_request']:17.1f} "
+              f"{row['lines']:7,d}")  # fmt: skip
     m = result["memory"]
+    print(
+        "   (leased: requests the leases gave; lines: domains and addresses whose hosts "
+        "wait in a line at the end)"
+    )
     print(f"   Redis bytes: a host's description (dom, ip, ipx) {m['description']}, its DNS "
           f"record {m['dns']}; an address's pacing hash {m['level']} (gone a minute after "
           f"its last slot), its line of {HOSTS_PER_LEVEL} hosts {m['line']}")  # fmt: skip

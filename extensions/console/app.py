@@ -198,6 +198,7 @@ class Console:
         return await self.read(
             name, readers.hosts, state=state, offset=_int(request, "offset", 0, 0, 10**9),
             limit=_int(request, "limit", 50, 1, 500), host=request.query.get("host", "")[:300],
+            group=request.query.get("group", ""),
         )  # fmt: skip
 
     async def dlq_data(self, request: web.Request, name: str) -> dict[str, Any]:

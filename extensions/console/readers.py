@@ -134,6 +134,7 @@ def hosts(
     offset: int = 0,
     limit: int = 50,
     host: str = "",
+    group: str = "",
 ) -> dict[str, Any]:
     """A window of the hosts: those of one ``state`` (ready, waiting for their
     politeness slot, held after pushing back, banned), ``limit`` from ``offset``;
@@ -160,7 +161,32 @@ def hosts(
         rows.extend(_rows(server, scope, crawls, chosen, limits.host_page_budget))
     if state == "active":
         rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], r["host"]))
-    return {"hosts": rows[:limit], "totals": dict(totals), "state": state, "offset": offset}
+    rows = rows[:limit]
+    if group in ("address", "domain"):  # the window's hosts, side by side by server or site
+        rows.sort(key=lambda r: (r.get(group) or "~", -r["queued"], r["host"]))
+    return {"hosts": rows, "totals": dict(totals), "state": state, "offset": offset,
+            "group": group if group in ("address", "domain") else "",
+            "lines": _lines(server, keys, limit)}  # fmt: skip
+
+
+def _lines(server: redis.Redis, keys: SpiderKeys, limit: int) -> list[dict[str, Any]]:
+    """The domains and addresses whose hosts wait in a line (CLUSTER_DOMAIN_RATE,
+    CLUSTER_IP_RATE), the soonest woken first: hosts waiting, next slot."""
+    found = []
+    for scope in keys.all_shards():
+        levels = [text(key) for key in server.zrange(scope.lines, 0, limit - 1)]
+        pipe = server.pipeline(transaction=False)
+        for level in levels:
+            pipe.zcard(level + ":line")
+            pipe.hget(level, "next")
+        replies = iter(pipe.execute())
+        for level in levels:
+            waiting, next_slot = next(replies), next(replies)
+            kind = "address" if level.startswith(scope.address("")) else "domain"
+            name = level.removeprefix(scope.address("")).removeprefix(scope.domain(""))
+            at = float(text(next_slot)) / 1000 if next_slot else None
+            found.append({"kind": kind, "name": name, "waiting": int(waiting), "next_slot": at})
+    return found[:limit]
 
 
 def _window(
