@@ -85,8 +85,8 @@ def test_the_hosts_window_pages_through_one_kind_and_finds_one_host(redis_client
 def test_the_hosts_window_groups_by_address_and_shows_the_lines(redis_client):
     fill(redis_client, range(6), 2)
     for n in range(6):
-        redis_client.hset(f"shop:host:h{n}.test", mapping={
-            "dom": "test" if n < 4 else f"h{n}.test", "ip": f"10.0.0.{n % 2}", "ipx": 1})  # fmt: skip
+        described = {"dom": "test" if n < 4 else f"h{n}.test", "ip": f"10.0.0.{n % 2}", "ipx": 1}
+        redis_client.hset(f"shop:host:h{n}.test", mapping=described)
     redis_client.zadd("shop:ip:10.0.0.1:line", {"h3.test": 1, "h5.test": 2})
     redis_client.hset("shop:ip:10.0.0.1", "next", int(time.time() * 1000) + 500)
     redis_client.zadd("shop:lines", {"shop:ip:10.0.0.1": 1})

@@ -7,12 +7,14 @@ server's side, no host is starved, and the addresses do not slow one another."""
 from __future__ import annotations
 
 import json
+import signal
 import urllib.request
 from collections import defaultdict
 
 import pytest
 
 from tests.conftest import scrapy
+from tests.helpers import wait_for
 from tests.test_dns import queries
 from tools import services
 
@@ -82,22 +84,26 @@ def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
             nodes.start("site", redis_url, spider_args={"allow": BOOKS},
                         MAX_IDLE_TIME_BEFORE_CLOSE=3, DNS_SERVERS=dns.url,
                         CLUSTER_DOMAIN_RATE=DOMAIN_RATE, CLUSTER_IP_RATE=IP_RATE)  # fmt: skip
-        assert nodes.wait(240) == [0, 0, 0], nodes.tail()
+        # a node killed mid-crawl: its leases come back to the others, nothing lost
+        wait_for(lambda: sum(map(len, host_times(shared).values())) >= 100, 120, "progress")
+        nodes.procs[2].send_signal(signal.SIGKILL)
+        assert nodes.wait(240) == [0, 0, -signal.SIGKILL], nodes.tail()
 
         # (robots.txt is fetched by each node outside the queue: not counted here)
-        def pages(site) -> dict[str, list[float]]:
-            found: dict[str, list[float]] = defaultdict(list)
+        def pages(site, paths: bool = False) -> dict[str, list]:
+            found: dict[str, list] = defaultdict(list)
             for host, seen in host_times(site).items():
                 name = host.rsplit(":", 1)[0]
-                found[name] += [t for t, path in seen if path != "/robots.txt"]
+                found[name] += [path if paths else t for t, path in seen if path != "/robots.txt"]
             return found
 
         at_shared = pages(shared)
-        # no host starved: every name got each of its 8 pages, once
+        # no host starved: every name got each of its 8 pages (one the killed node
+        # had in flight may come twice)
         assert sorted(at_shared) == sorted(n for n in names if names[n]["a"] == [SHARED])
-        assert all(len(times) == 8 for times in at_shared.values()), {
-            n: len(t) for n, t in at_shared.items()
-        }
+        assert all(len(set(paths)) == 8 for paths in pages(shared, paths=True).values())
+        # (at most what the killed node had in flight: CONCURRENT_REQUESTS)
+        assert sum(map(len, at_shared.values())) <= 320 + 16
         everything = [t for times in at_shared.values() for t in times]
         one_test = [t for name, times in at_shared.items() if name.endswith(".one.test")
                     for t in times]  # fmt: skip
@@ -129,7 +135,8 @@ def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
         # the hosts' descriptions, for the leases
         assert redis_client.hget("site:host:blog3.one.test", "dom") == b"one.test"
         assert redis_client.hget("site:host:site3.test", "ip") == SHARED.encode()
-        assert nodes.total("levels/described") >= len(names)
+        for name, entry in names.items():
+            assert redis_client.hget(f"site:host:{name}", "ip") == entry["a"][0].encode()
 
         # seen by address and by domain
         def status(*flags: str) -> dict:
@@ -137,12 +144,12 @@ def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
             return json.loads(scrapy(*args, "-s", f"REDIS_URL={redis_url}").stdout)
 
         by_address = {row["address"]: row for row in status("--ips")["addresses"]}
-        assert by_address[SHARED]["hosts"] == 40 and by_address[SHARED]["fetched"] == 320
+        assert by_address[SHARED]["hosts"] == 40 and by_address[SHARED]["fetched"] >= 320
         assert by_address[SHARED]["limit"] == IP_RATE and by_address[SHARED]["queued"] == 0
         assert all(by_address[a]["hosts"] == 1 for a in OWN)
         by_domain = {row["domain"]: row for row in status("--domains")["domains"]}
-        assert by_domain["one.test"]["hosts"] == 20 and by_domain["one.test"]["fetched"] == 160
-        logs = "".join(nodes.log(i) for i in range(3))
+        assert by_domain["one.test"]["hosts"] == 20 and by_domain["one.test"]["fetched"] >= 160
+        logs = "".join(nodes.log(i) for i in range(2))
         assert "Traceback" not in logs
         # nothing waited in NAME:delayed for politeness
         assert nodes.total("frontier/delayed") == 0
