@@ -102,6 +102,30 @@ def test_two_nodes_resolve_a_host_once_and_a_name_that_does_not_exist_is_dead_le
     assert nodes.total("dns/no_address") >= 3
 
 
+def test_with_an_address_rate_a_name_without_address_is_dead_lettered_and_never_fetched(
+    redis_url, redis_client, demo_site, nodes, dns_server
+):
+    server, zone, log = dns_server
+    port = demo_site.url.rsplit(":", 1)[1]
+    zone.write_text(json.dumps({"shop.test": {"a": ["127.0.0.1"], "ttl": 120}}))
+    gone = [f"http://gone.test:{port}/about", f"http://gone.test:{port}/contact"]
+    redis_client.lpush("site:start_urls", f"http://shop.test:{port}/category/books", *gone)
+    for _ in range(2):
+        nodes.start("site", redis_url, spider_args={"allow": "/category/books"},
+                    MAX_IDLE_TIME_BEFORE_CLOSE=2, DNS_SERVERS=server.url,
+                    CLUSTER_IP_RATE=50)  # fmt: skip
+    assert nodes.wait(180) == [0, 0], nodes.tail()
+    assert sum(1 for path in page_hits(demo_site) if path.startswith("/category/books")) == 8
+    letters = [parse_record(raw) for raw in redis_client.lrange("site:dlq", 0, -1)]
+    assert sorted(letter["url"] for letter in letters) == sorted(gone), letters
+    assert all(letter["kind"] == "no_address" and "no such name (NXDOMAIN)" in letter["error"]
+               and json.loads(letter["request"])["url"] in gone for letter in letters)  # fmt: skip
+    # asked of the DNS once for the cluster, never fetched nor retried
+    assert [q.split()[1] for q in queries(log, "gone.test")] == ["A"]
+    assert nodes.total("levels/dead_lettered") == 2 and nodes.total("retry/count") == 0
+    assert redis_client.hget("site:host:gone.test", "ip") == b"-"
+
+
 def test_a_cached_record_is_read_as_hostile():
     assert parse(b'{"a": ["192.0.2.1", "2001:db8::1"]}') == Answer(("192.0.2.1", "2001:db8::1"))
     assert parse(b'{"error": "NXDOMAIN"}') == Answer(error=NXDOMAIN)

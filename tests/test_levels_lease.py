@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from extensions.frontier.frontier import Frontier, now_ms
+from extensions.frontier.results import Lease
 from extensions.keys import SpiderKeys
 from tests.test_frontier import entry, url_of
 
@@ -52,7 +53,7 @@ def test_a_host_not_described_waits_and_is_named_for_the_node(redis_client, keys
     frontier.enqueue([entry("http://a.test/1"), entry("http://b.test/1")])
     leases, next_due = frontier.lease(10, lease_timeout=60)
     assert leases == [] and next_due is not None
-    assert frontier.undescribed == {"a.test", "b.test"}
+    assert frontier.host_notes.undescribed == {"a.test", "b.test"}
     assert redis_client.zcard(keys.waiting) == 2  # looked at again shortly
     describe(redis_client, keys, "a.test", "10.0.0.1")
     describe(redis_client, keys, "b.test", "10.0.0.2")
@@ -118,20 +119,27 @@ def test_a_domain_holds_its_hosts_on_many_addresses(redis_client, keys):
     assert redis_client.zcard(keys.domain("shop.test") + ":line") == 2
 
 
-def test_a_failed_lookup_holds_the_host_and_a_name_without_address_paces_alone(redis_client, keys):
+def test_a_failed_lookup_holds_the_host_and_a_name_without_address_is_dead_lettered(
+    redis_client, keys
+):
     frontier = Frontier(redis_client, keys, "n1")
     redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
     until = now_ms() + 30_000
     redis_client.hset(keys.host("failing.test"), mapping={"dom": "failing.test", "ip": "?",
                                                           "ipx": until})  # fmt: skip
     describe(redis_client, keys, "nowhere.test", "-")
+    redis_client.hset(keys.host("nowhere.test"), "ipr", "nowhere.test: no such name (NXDOMAIN)")
     frontier.enqueue([entry("http://failing.test/1"), entry("http://nowhere.test/1"),
                       entry("http://nowhere.test/2")])  # fmt: skip
     leases, _ = frontier.lease(10, lease_timeout=60)
-    # no address limit for a name with none: its fetches fail with the reason
-    assert hosts_of(leases) == ["nowhere.test", "nowhere.test"]
+    # a name with none: its requests leased to be dead-lettered with the reason, not fetched
+    assert leases == []
+    dead = frontier.host_notes.unresolvable
+    assert sorted(url_of(Lease(member, data)) for member, data, _ in dead) == [
+        "http://nowhere.test/1", "http://nowhere.test/2"]  # fmt: skip
+    assert {why for _, _, why in dead} == {"nowhere.test: no such name (NXDOMAIN)"}
     assert redis_client.zscore(keys.waiting, "failing.test") == until
-    assert frontier.undescribed == set()
+    assert frontier.host_notes.undescribed == set()
 
 
 def test_a_malformed_description_is_ignored_counted_and_asked_again(redis_client, keys):
@@ -141,4 +149,4 @@ def test_a_malformed_description_is_ignored_counted_and_asked_again(redis_client
     frontier.enqueue([entry("http://odd.test/1")])
     assert frontier.lease(10, lease_timeout=60)[0] == []
     assert frontier.bad_host_fields == 1
-    assert frontier.undescribed == {"odd.test"}
+    assert frontier.host_notes.undescribed == {"odd.test"}

@@ -11,7 +11,10 @@ Each record is one JSON object with at least ``url``, ``error``, ``kind``,
 * ``unserializable``: a request holding something JSON cannot carry;
 * ``unreadable``: a queue entry that is not a request (``raw`` holds it);
 * ``banned``: a request its host kept answering with a ban (``BAN_RETRY_TIMES``),
-  with the same fields as ``retries_exhausted``.
+  with the same fields as ``retries_exhausted``;
+* ``no_address``: with CLUSTER_IP_RATE, a request whose host has no address
+  (NXDOMAIN, no A or AAAA, refused by DENY_PRIVATE_NETWORKS, or lookups that kept
+  failing), never fetched; ``request`` holds it for replay.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from extensions.frontier.results import (
     Added,
     Entry,
     FrontierSizes,
+    HostNotes,
     Lease,
     Reclaimed,
     counts_of,
@@ -57,8 +58,6 @@ FINGERPRINT_BYTES = 14
 
 RECLAIM_BATCH = 2000  # leases one reclaim call returns at most
 RECLAIM_CALLS = 1000  # calls one reclaim makes at most (2M leases); the next beat goes on
-#: hosts waiting to be described at most (the leases ask again for the rest)
-MAX_UNDESCRIBED = 10_000
 HEARTBEAT_SHARDS = 16  # shards a heartbeat reads sizes from and reclaims in
 
 
@@ -82,9 +81,7 @@ class Frontier(RevisitOps, Upkeep):
         self.send_tolerance = send_tolerance
         #: malformed host fields the leases ignored (another writer's), since the last look
         self.bad_host_fields = 0
-        #: hosts the leases asked about (CLUSTER_DOMAIN_RATE, CLUSTER_IP_RATE):
-        #: their domain and address to be written (hosts/levels.py takes them)
-        self.undescribed: set[str] = set()
+        self.host_notes = HostNotes()  # for the levels above hosts (hosts/levels.py)
         self.keys = keys
         self.node_id = node_id
         self.bloom = bloom
@@ -261,12 +258,14 @@ class Frontier(RevisitOps, Upkeep):
             members, data, slots = named["leases"], named["data"], named["slots"]
             next_due, watched, bad = named["next_due"], named["watched"], named["bad"]
             self.bad_host_fields += int(bad)
-            for host in named["describe"][: max(MAX_UNDESCRIBED - len(self.undescribed), 0)]:
-                self.undescribed.add(connection.text(host))
+            unresolvable = self.host_notes.read(named)
             watched_groups = set(watched)
             for member, item, paced in zip(members, data, slots, strict=True):
                 slot, _, window = paced.partition(b":")
                 group = member.partition(b"\n")[0]
+                if group in unresolvable:
+                    self.host_notes.unresolvable.append((member, item, unresolvable[group]))
+                    continue
                 leased.append(
                     Lease(
                         member,

@@ -105,7 +105,7 @@ class FrontierPart:
         return 0
 
     def leased(self) -> None:
-        """A lease came back (what it named is on the frontier: ``undescribed``)."""
+        """A lease came back (what it said of hosts: ``frontier.host_notes``)."""
 
     def took(self, request: Request) -> None:
         """The engine took a leased request from the buffer."""

@@ -3,7 +3,7 @@ reclaim gave back, and the frontier's sizes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from extensions import connection
@@ -24,6 +24,28 @@ class Lease(NamedTuple):
     slot: float = 0.0
     window: float = 0.0
     watched: bool = False
+
+
+#: hosts waiting to be described at most (the leases ask again for the rest)
+MAX_UNDESCRIBED = 10_000
+
+
+@dataclass
+class HostNotes:
+    """What the leases said of hosts for the levels above them (CLUSTER_DOMAIN_RATE,
+    CLUSTER_IP_RATE; hosts/levels.py takes them): hosts whose domain and address
+    are to be written, and leases of hosts with no address, to be dead-lettered
+    (lease member, its JSON, why), not fetched."""
+
+    undescribed: set[str] = field(default_factory=set)
+    unresolvable: list[tuple[bytes, bytes, str]] = field(default_factory=list)
+
+    def read(self, named: dict[str, Any]) -> dict[bytes, str]:
+        """Take one lease call's notes; the groups with no address, with why."""
+        room = max(MAX_UNDESCRIBED - len(self.undescribed), 0)
+        self.undescribed.update(connection.text(host) for host in named["describe"][:room])
+        pairs = named["unresolvable"]
+        return {pairs[i]: connection.text(pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)}
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,16 @@ an address rate, the address the node's resolver gives, the cluster's with
 ``DNS_SHARED`` (on by default when ``CLUSTER_IP_RATE`` is set), written into the
 host hash with when to look it up again (the answer's TTL), so a host whose
 address changes moves to its new address's line then. A name with no address
-(NXDOMAIN, no A or AAAA, or one ``DENY_PRIVATE_NETWORKS`` refuses) paces by
-host alone: its fetches fail at once, with the reason, and are dead-lettered
-after their retries. A lookup that fails (SERVFAIL, a timeout) holds the host,
-longer each time, as a pushback does.
+(NXDOMAIN, no A or AAAA, or one ``DENY_PRIVATE_NETWORKS`` refuses) has its
+queued requests dead-lettered once, with the reason (kind ``no_address``),
+never fetched; it is looked up again after ``DNS_NEGATIVE_TTL``. A lookup that
+fails (SERVFAIL, a timeout) holds the host, longer each time, as a pushback does,
+and after LOOKUP_FAILURES_MAX in a row it is taken as having no address.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import OrderedDict
@@ -30,6 +32,8 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from extensions import connection
+from extensions.crawlid import crawl_fields, split_group
 from extensions.frontier.domains import registered_domain
 from extensions.frontier.part import FrontierPart
 from extensions.runtime import runtime_of
@@ -46,6 +50,9 @@ LOOKUP_FAILED = "?"
 HOLD_BASE = 30.0  # seconds a host is held after its first failed lookup
 HOLD_CAP = 600.0  # and at most, doubling with each failure in a row
 FAILURES_REMEMBERED = 10_000
+LOOKUP_FAILURES_MAX = 4  # failed lookups in a row (7.5 minutes held) before no address
+#: the dead letters of requests whose host has no address (never fetched)
+NO_ADDRESS_KIND = "no_address"
 #: words of a failed lookup's reason that say the name has no address (not a
 #: failure to look it up): ClusterResolver's and the url policy's
 NO_ADDRESS_WORDS = ("NXDOMAIN", "no address in DNS", "refused:")
@@ -93,8 +100,12 @@ class HostLevels(FrontierPart):
         return cls(node, domain_rate, ip_rate)
 
     def leased(self) -> None:
-        hosts = self.frontier.undescribed - self._resolving
-        self.frontier.undescribed.clear()
+        notes = self.frontier.host_notes
+        if notes.unresolvable:
+            self._dead_letter(notes.unresolvable)
+            notes.unresolvable = []
+        hosts = notes.undescribed - self._resolving
+        notes.undescribed.clear()
         if not hosts:
             return
         if self.ip_rate <= 0:
@@ -107,6 +118,21 @@ class HostLevels(FrontierPart):
                 self._resolved, self._failed, callbackArgs=(host,), errbackArgs=(host,)
             )
             looked_up.addBoth(self._done, host)
+
+    def _dead_letter(self, leases: list[tuple[bytes, bytes, str]]) -> None:
+        """Requests of hosts with no address: dead-lettered with the reason, never
+        fetched; their leases go at the next flush, after the records."""
+        for member, data, why in leases:
+            try:
+                url = str(json.loads(data).get("url", ""))
+            except (ValueError, AttributeError, RecursionError):
+                url = ""
+            group = connection.text(member.partition(b"\n")[0])
+            crawl = crawl_fields(split_group(group)[1])
+            self.node.dead_letter(kind=NO_ADDRESS_KIND, url=url, error=why,
+                                  request=connection.text(data), **crawl)  # fmt: skip
+            self.node.pending.release.append(member)
+        self.stats.inc_value("levels/dead_lettered", len(leases))
 
     def _resolve(self, host: str) -> defer.Deferred:
         resolver = runtime_of(self.crawler).resolver
@@ -131,9 +157,17 @@ class HostLevels(FrontierPart):
         if any(words in reason for words in NO_ADDRESS_WORDS):
             self.stats.inc_value("levels/no_address")
             logger.info("%s has no address (%s): paced as a host alone", host, reason)
-            self._write({host: self._fields(host, NO_ADDRESS, self.negative_ttl)})
+            fields = self._fields(host, NO_ADDRESS, self.negative_ttl)
+            self._write({host: {**fields, "ipr": reason[:500]}})
             return
         failures = self._failures.pop(host, 0) + 1
+        if failures >= LOOKUP_FAILURES_MAX:  # the crawl does not wait for it for ever
+            why = f"{reason} ({failures} lookups in a row failed)"
+            logger.warning("%s: taken as having no address: %s", host, why)
+            self.stats.inc_value("levels/no_address")
+            fields = self._fields(host, NO_ADDRESS, self.negative_ttl)
+            self._write({host: {**fields, "ipr": why[:500]}})
+            return
         self._failures[host] = failures
         if len(self._failures) > FAILURES_REMEMBERED:
             self._failures.popitem(last=False)

@@ -85,16 +85,18 @@ end
 -- its registered domain (CLUSTER_DOMAIN_RATE) and its server address
 -- (CLUSTER_IP_RATE), each cluster-wide, from the fields the nodes wrote into
 -- the host hash once they described it (hosts/levels.py): 'dom', 'ip' (an
--- address; '-': the name has none, so no address limit applies and its fetches
--- fail with the reason; '?': its lookup failed, held) and 'ipx' (when it is
--- looked up again, ms). Each level is a hash, P.domain_prefix .. DOMAIN or
+-- address; '-': the name has none (NXDOMAIN, no A or AAAA, refused): its
+-- requests are leased unpaced, to be dead-lettered with the reason, 'ipr',
+-- never fetched; '?': its lookup failed, held) and 'ipx' (when it is looked up
+-- again, ms). Each level is a hash, P.domain_prefix .. DOMAIN or
 -- P.ip_prefix .. ADDRESS, holding next (its next free send slot, ms); its line,
 -- LEVEL .. ':line' (a zset, group -> when it joined), holds the groups that
 -- found it busy, woken one a slot (lease.lua), the one woken named in the
 -- level's 'turn': a level with a thousand hosts costs a lease what one costs,
 -- and its hosts take its slots in turn. Returns the levels ({key, interval,
 -- spacing, window, next, turn}, none without those rates), or nil and 'describe' (a node must
--- describe the host first) or nil, 'hold' and until when (its lookup failed).
+-- describe the host first) or nil, 'hold' and until when (its lookup failed),
+-- or none, 'unresolvable' and why (the name has no address).
 -- P: as host_pacing, with domain_rate, ip_rate, domain_prefix, ip_prefix.
 local function pacing_level(P, key, rate)
   local interval = 1000 / rate
@@ -119,7 +121,7 @@ end
 local function host_levels(P, host, now)
   local levels = {}
   if P.domain_rate <= 0 and P.ip_rate <= 0 then return levels end
-  local f = redis.call('HMGET', P.host_prefix .. host, 'dom', 'ip', 'ipx')
+  local f = redis.call('HMGET', P.host_prefix .. host, 'dom', 'ip', 'ipx', 'ipr')
   if P.domain_rate > 0 then
     if not f[1] or f[1] == '' then return nil, 'describe' end
     levels[#levels + 1] = pacing_level(P, P.domain_prefix .. f[1], P.domain_rate)
@@ -129,9 +131,8 @@ local function host_levels(P, host, now)
     if not f[2] or f[2] == '' or not expires then return nil, 'describe' end
     if f[2] == '?' and expires > now then return nil, 'hold', expires end
     if expires <= now then return nil, 'describe' end
-    if f[2] ~= '-' then
-      levels[#levels + 1] = pacing_level(P, P.ip_prefix .. f[2], P.ip_rate)
-    end
+    if f[2] == '-' then return levels, 'unresolvable', f[4] or 'no address' end
+    levels[#levels + 1] = pacing_level(P, P.ip_prefix .. f[2], P.ip_rate)
   end
   return levels
 end

@@ -46,7 +46,9 @@
 -- (the groups among those leased that pushed back: their good answers are
 -- reported), bad (how many malformed host fields were ignored), describe (hosts
 -- a level rate needs to know more of: their registered domain and address, which
--- the node writes into their host hash; they wait DESCRIBE_WAIT_MS meanwhile)
+-- the node writes into their host hash; they wait DESCRIBE_WAIT_MS meanwhile),
+-- unresolvable (group, why, ...: groups leased whose host has no address, for
+-- the node to dead-letter, not fetch)
 local K, A = named_input()
 local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready, waiting = K.waiting,
            frontier = K.frontier, added = {}}
@@ -63,6 +65,7 @@ P.default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
 P.domain_prefix, P.ip_prefix = A.domain_prefix, A.ip_prefix
 read_level_rates(P, K.rates)
 local describe, described = {}, {}
+local unresolvable = {}  -- group, why, ...: hosts with no address (their leases are dead-lettered)
 
 -- retries whose backoff has passed go back to their group's queue
 local due = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, 500)
@@ -126,7 +129,7 @@ local function lease_groups(ready, want_total)
       local host = host_part(group)
       local interval, spacing, window, is_watched, hold, next_slot = host_pacing(P, host, now)
       local items = {}
-      local levels, in_line
+      local levels, in_line, dead_reason
       if redis.call('ZSCORE', ready, group) then
         -- a crawl's group of a host whose other groups (the other crawls') took
         -- its next slot, or that is held: it waits for the host (a host's own
@@ -141,7 +144,10 @@ local function lease_groups(ready, want_total)
         end
         local why, held_until
         levels, why, held_until = host_levels(P, host, now)
-        if not levels then
+        if why == 'unresolvable' then
+          -- nothing to pace: its requests go to be dead-lettered with the reason
+          interval, dead_reason = 0, held_until
+        elseif not levels then
           if why == 'hold' then
             wait_until = math.max(wait_until, held_until)
           else
@@ -183,6 +189,10 @@ local function lease_groups(ready, want_total)
         local counters = A.host_prefix .. host
         local total = redis.call('HINCRBY', counters, 'leased', #items)
         if is_watched then watched[#watched + 1] = group end
+        if dead_reason then
+          unresolvable[#unresolvable + 1] = group
+          unresolvable[#unresolvable + 1] = dead_reason
+        end
         observe(P, counters, now, total)
         -- a paced group's slots follow its last one, one each spacing; a slow
         -- group's (its window is strict) none sooner than the lead, so that the
@@ -329,12 +339,15 @@ if #leased == 0 then
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
-            'watched', watched, 'bad', P.bad, 'describe', describe}
+            'watched', watched, 'bad', P.bad, 'describe', describe,
+            'unresolvable', unresolvable}
   end
   local next_due = tostring(math.min(unpack(next_times)))
   return {'leases', leased, 'data', leased_data, 'next_due', next_due, 'slots', paced_at,
-          'watched', watched, 'bad', P.bad, 'describe', describe}
+          'watched', watched, 'bad', P.bad, 'describe', describe,
+            'unresolvable', unresolvable}
 end
 redis.call('ZADD', K.nodes, now, A.node)
 return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
-        'watched', watched, 'bad', P.bad, 'describe', describe}
+        'watched', watched, 'bad', P.bad, 'describe', describe,
+            'unresolvable', unresolvable}
