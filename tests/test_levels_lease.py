@@ -150,3 +150,18 @@ def test_a_malformed_description_is_ignored_counted_and_asked_again(redis_client
     assert frontier.lease(10, lease_timeout=60)[0] == []
     assert frontier.bad_host_fields == 1
     assert frontier.host_notes.undescribed == {"odd.test"}
+
+
+def test_a_level_whose_rate_is_lifted_gives_its_line_back(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
+    for n in range(4):
+        describe(redis_client, keys, f"h{n}.test", "10.0.0.9")
+    frontier.enqueue([entry(f"http://h{n}.test/1") for n in range(4)])
+    assert len(frontier.lease(10, lease_timeout=60)[0]) == 1
+    assert redis_client.zcard(keys.address("10.0.0.9") + ":line") == 3
+    redis_client.hset(keys.rates, "*ip", 0)  # the limit lifted mid-crawl
+    redis_client.zadd(keys.lines, {keys.address("10.0.0.9"): now_ms() - 1})
+    assert sorted(hosts_of(frontier.lease(10, lease_timeout=60)[0])) == [
+        "h1.test", "h2.test", "h3.test"]  # fmt: skip
+    assert redis_client.zcard(keys.lines) == 0

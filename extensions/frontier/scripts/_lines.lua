@@ -7,19 +7,27 @@
 -- (the waiting groups), now, lead (ms before its slot a group may be leased)}.
 
 local LINE_POPS = 10  -- groups a wake looks at, at most (ones whose work went are dropped)
+local LINE_RELEASE = 1000  -- groups a lifted level gives back per lease
 
 -- Wake the first group of level ``key``'s line that still has work: it is made
 -- the first of its crawl's ready groups, so the lease that follows looks at it
 -- while its turn lasts (it goes back to its own order once leased), and named
--- the level's 'turn': no group outside the line takes that slot.
+-- the level's 'turn': no group outside the line takes that slot. A level whose
+-- rate was lifted (set to 0) gives its whole line back, in its groups' order.
 local function wake_line(F, P, W, key)
-  local L = pacing_level(P, key, level_rate(P, key))
-  if L.next - W.lead > W.now then  -- a slot was taken since: wait for the next
-    redis.call('ZADD', W.lines, math.ceil(L.next - W.lead), key)
-    return
+  local rate = level_rate(P, key)
+  local L, pops = nil, LINE_POPS
+  if rate > 0 then
+    L = pacing_level(P, key, rate)
+    if L.next - W.lead > W.now then  -- a slot was taken since: wait for the next
+      redis.call('ZADD', W.lines, math.ceil(L.next - W.lead), key)
+      return
+    end
+  else
+    pops = LINE_RELEASE
   end
   local line = key .. ':line'
-  for _ = 1, LINE_POPS do
+  for _ = 1, pops do
     local first = redis.call('ZPOPMIN', line)
     if #first == 0 then break end
     local group = first[1]
@@ -31,18 +39,22 @@ local function wake_line(F, P, W, key)
         local lane = lane_of(group)
         local ready = ready_of(F, crawl, lane)
         local order = tonumber(head[2])
-        local best = tonumber(redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')[2] or order)
-        redis.call('ZADD', ready, math.min(order, best - 1), group)
         take_turn(F, crawl, lane)
-        redis.call('HSET', key, 'turn', group)
-        break
+        if not L then
+          redis.call('ZADD', ready, order, group)
+        else
+          local best = tonumber(redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')[2] or order)
+          redis.call('ZADD', ready, math.min(order, best - 1), group)
+          redis.call('HSET', key, 'turn', group)
+          break
+        end
       end
     end
   end
-  if redis.call('EXISTS', line) == 1 then
-    redis.call('ZADD', W.lines, math.ceil(math.max(L.next, W.now) + L.spacing - W.lead), key)
-  else
+  if redis.call('EXISTS', line) == 0 then
     redis.call('ZREM', W.lines, key)
+  elseif L then
+    redis.call('ZADD', W.lines, math.ceil(math.max(L.next, W.now) + L.spacing - W.lead), key)
   end
 end
 

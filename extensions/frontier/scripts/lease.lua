@@ -95,12 +95,10 @@ for _, group in ipairs(woken) do
   end
 end
 -- levels whose next slot comes: the first group of each line that still has
--- work is ready again (_lines.lua)
+-- work is ready again (_lines.lua); with the levels' rates lifted, every line
 local W = {lines = K.lines, waiting = K.waiting, now = now, lead = lead}
-if P.domain_rate > 0 or P.ip_rate > 0 then
-  for _, key in ipairs(redis.call('ZRANGEBYSCORE', K.lines, '-inf', now, 'LIMIT', 0, 1000)) do
-    wake_line(F, P, W, key)
-  end
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', K.lines, '-inf', now, 'LIMIT', 0, 1000)) do
+  wake_line(F, P, W, key)
 end
 
 for _, lane in ipairs({'', 'render'}) do
@@ -108,7 +106,6 @@ for _, lane in ipairs({'', 'render'}) do
     take_turn(F, '', lane)  -- a crawl begun before crawl ids takes part as it is
   end
 end
-
 
 local leased, leased_data = {}, {}
 local taken = 0
@@ -339,15 +336,12 @@ if #leased == 0 then
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
-            'watched', watched, 'bad', P.bad, 'describe', describe,
-            'unresolvable', unresolvable}
+            'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable}
   end
   local next_due = tostring(math.min(unpack(next_times)))
   return {'leases', leased, 'data', leased_data, 'next_due', next_due, 'slots', paced_at,
-          'watched', watched, 'bad', P.bad, 'describe', describe,
-            'unresolvable', unresolvable}
+          'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable}
 end
 redis.call('ZADD', K.nodes, now, A.node)
 return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
-        'watched', watched, 'bad', P.bad, 'describe', describe,
-            'unresolvable', unresolvable}
+        'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable}
