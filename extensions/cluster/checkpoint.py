@@ -9,21 +9,25 @@ nodes can write) and of the minute's figures in ``NAME:series``.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 import extensions
 from extensions import connection
 from extensions.cluster import series
 from extensions.runtime import runtime_of
 
+logger = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import redis
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
@@ -91,7 +95,10 @@ class Checkpoint:
         #: more fields for this node's record at each heartbeat (the scheduler's backlog)
         self.extra: Callable[[], dict[str, int]] = dict
         if series_hours and node_id:
-            series.sweep(server, keys.series, self.started, series_hours)
+            try:
+                series.sweep(server, keys.series, self.started, series_hours)
+            except redis.RedisError as exc:  # housekeeping: a node starts without it
+                logger.debug("the console's series not swept at start: %s", exc)
         self._last_progress = self.started
         #: a render node: its heartbeats go to NAME:render_nodes too
         self.renders = False
