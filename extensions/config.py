@@ -3,8 +3,7 @@
 A bad value is one line naming the setting, the value and what is allowed;
 ``scrapy crawl`` prints each and exits with status 1, before anything
 connects anywhere. Components still fall back to ``extensions.defaults`` when
-used on their own, but a crawl never starts with a value they would choke on
-halfway through.
+used on their own, but a crawl never starts with a value they would choke on.
 """
 
 from __future__ import annotations
@@ -278,6 +277,8 @@ CHECKS: dict[str, Check] = {
     "BAN_HANDLER": _component,
     "ROBOTSTXT_RETRY_DELAY": _number(float, 0, above=True),
     "ROBOTSTXT_RETRY_TIMES": _number(int, 0),
+    "ROBOTSTXT_SHARED": _flag,
+    "ROBOTSTXT_CACHE_TTL": _number(int, 1, 86400),
     "SITEMAP_FROM_ROBOTS": _flag,
     "FRONTIER_QUEUE_BY": _choice(*QUEUE_BY),
     "FRONTIER_SHARDS": _shards,
@@ -355,7 +356,7 @@ def _relations(settings: BaseSettings) -> list[str]:
     if value("DNS_CACHE_MAX_TTL") < value("DNS_CACHE_MIN_TTL"):
         problems.append("DNS_CACHE_MAX_TTL must be at least DNS_CACHE_MIN_TTL")
     shards = str(settings.get("FRONTIER_SHARDS", defaults.FRONTIER_SHARDS)).strip()
-    levels = value("CLUSTER_DOMAIN_RATE") > 0 or value("CLUSTER_IP_RATE") > 0
+    levels = max(value("CLUSTER_DOMAIN_RATE"), value("CLUSTER_IP_RATE")) > 0
     if levels and shards.isdigit() and int(shards) > 1:
         problems.append(
             "CLUSTER_DOMAIN_RATE and CLUSTER_IP_RATE need FRONTIER_SHARDS = 1: a lease runs "

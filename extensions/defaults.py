@@ -128,6 +128,10 @@ CRAWL_PAGE_BUDGET = 0
 # --- robots.txt (Scrapy's ROBOTSTXT_OBEY; extensions/downloadermiddlewares/robotstxt.py) ---
 ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.txt fails (5xx)
 ROBOTSTXT_RETRY_TIMES = 10  # waits a request may spend on that before it is dropped
+# robots.txt fetched once for the cluster and kept in Redis for every node
+# (extensions/robotscache.py), for at most ROBOTSTXT_CACHE_TTL seconds (RFC 9309: 24 h)
+ROBOTSTXT_SHARED = True
+ROBOTSTXT_CACHE_TTL = 86400
 SITEMAP_FROM_ROBOTS = False  # read the Sitemap: lines of the robots.txt of every host queued
 
 # --- hosts that push back (extensions/frontier/hosts/state.py): held for the whole cluster ---

@@ -69,6 +69,7 @@ DNS = "%(name)s:dns:%(host)s"
 DOMAIN = "%(name)s:domain:%(domain)s"
 ADDRESS = "%(name)s:ip:%(address)s"
 LINES = "%(name)s:lines"
+ROBOTS = "%(name)s:robots:%(netloc)s"
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -234,6 +235,9 @@ class SpiderKeys:
 
     def address(self, address: str) -> str:
         return ADDRESS % {"name": self.prefix, "address": address}
+
+    def robots(self, netloc: str) -> str:
+        return ROBOTS % {"name": self.prefix, "netloc": netloc}
 
     @property
     def lines(self) -> str:

@@ -139,6 +139,10 @@ key                            type    holds
                                        address (IPv4 or IPv6), and its line
 ``NAME:lines``                 zset    domains and addresses with a line -> when its next
                                        group is woken (ms): the level's key
+``NAME:robots:NETLOC``         string  ROBOTSTXT_SHARED: the host's robots.txt for every node:
+                                       'R' then its body (at most 500 KiB), for
+                                       ROBOTSTXT_CACHE_TTL; 'P' while the node that
+                                       claimed it fetches it
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -201,4 +205,5 @@ WRITTEN_BY = {
     "domain": "lease.lua, send_slot.lua",
     "address": "lease.lua, send_slot.lua",
     "lines": "lease.lua",
+    "robots": "robotscache.py (the node that fetched it)",
 }

@@ -77,5 +77,6 @@ def test_every_key_is_documented():
             .replace("%(host)s", "HOST")
             .replace("%(domain)s", "DOMAIN")
             .replace("%(address)s", "ADDRESS")
+            .replace("%(netloc)s", "NETLOC")
         )
         assert f"``{shown}" in keyspace.__doc__, shown

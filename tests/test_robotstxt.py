@@ -57,3 +57,36 @@ def test_a_robots_txt_that_answers_503_holds_its_host_until_it_can_be_read(
     assert nodes.stat(0, "robotstxt/waited") >= 24
     assert nodes.stat(0, "robotstxt/forbidden") == 12
     assert redis_client.llen("site:dlq") == 0
+
+
+def _run(coroutine):
+    """A coroutine that does not wait: its result."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("it waited")
+
+
+def test_the_clusters_robots_txt_is_claimed_read_and_a_bad_record_replaced(redis_client):
+    from scrapy.settings import Settings
+    from scrapy.statscollectors import MemoryStatsCollector
+    from scrapy.utils.test import get_crawler
+
+    from extensions import defaults
+    from extensions.keys import SpiderKeys
+    from extensions.robotscache import PENDING, SharedRobots
+
+    stats = MemoryStatsCollector(get_crawler())
+    settings = Settings({"ROBOTSTXT_CACHE_TTL": defaults.ROBOTSTXT_CACHE_TTL})
+    shared = SharedRobots(redis_client, SpiderKeys.for_spider("site"), stats, settings)
+    assert _run(shared.body_or_claim("a.test:80")) is None  # no one has it: ours to fetch
+    assert redis_client.get("site:robots:a.test:80") == PENDING
+    shared.keep("a.test:80", b"User-agent: *\nDisallow: /private/\n")
+    assert _run(shared.body_or_claim("a.test:80")) == b"User-agent: *\nDisallow: /private/\n"
+    assert 0 < redis_client.ttl("site:robots:a.test:80") <= 86400
+    redis_client.set("site:robots:b.test:80", b"<html>not a record</html>")
+    assert _run(shared.body_or_claim("b.test:80")) is None  # replaced by this node's claim
+    assert stats.get_value("robotstxt/bad_records") == 1
+    shared.let_go("b.test:80")  # could not be had: the next node asks again
+    assert not redis_client.exists("site:robots:b.test:80")

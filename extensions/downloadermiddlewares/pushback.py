@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import task
 
 from extensions import connection
@@ -61,6 +62,7 @@ from extensions.meta import (
     HOST_WATCHED,
     SEND_SLOT,
 )
+from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -117,6 +119,7 @@ class PushbackMiddleware:
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self.answers = AnswerLedger(hosts.backoff.window)
         self.slots = SendSlots(hosts, self.stats, self.health)
+        self.robots_slots = runtime_of(crawler).robots_slots
         self.as_leased = leased_for(crawler)
         self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
         self._loop: task.LoopingCall | None = None
@@ -167,6 +170,14 @@ class PushbackMiddleware:
                 if held > time.time():
                     return self._wait_for_hold(request, held)
                 del self._held[group]
+        if request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt"):
+            # robots.txt (once for the cluster) counts against its host's limits
+            # (and its domain's and address's): it takes a send slot as a page does
+            slot = self.robots_slots.pop(urlparse_cached(request).netloc, None)
+            if slot:
+                request.meta[SEND_SLOT] = slot  # the page's: it asks for a new one
+            await self.slots.robots_slot(request, self.group_of(request), self._held)
+            return None
         if not self.slots.paced(request, self.group_of):
             return None  # the common case: an unpaced host, sent at once
         until = await self.slots.wait(request, self.group_of(request), self._held)

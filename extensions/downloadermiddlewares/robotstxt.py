@@ -16,6 +16,9 @@ Two gaps of Scrapy 2.19's ``RobotsTxtMiddleware`` let disallowed pages through:
   (``ROBOTSTXT_RETRY_DELAY`` seconds) and robots.txt is asked again after that,
   so nothing is fetched unchecked; a request that has waited
   ``ROBOTSTXT_RETRY_TIMES`` times is dropped (``robotstxt/gave_up``).
+
+And a host's robots.txt is fetched once for the cluster (``ROBOTSTXT_SHARED``,
+``extensions/robotscache.py``): the other nodes parse the body the first kept.
 """
 
 from __future__ import annotations
@@ -27,10 +30,14 @@ from typing import TYPE_CHECKING
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxt
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
-from extensions import defaults
-from extensions.meta import DELAY_UNTIL, ROBOTS_WAITS
+from extensions import connection, defaults
+from extensions.keys import SpiderKeys
+from extensions.meta import DELAY_UNTIL, ROBOTS_WAITS, SEND_SLOT
+from extensions.robotscache import SharedRobots
+from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -55,6 +62,13 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             "ROBOTSTXT_RETRY_TIMES", defaults.ROBOTSTXT_RETRY_TIMES
         )
         self._unavailable: dict[str, float] = {}  # netloc -> when to ask again
+        #: ROBOTSTXT_SHARED: robots.txt once for the cluster (robotscache.py)
+        self.shared: SharedRobots | None = None
+        self.robots_slots = runtime_of(crawler).robots_slots
+        if crawler.settings.getbool("ROBOTSTXT_SHARED", defaults.ROBOTSTXT_SHARED):
+            keys = SpiderKeys.for_crawler(crawler)
+            self.shared = SharedRobots(connection.client_for(crawler), keys, crawler.stats,
+                                       crawler.settings)  # fmt: skip
 
     async def process_request(self, request: Request, spider: Spider | None = None):
         if request.meta.get("dont_obey_robotstxt") or request.url.startswith(("data:", "file:")):
@@ -74,6 +88,23 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         return None
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
+        netloc = urlparse_cached(request).netloc
+        if self.shared is not None and netloc not in self._parsers:
+            # the others of this node wait on it while the cluster is asked
+            asked: Deferred = Deferred()
+            self._parsers[netloc] = asked
+            body = await self.shared.body_or_claim(netloc)
+            if body is not None:
+                self._parsers[netloc] = build_from_crawler(self._parserimpl, self.crawler, body)
+            else:
+                del self._parsers[netloc]  # this node fetches it (Scrapy's way, below)
+                slot = request.meta.get(SEND_SLOT)
+                if slot:  # robots.txt goes at the page's send slot, the page asks anew
+                    self.robots_slots[netloc] = slot
+                    request.meta[SEND_SLOT] = [0.0, 0.0]
+                await super().robot_parser(request)
+                self.robots_slots.pop(netloc, None)
+            asked.callback(None)  # its waiters read what is stored, as below
         await super().robot_parser(request)
         # What the middleware stored, not what the shared Deferred handed this
         # waiter (None for all but the first under the asyncio reactor).
@@ -87,6 +118,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
             self._unavailable_now(netloc, f"answered {response.status}")
             return
+        if self.shared is not None:
+            self.shared.keep(netloc, response.body)
         await super()._parse_robots(response, netloc, request)
 
     def _robots_error(self, exc: Exception, netloc: str) -> None:
@@ -98,6 +131,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     def _unavailable_now(self, netloc: str, why: str) -> None:
         self._stats.inc_value("robotstxt/unavailable")
+        if self.shared is not None:
+            self.shared.let_go(netloc)
         logger.warning(
             "robots.txt of %s %s: its requests wait %ss, then it is asked again",
             netloc,

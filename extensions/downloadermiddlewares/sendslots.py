@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 CRAWL_DELAYED_REMEMBERED = 50_000  # hosts whose robots.txt asked for a Crawl-delay, at most
 SLOT_TRIES = 10  # new slots a request late for its slot asks for before it is parked
+ROBOTS_HOLD_MAX = 60.0  # seconds robots.txt waits for its host's hold at most
 
 
 async def sleep(seconds: float) -> None:
@@ -84,6 +85,13 @@ class SendSlots:
             if time.time() <= slot + window:
                 return None
         return time.time()
+
+    async def robots_slot(self, request: Request, group: str, held: dict[str, float]) -> None:
+        """Wait for a send slot for robots.txt, which no lease handed out; a held
+        host's robots.txt waits for the hold (ROBOTS_HOLD_MAX at most)."""
+        until = await self.wait(request, group, held)
+        if until is not None:
+            await sleep(min(max(until - time.time(), 0), ROBOTS_HOLD_MAX))
 
     def answered(self, request: Request, response: Response, group: str) -> None:
         """What is leased before a host's Crawl-delay was known goes no faster than it."""
