@@ -11,6 +11,7 @@ are safe to share: each command takes a connection from the client's pool).
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,10 @@ class Runtime:
     #: netloc -> the send slot of the page whose robots.txt is being fetched: the
     #: robots.txt goes at it, the page asks for a new one (robotstxt.py, pushback.py)
     robots_slots: dict[str, Any] = field(default_factory=dict)
+    #: groups whose robots.txt asked for a Crawl-delay, fetched here or read from the
+    #: cluster: their requests leased before Redis knew it ask for a send slot
+    #: (sendslots.py, robotstxt.py)
+    crawl_delayed: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
 
 _runtimes: weakref.WeakKeyDictionary[Crawler, Runtime] = weakref.WeakKeyDictionary()

@@ -118,8 +118,9 @@ class PushbackMiddleware:
         self._held: dict[str, float] = {}  # group -> hold end this node knows of
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self.answers = AnswerLedger(hosts.backoff.window)
-        self.slots = SendSlots(hosts, self.stats, self.health)
-        self.robots_slots = runtime_of(crawler).robots_slots
+        runtime = runtime_of(crawler)
+        self.slots = SendSlots(hosts, self.stats, self.health, runtime.crawl_delayed)
+        self.robots_slots = runtime.robots_slots
         self.as_leased = leased_for(crawler)
         self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
         self._loop: task.LoopingCall | None = None

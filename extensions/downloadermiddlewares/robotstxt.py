@@ -34,6 +34,8 @@ from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from extensions import connection, defaults
+from extensions.downloadermiddlewares.sendslots import remember_crawl_delay
+from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
 from extensions.meta import DELAY_UNTIL, ROBOTS_WAITS, SEND_SLOT
 from extensions.robotscache import SharedRobots
@@ -65,6 +67,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         #: ROBOTSTXT_SHARED: robots.txt once for the cluster (robotscache.py)
         self.shared: SharedRobots | None = None
         self.robots_slots = runtime_of(crawler).robots_slots
+        self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
         if crawler.settings.getbool("ROBOTSTXT_SHARED", defaults.ROBOTSTXT_SHARED):
             keys = SpiderKeys.for_crawler(crawler)
             self.shared = SharedRobots(connection.client_for(crawler), keys, crawler.stats,
@@ -93,18 +96,13 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             # the others of this node wait on it while the cluster is asked
             asked: Deferred = Deferred()
             self._parsers[netloc] = asked
-            body = await self.shared.body_or_claim(netloc)
-            if body is not None:
-                self._parsers[netloc] = build_from_crawler(self._parserimpl, self.crawler, body)
-            else:
-                del self._parsers[netloc]  # this node fetches it (Scrapy's way, below)
-                slot = request.meta.get(SEND_SLOT)
-                if slot:  # robots.txt goes at the page's send slot, the page asks anew
-                    self.robots_slots[netloc] = slot
-                    request.meta[SEND_SLOT] = [0.0, 0.0]
-                await super().robot_parser(request)
-                self.robots_slots.pop(netloc, None)
-            asked.callback(None)  # its waiters read what is stored, as below
+            try:
+                await self._from_cluster(request, netloc)
+            except Exception:
+                self._parsers.pop(netloc, None)  # the next request of the host asks again
+                raise
+            finally:
+                asked.callback(None)  # its waiters read what is stored, as below
         await super().robot_parser(request)
         # What the middleware stored, not what the shared Deferred handed this
         # waiter (None for all but the first under the asyncio reactor).
@@ -112,6 +110,25 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         if isinstance(parser, Deferred):  # not settled: cannot happen once awaited
             raise RobotsUnavailable("robots.txt not read yet")
         return parser
+
+    async def _from_cluster(self, request: Request, netloc: str) -> None:
+        assert self.shared is not None
+        body = await self.shared.body_or_claim(netloc)
+        if body is not None:
+            self._parsers[netloc] = build_from_crawler(self._parserimpl, self.crawler, body)
+            # as if fetched here: what was leased before its Crawl-delay was known waits
+            group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
+            remember_crawl_delay(runtime_of(self.crawler).crawl_delayed, group, body)
+            return
+        del self._parsers[netloc]  # this node fetches it (Scrapy's way)
+        slot = request.meta.get(SEND_SLOT)
+        if slot:  # robots.txt goes at the page's send slot, the page asks anew
+            self.robots_slots[netloc] = slot
+            request.meta[SEND_SLOT] = [0.0, 0.0]
+        try:
+            await super().robot_parser(request)
+        finally:
+            self.robots_slots.pop(netloc, None)
 
     async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
         if response.status >= 500 or response.status == 429:

@@ -41,14 +41,30 @@ async def sleep(seconds: float) -> None:
     await maybe_deferred_to_future(deferLater(reactor, seconds))
 
 
+def remember_crawl_delay(crawl_delayed: OrderedDict[str, None], group: str, body: bytes) -> None:
+    """A robots.txt ``body`` that asks for a Crawl-delay: ``group``'s requests
+    leased before Redis knew of it ask Redis for a send slot."""
+    if b"crawl-delay" in body[:SCANNED].lower():
+        crawl_delayed[group] = None
+        crawl_delayed.move_to_end(group)
+        if len(crawl_delayed) > CRAWL_DELAYED_REMEMBERED:
+            crawl_delayed.popitem(last=False)
+
+
 class SendSlots:
-    def __init__(self, hosts: HostStates, stats: Any, health: Any):
+    def __init__(
+        self,
+        hosts: HostStates,
+        stats: Any,
+        health: Any,
+        crawl_delayed: OrderedDict[str, None] | None = None,
+    ):
         self.hosts = hosts
         self.stats = stats
         self.health = health
         # groups whose robots.txt asked for a Crawl-delay: their unpaced requests
         # (leased before Redis knew of it) ask Redis for a slot
-        self._crawl_delayed: OrderedDict[str, None] = OrderedDict()
+        self._crawl_delayed = OrderedDict() if crawl_delayed is None else crawl_delayed
 
     def paced(self, request: Request, group_of: Callable[[Request], str]) -> bool:
         """Whether ``request`` keeps a slot (the common case, an unpaced host, is not)."""
@@ -95,11 +111,5 @@ class SendSlots:
 
     def answered(self, request: Request, response: Response, group: str) -> None:
         """What is leased before a host's Crawl-delay was known goes no faster than it."""
-        if (
-            request.url.endswith("/robots.txt")
-            and b"crawl-delay" in response.body[:SCANNED].lower()
-        ):
-            self._crawl_delayed[group] = None
-            self._crawl_delayed.move_to_end(group)
-            if len(self._crawl_delayed) > CRAWL_DELAYED_REMEMBERED:
-                self._crawl_delayed.popitem(last=False)
+        if request.url.endswith("/robots.txt"):
+            remember_crawl_delay(self._crawl_delayed, group, response.body)

@@ -156,7 +156,7 @@ class HostLevels(FrontierPart):
         reason = (resolver.reason(host) if resolver is not None else None) or why
         if any(words in reason for words in NO_ADDRESS_WORDS):
             self.stats.inc_value("levels/no_address")
-            logger.info("%s has no address (%s): paced as a host alone", host, reason)
+            logger.info("%s has no address (%s): its requests are dead-lettered", host, reason)
             fields = self._fields(host, NO_ADDRESS, self.negative_ttl)
             self._write({host: {**fields, "ipr": reason[:500]}})
             return
