@@ -98,6 +98,14 @@ def test_the_hosts_window_groups_by_address_and_shows_the_lines(redis_client):
     assert line["next_slot"] > time.time()
     odd = readers.hosts(redis_client, KEYS, LIMITS, "ready", 0, 20, group="<script>")
     assert odd["group"] == ""  # only the two groupings
+    # scrapy status --ips reads the same; a malformed limit another writer left is none
+    from extensions.observability.levels import level_rows
+
+    redis_client.hset("shop:rates", "*ip", "fast")
+    redis_client.hset("shop:ip:10.0.0.1", "next", "soon")
+    rows = {row["address"]: row for row in level_rows(redis_client, KEYS, view["hosts"], "address")}
+    assert rows["10.0.0.1"]["hosts"] == 3 and rows["10.0.0.1"]["line"] == 2
+    assert rows["10.0.0.1"]["limit"] is None and rows["10.0.0.1"]["next_slot_in"] is None
 
 
 def letter(n: int, host: str, error: str, replayable: bool = True) -> str:

@@ -23,6 +23,7 @@ from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.part import StatusParts
+from extensions.observability.levels import redis_number
 from extensions.observability.status import (
     all_figures,
     crawl_ids,
@@ -184,7 +185,7 @@ def _lines(server: redis.Redis, keys: SpiderKeys, limit: int) -> list[dict[str, 
             waiting, next_slot = next(replies), next(replies)
             kind = "address" if level.startswith(scope.address("")) else "domain"
             name = level.removeprefix(scope.address("")).removeprefix(scope.domain(""))
-            at = float(text(next_slot)) / 1000 if next_slot else None
+            at = redis_number(next_slot) / 1000 or None
             found.append({"kind": kind, "name": name, "waiting": int(waiting), "next_slot": at})
     return found[:limit]
 

@@ -5,6 +5,7 @@ own state (CLUSTER_IP_RATE, CLUSTER_DOMAIN_RATE: its next slot and its line)."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -30,8 +31,7 @@ def level_rows(
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in host_rows:
         groups.setdefault(row.get(field) or UNKNOWN, []).append(row)
-    limit = server.hget(keys.rates, rate_field)
-    limit_rate = float(text(limit)) if limit is not None else 0.0
+    limit_rate = redis_number(server.hget(keys.rates, rate_field))
     names = [name for name in groups if name not in (UNKNOWN, "-", "?")]
     key_of = keys.address if by == "address" else keys.domain
     pipe = server.pipeline(transaction=False)
@@ -44,7 +44,7 @@ def level_rows(
     rows = []
     for name, hosts in groups.items():
         next_slot, line = state.get(name, (None, 0))
-        next_at = float(text(next_slot)) / 1000 if next_slot is not None else 0.0
+        next_at = redis_number(next_slot) / 1000
         rows.append({
             by: name,
             "hosts": len(hosts),
@@ -60,3 +60,12 @@ def level_rows(
         })  # fmt: skip
     rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], -r["hosts"], str(r[by])))
     return rows
+
+
+def redis_number(raw: Any) -> float:
+    """A number another writer left in Redis, or 0 (absent or malformed)."""
+    try:
+        value = float(text(raw)) if raw is not None else 0.0
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) and value >= 0 else 0.0
