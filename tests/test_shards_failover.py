@@ -54,6 +54,9 @@ def test_a_node_killed_and_a_primary_failing_over_mid_crawl_lose_no_page_and_dou
             nodes.start("site", replicated_cluster.url, spider_args={"allow": ALLOW},
                         NODE_ID=f"n{n}", **settings)  # fmt: skip
         wait_for(lambda: sum(site_hits(site).values()) >= 30, 60, "crawl start")
+        # every node in the crawl before anything dies (a loaded machine starts the
+        # third late, and a node opening into a failover is another scenario)
+        wait_for(lambda: client.zcard(keys.nodes) >= 3, 60, "all three nodes joined")
         nodes.procs[1].send_signal(signal.SIGKILL)
         nodes.procs[1].wait(10)
 
