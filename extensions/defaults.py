@@ -129,8 +129,9 @@ CRAWL_PAGE_BUDGET = 0
 ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.txt fails (5xx)
 ROBOTSTXT_RETRY_TIMES = 10  # waits a request may spend on that before it is dropped
 # robots.txt fetched once for the cluster and kept in Redis for every node
-# (extensions/robotscache.py), for at most ROBOTSTXT_CACHE_TTL seconds (RFC 9309: 24 h)
-ROBOTSTXT_SHARED = True
+# (extensions/robotscache.py), for at most ROBOTSTXT_CACHE_TTL seconds (RFC 9309: 24 h);
+# on whenever CLUSTER_DOMAIN_RATE or CLUSTER_IP_RATE is set, unless set off
+ROBOTSTXT_SHARED = False
 ROBOTSTXT_CACHE_TTL = 86400
 SITEMAP_FROM_ROBOTS = False  # read the Sitemap: lines of the robots.txt of every host queued
 

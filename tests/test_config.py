@@ -77,7 +77,7 @@ def test_an_address_rate_shares_dns_unless_the_project_says_not_and_needs_one_sh
     settings = Settings()
     settings.set("CLUSTER_IP_RATE", 10, "project")
     DistributedAddon().update_settings(settings)
-    assert settings.getbool("DNS_SHARED")
+    assert settings.getbool("DNS_SHARED") and settings.getbool("ROBOTSTXT_SHARED")
     refused = Settings({"CLUSTER_IP_RATE": 10, "DNS_SHARED": False})
     DistributedAddon().update_settings(refused)
     assert not refused.getbool("DNS_SHARED")  # each node resolves for itself then

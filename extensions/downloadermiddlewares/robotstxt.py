@@ -68,7 +68,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self.shared: SharedRobots | None = None
         self.robots_slots = runtime_of(crawler).robots_slots
         self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
-        if crawler.settings.getbool("ROBOTSTXT_SHARED", defaults.ROBOTSTXT_SHARED):
+        if crawler.settings.getbool("ROBOTSTXT_SHARED"):
             keys = SpiderKeys.for_crawler(crawler)
             self.shared = SharedRobots(connection.client_for(crawler), keys, crawler.stats,
                                        crawler.settings)  # fmt: skip
