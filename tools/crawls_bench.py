@@ -51,7 +51,7 @@ def lease_and_release(
     return leased, time.perf_counter() - began
 
 
-def _commands(client: redis.Redis) -> int:
+def command_calls(client: redis.Redis) -> int:
     return sum(int(v["calls"]) for v in client.info("commandstats").values())
 
 
@@ -68,9 +68,9 @@ def measure_one(redis_url: str, paused_size: int) -> dict[str, float]:
         frontier.enqueue(_entries("held", start, min(FILL_BATCH, paused_size - start)))
     frontier.enqueue(_entries("live", 0, LEASES * BATCH))
     client.config_resetstat()
-    before = _commands(client)
+    before = command_calls(client)
     leased, seconds = lease_and_release(frontier, LEASES)
-    calls = _commands(client) - before
+    calls = command_calls(client) - before
     memory = client.info("memory")["used_memory"]
     client.close()
     return {

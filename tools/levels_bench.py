@@ -20,7 +20,6 @@ import argparse
 import hashlib
 import json
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,10 +30,9 @@ from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.results import Entry
 from extensions.keys import SpiderKeys
 from tools import services
+from tools.crawls_bench import BATCH, LEASES, command_calls, lease_and_release
 
 SIZES = (100_000, 1_000_000)
-LEASES = 2000
-BATCH = 16
 FILL_BATCH = 10_000
 HOSTS_PER_LEVEL = 10  # hosts per address and per registered domain
 VARIANTS: dict[str, dict[str, float]] = {
@@ -68,10 +66,6 @@ def fill(client: redis.Redis, frontier: Frontier, keys: SpiderKeys, hosts: int) 
         pipe.execute()
 
 
-def _commands(client: redis.Redis) -> int:
-    return sum(int(v["calls"]) for v in client.info("commandstats").values())
-
-
 def lease_cost(client: redis.Redis, hosts: int, rates: Mapping[str, float]) -> dict[str, float]:
     client.flushall()
     keys = SpiderKeys.for_spider("bench")
@@ -79,15 +73,9 @@ def lease_cost(client: redis.Redis, hosts: int, rates: Mapping[str, float]) -> d
     fill(client, frontier, keys, hosts)
     client.hset(keys.rates, mapping=rates)  # type: ignore[arg-type]
     client.config_resetstat()
-    before = _commands(client)
-    began = time.perf_counter()
-    leased = 0
-    for _ in range(LEASES):
-        leases, _ = frontier.lease(BATCH, lease_timeout=600)
-        frontier.release([lease.member for lease in leases])
-        leased += len(leases)
-    seconds = time.perf_counter() - began
-    calls = _commands(client) - before
+    before = command_calls(client)
+    leased, seconds = lease_and_release(frontier, LEASES)
+    calls = command_calls(client) - before
     return {"commands": calls / LEASES, "us": 1e6 * seconds / LEASES, "leased": leased,
             "per_request": calls / max(leased, 1), "lines": client.zcard(keys.lines)}  # fmt: skip
 

@@ -34,6 +34,20 @@ local FAST_WINDOW_MS = 25
 -- (a starved CPU, the server's own loop), and its send then comes that much
 -- closer to the next one; the margin keeps the interval at the host.
 local SLOW_MARGIN_SHARE, SLOW_MARGIN_MS = 0.2, 100
+-- The spacing (ms) slots keep for an interval, and the window a send may come
+-- after its slot: the tolerance, at least FAST_WINDOW_MS for a fast pace; a slow
+-- pace's slots keep the margin too. For a host and for the levels above it.
+local function spacing_of(P, interval)
+  local spacing = interval * (1 + P.tolerance)
+  local window = interval * P.tolerance
+  if spacing <= 2 * P.lead then
+    window = math.max(window, FAST_WINDOW_MS)
+  else
+    spacing = spacing + math.min(interval * SLOW_MARGIN_SHARE, SLOW_MARGIN_MS)
+  end
+  return spacing, window
+end
+
 local function host_pacing(P, group, now)
   local rate = number_field(P, redis.call('HGET', P.rates, group)) or P.default_rate
   local fields = redis.call('HMGET', P.host_prefix .. group, 'arate', 'hold', 'win', 'next', 'ew')
@@ -52,13 +66,7 @@ local function host_pacing(P, group, now)
   end
   local delay = number_field(P, redis.call('HGET', P.crawl_delay, group)) or 0
   interval = math.max(interval, math.min(delay, P.delay_max) * 1000)
-  local spacing = interval * (1 + P.tolerance)
-  local window = interval * P.tolerance
-  if spacing <= 2 * P.lead then
-    window = math.max(window, FAST_WINDOW_MS)
-  else
-    spacing = spacing + math.min(interval * SLOW_MARGIN_SHARE, SLOW_MARGIN_MS)
-  end
+  local spacing, window = spacing_of(P, interval)
   return interval, spacing, window, arate ~= nil or hold > now or evidence_until > now, hold,
     next_slot
 end
@@ -100,13 +108,7 @@ end
 -- P: as host_pacing, with domain_rate, ip_rate, domain_prefix, ip_prefix.
 local function pacing_level(P, key, rate)
   local interval = 1000 / rate
-  local spacing = interval * (1 + P.tolerance)
-  local window = interval * P.tolerance
-  if spacing <= 2 * P.lead then
-    window = math.max(window, FAST_WINDOW_MS)
-  else
-    spacing = spacing + math.min(interval * SLOW_MARGIN_SHARE, SLOW_MARGIN_MS)
-  end
+  local spacing, window = spacing_of(P, interval)
   local f = redis.call('HMGET', key, 'next', 'turn')
   return {key = key, interval = interval, spacing = spacing, window = window,
           next = number_field(P, f[1]) or 0, turn = f[2]}
