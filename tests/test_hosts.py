@@ -194,9 +194,16 @@ def test_a_late_send_takes_a_free_slot_or_waits_for_the_next_and_a_held_host_say
     verdict, _, _ = states.ask_to_send("paced", first.slot, first.window)
     assert verdict == "send"
     assert int(host(redis_client, keys, "paced")["next"]) >= now_ms() + 490
-    # a later slot was handed out meanwhile: the late one waits for the one after it
+    # a later slot was handed out meanwhile: the late one takes nothing that far
+    # ahead (it would be late for that one too), it asks again when it is near
     redis_client.zadd(keys.waiting, {"paced": now_ms() - 1})
     [second] = frontier.lease(5, lease_timeout=60)[0]
+    taken = host(redis_client, keys, "paced")["next"]
+    verdict, when, _ = states.ask_to_send("paced", first.slot, first.window)
+    assert verdict == "later" and when >= second.slot + 0.5 - 0.1 - 0.002
+    assert host(redis_client, keys, "paced")["next"] == taken
+    # asked again then, it takes the slot after the second one
+    time.sleep(max(when - time.time(), 0))
     verdict, slot, window = states.ask_to_send("paced", first.slot, first.window)
     assert verdict == "wait" and slot >= second.slot + 0.5 and window > 0
     states.report([Event("paced", AGAIN, retry_after=4.0)])

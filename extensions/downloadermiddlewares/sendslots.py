@@ -96,6 +96,10 @@ class SendSlots:
             if verdict == "hold":
                 held[group] = when
                 return when
+            if verdict == "later":  # its free slot is further off: nothing taken yet
+                self.stats.inc_value("politeness/later")
+                await sleep(max(when - time.time(), 0))
+                continue
             slot = when
             await sleep(max(slot - time.time(), 0))
             if time.time() <= slot + window:

@@ -176,10 +176,11 @@ class HostStates:
         return held
 
     def ask_to_send(self, group: str, slot: float, window: float) -> tuple[str, float, float]:
-        """('send', now, 0), ('wait', slot, window) or ('hold', until, 0): may a request of
-        ``group`` whose lease gave it ``slot`` (s since epoch; 0: none), to be
-        sent within ``window`` seconds after it, go now? Times in seconds since
-        epoch; 'wait' took the slot given for it."""
+        """('send', now, 0), ('wait', slot, window), ('later', when, 0) or ('hold', until,
+        0): may a request of ``group`` whose lease gave it ``slot`` (s since epoch; 0:
+        none), to be sent within ``window`` seconds after it, go now? Times in
+        seconds since epoch; 'wait' took the slot given for it, 'later' took
+        nothing: the request asks again at ``when``."""
         keys = self.keys.shard(self.keys.shard_of(group))
         b = self.backoff
         answer = fields(run_named(

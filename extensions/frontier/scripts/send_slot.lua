@@ -15,7 +15,9 @@
 -- after every level's next too.
 -- Returns, by name: verdict ('send': send now, at = now | 'wait': send at the
 -- slot, at = 'SLOT:WINDOW' (ms), at most WINDOW later: the slot is taken |
--- 'hold': the group is held (backing off) until at (ms)), and bad (how many
+-- 'later': the next free slot is further than a lease's lead: ask again at at
+-- (ms), nothing taken | 'hold': the group is held (backing off) until at
+-- (ms)), and bad (how many
 -- malformed host fields were ignored)
 local K, A = named_input()
 local group, now, slot = A.group, tonumber(A.now), tonumber(A.slot)
@@ -54,6 +56,12 @@ for _, L in ipairs(levels) do
 end
 local at = now
 if not free then at = math.max(first, now) end
+if at - now > P.lead then
+  -- a slot taken this far ahead is lost when its node wakes late for it (a
+  -- busy node does), and every late one would queue behind it: the request
+  -- asks again when the free slot is as near as a lease would take it
+  return {'verdict', 'later', 'at', string.format('%.0f', at - P.lead), 'bad', P.bad}
+end
 redis.call('HSET', key, 'next', string.format('%.0f', at + spacing))
 for _, L in ipairs(levels) do
   L.next = at + L.spacing
