@@ -40,6 +40,7 @@ READY = "%(name)s:ready"
 WAITING = "%(name)s:waiting"
 HOST = "%(name)s:host:%(group)s"
 HELD = "%(name)s:held"
+HOLDS = "%(name)s:holds"
 BANNED = "%(name)s:banned"
 FRONTIER = "%(name)s:frontier"
 RATES = "%(name)s:rates"
@@ -109,6 +110,7 @@ class SpiderKeys:
     render_auto: str = ""
     series: str = ""
     audit: str = ""
+    holds: str = ""
     #: the start key's Redis type: "list", "set" or "zset" (scrapy-redis's three kinds)
     start_type: str = "list"
     #: FRONTIER_SHARDS: how many parts the frontier is split into, each under a hash
@@ -169,6 +171,7 @@ class SpiderKeys:
             render_auto=RENDER_AUTO % subs,
             series=SERIES % subs,
             audit=AUDIT % subs,
+            holds=HOLDS % subs,
             start_type=start_type,
             shards=shards,
             shards_key=SHARDS % subs,

@@ -34,6 +34,10 @@ key                            type    holds
                                        ipx (when it is looked up again, ms)
 ``NAME:held``                  zset    groups held because they pushed back -> hold end (ms)
 ``NAME:banned``                zset    of those, the ones held for a ban -> hold end (ms)
+``NAME:holds``                 stream  each hold set (a host that refuses, a page's
+                                       Retry-After, a ban): g (the group), u (its end,
+                                       ms); the last thousand or so, read by every node
+                                       four times a second: what it leased before waits
 ``NAME:frontier``              hash    queued (requests in all group queues, and in MongoDB
                                        with FRONTIER_OVERFLOW: spilled counts those,
                                        host_queue_max is the bound, lives numbers
@@ -136,7 +140,10 @@ key                            type    holds
                                        that found it busy -> when they joined, woken one a
                                        slot
 ``NAME:ip:ADDRESS``            hash    CLUSTER_IP_RATE: the same for the hosts on one server
-                                       address (IPv4 or IPv6), and its line
+                                       address (IPv4 or IPv6), and its line; once two of
+                                       its hosts were held lately (its zset ``:refused``,
+                                       host -> when), cut (ms) and why: it is held and
+                                       its rate halved, back over a minute
 ``NAME:lines``                 zset    domains and addresses with a line -> when its next
                                        group is woken (ms): the level's key
 ``NAME:robots:NETLOC``         string  ROBOTSTXT_SHARED: the host's robots.txt for every node:
@@ -146,7 +153,7 @@ key                            type    holds
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
-                                       ready, waiting, held, banned, frontier, rates,
+                                       ready, waiting, held, banned, holds, frontier, rates,
                                        crawl_delay, delayed,
                                        leases, nodes, dupefilter, revisit and due keys (as
                                        above, under the hash tag ``{NAME:K}``); the rest
@@ -166,6 +173,7 @@ WRITTEN_BY = {
     "hosts/levels.py (dom, ip, ipx)",
     "held": "host_feedback.lua",
     "banned": "host_feedback.lua",
+    "holds": "host_feedback.lua; hosts/holds.py (every node reads it)",
     "frontier": "enqueue*.lua, lease.lua, reclaim.lua, refill.lua; spilling.py (host_queue_max)",
     "rates": "politeness.py (each node at start)",
     "crawl_delay": "politeness.py (from robots.txt)",
@@ -203,7 +211,7 @@ WRITTEN_BY = {
     "refilled": "refill.lua; spilling.py (once the documents are marked taken)",
     "dns": "dns/resolver.py (the first node to resolve a host)",
     "domain": "lease.lua, send_slot.lua",
-    "address": "lease.lua, send_slot.lua",
+    "address": "lease.lua, send_slot.lua, host_feedback.lua (a server that refuses)",
     "lines": "lease.lua",
     "robots": "robotscache.py (the node that fetched it)",
 }

@@ -106,6 +106,12 @@ def test_the_hosts_window_groups_by_address_and_shows_the_lines(redis_client):
     rows = {row["address"]: row for row in level_rows(redis_client, KEYS, view["hosts"], "address")}
     assert rows["10.0.0.1"]["hosts"] == 3 and rows["10.0.0.1"]["line"] == 2
     assert rows["10.0.0.1"]["limit"] is None and rows["10.0.0.1"]["next_slot_in"] is None
+    # a server held lately (two of its hosts refused) says why, for a minute
+    redis_client.hset("shop:ip:10.0.0.0", mapping={"cut": int(time.time() * 1000), "why": "ban"})
+    redis_client.hset("shop:ip:10.0.0.1", mapping={"cut": 1, "why": "push"})
+    rows = {row["address"]: row for row in level_rows(redis_client, KEYS, view["hosts"], "address")}
+    assert rows["10.0.0.0"]["server_refused"] == "ban"
+    assert rows["10.0.0.1"]["server_refused"] is None
 
 
 def letter(n: int, host: str, error: str, replayable: bool = True) -> str:

@@ -144,9 +144,11 @@ def test_clear_keeps_start_urls_and_dead_letters(redis_client, keys):
     frontier.lease(1, lease_timeout=600)
     redis_client.lpush(keys.start_urls, "http://a/")
     redis_client.lpush(keys.dlq, "{}")
+    redis_client.xadd(keys.holds, {"g": "a", "u": "1"})
     frontier.clear()
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight, sizes.seen) == (0, 0, 0)
+    assert not redis_client.exists(keys.holds)
     assert (sizes.start_urls, sizes.dlq) == (1, 1)
 
 

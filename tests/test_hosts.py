@@ -8,6 +8,7 @@ import time
 import pytest
 
 from extensions.frontier.frontier import Frontier, now_ms
+from extensions.frontier.hosts.holds import HoldsHeard
 from extensions.frontier.hosts.state import AGAIN, BAN, ERRORS, OK, PUSH, Backoff, Event, HostStates
 from extensions.keys import SpiderKeys
 from tests.conftest import crawler_with_addon
@@ -171,6 +172,27 @@ def test_a_slowed_host_refusing_again_at_the_same_pace_is_cut_again(redis_client
     states.report([Event("h", OK, answers=30, latency=0.05)])
     [cut] = states.report([Event("h", PUSH)])  # again at that pace, 30 answers later
     assert cut.why == "push" and cut.rate == pytest.approx(first * 0.85, rel=0.01)
+
+
+def test_every_node_hears_of_a_hold_at_its_next_poll_and_a_malformed_entry_is_skipped(
+    redis_client, keys
+):
+    other = HoldsHeard(redis_client, keys, now=time.time() - 1)
+    states = HostStates(redis_client, keys)
+    assert other.poll() == []
+    states.report([Event("h", PUSH, retry_after=3.0)])  # a page's Retry-After holds its host
+    [(group, until)] = other.poll()
+    assert group == "h" and 2.5 < until - time.time() <= 3.0
+    assert other.poll() == []  # heard once
+    # written by anyone: ignored and counted; a hold already over is not news
+    redis_client.xadd(keys.holds, {"g": "x", "u": "soon"})
+    redis_client.xadd(keys.holds, {"u": "1"})
+    redis_client.xadd(keys.holds, {"g": "old", "u": str(now_ms() - 5000)})
+    redis_client.xadd(keys.holds, {"g": "fine", "u": str(now_ms() + 5000)})
+    assert [group for group, _ in other.poll()] == ["fine"]
+    assert other.bad == 2
+    # a node that started after a hold was set hears only what comes next
+    assert HoldsHeard(redis_client, keys, now=time.time() + 1).poll() == []
 
 
 def test_a_ban_counts_apart_from_pushbacks(redis_client, keys):

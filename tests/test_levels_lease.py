@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from extensions.frontier.frontier import Frontier, now_ms
+from extensions.frontier.hosts.state import BAN, Event, HostStates
 from extensions.frontier.results import Lease
 from extensions.keys import SpiderKeys
 from tests.test_frontier import entry, url_of
@@ -169,3 +170,41 @@ def test_a_level_whose_rate_is_lifted_gives_its_line_back(redis_client, keys):
     assert sorted(hosts_of(frontier.lease(10, lease_timeout=60)[0])) == [
         "h1.test", "h2.test", "h3.test"]  # fmt: skip
     assert redis_client.zcard(keys.lines) == 0
+
+
+def test_a_second_host_of_an_address_held_holds_the_address_and_halves_its_rate(redis_client, keys):
+    """Two names of one server refusing say the server refuses: every host on its
+    address waits; one name refusing alone holds that name only."""
+    frontier = Frontier(redis_client, keys, "n1")
+    states = HostStates(redis_client, keys)
+    redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
+    for host in ("a.test", "b.test", "c.test"):
+        describe(redis_client, keys, host, "10.0.0.9")
+    describe(redis_client, keys, "other.test", "10.0.0.10")
+    address = keys.address("10.0.0.9")
+    states.report([Event("a.test", BAN, retry_after=30.0)])
+    assert redis_client.hget(address, "cut") is None  # one name: its own hold only
+    frontier.enqueue([entry(f"http://{host}/1") for host in ("c.test", "other.test")])
+    assert sorted(hosts_of(frontier.lease(10, lease_timeout=60)[0])) == ["c.test", "other.test"]
+    states.report([Event("b.test", BAN, retry_after=30.0)])
+    assert redis_client.hget(address, "why") == b"ban"
+    assert int(redis_client.hget(address, "next")) >= now_ms() + 29_000
+    # every host on the address waits for the hold; another address does not
+    frontier.enqueue([entry(f"http://{host}/2") for host in ("c.test", "other.test")])
+    wake_everything_but(redis_client, keys, address)
+    assert hosts_of(frontier.lease(10, lease_timeout=60)[0]) == ["other.test"]
+    # after it, the address is paced at half its rate, climbing back over a minute
+    redis_client.hset(address, mapping={"next": now_ms() - 1, "cut": now_ms() - 1})
+    wake_everything_but(redis_client, keys, None)
+    [lease] = frontier.lease(10, lease_timeout=60)[0]
+    assert hosts_of([lease]) == ["c.test"]
+    interval = int(redis_client.hget(address, "next")) - lease.slot * 1000
+    assert 190 <= interval <= 260  # 200 ms at 5/s (and the tolerance), not 100 ms at 10/s
+
+
+def wake_everything_but(redis_client, keys, held: str | None) -> None:
+    """wake_everything, leaving ``held``'s next slot as it is."""
+    kept = redis_client.hget(held, "next") if held else None
+    wake_everything(redis_client, keys)
+    if kept is not None:
+        redis_client.hset(held, "next", kept)

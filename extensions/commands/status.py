@@ -153,6 +153,7 @@ def render_levels(rows: list[dict[str, Any]], by: str) -> str:
             f"{str(row[by])[:28]:28s} {row['hosts']:6d} {row['queued']:8d} "
             f"{row['in_flight']:6d} {row['fetched']:8d} {row['rate']:7.2f} {limit:>6s} "
             f"{row['held']:5d} {row['line']:5d}  {', '.join(row['busiest_hosts'])}"
+            + (f"  [server held: {row['server_refused']}]" if row.get("server_refused") else "")
         )
     if any(row[by] in (UNKNOWN, "-", "?") for row in rows):
         lines.append(

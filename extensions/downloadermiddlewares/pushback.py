@@ -50,6 +50,7 @@ from extensions.exceptions import HostBanned
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.groups import group_for
 from extensions.frontier.hosts.answers import AnswerLedger
+from extensions.frontier.hosts.holds import HoldsHeard
 from extensions.frontier.hosts.state import AGAIN, BAN, ERRORS, PUSH, Backoff, Event, HostStates
 from extensions.frontier.leased import leased_for
 from extensions.installed import require_addon
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched hosts
+HOLDS_POLL = 0.25  # seconds between looks at the holds other nodes set
 # URLs refused lately, remembered by each node: one refused again (a retry, a
 # recrawl) says more of its page than of its host
 REFUSED_URLS = 10_000
@@ -124,6 +126,8 @@ class PushbackMiddleware:
         self.as_leased = leased_for(crawler)
         self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
         self._loop: task.LoopingCall | None = None
+        self._holds_loop: task.LoopingCall | None = None
+        self.holds = HoldsHeard(hosts.server, hosts.keys)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PushbackMiddleware:
@@ -152,10 +156,13 @@ class PushbackMiddleware:
         self.challenges = ChallengeAnswerer.for_spider(self.crawler, spider)
         self._loop = task.LoopingCall(self._report_good)
         self._loop.start(REPORT_INTERVAL, now=False)
+        self._holds_loop = task.LoopingCall(self._hear_holds)
+        self._holds_loop.start(HOLDS_POLL, now=False)
 
     def spider_closed(self, spider: Any) -> None:
-        if self._loop is not None and self._loop.running:
-            self._loop.stop()
+        for loop in (self._loop, self._holds_loop):
+            if loop is not None and loop.running:
+                loop.stop()
         self._report_good()
 
     def group_of(self, request: Request) -> str:
@@ -344,6 +351,23 @@ class PushbackMiddleware:
         retry.meta[BAN_RETRIES] = retries
         retry.meta.setdefault(FIRST_FAILURE, time.time())
         return retry
+
+    # --- holds other nodes set ---------------------------------------------------
+
+    def _hear_holds(self) -> None:
+        """This node's requests of a host another node had held wait with it."""
+        try:
+            heard = self.holds.poll()
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            return
+        if self.holds.bad:
+            self.stats.inc_value("hosts/bad_holds", self.holds.bad)
+            self.holds.bad = 0
+        for group, until in heard:
+            if until > self._held.get(group, 0):
+                self.stats.inc_value("hosts/holds_heard")
+                self._held[group] = until
 
     # --- good answers from watched hosts ----------------------------------------
 

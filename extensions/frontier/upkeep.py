@@ -66,7 +66,7 @@ class Upkeep:
             doomed = [
                 keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
                 keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
-                keys.held, keys.banned,
+                keys.held, keys.banned, keys.holds,
                 keys.bloom_count, keys.shards_key, keys.revisit, keys.due,
                 keys.crawls, keys.turns, keys.crawl_ends,
                 keys.ready + ":render", keys.turns + ":render", keys.render_nodes,

@@ -18,6 +18,7 @@ from extensions.keys import SpiderKeys
 LEVELS = {"address": ("address", "*ip"), "domain": ("domain", "*domain")}
 #: hosts not described yet (no level rate, or not leased since one was set)
 UNKNOWN = "(not described)"
+CUT_SHOWN = 60.0  # seconds an address's cut is shown: its rate recovers over that
 
 
 def level_rows(
@@ -25,8 +26,8 @@ def level_rows(
 ) -> list[dict[str, Any]]:
     """One row per address (``by="address"``) or registered domain, busiest
     first: its hosts, queued, in flight, fetched, held hosts, the rate the
-    cluster leases it at now (its hosts' together), its limit, and the hosts in
-    its line."""
+    cluster leases it at now (its hosts' together), its limit, the hosts in
+    its line, and why its server was held lately (two of its hosts refused)."""
     field, rate_field = LEVELS[by]
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in host_rows:
@@ -36,15 +37,17 @@ def level_rows(
     key_of = keys.address if by == "address" else keys.domain
     pipe = server.pipeline(transaction=False)
     for name in names:
-        pipe.hget(key_of(name), "next")
+        pipe.hmget(key_of(name), "next", "cut", "why")
         pipe.zcard(key_of(name) + ":line")
     replies = iter(pipe.execute())
     state = {name: (next(replies), next(replies)) for name in names}
     now = time.time()
     rows = []
     for name, hosts in groups.items():
-        next_slot, line = state.get(name, (None, 0))
+        (next_slot, cut, why), line = state.get(name, ((None, None, None), 0))
         next_at = redis_number(next_slot) / 1000
+        # a server that refused (two of its hosts held) within the minute its rate recovers
+        refused = text(why)[:20] if why and now - redis_number(cut) / 1000 < CUT_SHOWN else None
         rows.append({
             by: name,
             "hosts": len(hosts),
@@ -56,6 +59,7 @@ def level_rows(
             "limit": limit_rate or None,
             "line": int(line),
             "next_slot_in": round(next_at - now, 3) if next_at > now else None,
+            "server_refused": refused,
             "busiest_hosts": [h["host"] for h in sorted(hosts, key=lambda h: -h["queued"])[:3]],
         })  # fmt: skip
     rows.sort(key=lambda r: (-r["queued"], -r["in_flight"], -r["hosts"], str(r[by])))

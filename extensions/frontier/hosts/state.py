@@ -147,6 +147,7 @@ class HostStates:
                 "adaptive": int(b.adaptive), "floor_rate": b.min_rate,
                 "window": int(b.window * 1000), "step": int(b.step * 1000),
                 "raise": b.raise_by, "share": b.share, "min_refusals": b.min_refusals,
+                "ip_prefix": keys.address(""),
             }  # fmt: skip
             items: list[Any] = []
             for e in part:
@@ -158,7 +159,8 @@ class HostStates:
                 items += [e.group, e.kind, value, latency, self._random.random(),
                           round(e.history, 3)]  # fmt: skip
             script_keys = {"ready": keys.ready, "waiting": keys.waiting, "rates": keys.rates,
-                           "held": keys.held, "banned": keys.banned}  # fmt: skip
+                           "held": keys.held, "banned": keys.banned,
+                           "holds": keys.holds}  # fmt: skip
             run_named(self._feedback, script_keys, args, pipe, items)
         held = []
         for result in execute(pipe):

@@ -18,7 +18,7 @@ local function wake_line(F, P, W, key)
   local rate = level_rate(P, key)
   local L, pops = nil, LINE_POPS
   if rate > 0 then
-    L = pacing_level(P, key, rate)
+    L = pacing_level(P, key, rate, W.now)
     if L.next - W.lead > W.now then  -- a slot was taken since: wait for the next
       redis.call('ZADD', W.lines, math.ceil(L.next - W.lead), key)
       return

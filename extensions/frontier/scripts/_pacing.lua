@@ -106,10 +106,17 @@ end
 -- describe the host first) or nil, 'hold' and until when (its lookup failed),
 -- or none, 'unresolvable' and why (the name has no address).
 -- P: as host_pacing, with domain_rate, ip_rate, domain_prefix, ip_prefix.
-local function pacing_level(P, key, rate)
+-- An address whose hosts refused together (host_feedback.lua) is held, and its
+-- rate halved, climbing back to the rate set over LEVEL_RECOVER_MS.
+local LEVEL_RECOVER_MS = 60000
+local function pacing_level(P, key, rate, now)
+  local f = redis.call('HMGET', key, 'next', 'turn', 'cut')
+  local cut = number_field(P, f[3])
+  if cut and now > cut then
+    rate = rate * (0.5 + 0.5 * math.min((now - cut) / LEVEL_RECOVER_MS, 1))
+  end
   local interval = 1000 / rate
   local spacing, window = spacing_of(P, interval)
-  local f = redis.call('HMGET', key, 'next', 'turn')
   return {key = key, interval = interval, spacing = spacing, window = window,
           next = number_field(P, f[1]) or 0, turn = f[2]}
 end
@@ -126,7 +133,7 @@ local function host_levels(P, host, now)
   local f = redis.call('HMGET', P.host_prefix .. host, 'dom', 'ip', 'ipx', 'ipr')
   if P.domain_rate > 0 then
     if not f[1] or f[1] == '' then return nil, 'describe' end
-    levels[#levels + 1] = pacing_level(P, P.domain_prefix .. f[1], P.domain_rate)
+    levels[#levels + 1] = pacing_level(P, P.domain_prefix .. f[1], P.domain_rate, now)
   end
   if P.ip_rate > 0 then
     local expires = number_field(P, f[3])
@@ -134,7 +141,7 @@ local function host_levels(P, host, now)
     if f[2] == '?' and expires > now then return nil, 'hold', expires end
     if expires <= now then return nil, 'describe' end
     if f[2] == '-' then return levels, 'unresolvable', f[4] or 'no address' end
-    levels[#levels + 1] = pacing_level(P, P.ip_prefix .. f[2], P.ip_rate)
+    levels[#levels + 1] = pacing_level(P, P.ip_prefix .. f[2], P.ip_rate, now)
   end
   return levels
 end

@@ -12,7 +12,9 @@
 -- in probing steps that grow while no refusal comes.
 -- Keys (by name, _named.lua): ready, waiting (groups, zsets); rates (hash:
 -- group or '*' -> requests per second); held (groups, zset -> hold end, ms);
--- banned (of those, the banned ones).
+-- banned (of those, the banned ones); (with CLUSTER_IP_RATE, ip_prefix .. ADDRESS:
+-- next, cut, why; and ADDRESS:refused, a zset: its hosts held lately); holds (a stream: each hold set here,
+-- g = group, u = its end in ms, for the nodes to hear of; the last HOLDS_KEPT or so).
 -- (each group's host hash, host_prefix .. GROUP: hold, why, strikes, pushed, next,
 --  arate, peak, changed, cutat, probe, cut, lat, lat_min, pushbacks, page_refusals,
 --  bans; the evidence: en, er (decayed answers and refusals), et (when they
@@ -27,6 +29,7 @@
 --   window        HOST_BACKOFF_WINDOW (ms): the evidence window's time constant
 --   step          ms between two raises   raise        the fraction a recovering raise adds
 --   share         HOST_BACKOFF_SHARE      min_refusals HOST_BACKOFF_MIN_REFUSALS
+--   ip_prefix     the address levels' key prefix (lease.lua)
 -- Items: the events, six each: group; kind ('push': a page refused for the
 -- first time lately; 'again': a page refused again, which says more of the page
 -- than of the host; 'ban'; 'errors'; 'ok'); Retry-After in ms (-1: none; for
@@ -36,6 +39,7 @@
 -- Returns, by name: held ({group, hold until (ms), reason, adaptive rate or ''}
 -- for each group held or slowed by these events), bad (malformed host fields
 -- ignored)
+local HOLDS_KEPT = 1000  -- holds set faster than nodes poll them are left to the leases
 local K, A, E = named_input()
 local now = tonumber(A.now)
 local host_prefix = A.host_prefix
@@ -49,7 +53,30 @@ local P = {bad = 0}
 local WATCH = 3  -- windows a host stays watched after a refusal
 local ECHO_MS = 500  -- an echo's Retry-After that extends a hold by less is not reported
 local default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
+read_level_rates(P, K.rates)
 local out = {}
+-- hosts of one address held for their own refusals, bans or errors within the
+-- evidence window that say the server refuses, not one of its names
+local ADDRESS_REFUSERS = 2
+
+-- With CLUSTER_IP_RATE, a host held on evidence of its own is evidence against
+-- its address: once a second host of the address is held within the window, the
+-- address is held as long (every host on it waits) and its rate halved, climbing
+-- back over a minute (_pacing.lua pacing_level).
+local function address_refused(group, hold, kind)
+  if P.ip_rate <= 0 or not A.ip_prefix then return end
+  local ip = redis.call('HGET', host_prefix .. group, 'ip')
+  if not ip or ip == '' or ip == '-' or ip == '?' then return end
+  local key = A.ip_prefix .. ip
+  local refusers = key .. ':refused'
+  redis.call('ZADD', refusers, now, group)
+  redis.call('ZREMRANGEBYSCORE', refusers, '-inf', now - window)
+  redis.call('PEXPIRE', refusers, window)
+  if redis.call('ZCARD', refusers) < ADDRESS_REFUSERS then return end
+  local next_slot = math.max(number_field(P, redis.call('HGET', key, 'next')) or 0, hold)
+  redis.call('HSET', key, 'next', string.format('%.0f', next_slot), 'cut', now, 'why', kind)
+  redis.call('PEXPIRE', key, math.ceil(next_slot - now) + LEVEL_RECOVER_MS)
+end
 
 local function configured_rate(group)
   return number_field(P, redis.call('HGET', K.rates, group)) or default_rate
@@ -245,6 +272,7 @@ local function refused(group, kind, retry_after, jitter, history)
     redis.call('ZREM', K.banned, group)
   end
   out[#out + 1] = {group, string.format('%.0f', hold), kind, arate and fmt(arate) or ''}
+  address_refused(group, hold, kind)
 end
 
 local function answered_well(group, answers, latency)
@@ -314,6 +342,13 @@ for i = 1, #E - 5, 6 do  -- the events, six items each
     answered_well(group, value, latency)
   else
     refused(group, kind, value, jitter, history)
+  end
+end
+-- every node hears of a hold at its next poll of the stream, not at its next
+-- lease: what it leased before waits with the host instead of going inside the hold
+for _, h in ipairs(out) do
+  if h[3] ~= 'restored' and tonumber(h[2]) > now then
+    redis.call('XADD', K.holds, 'MAXLEN', '~', HOLDS_KEPT, '*', 'g', h[1], 'u', h[2])
   end
 end
 -- holds that are over leave the registries (what is left is what holds now)
