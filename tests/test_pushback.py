@@ -217,23 +217,25 @@ def test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it(
     assert per_second >= 0.8 * LIMIT, (refused, per_second)
 
 
-@pytest.mark.alone
-def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(
-    redis_url, redis_client, nodes, tmp_path
+@pytest.mark.alone  # the gaps at the host are the machine's too: measured unloaded
+def test_a_crawl_delay_holds_at_the_host_from_the_first_request_with_a_node_starved_of_cpu(
+    redis_url, redis_client, nodes
 ):
+    """Two nodes, ten hosts, one with ``Crawl-delay: 0.5``: no two requests reach
+    it closer than the delay, from the first seconds on (both nodes hold requests
+    leased before either had read its robots.txt), while the nodes crawl the nine
+    others flat out and the first shares one core with two processes that never
+    sleep."""
     delay = 0.5
-    polite = services.start_demo_site(host="127.0.0.7", crawl_delay=delay)
-    busy = services.start_demo_site(host="127.0.0.8")
+    sites = [services.start_demo_site(host=f"127.0.0.{60 + n}", crawl_delay=delay if n == 0 else 0)
+             for n in range(10)]  # fmt: skip
     hogs: list[subprocess.Popen] = []
     try:
-        # the nodes also crawl a second host flat out, and the first shares one
-        # core with two processes that never sleep
         pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
         for _ in range(2):
             hogs.append(subprocess.Popen([*pin, sys.executable, "-c", "while True: pass"]))
-        redis_client.lpush("site:start_urls", polite.url + "/category/books",
-                           busy.url + "/")  # fmt: skip
-        settings = {**SETTINGS, "CLOSESPIDER_TIMEOUT": 20}
+        redis_client.lpush("site:start_urls", *(site.url + "/category/books" for site in sites))
+        settings = {**SETTINGS, "CLOSESPIDER_TIMEOUT": 25}
         for _ in range(2):
             nodes.start("site", redis_url, spider_args={"allow": ALLOW}, **settings)
         if pin:
@@ -241,42 +243,16 @@ def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(
                            capture_output=True, check=False)  # fmt: skip
         nodes.wait(120)
         times = sorted(
-            t for path, ts in site_times(polite).items() if path != "/robots.txt" for t in ts
+            t for path, ts in site_times(sites[0]).items() if path != "/robots.txt" for t in ts
         )
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
-        polite.stop()
-        busy.stop()
+        for site in sites:
+            site.stop()
     assert len(times) >= 20, nodes.tail()
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     # at the host, measured where it arrives: never closer than the Crawl-delay
     # (less a few ms of loopback and the server's own loop)
     assert min(gaps) >= delay - 0.02, sorted(gaps)[:5]
-
-
-def test_a_crawl_delay_holds_from_the_first_request_whichever_node_sends(
-    redis_url, redis_client, nodes
-):
-    """Two nodes, ten hosts, one with ``Crawl-delay: 0.5``: no two requests reach
-    it closer than the delay (less 5 %), from the first seconds on, when both
-    nodes hold requests leased before either had read its robots.txt."""
-    delay = 0.5
-    sites = [services.start_demo_site(host=f"127.0.0.{60 + n}", crawl_delay=delay if n == 0 else 0)
-             for n in range(10)]  # fmt: skip
-    try:
-        redis_client.lpush("site:start_urls", *(site.url + "/category/books" for site in sites))
-        for _ in range(2):
-            nodes.start("site", redis_url, spider_args={"allow": ALLOW},
-                        **{**SETTINGS, "CLOSESPIDER_TIMEOUT": 25})  # fmt: skip
-        nodes.wait(120)
-        times = sorted(
-            t for path, ts in site_times(sites[0]).items() if path != "/robots.txt" for t in ts
-        )
-    finally:
-        for site in sites:
-            site.stop()
-    assert len(times) >= 15, nodes.tail()  # (fewer on a busy machine: it is the gaps that count)
-    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-    assert min(gaps) >= delay * 0.95, sorted(gaps)[:5]

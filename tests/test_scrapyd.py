@@ -9,7 +9,7 @@ import pytest
 
 from extensions.scrapyd import ScrapydNode
 from tests.conftest import ROOT, scrapy
-from tests.helpers import ALLOW, good_pages
+from tests.helpers import ALLOW, good_pages, wait_for
 from tools import services
 
 USER, PASSWORD = "crawler", "deploy-pw"
@@ -71,7 +71,7 @@ def slow_site():
 def test_deploy_schedule_on_every_node_share_the_crawl_and_cancel(
     tmp_path, scrapyd_nodes, redis_url, redis_client, mongo_db, slow_site
 ):
-    demo_site = slow_site  # slow enough that both nodes are up before it is done
+    demo_site = slow_site
     result = deploy(tmp_path, scrapyd_nodes)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count('"status": "ok"') == 2, result.stdout + result.stderr
@@ -80,13 +80,16 @@ def test_deploy_schedule_on_every_node_share_the_crawl_and_cancel(
     auth_env = {"SCRAPYD_USERNAME": USER, "SCRAPYD_PASSWORD": PASSWORD}
     os.environ.update(auth_env)
     try:
+        # (idle for long enough that the first node up waits for the other: on a
+        # loaded machine one process starts seconds after the other)
         scheduled = scrapy("schedule", "site", "--nodes", urls, "-a", f"allow={ALLOW}",
-                           "--setting", "MAX_IDLE_TIME_BEFORE_CLOSE=3",
+                           "--setting", "MAX_IDLE_TIME_BEFORE_CLOSE=20",
                            "--setting", "CONCURRENT_REQUESTS=4")  # fmt: skip
         assert scheduled.returncode == 0, scheduled.stderr
         lines = scheduled.stdout.splitlines()
         assert [line.split()[0] for line in lines] == [n.url for n in scrapyd_nodes]
         assert all(" job " in line for line in lines)
+        wait_for(lambda: redis_client.zcard("site:nodes") >= 2, 120, "both nodes joined")
         seeded = scrapy("seed", "site", demo_site.url + "/category/books",
                         "-s", f"REDIS_URL={redis_url}")  # fmt: skip
         assert seeded.returncode == 0, seeded.stderr
