@@ -60,13 +60,10 @@ class DistributedAddon:
         # Every setting of the stack gets its default here, so `scrapy settings
         # --get NAME` shows it and a project overrides it as any Scrapy setting.
         installed.install_defaults(settings)
-        levels = max(settings.getfloat("CLUSTER_IP_RATE"), settings.getfloat("CLUSTER_DOMAIN_RATE"))
-        # an address's limit holds for the cluster when every node sees one answer,
-        # and when robots.txt is fetched once, within the limits
-        for name, wanted in (("DNS_SHARED", settings.getfloat("CLUSTER_IP_RATE") > 0),
-                             ("ROBOTSTXT_SHARED", levels > 0)):  # fmt: skip
-            if wanted and (settings.getpriority(name) or 0) <= SETTINGS_PRIORITIES["addon"]:
-                settings.set(name, True, "addon")
+        # an address's limit holds for the cluster when every node sees one answer
+        wanted = settings.getfloat("CLUSTER_IP_RATE") > 0
+        if wanted and (settings.getpriority("DNS_SHARED") or 0) <= SETTINGS_PRIORITIES["addon"]:
+            settings.set("DNS_SHARED", True, "addon")
         compat.take_over(settings)  # SCHEDULER, DUPEFILTER_CLASS (scrapy-redis leftovers too)
         compat.warn_ignored(settings)
         self._close_doors(settings)

@@ -130,8 +130,8 @@ ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.t
 ROBOTSTXT_RETRY_TIMES = 10  # waits a request may spend on that before it is dropped
 # robots.txt fetched once for the cluster and kept in Redis for every node
 # (extensions/robotscache.py), for at most ROBOTSTXT_CACHE_TTL seconds (RFC 9309: 24 h);
-# on whenever CLUSTER_DOMAIN_RATE or CLUSTER_IP_RATE is set, unless set off
-ROBOTSTXT_SHARED = False
+# False: every node fetches each host's robots.txt itself
+ROBOTSTXT_SHARED = True
 ROBOTSTXT_CACHE_TTL = 86400
 SITEMAP_FROM_ROBOTS = False  # read the Sitemap: lines of the robots.txt of every host queued
 
