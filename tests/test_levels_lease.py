@@ -155,6 +155,19 @@ def test_a_malformed_description_is_ignored_counted_and_asked_again(redis_client
     assert frontier.lease(10, lease_timeout=60)[0] == []
     assert frontier.bad_host_fields == 1
     assert frontier.host_notes.undescribed == {"odd.test"}
+    # a domain or an address no node writes names no level: described again
+    redis_client.hset(keys.rates, "*domain", 5)
+    for fields in ({"dom": "a b\n", "ip": "10.0.0.1"}, {"dom": "odd.test", "ip": "x" * 300},
+                   {"dom": "d" * 300, "ip": "10.0.0.1"}):  # fmt: skip
+        redis_client.hset(keys.host("odd.test"), mapping={**fields, "ipx": now_ms() + FAR})
+        wake_everything(redis_client, keys)
+        frontier.host_notes.undescribed.clear()
+        assert frontier.lease(10, lease_timeout=60)[0] == []
+        assert frontier.host_notes.undescribed == {"odd.test"}
+    assert frontier.bad_host_fields == 4
+    assert not list(redis_client.scan_iter(match="t:domain:*")) + list(
+        redis_client.scan_iter(match="t:ip:*")
+    )
 
 
 def test_a_level_whose_rate_is_lifted_gives_its_line_back(redis_client, keys):

@@ -127,20 +127,30 @@ local function level_rate(P, key)
   return P.ip_rate
 end
 
+-- A description no node writes (anyone may write to Redis): counted, and the
+-- host is described again rather than paced under a level named by it.
+local function malformed(P, value, pattern, longest)
+  if #value <= longest and string.find(value, pattern) then return false end
+  P.bad = P.bad + 1
+  return true
+end
+
 local function host_levels(P, host, now)
   local levels = {}
   if P.domain_rate <= 0 and P.ip_rate <= 0 then return levels end
   local f = redis.call('HMGET', P.host_prefix .. host, 'dom', 'ip', 'ipx', 'ipr')
   if P.domain_rate > 0 then
     if not f[1] or f[1] == '' then return nil, 'describe' end
+    if malformed(P, f[1], '^[^%s%c]+$', 253) then return nil, 'describe' end
     levels[#levels + 1] = pacing_level(P, P.domain_prefix .. f[1], P.domain_rate, now)
   end
   if P.ip_rate > 0 then
     local expires = number_field(P, f[3])
     if not f[2] or f[2] == '' or not expires then return nil, 'describe' end
+    if malformed(P, f[2], '^[%x:%.?-]+$', 45) then return nil, 'describe' end
     if f[2] == '?' and expires > now then return nil, 'hold', expires end
     if expires <= now then return nil, 'describe' end
-    if f[2] == '-' then return levels, 'unresolvable', f[4] or 'no address' end
+    if f[2] == '-' then return levels, 'unresolvable', string.sub(f[4] or 'no address', 1, 200) end
     levels[#levels + 1] = pacing_level(P, P.ip_prefix .. f[2], P.ip_rate, now)
   end
   return levels
