@@ -12,9 +12,10 @@
 -- in probing steps that grow while no refusal comes.
 -- Keys (by name, _named.lua): ready, waiting (groups, zsets); rates (hash:
 -- group or '*' -> requests per second); held (groups, zset -> hold end, ms);
--- banned (of those, the banned ones); (with CLUSTER_IP_RATE, ip_prefix .. ADDRESS:
--- next, cut, why; and ADDRESS:refused, a zset: its hosts held lately); holds (a stream: each hold set here,
--- g = group, u = its end in ms, for the nodes to hear of; the last HOLDS_KEPT or so).
+-- banned (of those, the banned ones); holds (a stream: each hold set here, g =
+-- group, u = its end in ms, for the nodes to hear of; the last HOLDS_KEPT or so).
+-- (with CLUSTER_IP_RATE, the address level ip_prefix .. ADDRESS: next, cut, why;
+--  and ADDRESS:refused, a zset: its hosts held lately)
 -- (each group's host hash, host_prefix .. GROUP: hold, why, strikes, pushed, next,
 --  arate, peak, changed, cutat, probe, cut, lat, lat_min, pushbacks, page_refusals,
 --  bans; the evidence: en, er (decayed answers and refusals), et (when they
@@ -66,7 +67,8 @@ local ADDRESS_REFUSERS = 2
 local function address_refused(group, hold, kind)
   if P.ip_rate <= 0 or not A.ip_prefix then return end
   local ip = redis.call('HGET', host_prefix .. group, 'ip')
-  if not ip or ip == '' or ip == '-' or ip == '?' then return end
+  -- (no address, a failed lookup, or one no node writes: no level to slow)
+  if not ip or #ip > 45 or not string.find(ip, '^[%x:%.]+$') then return end
   local key = A.ip_prefix .. ip
   local refusers = key .. ':refused'
   redis.call('ZADD', refusers, now, group)
