@@ -40,6 +40,15 @@ def main() -> int:
         frontier = Frontier(server, keys, "demo")
         _forget_previous_demo(server, keys, frontier)
 
+        # seeded before the nodes start: a node that opens to an empty crawl closes
+        # after MAX_IDLE_TIME_BEFORE_CLOSE, and the seed command takes seconds to start
+        seed = subprocess.run(
+            [sys.executable, "-m", "scrapy", "seed", spider, site.url + "/",
+             "-s", f"REDIS_URL={redis_url}"],
+            cwd=services.ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        print(f"Seed       {seed.stdout.strip() or seed.stderr.strip()}")
+
         run_id = time.strftime("%H%M%S")
         items_dir = WORK / "items"
         settings = {"MAX_IDLE_TIME_BEFORE_CLOSE": 3, "ITEMS_DIR": items_dir, "LOG_LEVEL": "INFO"}
@@ -53,13 +62,6 @@ def main() -> int:
                 )
             )
             print(f"Node       {node_id} (log: {_shown(log)})")
-
-        seed = subprocess.run(
-            [sys.executable, "-m", "scrapy", "seed", spider, site.url + "/",
-             "-s", f"REDIS_URL={redis_url}"],
-            cwd=services.ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        print(f"Seed       {seed.stdout.strip() or seed.stderr.strip()}")
 
         _wait_for_nodes(nodes, server, keys, frontier, node_ids, began)
         duration = time.monotonic() - began
