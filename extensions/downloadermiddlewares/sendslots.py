@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from extensions.frontier.hosts.state import HostStates
 
 CRAWL_DELAYED_REMEMBERED = 50_000  # hosts whose robots.txt asked for a Crawl-delay, at most
-SLOT_TRIES = 10  # new slots a request late for its slot asks for before it is parked
+SLOT_TRIES = 10  # slots a late request takes and misses before it is handed back
+# seconds a late or slotless request waits in the node for a slot near enough to
+# take (its host's leases may take each first), well inside FRONTIER_LEASE_TIMEOUT
+LATER_MAX = 60.0
 ROBOTS_HOLD_MAX = 60.0  # seconds robots.txt waits for its host's hold at most
 
 
@@ -83,7 +86,8 @@ class SendSlots:
                 return held[group]
         if slot and time.time() <= slot + window:
             return None  # on time for its slot: no round trip
-        for _ in range(SLOT_TRIES):
+        tries, patient_until = 0, time.time() + LATER_MAX
+        while tries < SLOT_TRIES and time.time() < patient_until:
             # late (a busy node) or unpaced: Redis says whether it may still go, or when
             self.stats.inc_value("politeness/late")
             try:
@@ -100,6 +104,7 @@ class SendSlots:
                 self.stats.inc_value("politeness/later")
                 await sleep(max(when - time.time(), 0))
                 continue
+            tries += 1  # a slot taken: missed, it costs a try
             slot = when
             await sleep(max(slot - time.time(), 0))
             if time.time() <= slot + window:
