@@ -215,6 +215,19 @@ def test_a_second_host_of_an_address_held_holds_the_address_and_halves_its_rate(
     assert 190 <= interval <= 260  # 200 ms at 5/s (and the tolerance), not 100 ms at 10/s
 
 
+def test_hosts_held_on_a_malformed_address_slow_no_address_and_are_counted(redis_client, keys):
+    """An ip field no node writes names no level: the holds stay the hosts' own."""
+    states = HostStates(redis_client, keys)
+    redis_client.hset(keys.rates, mapping={"*": 0, "*ip": 10})
+    for host in ("a.test", "b.test"):
+        describe(redis_client, keys, host, "10.0.0.9; DEL everything")
+    states.report([Event("a.test", BAN, retry_after=30.0)])
+    states.report([Event("b.test", BAN, retry_after=30.0)])
+    assert states.bad_fields >= 2
+    assert not list(redis_client.scan_iter(match="t:ip:*"))
+    assert float(redis_client.hget(keys.host("b.test"), "hold")) > now_ms()
+
+
 def wake_everything_but(redis_client, keys, held: str | None) -> None:
     """wake_everything, leaving ``held``'s next slot as it is."""
     kept = redis_client.hget(held, "next") if held else None

@@ -73,7 +73,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched hosts
-HOLDS_POLL = 0.25  # seconds between looks at the holds other nodes set
+# seconds between looks at the holds other nodes set: well inside the quarter
+# second a request takes to be on the wire, for a few cheap XREADs a second
+HOLDS_POLL = 0.1
 # URLs refused lately, remembered by each node: one refused again (a retry, a
 # recrawl) says more of its page than of its host
 REFUSED_URLS = 10_000

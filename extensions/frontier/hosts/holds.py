@@ -4,7 +4,7 @@ A hold stops new leases of its host at once, but a node may have buffered
 requests of that host, leased before: without word of the hold they would go
 inside it (a whole lease's worth, on a node busy enough to be slow). Every hold
 ``scripts/host_feedback.lua`` sets is added to the stream ``NAME:holds`` (one per
-frontier shard); each node reads what came since it last looked, a few times a
+frontier shard); each node reads what came since it last looked, ten times a
 second, so its own requests of a held host wait in Redis with the host. The
 stream keeps its last thousand or so entries; a node that falls further behind
 than that leaves the rest to the leases, as before.

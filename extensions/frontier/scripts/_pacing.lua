@@ -106,8 +106,8 @@ end
 -- describe the host first) or nil, 'hold' and until when (its lookup failed),
 -- or none, 'unresolvable' and why (the name has no address).
 -- P: as host_pacing, with domain_rate, ip_rate, domain_prefix, ip_prefix.
--- An address whose hosts refused together (host_feedback.lua) is held, and its
--- rate halved, climbing back to the rate set over LEVEL_RECOVER_MS.
+-- A level cut (today an address whose hosts refused together, host_feedback.lua)
+-- is held, and its rate halved, climbing back to the rate set over LEVEL_RECOVER_MS.
 local LEVEL_RECOVER_MS = 60000
 local function pacing_level(P, key, rate, now)
   local f = redis.call('HMGET', key, 'next', 'turn', 'cut')

@@ -67,8 +67,9 @@ local ADDRESS_REFUSERS = 2
 local function address_refused(group, hold, kind)
   if P.ip_rate <= 0 or not A.ip_prefix then return end
   local ip = redis.call('HGET', host_prefix .. group, 'ip')
-  -- (no address, a failed lookup, or one no node writes: no level to slow)
-  if not ip or #ip > 45 or not string.find(ip, '^[%x:%.]+$') then return end
+  -- (no address or a failed lookup: no level to slow; one no node writes is counted)
+  if not ip or ip == '' or ip == '?' or ip == '-' then return end
+  if malformed(P, ip, '^[%x:%.]+$', 45) then return end
   local key = A.ip_prefix .. ip
   local refusers = key .. ':refused'
   redis.call('ZADD', refusers, now, group)
