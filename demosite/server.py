@@ -33,6 +33,8 @@ each URL with a lastmod (``POST /__edit?path=/product/N`` sets a product's to no
 no page links to. ``/directory/`` (not linked) is a web directory laid out as DMOZ's
 was, for scrapy-redis's example project (``demosite/directory.py``). ``/wide/`` (not
 linked) has 1,000 pages of ten new links each, numbered breadth first (``demosite/wide.py``).
+``/variants/`` (not linked) has pages each linked under many URLs: tracking parameters,
+session ids, query orders, fragments (``demosite/variants.py``).
 ``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt; ``--pushback MODE``
@@ -55,7 +57,7 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog, directory, flaky, hostile, jspages, pushback, traps, wide
+from demosite import catalog, directory, flaky, hostile, jspages, pushback, traps, variants, wide
 from demosite.layout import page
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
@@ -305,6 +307,7 @@ def make_app(
     traps.add_routes(app)
     directory.add_routes(app)
     wide.add_routes(app)
+    variants.add_routes(app)
     jspages.add_routes(app)
     app.router.add_get("/__not_modified", not_modified)
     app.router.add_post("/__edit", edit)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy.utils.misc import load_object
 
@@ -20,6 +20,7 @@ from extensions.dns.resolver import dns_servers_problem
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 from extensions.frontier.part import parts_problem
+from extensions.urlnorm.chain import SETTING_CHECKS as URLNORM_CHECKS
 from extensions.urlpolicy import resolver_problem
 
 if TYPE_CHECKING:
@@ -254,6 +255,8 @@ CHECKS: dict[str, Check] = {
     "RETRY_BACKOFF_BASE": _number(float, 0),
     "RETRY_BACKOFF_MAX": _number(float, 0),
     "RETRY_AFTER_MAX": _number(float, 0),
+    "URL_NORMALIZE_ENABLED": _flag,
+    **URLNORM_CHECKS,
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),
     "CLUSTER_IP_RATE": _number(float, 0),
@@ -386,15 +389,3 @@ def check(settings: BaseSettings) -> None:
     found = problems(settings)
     if found:
         raise ConfigError("\n".join(found))
-
-
-def effective(settings: Any) -> Any:
-    """A copy of the project's settings with its add-ons applied, as a crawler
-    would see them (the spider's custom settings aside)."""
-    copy = settings.copy()
-    for path in copy.getdict("ADDONS"):
-        addon = load_object(path) if isinstance(path, str) else path
-        instance = addon() if isinstance(addon, type) else addon
-        if hasattr(instance, "update_settings"):
-            instance.update_settings(copy)
-    return copy

@@ -44,6 +44,36 @@ DNS_NEGATIVE_TTL = 300  # seconds a name that does not exist (NXDOMAIN) is kept 
 DOWNLOAD_MAXSIZE = 32 * 1024 * 1024
 MAX_LINKS_PER_PAGE = 5000  # requests one response may produce; the rest are dropped, counted
 
+# --- one page, one URL (extensions/urlnorm/) ---------------------------------
+# every queued request's URL goes through the normalizer chain once, before the
+# dupefilter; False: URLs are queued as the spider made them
+URL_NORMALIZE_ENABLED = True
+URL_NORMALIZERS_BASE = {
+    "extensions.urlnorm.normalizers.BasicNormalizer": 100,
+    "extensions.urlnorm.normalizers.TrackingParametersNormalizer": 200,
+    "extensions.urlnorm.normalizers.SessionIdNormalizer": 300,
+    "extensions.urlnorm.normalizers.HostRulesNormalizer": 400,
+    "extensions.urlnorm.normalizers.SortedQueryNormalizer": 900,
+}
+# a project's own normalizers, {class path: order}, merged with the base; None leaves one out
+URL_NORMALIZERS: dict[str, int | None] = {}
+# query parameters that say where a visitor came from (names or globs, any case)
+URL_TRACKING_PARAMETERS = [
+    "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid",
+    "twclid", "ttclid", "li_fat_id", "igshid", "mc_cid", "mc_eid", "_ga", "_gl", "_hsenc",
+    "_hsmi", "hsa_*", "mkt_tok", "oly_anon_id", "oly_enc_id", "vero_id", "rb_clickid",
+    "s_cid", "wickedid", "spm", "scm", "__twitter_impression",
+]  # fmt: skip
+URL_DROP_PARAMETERS: list[str] = []  # more of them, the project's own (names or globs)
+# query parameters that carry a visitor's session (``;jsessionid=`` in a path always goes)
+URL_SESSION_PARAMETERS = [
+    "jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid*", "cfid",
+    "cftoken", "zenid", "osCsid",
+]  # fmt: skip
+# per host (and the names under it): {"example.com": {"drop": ["ref"], "rewrite":
+# [["/print/", "/"]]}}: parameters dropped, then regex rewrites (re.sub) in order
+URL_HOST_RULES: dict[str, dict] = {}
+
 # --- the frontier -----------------------------------------------------------
 SCHEDULER_PERSIST = True  # keep the crawl state in Redis when a node closes
 SCHEDULER_FLUSH_ON_START = False  # wipe this spider's crawl state when a node opens

@@ -5,7 +5,9 @@ commands install the same defaults before they read a setting."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.misc import load_object
 
 from extensions import defaults
 from extensions.exceptions import ConfigError
@@ -42,3 +44,15 @@ def install_defaults(settings: BaseSettings) -> None:
     for name in dir(defaults):
         if name.isupper():
             settings.setdefault(name, getattr(defaults, name), "addon")
+
+
+def effective(settings: Any) -> Any:
+    """A copy of the project's settings with its add-ons applied, as a crawler
+    would see them (the spider's custom settings aside)."""
+    copy = settings.copy()
+    for path in copy.getdict("ADDONS"):
+        addon = load_object(path) if isinstance(path, str) else path
+        instance = addon() if isinstance(addon, type) else addon
+        if hasattr(instance, "update_settings"):
+            instance.update_settings(copy)
+    return copy

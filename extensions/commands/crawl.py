@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
-from extensions import compat, config, connection
+from extensions import compat, connection, installed
 from extensions.exceptions import ConfigError, RedisUnavailable
 from extensions.keys import SpiderKeys
 
@@ -41,7 +41,7 @@ class Command(ScrapyCrawlCommand):
                 return super().run(args, opts)  # Scrapy's own command reports it
             spidercls.update_settings(settings)
             try:
-                settings = config.effective(settings)  # the add-on checks every setting
+                settings = installed.effective(settings)  # the add-on checks every setting
                 keys = SpiderKeys.from_settings(
                     args[0], settings, getattr(spidercls, "redis_key", None)
                 )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from extensions import config, sharding
+from extensions import installed, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
@@ -56,7 +56,7 @@ class Command(ProjectCommand):
                 print(f"skipped {malformed} malformed records (not JSON objects)", file=sys.stderr)
         elif action == "replay":
             server = letters.server
-            settings = config.effective(self.settings)
+            settings = installed.effective(self.settings)
             frontier = Frontier(
                 server,
                 sharding.as_recorded(server, keys),  # into the shards the crawl has

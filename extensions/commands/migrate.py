@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
-from extensions import compat, config, connection
+from extensions import compat, connection, installed
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.exceptions import ConfigError
 from extensions.frontier.bloom import bloom_from_settings
@@ -58,7 +58,7 @@ class Command(ProjectCommand):
         assert self.settings is not None
         keys = spider_keys(self.settings, args[0])
         spidercls = get_spider_loader(self.settings).load(args[0])
-        settings = config.effective(self.settings)
+        settings = installed.effective(self.settings)
         server = redis_for_command(self.settings)
         migration = Migration(
             server,

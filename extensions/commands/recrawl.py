@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, config, sharding
+from extensions import compat, installed, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.frontier import Frontier
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
@@ -77,7 +77,7 @@ class Command(ProjectCommand):
             return cutoff is None or fetched_at is None or fetched_at < cutoff
 
         frontier = Frontier(server, keys, "recrawl", budget=0)
-        settings = config.effective(self.settings)
+        settings = installed.effective(self.settings)
         batch = settings.getint("RECRAWL_FEED_BATCH")
         unreadable = 0
         if store_kind(settings) == "mongo":

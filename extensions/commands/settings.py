@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands.settings import Command as ScrapySettingsCommand
 
-from extensions import config
+from extensions import installed
 
 if TYPE_CHECKING:
     import argparse
@@ -16,5 +16,5 @@ if TYPE_CHECKING:
 class Command(ScrapySettingsCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        self.settings = config.effective(self.settings)
+        self.settings = installed.effective(self.settings)
         super().run(args, opts)

@@ -1,4 +1,5 @@
-"""What a request must pass before a node queues it: the URL policy, its
+"""What a request must pass before a node queues it: its URL normalized
+(``extensions/urlnorm``), the URL policy, its
 priority and delay ranges, the node's memory of links it sent already, and
 being storable as JSON. What fails is refused or dead-lettered with the reason,
 never raised to the engine."""
@@ -16,6 +17,7 @@ from extensions.frontier.groups import queue_group_for
 from extensions.frontier.serializer import dumps_request
 from extensions.meta import CRAWL_ID, DELAY_UNTIL, priority_problem
 from extensions.render.actions import render_meta_problem
+from extensions.urlnorm.chain import Normalizing
 from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ class Admission:
         *,
         queue_by: str,
         max_delay: float,
+        normalize: Normalizing | None = None,
     ):
         self.url_policy = url_policy
         self.stats = stats
@@ -56,12 +59,18 @@ class Admission:
         self.dead_letter = dead_letter
         self.queue_by = queue_by
         self.max_delay = max_delay
+        self.normalize = normalize
         #: which requests a browser fetches (RENDER_URLS, RENDER_AUTO); set at open
         self.render: RenderPolicy | None = None
 
     def admit(
         self, request: Request, spider: Spider, fingerprinter: Any, from_start_entry: bool = False
     ) -> Admitted | None:
+        if self.normalize is not None and DELAY_UNTIL not in request.meta:
+            # (a parked copy was normalized when it was first queued)
+            url = self.normalize(request.url)
+            if url != request.url:
+                request = request.replace(url=url)
         problem = self.url_policy.problem(request.url)
         if problem is not None:
             self.refused.refused(request.url, *problem)

@@ -45,6 +45,7 @@ from extensions.keys import SpiderKeys
 from extensions.recrawl.revisits import revisits_for
 from extensions.runtime import runtime_of
 from extensions.signals import backlog_full
+from extensions.urlnorm.chain import normalizing_for
 from extensions.urlpolicy import UrlPolicy
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class NodeFrontier:
             self.dead_letter,
             queue_by=config.queue_by,
             max_delay=config.max_delay,
+            normalize=normalizing_for(crawler),
         )
         self.counts = FlushCounts(crawler.stats, config.host_page_budget)
         self.buffer: deque[tuple[Request, bytes]] = deque()

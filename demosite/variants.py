@@ -1,0 +1,51 @@
+"""``/variants/``: pages reachable under many URLs, as on the open web (never
+linked from the shop). ``/variants/`` links to each of ITEMS items; item N
+is the page ``/variants/item?colour=red&id=N``, and links to the next items
+under the variants a crawler meets: query pairs in another order, tracking
+parameters, a ``;jsessionid=`` in the path, a session id in the query, a
+fragment. Every variant serves the same page.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from demosite.hostile import _html
+
+ITEMS = 40
+
+
+def page_path(n: int) -> str:
+    """Item ``n``'s URL once normalized (its parameters sorted, nothing else)."""
+    return f"/variants/item?colour=red&id={n}"
+
+
+def variants_of(n: int, seen_from: int) -> list[str]:
+    return [
+        f"/variants/item?id={n}&colour=red",
+        f"/variants/item?id={n}&colour=red&utm_source=feed&utm_medium=web",
+        f"/variants/item;jsessionid=S{seen_from}X?colour=red&id={n}",
+        f"/variants/item?colour=red&PHPSESSID=p{seen_from}&id={n}",
+        f"/variants/item?colour=red&id={n}&fbclid=F{seen_from}#reviews",
+    ]
+
+
+async def index(request: web.Request) -> web.Response:
+    links = "".join(f'<a href="/variants/item?id={n}&amp;colour=red">item {n}</a> '
+                    for n in range(1, ITEMS + 1))  # fmt: skip
+    return _html("Variants", links)
+
+
+async def item(request: web.Request) -> web.Response:
+    raw = request.query.get("id", "")
+    if not raw.isdigit() or not 1 <= int(raw) <= ITEMS:
+        raise web.HTTPNotFound()
+    n = int(raw)
+    links = [v for step in (1, 2, 3) for v in variants_of((n + step - 1) % ITEMS + 1, n)]
+    anchors = "".join(f'<a href="{link.replace("&", "&amp;")}">more</a> ' for link in links)
+    return _html(f"Item {n}", f"<p>The one page of item {n}.</p>{anchors}")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/variants/", index)
+    app.router.add_get(r"/variants/item{session:(;[^/?]*)?}", item)
