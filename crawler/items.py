@@ -15,6 +15,7 @@ class PageItem:
     fetched_at: str
     depth: int
     referer: str | None
+    duplicate_of: str | None = None  # CONTENT_DUPLICATES = "mark": the URL it repeats
 
 
 @dataclass

@@ -3,10 +3,14 @@ linked from the shop). ``/variants/`` links to each of ITEMS items; item N
 is the page ``/variants/item?colour=red&id=N``, and links to the next items
 under the variants a crawler meets: query pairs in another order, tracking
 parameters, a ``;jsessionid=`` in the path, a session id in the query, a
-fragment. Every variant serves the same page.
+fragment. Every variant serves the same page. Each item also links to its
+print view, ``/variants/print/N``: the same page under a path no rule knows. A
+page says when it was generated, which changes on every load.
 """
 
 from __future__ import annotations
+
+import datetime
 
 from aiohttp import web
 
@@ -36,16 +40,29 @@ async def index(request: web.Request) -> web.Response:
     return _html("Variants", links)
 
 
+def item_page(n: int) -> web.Response:
+    links = [v for step in (1, 2, 3) for v in variants_of((n + step - 1) % ITEMS + 1, n)]
+    links.append(f"/variants/print/{n}")
+    anchors = "".join(f'<a href="{link.replace("&", "&amp;")}">more</a> ' for link in links)
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    return _html(f"Item {n}", f"<p>The one page of item {n}.</p>{anchors}<p>Generated {now}</p>")
+
+
 async def item(request: web.Request) -> web.Response:
     raw = request.query.get("id", "")
     if not raw.isdigit() or not 1 <= int(raw) <= ITEMS:
         raise web.HTTPNotFound()
-    n = int(raw)
-    links = [v for step in (1, 2, 3) for v in variants_of((n + step - 1) % ITEMS + 1, n)]
-    anchors = "".join(f'<a href="{link.replace("&", "&amp;")}">more</a> ' for link in links)
-    return _html(f"Item {n}", f"<p>The one page of item {n}.</p>{anchors}")
+    return item_page(int(raw))
+
+
+async def print_view(request: web.Request) -> web.Response:
+    raw = request.match_info["n"]
+    if not raw.isdigit() or not 1 <= int(raw) <= ITEMS:
+        raise web.HTTPNotFound()
+    return item_page(int(raw))
 
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/variants/", index)
     app.router.add_get(r"/variants/item{session:(;[^/?]*)?}", item)
+    app.router.add_get("/variants/print/{n}", print_view)

@@ -256,6 +256,7 @@ CHECKS: dict[str, Check] = {
     "RETRY_BACKOFF_MAX": _number(float, 0),
     "RETRY_AFTER_MAX": _number(float, 0),
     "URL_NORMALIZE_ENABLED": _flag,
+    "CONTENT_DUPLICATES": _choice("drop", "mark", "off"),
     **URLNORM_CHECKS,
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),

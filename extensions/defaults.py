@@ -74,6 +74,11 @@ URL_SESSION_PARAMETERS = [
 # [["/print/", "/"]]}}: parameters dropped, then regex rewrites (re.sub) in order
 URL_HOST_RULES: dict[str, dict] = {}
 
+# a page whose content another URL of the crawl had first (its digest, volatile parts
+# aside, in NAME:digests:*): "drop" its items, "mark" them (duplicate_of), or "off";
+# its links are not followed either way
+CONTENT_DUPLICATES = "drop"
+
 # --- the frontier -----------------------------------------------------------
 SCHEDULER_PERSIST = True  # keep the crawl state in Redis when a node closes
 SCHEDULER_FLUSH_ON_START = False  # wipe this spider's crawl state when a node opens

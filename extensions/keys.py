@@ -71,6 +71,7 @@ DOMAIN = "%(name)s:domain:%(domain)s"
 ADDRESS = "%(name)s:ip:%(address)s"
 LINES = "%(name)s:lines"
 ROBOTS = "%(name)s:robots:%(netloc)s"
+DIGESTS = "%(name)s:digests:"  # + bucket (4 hex digits)
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -241,6 +242,11 @@ class SpiderKeys:
 
     def robots(self, netloc: str) -> str:
         return ROBOTS % {"name": self.prefix, "netloc": netloc}
+
+    @property
+    def digests_prefix(self) -> str:
+        """Where content digests go (``spidermiddlewares/duplicates.py``), + bucket."""
+        return DIGESTS % {"name": self.prefix}
 
     @property
     def lines(self) -> str:

@@ -150,6 +150,9 @@ key                            type    holds
                                        'R' then its body (at most 500 KiB), for
                                        ROBOTSTXT_CACHE_TTL; 'P' while the node that
                                        claimed it fetches it
+``NAME:digests:BUCKET``        hash    CONTENT_DUPLICATES: 8 bytes of a page's content digest
+                                       (its first 2, in hex, are the bucket) -> the URL
+                                       that had that content first in the crawl
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -214,4 +217,5 @@ WRITTEN_BY = {
     "address": "lease.lua, send_slot.lua, host_feedback.lua (a server that refuses)",
     "lines": "lease.lua",
     "robots": "robotscache.py (the node that fetched it)",
+    "digests": "spidermiddlewares/duplicates.py (each node, a page at a time)",
 }

@@ -1,26 +1,31 @@
 """One page, one URL, in a real crawl: the demo site's /variants/ pages are each
 linked under five URLs (query orders, tracking parameters, session ids in path
-and query, fragments). With the project's defaults a node fetches and stores
-each page once; with the chain off, as Scrapy's fingerprint alone would, it
-fetches the variants too."""
+and query, fragments) and a print view no rule knows, and say when they were
+generated. With the project's defaults a node fetches each page once under its
+URLs (its print view too) and stores it once; with the normalizer chain off the
+variants are fetched, and only their content tells them apart."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit
+from collections import Counter
 
 from demosite.variants import ITEMS, page_path
 from tests.conftest import read_items, scrapy, site_hits
 
 SETTINGS = {"MAX_IDLE_TIME_BEFORE_CLOSE": 3}  # the rest are the project's defaults
 PAGES = {page_path(n) for n in range(1, ITEMS + 1)}
+TITLES = {f"Item {n}" for n in range(1, ITEMS + 1)}
 
 
 def crawl_variants(redis_url, redis_client, nodes, demo_site, **settings) -> dict[str, int]:
     redis_client.lpush("site:start_urls", demo_site.url + "/variants/")
     nodes.start("site", redis_url, spider_args={"allow": "/variants/"}, **SETTINGS, **settings)
     assert nodes.wait(120) == [0], nodes.tail()
+    hits = site_hits(demo_site)
     return {
-        path: n for path, n in site_hits(demo_site).items() if path.startswith("/variants/item")
+        path: n
+        for path, n in hits.items()
+        if path.startswith("/variants/") and path != "/variants/"
     }
 
 
@@ -28,9 +33,14 @@ def test_each_page_under_many_urls_is_fetched_and_stored_once(
     redis_url, redis_client, nodes, demo_site, tmp_path
 ):
     fetched = crawl_variants(redis_url, redis_client, nodes, demo_site)
-    assert fetched == dict.fromkeys(PAGES, 1)
-    stored = [item["url"].removeprefix(demo_site.url) for item in read_items(tmp_path / "items")]
-    assert sorted(p for p in stored if p != "/variants/") == sorted(PAGES)
+    prints = {f"/variants/print/{n}" for n in range(1, ITEMS + 1)}
+    assert fetched == dict.fromkeys(PAGES | prints, 1)
+    items = [item for item in read_items(tmp_path / "items") if item["title"] != "Variants"]
+    # a print view has its page's content (its time aside): no item, no links followed
+    assert sorted(item["url"].removeprefix(demo_site.url) for item in items) == sorted(PAGES)
+    assert nodes.stat(0, "duplicates/pages") == ITEMS
+    assert nodes.stat(0, "duplicates/items_dropped") == ITEMS
+    assert nodes.stat(0, "duplicates/links_dropped") == ITEMS * 16
     assert nodes.stat(0, "urlnorm/changed/TrackingParameters") > 0
     assert nodes.stat(0, "urlnorm/changed/SessionId") > 0
     assert nodes.stat(0, "urlnorm/changed/SortedQuery") > 0
@@ -40,12 +50,20 @@ def test_each_page_under_many_urls_is_fetched_and_stored_once(
     assert shown.stdout.splitlines()[0] == demo_site.url + page_path(3)
 
 
-def test_with_the_chain_off_the_variants_are_fetched_as_pages_of_their_own(
-    redis_url, redis_client, nodes, demo_site
+def test_with_the_chain_off_variants_are_fetched_and_their_content_marks_them(
+    redis_url, redis_client, nodes, demo_site, tmp_path
 ):
-    fetched = crawl_variants(redis_url, redis_client, nodes, demo_site, URL_NORMALIZE_ENABLED=False)
-    ids = {parse_qs(urlsplit(path).query)["id"][0] for path in fetched}
-    assert ids == {str(n) for n in range(1, ITEMS + 1)}
+    fetched = crawl_variants(
+        redis_url, redis_client, nodes, demo_site,
+        URL_NORMALIZE_ENABLED=False, CONTENT_DUPLICATES="mark",
+    )  # fmt: skip
     # Scrapy's fingerprint sorts the query and drops the fragment: the tracking
-    # parameters and session ids still make pages of their own
+    # parameters and session ids still make URLs of their own
     assert sum(fetched.values()) >= 3 * ITEMS, sum(fetched.values())
+    items = [item for item in read_items(tmp_path / "items") if item["title"] != "Variants"]
+    first = [item for item in items if item["duplicate_of"] is None]
+    assert Counter(item["title"] for item in first) == Counter(dict.fromkeys(TITLES, 1))
+    by_url = {item["url"]: item["title"] for item in first}
+    marked = [item for item in items if item["duplicate_of"] is not None]
+    assert len(marked) >= ITEMS
+    assert all(by_url[item["duplicate_of"]] == item["title"] for item in marked)

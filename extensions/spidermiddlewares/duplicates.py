@@ -1,0 +1,163 @@
+"""A page is stored once, whatever URL it came under: content duplicates.
+
+The normalizer chain (``extensions/urlnorm``) makes one URL of the variants it
+can tell from the URL alone; this middleware finds the rest from the page. Each
+200 answer's content digest (``content_digest``: the body without its scripts,
+styles and comments, with dates and times masked and white space collapsed, so
+what changes on every load does not make a page new) is kept for the crawl in
+Redis, with the URL that first had it. A page whose digest another URL had
+first is a duplicate: with ``CONTENT_DUPLICATES = "drop"`` (the default) its
+callback's items are dropped, with ``"mark"`` they carry ``duplicate_of``; its
+links are never followed again. The same URL fetched again (a retry, a recrawl,
+a node that died before its lease ended) is never its own duplicate, so a page
+is not lost to a kill -9 between the digest and its items.
+
+One round trip a page (HSETNX, HGET in one transaction) into
+``NAME:digests:BUCKET`` (65,536 buckets, 8 bytes of digest and the URL a page).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import redis
+from itemadapter import ItemAdapter
+from scrapy import Request
+from scrapy.exceptions import NotConfigured
+
+from extensions import connection
+from extensions.installed import require_addon
+from extensions.keys import SpiderKeys
+from extensions.meta import CRAWL_ID
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+DUPLICATE_OF = "duplicate_of"  # the field a marked item carries
+URL_KEPT = 2000  # characters of the first URL kept with a digest
+MODES = ("drop", "mark", "off")
+
+# what a page changes on every load, not what it says
+VOLATILE = re.compile(
+    rb"<script\b.*?</script\s*>|<style\b.*?</style\s*>|<!--.*?-->"
+    rb"|\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    rb"|\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b|\b1\d{9}(?:\d{3})?\b",
+    re.IGNORECASE | re.DOTALL,
+)
+SPACE = re.compile(rb"\s+")
+
+
+def content_digest(body: bytes, crawl: str = "") -> bytes:
+    """10 bytes that two loads of one page share, and two pages that differ in
+    anything but their volatile parts do not."""
+    digest = hashlib.blake2b(crawl.encode() + b"\0", digest_size=10)  # each crawl its own
+    digest.update(SPACE.sub(b" ", VOLATILE.sub(b"", body)).strip())
+    return digest.digest()
+
+
+class ContentDigests:
+    """The crawl's digests in Redis: which URL had each content first."""
+
+    def __init__(self, server: redis.Redis, keys: SpiderKeys):
+        self.server = server
+        self.prefix = keys.digests_prefix
+
+    def first_url(self, digest: bytes, url: str) -> str:
+        """The URL that had ``digest`` first: ``url`` itself when it is new.
+        Raises redis.RedisError."""
+        key = f"{self.prefix}{digest[:2].hex()}"
+        pipe = self.server.pipeline(transaction=True)
+        pipe.hsetnx(key, digest[2:], url[:URL_KEPT])
+        pipe.hget(key, digest[2:])
+        _, first = pipe.execute()
+        return connection.text(first) if first is not None else url
+
+
+class ContentDuplicatesMiddleware:
+    def __init__(self, crawler: Crawler, mode: str):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.mode = mode
+        self.health = connection.health_for(crawler)
+        self.digests = ContentDigests(
+            connection.client_for(crawler), SpiderKeys.for_crawler(crawler)
+        )
+        self._unmarkable_said = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ContentDuplicatesMiddleware:
+        require_addon(crawler.settings, cls.__name__)
+        mode = crawler.settings.get("CONTENT_DUPLICATES")
+        if mode == "off":
+            raise NotConfigured("CONTENT_DUPLICATES is off")
+        return cls(crawler, mode)
+
+    def duplicate_of(self, response: Response) -> str | None:
+        """The URL whose page this response repeats, or None (a new page, an
+        answer other than 200, or Redis away: then it is taken as new)."""
+        if response.status != 200 or not response.body:
+            return None
+        url = response.url
+        digest = content_digest(response.body, response.meta.get(CRAWL_ID) or "")
+        try:
+            first = self.digests.first_url(digest, url)
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            self.stats.inc_value("duplicates/unchecked")
+            return None
+        self.stats.inc_value("duplicates/checked")
+        if first == url[:URL_KEPT]:
+            return None
+        self.stats.inc_value("duplicates/pages")
+        logger.debug("%s has the content of %s", url[:200], first[:200])
+        return first
+
+    def _filtered(self, output: Any, first: str) -> Any | None:
+        if isinstance(output, Request):
+            self.stats.inc_value("duplicates/links_dropped")
+            return None
+        if self.mode == "drop":
+            self.stats.inc_value("duplicates/items_dropped")
+            return None
+        try:
+            ItemAdapter(output)[DUPLICATE_OF] = first
+        except (KeyError, TypeError):  # an Item or dataclass without the field
+            self.stats.inc_value("duplicates/unmarkable")
+            if not self._unmarkable_said:
+                self._unmarkable_said = True
+                logger.warning(
+                    "%s has no %s field: duplicates of its kind are stored unmarked",
+                    type(output).__name__, DUPLICATE_OF,
+                )  # fmt: skip
+            return output
+        self.stats.inc_value("duplicates/items_marked")
+        return output
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Any = None
+    ) -> Iterator[Any]:
+        first = self.duplicate_of(response)
+        for output in result:
+            if first is not None:
+                output = self._filtered(output, first)
+                if output is None:
+                    continue
+            yield output
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        first = self.duplicate_of(response)
+        async for output in result:
+            if first is not None:
+                output = self._filtered(output, first)
+                if output is None:
+                    continue
+            yield output

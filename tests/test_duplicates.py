@@ -1,0 +1,103 @@
+"""Content duplicates: what the digest keeps and masks, and the digests in a
+real Redis (which URL had a content first, per crawl, and Redis away)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from scrapy import Request, Spider
+from scrapy.http import HtmlResponse
+
+from extensions.keys import SpiderKeys
+from extensions.spidermiddlewares.duplicates import (
+    ContentDigests,
+    ContentDuplicatesMiddleware,
+    content_digest,
+)
+from tests.conftest import crawler_with_addon
+
+PAGE = (
+    "<html><head><title>Item 7</title><style>.a{{color:red}}</style>"
+    "<script>var nonce='{nonce}';</script></head><body><p>Item 7 costs 19.99</p>"
+    "<!-- served by {server} --><p>Generated {when}</p><p>{extra}</p></body></html>"
+)
+
+
+def page(nonce="x1", server="web-3", when="2026-12-03T12:00:01.123+00:00", extra="") -> bytes:
+    return PAGE.format(nonce=nonce, server=server, when=when, extra=extra).encode()
+
+
+@pytest.mark.unit
+def test_what_changes_on_every_load_does_not_make_a_page_new():
+    digest = content_digest(page())
+    assert content_digest(page(nonce="y2", server="web-9")) == digest
+    assert content_digest(page(when="2027-01-05 08:30")) == digest
+    assert content_digest(page(when="08:31:59")) == digest
+    assert content_digest(page(when="1764763201")) == digest  # a Unix time
+    assert content_digest(page().replace(b" costs", b"\n\t  costs")) == digest
+
+
+@pytest.mark.unit
+def test_a_page_that_says_anything_else_is_new_and_each_crawl_has_its_own():
+    digest = content_digest(page())
+    assert content_digest(page(extra="in stock")) != digest
+    assert content_digest(page().replace(b"19.99", b"18.99")) != digest
+    assert content_digest(page().replace(b"Item 7", b"Item 8")) != digest
+    assert content_digest(page(), crawl="spring") != digest
+    assert len(digest) == 10
+
+
+def test_the_first_url_of_a_content_is_kept_and_the_same_url_is_never_its_own_duplicate(
+    redis_client,
+):
+    keys = SpiderKeys.for_spider("t")
+    digests = ContentDigests(redis_client, keys)
+    digest = content_digest(page())
+    assert digests.first_url(digest, "http://a.test/item/7") == "http://a.test/item/7"
+    assert digests.first_url(digest, "http://a.test/print/7") == "http://a.test/item/7"
+    assert digests.first_url(digest, "http://a.test/item/7") == "http://a.test/item/7"
+    [key] = redis_client.keys("t:digests:*")
+    assert key == f"t:digests:{digest[:2].hex()}".encode()
+    assert redis_client.hgetall(key) == {digest[2:]: b"http://a.test/item/7"}
+
+
+class Shop(Spider):
+    name = "t"
+
+
+def response(url: str, body: bytes, status: int = 200) -> HtmlResponse:
+    return HtmlResponse(url, body=body, status=status, request=Request(url))
+
+
+def test_a_duplicate_yields_no_links_and_its_items_are_dropped_or_marked(redis_url):
+    settings = {"REDIS_URL": redis_url}
+    dropping = ContentDuplicatesMiddleware.from_crawler(crawler_with_addon(Shop, settings=settings))
+    output = [{"title": "Item 7"}, Request("http://a.test/item/8")]
+    first = list(dropping.process_spider_output(response("http://a.test/item/7", page()), output))
+    assert first == output  # new: everything goes on
+    again = list(dropping.process_spider_output(response("http://a.test/p/7", page()), output))
+    assert again == []
+    # an error page is no page's content
+    errors = list(dropping.process_spider_output(response("http://a.test/x", page(), 404), output))
+    assert errors == output
+    marking = ContentDuplicatesMiddleware.from_crawler(
+        crawler_with_addon(Shop, settings={**settings, "CONTENT_DUPLICATES": "mark"})
+    )
+    items = [{"title": "Item 7"}, Request("http://a.test/item/8")]
+    marked = list(marking.process_spider_output(response("http://a.test/q/7", page()), items))
+    assert marked == [{"title": "Item 7", "duplicate_of": "http://a.test/item/7"}]
+    stats = marking.stats
+    assert stats.get_value("duplicates/items_marked") == 1
+    assert stats.get_value("duplicates/links_dropped") == 1
+
+
+def test_with_redis_away_a_page_is_taken_as_new_and_counted(redis_url):
+    middleware = ContentDuplicatesMiddleware.from_crawler(
+        crawler_with_addon(Shop, settings={"REDIS_URL": redis_url})
+    )
+    # Redis goes away mid-crawl (nothing listens on port 1)
+    middleware.digests.server = redis.Redis(port=1, socket_connect_timeout=1)
+    output = [{"title": "Item 7"}]
+    got = list(middleware.process_spider_output(response("http://a.test/7", page()), output))
+    assert got == output
+    assert middleware.stats.get_value("duplicates/unchecked") == 1
