@@ -16,6 +16,7 @@ class PageItem:
     depth: int
     referer: str | None
     duplicate_of: str | None = None  # CONTENT_DUPLICATES = "mark": the URL it repeats
+    canonical: str | None = None  # the other URL its rel="canonical" names
 
 
 @dataclass

@@ -6,6 +6,10 @@ parameters, a ``;jsessionid=`` in the path, a session id in the query, a
 fragment. Every variant serves the same page. Each item also links to its
 print view, ``/variants/print/N``: the same page under a path no rule knows. A
 page says when it was generated, which changes on every load.
+
+``/variants/amp/`` (not linked) lists an AMP version of each item, a page of its
+own whose ``rel="canonical"`` names the item's page, which it also links to;
+AMP 1's canonical is on another site and AMP 2's is malformed (they link nowhere).
 """
 
 from __future__ import annotations
@@ -62,7 +66,33 @@ async def print_view(request: web.Request) -> web.Response:
     return item_page(int(raw))
 
 
+AMP_BAD_CANONICALS = {1: "http://elsewhere.test/item/1", 2: "http://[bad/item/2"}
+
+
+async def amp_index(request: web.Request) -> web.Response:
+    links = "".join(f'<a href="/variants/amp/{n}">amp {n}</a> ' for n in range(1, ITEMS + 1))
+    return _html("AMP pages", links)
+
+
+async def amp(request: web.Request) -> web.Response:
+    raw = request.match_info["n"]
+    if not raw.isdigit() or not 1 <= int(raw) <= ITEMS:
+        raise web.HTTPNotFound()
+    n = int(raw)
+    item_url = f"/variants/item?id={n}&amp;colour=red"
+    canonical = AMP_BAD_CANONICALS.get(n, item_url)
+    link = "" if n in AMP_BAD_CANONICALS else f"<a href='{item_url}'>the page</a>"
+    text = (
+        f"<!DOCTYPE html><html amp><head><title>Item {n} (AMP)</title>"
+        f"<link rel='canonical' href='{canonical}'></head>"
+        f"<body><p>Item {n}, quickly.</p>{link}</body></html>"
+    )
+    return web.Response(text=text, content_type="text/html")
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/variants/", index)
     app.router.add_get(r"/variants/item{session:(;[^/?]*)?}", item)
     app.router.add_get("/variants/print/{n}", print_view)
+    app.router.add_get("/variants/amp/", amp_index)
+    app.router.add_get("/variants/amp/{n}", amp)

@@ -46,6 +46,8 @@ SPIDER_MIDDLEWARES = {
     "extensions.spidermiddlewares.linklimit.LinkLimitMiddleware": 950,
     # before the link limit counts links a duplicate page will not follow
     "extensions.spidermiddlewares.duplicates.ContentDuplicatesMiddleware": 960,
+    # after the duplicates (which drop a repeated page's links): its mark stays
+    "extensions.spidermiddlewares.canonical.CanonicalMiddleware": 955,
     # after the recrawl hash (a crawl id is not the page's content), before the rest
     "extensions.spidermiddlewares.crawlid.CrawlIdMiddleware": 980,
     # next to the spider: hashes the items it yields, before anything drops one

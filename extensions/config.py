@@ -257,6 +257,7 @@ CHECKS: dict[str, Check] = {
     "RETRY_AFTER_MAX": _number(float, 0),
     "URL_NORMALIZE_ENABLED": _flag,
     "CONTENT_DUPLICATES": _choice("drop", "mark", "off"),
+    "CANONICAL_ENABLED": _flag,
     **URLNORM_CHECKS,
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),

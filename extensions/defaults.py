@@ -78,6 +78,9 @@ URL_HOST_RULES: dict[str, dict] = {}
 # aside, in NAME:digests:*): "drop" its items, "mark" them (duplicate_of), or "off";
 # its links are not followed either way
 CONTENT_DUPLICATES = "drop"
+# a page's rel="canonical" to another URL of its site: recorded on its items
+# (canonical) and that URL marked seen for the crawl, never fetched for it
+CANONICAL_ENABLED = True
 
 # --- the frontier -----------------------------------------------------------
 SCHEDULER_PERSIST = True  # keep the crawl state in Redis when a node closes

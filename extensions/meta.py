@@ -37,6 +37,9 @@ HOST_WATCHED = "_host_watched"
 #: times the request waited for its host to stop pushing back, and to lift a ban
 HOST_WAITS = "host_waits"
 BAN_RETRIES = "ban_retries"
+#: only mark the request's URL seen for its crawl, never fetch it: a page's
+#: rel="canonical" (spidermiddlewares/canonical.py; node-local, never stored)
+SEEN_ONLY = "_seen_only"
 #: times the request waited for its host's robots.txt to become readable
 ROBOTS_WAITS = "robots_waits"
 
@@ -135,6 +138,7 @@ CONTROL_KEYS: dict[str, Any] = {
     ROBOTS_WAITS: _integer,
     SEND_SLOT: _slot,
     HOST_WATCHED: _flag,
+    SEEN_ONLY: _flag,
     HOST_WAITS: _integer,
     BAN_RETRIES: _integer,
     RENDER_CHECK: lambda value: value in RENDER_CHECKS,

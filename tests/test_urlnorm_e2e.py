@@ -67,3 +67,26 @@ def test_with_the_chain_off_variants_are_fetched_and_their_content_marks_them(
     marked = [item for item in items if item["duplicate_of"] is not None]
     assert len(marked) >= ITEMS
     assert all(by_url[item["duplicate_of"]] == item["title"] for item in marked)
+
+
+def test_a_page_naming_its_canonical_has_it_marked_seen_and_recorded(
+    redis_url, redis_client, nodes, demo_site, tmp_path
+):
+    """/variants/amp/N names item N's page as its canonical and links to it: the
+    link is not followed, the AMP page's item records the canonical. AMP 1 names
+    another site and AMP 2 a malformed URL: ignored and counted."""
+    redis_client.lpush("site:start_urls", demo_site.url + "/variants/amp/")
+    nodes.start("site", redis_url, spider_args={"allow": "/variants/(amp/|item)"}, **SETTINGS)
+    assert nodes.wait(120) == [0], nodes.tail()
+    items = {
+        item["url"].removeprefix(demo_site.url): item for item in read_items(tmp_path / "items")
+    }
+    fetched_items = {path for path in site_hits(demo_site) if path.startswith("/variants/item")}
+    assert fetched_items == set()
+    for n in range(3, ITEMS + 1):
+        assert items[f"/variants/amp/{n}"]["canonical"] == demo_site.url + page_path(n)
+    assert items["/variants/amp/1"]["canonical"] is None
+    assert items["/variants/amp/2"]["canonical"] is None
+    assert nodes.stat(0, "canonical/other_site") == 1
+    assert nodes.stat(0, "canonical/malformed") == 1
+    assert nodes.stat(0, "canonical/marked_seen") == ITEMS - 2

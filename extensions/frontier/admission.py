@@ -15,7 +15,7 @@ from extensions.crawlid import crawl_fields, crawl_fingerprint, crawl_id_problem
 from extensions.exceptions import SerializationError
 from extensions.frontier.groups import queue_group_for
 from extensions.frontier.serializer import dumps_request
-from extensions.meta import CRAWL_ID, DELAY_UNTIL, priority_problem
+from extensions.meta import CRAWL_ID, DELAY_UNTIL, SEEN_ONLY, priority_problem
 from extensions.render.actions import render_meta_problem
 from extensions.urlnorm.chain import Normalizing
 from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
@@ -111,6 +111,12 @@ class Admission:
                 self.stats.inc_value("dupefilter/filtered")
                 self.stats.inc_value("dupefilter/filtered_locally")
                 return None
+        if request.meta.get(SEEN_ONLY):
+            if not fingerprint:
+                return None  # nothing to mark
+            # the fingerprint alone: recorded as seen, nothing queued
+            return Admitted(fingerprint, queue_group_for(request.url, request.meta, self.queue_by),
+                            request.priority, b"", None)  # fmt: skip
         try:
             data = dumps_request(request, spider)
         except SerializationError as exc:

@@ -156,6 +156,10 @@ class NodeFrontier:
         if admitted is None:
             return False
         fingerprint, group, priority, data, due = admitted
+        if not data:  # a URL only marked seen (a canonical): no request to count
+            self.pending.enqueue.append((fingerprint, group, priority, data))
+            self.stats.inc_value("canonical/marked_seen")
+            return True
         if self.parts.enqueues:
             self.parts.enqueued(request)
         if due is not None:
