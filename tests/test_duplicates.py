@@ -13,6 +13,7 @@ from extensions.spidermiddlewares.duplicates import (
     ContentDigests,
     ContentDuplicatesMiddleware,
     content_digest,
+    stable_content,
 )
 from tests.conftest import crawler_with_addon
 
@@ -101,3 +102,13 @@ def test_with_redis_away_a_page_is_taken_as_new_and_counted(redis_url):
     got = list(middleware.process_spider_output(response("http://a.test/7", page()), output))
     assert got == output
     assert middleware.stats.get_value("duplicates/unchecked") == 1
+
+
+@pytest.mark.unit
+def test_only_what_looks_like_a_moment_is_masked():
+    assert stable_content(b"<p>at 1764763201</p>") == b"<p>at</p>"
+    assert stable_content(b"1764763201") == b""
+    # an id of the same length but another range, or inside a longer number, stays
+    assert stable_content(b"<p>order 1234567890</p>") == b"<p>order1234567890</p>"
+    assert stable_content(b"<p>17647632011234567</p>") == b"<p>17647632011234567</p>"
+    assert stable_content(b"<p>page 12 of 30</p>") == b"<p>page12of30</p>"

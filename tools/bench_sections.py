@@ -1,5 +1,6 @@
-"""``make bench`` sections 12 to 22: growth, sharding, recrawls, pushback, crawl ids,
-rendering, the console, the overflow (registered in ``tools/bench_base.py``)."""
+"""``make bench`` sections 12 to 24: growth, sharding, recrawls, pushback, crawl ids,
+rendering, the console, the overflow, levels, one page one URL (registered in
+``tools/bench_base.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tools import (
     redis_cluster,
     render_bench,
     shard_spread,
+    urls_bench,
 )
 from tools.bench_base import (
     CRAWL_ID_VARIANTS,
@@ -240,3 +242,15 @@ class Levels(Section):
     def report(self, bench: Bench) -> None:
         print("\n23. Politeness per registered domain and per server address")
         levels_bench.report(self.result)
+
+
+@section(24, "one page, one URL: fetches and items per page, chain CPU, digest bytes at 10M")
+class Urls(Section):
+    once = True  # ten million digests filled; the figures are counts, bytes and CPU per URL
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.result = urls_bench.measure(bench.redis_url, bench.work / "urls")
+
+    def report(self, bench: Bench) -> None:
+        print("\n24. One page, one URL: the normalizer chain, content duplicates, canonicals")
+        urls_bench.report(self.result)
