@@ -22,11 +22,15 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+NAMES_REMEMBERED = 4096  # parameter names whose verdict a ParameterSet keeps at hand
 
 
 def query_name(pair: str) -> str:
     """A query pair's parameter name as a server reads it (``a%5Fb=1`` -> ``a_b``)."""
-    return unquote(pair.partition("=")[0].replace("+", " ")).lower()
+    name = pair.partition("=")[0]
+    if "%" in name or "+" in name:
+        name = unquote(name.replace("+", " "))
+    return name.lower()
 
 
 class ParameterSet:
@@ -42,9 +46,16 @@ class ParameterSet:
                 names.add(pattern)
         self.names = frozenset(names)
         self.glob = re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
+        self._known: dict[str, bool] = {}  # parameter names met, and whether they are in
 
     def __contains__(self, name: str) -> bool:
-        return name in self.names or bool(self.glob and self.glob.match(name))
+        known = self._known.get(name)
+        if known is None:
+            known = name in self.names or bool(self.glob and self.glob.match(name))
+            if len(self._known) >= NAMES_REMEMBERED:
+                self._known.clear()  # a site minting names without end
+            self._known[name] = known
+        return known
 
     def __bool__(self) -> bool:
         return bool(self.names or self.glob)
@@ -63,11 +74,29 @@ def drop_query_parameters(url: str, drop: ParameterSet) -> str:
     return base + ("?" + "&".join(kept) if kept else "") + hash_mark + fragment
 
 
+def _already_basic(url: str) -> bool:
+    """Whether BasicNormalizer would leave ``url`` as it is, seen from its text
+    alone (a lower-case http(s) URL with a path, no port, no fragment)."""
+    if url.startswith("https://"):
+        start = 8
+    elif url.startswith("http://"):
+        start = 7
+    else:
+        return False
+    slash = url.find("/", start)
+    if slash < 0 or "#" in url or url.endswith("?"):
+        return False
+    netloc = url[start:slash]
+    return bool(netloc) and ":" not in netloc and "?" not in netloc and netloc == netloc.lower()
+
+
 class BasicNormalizer:
     """Scheme and host lower-cased, a default port (``:80``, ``:443``) and the
     fragment dropped, an empty path made ``/``, an empty query (``?``) dropped."""
 
     def normalize(self, url: str) -> str:
+        if _already_basic(url):
+            return url  # most URLs: no need to take them apart
         try:
             parts = urlsplit(url)
             port = parts.port
