@@ -3,10 +3,13 @@ real Redis (which URL had a content first, per crawl, and Redis away)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import redis
 from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
+from twisted.internet import defer
 
 from extensions.keys import SpiderKeys
 from extensions.spidermiddlewares.duplicates import (
@@ -66,6 +69,20 @@ class Shop(Spider):
     name = "t"
 
 
+async def _collect(middleware, response, output) -> list:
+    async def produced():
+        for each in output:
+            yield each
+
+    return [each async for each in middleware.process_spider_output(response, produced())]
+
+
+def run(middleware, response, output) -> list:
+    """The middleware's output, its digest asked for in this thread."""
+    middleware.in_thread = lambda function, *args: defer.maybeDeferred(function, *args)
+    return asyncio.run(_collect(middleware, response, output))
+
+
 def response(url: str, body: bytes, status: int = 200) -> HtmlResponse:
     return HtmlResponse(url, body=body, status=status, request=Request(url))
 
@@ -74,18 +91,18 @@ def test_a_duplicate_yields_no_links_and_its_items_are_dropped_or_marked(redis_u
     settings = {"REDIS_URL": redis_url}
     dropping = ContentDuplicatesMiddleware.from_crawler(crawler_with_addon(Shop, settings=settings))
     output = [{"title": "Item 7"}, Request("http://a.test/item/8")]
-    first = list(dropping.process_spider_output(response("http://a.test/item/7", page()), output))
+    first = run(dropping, response("http://a.test/item/7", page()), output)
     assert first == output  # new: everything goes on
-    again = list(dropping.process_spider_output(response("http://a.test/p/7", page()), output))
+    again = run(dropping, response("http://a.test/p/7", page()), output)
     assert again == []
     # an error page is no page's content
-    errors = list(dropping.process_spider_output(response("http://a.test/x", page(), 404), output))
+    errors = run(dropping, response("http://a.test/x", page(), 404), output)
     assert errors == output
     marking = ContentDuplicatesMiddleware.from_crawler(
         crawler_with_addon(Shop, settings={**settings, "CONTENT_DUPLICATES": "mark"})
     )
     items = [{"title": "Item 7"}, Request("http://a.test/item/8")]
-    marked = list(marking.process_spider_output(response("http://a.test/q/7", page()), items))
+    marked = run(marking, response("http://a.test/q/7", page()), items)
     assert marked == [{"title": "Item 7", "duplicate_of": "http://a.test/item/7"}]
     stats = marking.stats
     assert stats.get_value("duplicates/items_marked") == 1
@@ -99,7 +116,7 @@ def test_with_redis_away_a_page_is_taken_as_new_and_counted(redis_url):
     # Redis goes away mid-crawl (nothing listens on port 1)
     middleware.digests.server = redis.Redis(port=1, socket_connect_timeout=1)
     output = [{"title": "Item 7"}]
-    got = list(middleware.process_spider_output(response("http://a.test/7", page()), output))
+    got = run(middleware, response("http://a.test/7", page()), output)
     assert got == output
     assert middleware.stats.get_value("duplicates/unchecked") == 1
 
