@@ -10,6 +10,10 @@ page says when it was generated, which changes on every load.
 ``/variants/amp/`` (not linked) lists an AMP version of each item, a page of its
 own whose ``rel="canonical"`` names the item's page, which it also links to;
 AMP 1's canonical is on another site and AMP 2's is malformed (they link nowhere).
+
+``/variants/list?page=N`` (not linked; LIST_PAGES of them) links to the next page
+and to itself under five ``sort=`` orders that change nothing: what a crawler can
+learn a parameter from. ``page`` changes the page.
 """
 
 from __future__ import annotations
@@ -66,6 +70,23 @@ async def print_view(request: web.Request) -> web.Response:
     return item_page(int(raw))
 
 
+LIST_PAGES = 8
+SORTS = ("price", "name", "date", "rating", "new")
+
+
+async def listing(request: web.Request) -> web.Response:
+    raw = request.query.get("page", "1")
+    if not raw.isdigit() or not 1 <= int(raw) <= LIST_PAGES:
+        raise web.HTTPNotFound()
+    n = int(raw)
+    links = [f"/variants/list?page={n}&amp;sort={s}" for s in SORTS]
+    if n < LIST_PAGES:
+        links.insert(0, f"/variants/list?page={n + 1}")
+    anchors = "".join(f'<a href="{link}">more</a> ' for link in links)
+    items = ", ".join(f"item {k}" for k in range(5 * n - 4, 5 * n + 1))
+    return _html(f"List page {n}", f"<p>{items}</p>{anchors}")
+
+
 AMP_BAD_CANONICALS = {1: "http://elsewhere.test/item/1", 2: "http://[bad/item/2"}
 
 
@@ -95,4 +116,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(r"/variants/item{session:(;[^/?]*)?}", item)
     app.router.add_get("/variants/print/{n}", print_view)
     app.router.add_get("/variants/amp/", amp_index)
+    app.router.add_get("/variants/list", listing)
     app.router.add_get("/variants/amp/{n}", amp)

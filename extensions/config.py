@@ -258,6 +258,8 @@ CHECKS: dict[str, Check] = {
     "URL_NORMALIZE_ENABLED": _flag,
     "CONTENT_DUPLICATES": _choice("drop", "mark", "off"),
     "CANONICAL_ENABLED": _flag,
+    "URL_LEARN_PARAMETERS": _flag,
+    "URL_LEARN_PAIRS": _number(int, 1),
     **URLNORM_CHECKS,
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),

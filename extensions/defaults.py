@@ -53,6 +53,7 @@ URL_NORMALIZERS_BASE = {
     "extensions.urlnorm.normalizers.TrackingParametersNormalizer": 200,
     "extensions.urlnorm.normalizers.SessionIdNormalizer": 300,
     "extensions.urlnorm.normalizers.HostRulesNormalizer": 400,
+    "extensions.frontier.params.LearnedParametersNormalizer": 500,
     "extensions.urlnorm.normalizers.SortedQueryNormalizer": 900,
 }
 # a project's own normalizers, {class path: order}, merged with the base; None leaves one out
@@ -73,6 +74,11 @@ URL_SESSION_PARAMETERS = [
 # per host (and the names under it): {"example.com": {"drop": ["ref"], "rewrite":
 # [["/print/", "/"]]}}: parameters dropped, then regex rewrites (re.sub) in order
 URL_HOST_RULES: dict[str, dict] = {}
+# learn, per host and for the cluster, the query parameters that never change its
+# pages (from pairs of fetched URLs that differ only in one, with equal content
+# digests: needs CONTENT_DUPLICATES on), and drop them from then on
+URL_LEARN_PARAMETERS = True
+URL_LEARN_PAIRS = 3  # equal pairs, and none that differed, that make a parameter learned
 
 # a page whose content another URL of the crawl had first (its digest, volatile parts
 # aside, in NAME:digests:*): "drop" its items, "mark" them (duplicate_of), or "off";

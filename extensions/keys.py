@@ -72,6 +72,9 @@ ADDRESS = "%(name)s:ip:%(address)s"
 LINES = "%(name)s:lines"
 ROBOTS = "%(name)s:robots:%(netloc)s"
 DIGESTS = "%(name)s:digests:"  # + bucket (4 hex digits)
+PARAMS = "%(name)s:params:%(host)s"
+PARAMS_HOSTS = "%(name)s:params_hosts"
+PARAMS_LEARNED = "%(name)s:params_learned"
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -247,6 +250,19 @@ class SpiderKeys:
     def digests_prefix(self) -> str:
         """Where content digests go (``spidermiddlewares/duplicates.py``), + bucket."""
         return DIGESTS % {"name": self.prefix}
+
+    def params(self, host: str) -> str:
+        """The query parameters learned for ``host`` (``frontier/params.py``);
+        + ``:pairs`` the evidence."""
+        return PARAMS % {"name": self.prefix, "host": host}
+
+    @property
+    def params_hosts(self) -> str:
+        return PARAMS_HOSTS % {"name": self.prefix}
+
+    @property
+    def params_learned(self) -> str:
+        return PARAMS_LEARNED % {"name": self.prefix}
 
     @property
     def lines(self) -> str:

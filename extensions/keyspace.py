@@ -153,6 +153,16 @@ key                            type    holds
 ``NAME:digests:BUCKET``        hash    CONTENT_DUPLICATES: 8 bytes of a page's content digest
                                        (its first 2, in hex, are the bucket) -> the URL
                                        that had that content first in the crawl
+``NAME:params:HOST``           hash    URL_LEARN_PARAMETERS: query parameter -> pairs of
+                                       pages that differed only in it with equal content
+                                       (dropped from URL_LEARN_PAIRS on), or -1: it
+                                       changed a page (kept for good); + ``:pairs``: the
+                                       evidence (at most 64 fields, gone an hour after the
+                                       host's last page)
+``NAME:params_hosts``          set     hosts with a parameter decision (a node reads them
+                                       all when it opens)
+``NAME:params_learned``        stream  each decision as it changes (h, p, s): every node
+                                       reads it each second (the last ~10,000 entries)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -218,4 +228,7 @@ WRITTEN_BY = {
     "lines": "lease.lua",
     "robots": "robotscache.py (the node that fetched it)",
     "digests": "spidermiddlewares/duplicates.py (each node, a page at a time)",
+    "params": "learn_params.lua (from spidermiddlewares/duplicates.py, a page at a time)",
+    "params_hosts": "learn_params.lua",
+    "params_learned": "learn_params.lua; frontier/params.py (every node reads it)",
 }

@@ -7,9 +7,10 @@ variants are fetched, and only their content tells them apart."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
-from demosite.variants import ITEMS, page_path
+from demosite.variants import ITEMS, LIST_PAGES, SORTS, page_path
 from tests.conftest import read_items, scrapy, site_hits
 
 SETTINGS = {"MAX_IDLE_TIME_BEFORE_CLOSE": 3}  # the rest are the project's defaults
@@ -90,3 +91,31 @@ def test_a_page_naming_its_canonical_has_it_marked_seen_and_recorded(
     assert nodes.stat(0, "canonical/other_site") == 1
     assert nodes.stat(0, "canonical/malformed") == 1
     assert nodes.stat(0, "canonical/marked_seen") == ITEMS - 2
+
+
+def test_a_parameter_that_never_changes_a_page_is_learned_and_no_longer_fetched(
+    redis_url, redis_client, nodes, demo_site, tmp_path
+):
+    """/variants/list?page=N links to page N+1 and to itself under five sort
+    orders that change nothing: once pairs of its fetched pages have shown it,
+    sort is dropped from the host's URLs, and the later pages' orders are not
+    fetched; page, which changes the pages, is kept."""
+    redis_client.lpush("site:start_urls", demo_site.url + "/variants/list?page=1")
+    nodes.start("site", redis_url, spider_args={"allow": "/variants/list"}, **SETTINGS)
+    assert nodes.wait(120) == [0], nodes.tail()
+    hits = site_hits(demo_site)
+    assert all(hits.get(f"/variants/list?page={n}") == 1 for n in range(1, LIST_PAGES + 1))
+    sorted_fetched = [path for path in hits if "sort=" in path]
+    # learned while the first pages' orders came in (the second page's are queued
+    # by then, and a busy node may queue the third's): the later pages' are never
+    # fetched, of the 40 a crawl that learns nothing fetches
+    assert 2 <= len(sorted_fetched) <= 3 * len(SORTS), sorted_fetched
+    titles = [item["title"] for item in read_items(tmp_path / "items")]
+    assert sorted(titles) == sorted(f"List page {n}" for n in range(1, LIST_PAGES + 1))
+    assert nodes.stat(0, "urlnorm/learned") == 1
+    status = scrapy("status", "site", "--hosts", "--json", "-s", f"REDIS_URL={redis_url}")
+    [row] = json.loads(status.stdout)["hosts"]
+    assert row["learned_parameters"]["sort"] >= 3
+    assert row["learned_parameters"]["page"] == -1
+    text = scrapy("status", "site", "--hosts", "-s", f"REDIS_URL={redis_url}").stdout
+    assert "query parameters learned: dropped sort; kept (they changed a page) page" in text

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, sharding
+from extensions import compat, defaults, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.commands.crawls import CrawlsOf, render_one
 from extensions.frontier.crawls.state import Crawls
@@ -101,7 +101,7 @@ def render_shard(report: dict[str, Any]) -> str:
     return f"{head} ({report['keys']})\n{counts}"
 
 
-def render_hosts(rows: list[dict[str, Any]]) -> str:
+def render_hosts(rows: list[dict[str, Any]], learn_pairs: int = defaults.URL_LEARN_PAIRS) -> str:
     lines = [
         f"{'host':32s} {'queued':>8s} {'flight':>6s} {'fetched':>8s} {'rate/s':>7s} "
         f"{'state':>11s} {'for':>7s} {'budget':>7s} {'pushed':>6s} {'bans':>5s}  dropped"
@@ -132,6 +132,15 @@ def render_hosts(rows: list[dict[str, Any]]) -> str:
             "refused now: pages refused / answers in the evidence window "
             "(HOST_BACKOFF_SHARE); alone: refusals not taken as the host's (a page's "
             "own, or before the evidence sufficed): no slowdown"
+        )
+    learned = [row for row in rows if row.get("learned_parameters")]
+    for row in learned[:20]:
+        params = row["learned_parameters"]
+        gone = sorted(n for n, pairs in params.items() if pairs >= learn_pairs)
+        kept = sorted(n for n, pairs in params.items() if pairs < 0)
+        lines.append(
+            f"{row['host']}: query parameters learned: dropped {', '.join(gone) or '-'}; "
+            f"kept (they changed a page) {', '.join(kept) or '-'}"
         )
     spilled = [row for row in rows if row.get("spilled")]
     if spilled:
@@ -252,7 +261,8 @@ class Command(CrawlsOf, ProjectCommand):
             scope = keys if opts.shard is None else keys.shard(opts.shard)
             if opts.hosts:
                 rows = host_status(server, scope, budget, opts.limit or None)
-                print(json.dumps({"hosts": rows}) if opts.json else render_hosts(rows))
+                print(json.dumps({"hosts": rows}) if opts.json
+                      else render_hosts(rows, self.settings.getint("URL_LEARN_PAIRS")))  # fmt: skip
                 return
             by = "address" if opts.ips else "domain"
             rows = level_rows(server, scope, host_status(server, scope, budget), by)

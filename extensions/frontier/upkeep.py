@@ -70,13 +70,13 @@ class Upkeep:
                 keys.bloom_count, keys.shards_key, keys.revisit, keys.due,
                 keys.crawls, keys.turns, keys.crawl_ends,
                 keys.ready + ":render", keys.turns + ":render", keys.render_nodes,
-                keys.render_auto, keys.lines,
+                keys.render_auto, keys.lines, keys.params_hosts, keys.params_learned,
             ]  # fmt: skip
             doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
             self.server.delete(*doomed)
             patterns = (keys.bloom_prefix, keys.queue(""), keys.data(""), keys.host(""),
                         keys.dupefilter + ":", keys.crawl(""), keys.domain(""),
-                        keys.address(""), keys.digests_prefix)  # fmt: skip
+                        keys.address(""), keys.digests_prefix, keys.params(""))  # fmt: skip
             for pattern in patterns:
                 batch = []
                 for key in self.server.scan_iter(

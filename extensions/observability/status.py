@@ -241,15 +241,16 @@ def host_rows(
             pipe.hget(keys.rates, group)
             pipe.hget(keys.crawl_delay, group)
             pipe.hget(keys.overflow(group), "n")  # FRONTIER_OVERFLOW: out of Redis
+            pipe.hgetall(keys.params(group))  # its query parameters learned
         lanes = {group: [*crawl_groups.get(group, ()), render_group(group)] for group in chunk}
         for group in chunk:
             for crawl_group in lanes[group]:
                 pipe.zcard(keys.queue(crawl_group))
                 pipe.hget(keys.overflow(crawl_group), "n")
         replies = pipe.execute()
-        in_crawls = iter(replies[5 * len(chunk) :])
+        in_crawls = iter(replies[6 * len(chunk) :])
         for n, group in enumerate(chunk):
-            queued, counters, rate, delay, out = replies[5 * n : 5 * n + 5]
+            queued, counters, rate, delay, out, params = replies[6 * n : 6 * n + 6]
             spilled = int(_number(out))
             for _ in lanes[group]:
                 queued += next(in_crawls)
@@ -298,6 +299,11 @@ def host_rows(
                         k.removeprefix("dropped:"): int(_number(v))
                         for k, v in fields.items()
                         if k.startswith("dropped:")
+                    },
+                    # URL_LEARN_PARAMETERS: parameter -> pairs of pages it did not
+                    # change (dropped from URL_LEARN_PAIRS on), or -1: it changed one
+                    "learned_parameters": {
+                        text(k)[:64]: int(_number(v)) for k, v in list(params.items())[:50]
                     },
                 }
             )

@@ -23,6 +23,7 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import redis
 from itemadapter import ItemAdapter
@@ -32,9 +33,11 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 
 from extensions import connection
+from extensions.frontier.params import ParameterLearning
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
+from extensions.signals import params_learned
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -115,15 +118,20 @@ class ContentDigests:
 
 
 class ContentDuplicatesMiddleware:
-    in_thread = staticmethod(threads.deferToThread)
+    in_thread: Any = staticmethod(threads.deferToThread)  # tests run it in place
 
     def __init__(self, crawler: Crawler, mode: str):
         self.crawler = crawler
         self.stats = crawler.stats
         self.mode = mode
         self.health = connection.health_for(crawler)
-        self.digests = ContentDigests(
-            connection.client_for(crawler), SpiderKeys.for_crawler(crawler)
+        server, keys = connection.client_for(crawler), SpiderKeys.for_crawler(crawler)
+        self.digests = ContentDigests(server, keys)
+        self.learning = (
+            ParameterLearning(server, keys, crawler.settings.getint("URL_LEARN_PAIRS"))
+            if crawler.settings.getbool("URL_LEARN_PARAMETERS")
+            and crawler.settings.getbool("URL_NORMALIZE_ENABLED")
+            else None
         )
         self._unmarkable_said = False
 
@@ -135,30 +143,55 @@ class ContentDuplicatesMiddleware:
             raise NotConfigured("CONTENT_DUPLICATES is off")
         return cls(crawler, mode)
 
-    def _first_url(self, response: Response) -> str:
-        """In a thread: the URL that had this response's content first."""
+    def _first_url(self, response: Response) -> tuple[str, dict[str, Any] | None]:
+        """In a thread: the URL that had this response's content first, and what
+        the page taught of its host's query parameters."""
         digest = content_digest(response.body, response.meta.get(CRAWL_ID) or "")
-        return self.digests.first_url(digest, response.url)
+        first = self.digests.first_url(digest, response.url)
+        learned = self.learning.learn(response.url, digest) if self.learning else None
+        return first, learned
 
     async def duplicate_of(self, response: Response) -> str | None:
         """The URL whose page this response repeats, or None (a new page, an
         answer other than 200, or Redis away: then it is taken as new). The
-        digest and its round trip run in a thread: a Redis far away slows no
+        digest and its round trips run in a thread: a Redis far away slows no
         other page."""
         if response.status != 200 or not response.body:
             return None
         try:
-            first = await maybe_deferred_to_future(self.in_thread(self._first_url, response))
+            first, learned = await maybe_deferred_to_future(
+                self.in_thread(self._first_url, response)
+            )
         except redis.RedisError as exc:
             self.health.failed(exc)
             self.stats.inc_value("duplicates/unchecked")
             return None
         self.stats.inc_value("duplicates/checked")
+        if learned:
+            self._learned(response.url, learned)
         if first == response.url[:URL_KEPT]:
             return None
         self.stats.inc_value("duplicates/pages")
         logger.debug("%s has the content of %s", response.url[:200], first[:200])
         return first
+
+    def _learned(self, url: str, learned: dict[str, Any]) -> None:
+        host = urlsplit(url).hostname
+        for name in learned["learned"]:
+            self.stats.inc_value("urlnorm/learned")
+            logger.info("%s: the query parameter %r never changed a page: dropped from now on",
+                        host, name[:64])  # fmt: skip
+        for name in learned["undone"]:
+            self.stats.inc_value("urlnorm/unlearned")
+            logger.info("%s: the query parameter %r changed a page: kept from now on",
+                        host, name[:64])  # fmt: skip
+        if learned["bad"]:
+            self.stats.inc_value("urlnorm/bad_decisions", learned["bad"])
+        if learned["learned"] or learned["undone"]:
+            self.crawler.signals.send_catch_log(
+                signal=params_learned, host=host, learned=learned["learned"],
+                undone=learned["undone"],
+            )  # fmt: skip
 
     def _filtered(self, output: Any, first: str) -> Any | None:
         if isinstance(output, Request):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
+from extensions.runtime import runtime_of
 from extensions.urlnorm.normalizers import host_rules_problem
 
 if TYPE_CHECKING:
@@ -48,13 +49,19 @@ class UrlNormalizerChain:
         self.names = [step_name(n) for n in normalizers]
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings) -> UrlNormalizerChain | None:
-        """The chain the settings name; None when it is off or empty."""
+    def from_settings(
+        cls, settings: BaseSettings, crawler: Any = None
+    ) -> UrlNormalizerChain | None:
+        """The chain the settings name; None when it is off or empty. With a
+        crawler, a normalizer that has ``from_crawler`` is built with it."""
         if not settings.getbool("URL_NORMALIZE_ENABLED", True):
             return None
         normalizers = []
         for path in build_component_list(settings.getwithbase("URL_NORMALIZERS")):
             cls_ = load_object(path)
+            if crawler is not None and hasattr(cls_, "from_crawler"):
+                normalizers.append(cls_.from_crawler(crawler))
+                continue
             builder = getattr(cls_, "from_settings", None)
             normalizers.append(builder(settings) if builder else cls_())
         return cls(normalizers) if normalizers else None
@@ -103,9 +110,13 @@ class Normalizing:
 
 
 def normalizing_for(crawler: Any) -> Normalizing | None:
-    """The chain a node runs on what it queues, or None when it is off."""
-    chain = UrlNormalizerChain.from_settings(crawler.settings)
-    return Normalizing(chain, crawler.stats) if chain is not None else None
+    """The chain a node runs on what it queues, or None when it is off: one per
+    crawler, whoever asks first builds it."""
+    runtime = runtime_of(crawler)
+    if runtime.normalizing is None:
+        chain = UrlNormalizerChain.from_settings(crawler.settings, crawler)
+        runtime.normalizing = Normalizing(chain, crawler.stats) if chain is not None else False
+    return runtime.normalizing or None
 
 
 def normalizers_problem(settings: BaseSettings, name: str) -> str | None:

@@ -36,11 +36,11 @@ def query_name(pair: str) -> str:
 class ParameterSet:
     """Parameter names and globs (``utm_*``), matched without regard to case."""
 
-    def __init__(self, patterns: Iterable[str]):
+    def __init__(self, patterns: Iterable[str], globs_allowed: bool = True):
         names, globs = set(), []
         for pattern in patterns:
             pattern = pattern.lower()
-            if any(c in pattern for c in "*?["):
+            if globs_allowed and any(c in pattern for c in "*?["):
                 globs.append(pattern)
             else:
                 names.add(pattern)
