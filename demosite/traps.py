@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import datetime
+import html
 import zlib
 
 from aiohttp import web
@@ -37,7 +38,10 @@ async def calendar(request: web.Request) -> web.Response:
 
 
 async def loop(request: web.Request) -> web.Response:
-    return _html("Loop", '<a href="a/">a</a> <a href="b/">b</a>')
+    # the path as a breadcrumb, as such pages often show it: each page differs
+    # (one that did not would be a content duplicate, whose links are not followed)
+    crumbs = html.escape(request.path[:300])
+    return _html("Loop", f'<p>{crumbs}</p><a href="a/">a</a> <a href="b/">b</a>')
 
 
 async def search(request: web.Request) -> web.Response:

@@ -129,3 +129,7 @@ def test_only_what_looks_like_a_moment_is_masked():
     assert stable_content(b"<p>order 1234567890</p>") == b"<p>order1234567890</p>"
     assert stable_content(b"<p>17647632011234567</p>") == b"<p>17647632011234567</p>"
     assert stable_content(b"<p>page 12 of 30</p>") == b"<p>page12of30</p>"
+    # a day is not a moment: a calendar's pages, a daily archive's, differ
+    assert content_digest(b"<h1>2026-01-02</h1>") != content_digest(b"<h1>2026-01-03</h1>")
+    assert content_digest(b"<p>opens 09:00</p>") != content_digest(b"<p>opens 10:00</p>")
+    assert stable_content(b"<p>at 2026-01-02 09:00, 09:00:59.5Z</p>") == b"<p>at,</p>"

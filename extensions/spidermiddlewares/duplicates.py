@@ -52,8 +52,10 @@ URL_KEPT = 2000  # characters of the first URL kept with a digest
 # a literal, which the regex engine finds fast: a digest costs under a millisecond
 # on a 100 KiB page (patterns starting with a digit class cost ten times that).
 BLOCKS = re.compile(rb"<(?:script|style)\b.*?</(?:script|style)\s*>|<!--.*?-->", re.I | re.S)
-DATE = re.compile(rb"-\d\d-\d\d(?:[T ]\d\d?:\d\d(?::\d\d)?(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?)?")
-CLOCK = re.compile(rb":\d\d(?::\d\d)?(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
+# a date with its time of day, and a time with its seconds: a moment, such as a
+# page says it was made at; a date alone names a day (a calendar, an archive)
+DATE = re.compile(rb"-\d\d-\d\d[T ]\d\d?:\d\d(?::\d\d)?(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
+CLOCK = re.compile(rb":\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 EPOCH = re.compile(rb"1[5-9]\d{8}(?:\d{3})?")  # Unix time, 2017 to 2033, s or ms
 DIGITS = b"0123456789"
 
@@ -77,7 +79,8 @@ def _volatile_spans(body: bytes) -> list[tuple[int, int]]:
 
 def stable_content(body: bytes) -> bytes:
     """The body without what changes on every load: scripts, styles, comments,
-    dates, times and Unix times, and white space."""
+    moments (a date with its time, a time with its seconds, a Unix time), and
+    white space."""
     body = BLOCKS.sub(b"", body)
     spans = _volatile_spans(body)
     if spans:
