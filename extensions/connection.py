@@ -262,10 +262,16 @@ class RedisHealth:
         self.where = where
         self.stats = stats
         self.down_since: float | None = None
+        self.back_since: float | None = None
 
-    def failed(self, exc: Exception) -> None:
+    def failed(self, exc: Exception, started: float | None = None) -> None:
+        """``exc`` from a call made at ``started`` (monotonic; a call in a thread
+        may fail long after it began): one from before Redis came back is no
+        new outage."""
         if self.stats is not None:
             self.stats.inc_value("redis/errors")
+        if started is not None and self.back_since is not None and started < self.back_since:
+            return
         if self.down_since is None:
             self.down_since = time.monotonic()
             logger.error("lost Redis at %s (%s); retrying until it is back", self.where, exc)
@@ -278,6 +284,7 @@ class RedisHealth:
                 "Redis at %s is back after %.1fs", self.where, time.monotonic() - self.down_since
             )
             self.down_since = None
+            self.back_since = time.monotonic()
 
     @property
     def is_down(self) -> bool:

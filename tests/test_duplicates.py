@@ -88,7 +88,7 @@ def response(url: str, body: bytes, status: int = 200) -> HtmlResponse:
 
 
 def test_a_duplicate_yields_no_links_and_its_items_are_dropped_or_marked(redis_url):
-    settings = {"REDIS_URL": redis_url}
+    settings = {"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "drop"}
     dropping = ContentDuplicatesMiddleware.from_crawler(crawler_with_addon(Shop, settings=settings))
     output = [{"title": "Item 7"}, Request("http://a.test/item/8")]
     first = run(dropping, response("http://a.test/item/7", page()), output)
@@ -111,10 +111,11 @@ def test_a_duplicate_yields_no_links_and_its_items_are_dropped_or_marked(redis_u
 
 def test_with_redis_away_a_page_is_taken_as_new_and_counted(redis_url):
     middleware = ContentDuplicatesMiddleware.from_crawler(
-        crawler_with_addon(Shop, settings={"REDIS_URL": redis_url})
+        crawler_with_addon(Shop, settings={"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "drop"})
     )
     # Redis goes away mid-crawl (nothing listens on port 1)
-    middleware.digests.server = redis.Redis(port=1, socket_connect_timeout=1)
+    dead = redis.Redis(port=1, socket_connect_timeout=1)
+    middleware.digests = ContentDigests(dead, SpiderKeys.for_spider("t"))
     output = [{"title": "Item 7"}]
     got = run(middleware, response("http://a.test/7", page()), output)
     assert got == output
@@ -133,3 +134,20 @@ def test_only_what_looks_like_a_moment_is_masked():
     assert content_digest(b"<h1>2026-01-02</h1>") != content_digest(b"<h1>2026-01-03</h1>")
     assert content_digest(b"<p>opens 09:00</p>") != content_digest(b"<p>opens 10:00</p>")
     assert stable_content(b"<p>at 2026-01-02 09:00, 09:00:59.5Z</p>") == b"<p>at,</p>"
+
+
+@pytest.mark.unit
+def test_a_call_that_began_before_redis_came_back_is_no_new_outage(caplog):
+    import time
+
+    from extensions.connection import RedisHealth
+
+    health = RedisHealth("redis://r")
+    started = time.monotonic()
+    health.failed(redis.ConnectionError("gone"))
+    health.ok()
+    health.failed(redis.ConnectionError("timed out"), started)  # from before it was back
+    assert not health.is_down
+    health.failed(redis.ConnectionError("gone again"), time.monotonic())
+    assert health.is_down
+    assert [r.getMessage()[:4] for r in caplog.records].count("lost") == 2

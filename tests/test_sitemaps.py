@@ -103,7 +103,7 @@ def test_a_sitemaps_lastmod_fetches_an_edited_page_at_once_and_puts_the_others_o
     rules = {"sitemap-products-books": 0.5, "/product/": 3600}
     nodes.start("books_sitemap", redis_url, NODE_ID="n1", SPIDER_MODULES="tests.spiders",
                 RECRAWL_RULES=json.dumps(rules), NODE_HEARTBEAT_INTERVAL=0.3,
-                MAX_IDLE_TIME_BEFORE_CLOSE=0, CLOSESPIDER_TIMEOUT=10)  # fmt: skip
+                MAX_IDLE_TIME_BEFORE_CLOSE=0, CLOSESPIDER_TIMEOUT=20)  # fmt: skip
     books = {f"/product/{i}" for i in catalog.product_ids("books")}
     wait_for(lambda: books <= set(page_hits(demo_site)), 30, "every book fetched")
     edited = sorted(books)[3]

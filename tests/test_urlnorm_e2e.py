@@ -1,9 +1,10 @@
 """One page, one URL, in a real crawl: the demo site's /variants/ pages are each
 linked under five URLs (query orders, tracking parameters, session ids in path
 and query, fragments) and a print view no rule knows, and say when they were
-generated. With the project's defaults a node fetches each page once under its
-URLs (its print view too) and stores it once; with the normalizer chain off the
-variants are fetched, and only their content tells them apart."""
+generated. With the normalizer chain (a default) and content duplicates (on by
+setting) a node fetches each page once under its URLs (its print view too) and
+stores it once; with the chain off the variants are fetched, and only their
+content tells them apart."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def crawl_variants(redis_url, redis_client, nodes, demo_site, **settings) -> dic
 def test_each_page_under_many_urls_is_fetched_and_stored_once(
     redis_url, redis_client, nodes, demo_site, tmp_path
 ):
-    fetched = crawl_variants(redis_url, redis_client, nodes, demo_site)
+    fetched = crawl_variants(redis_url, redis_client, nodes, demo_site, CONTENT_DUPLICATES="drop")
     prints = {f"/variants/print/{n}" for n in range(1, ITEMS + 1)}
     assert fetched == dict.fromkeys(PAGES | prints, 1)
     items = [item for item in read_items(tmp_path / "items") if item["title"] != "Variants"]
@@ -101,7 +102,8 @@ def test_a_parameter_that_never_changes_a_page_is_learned_and_no_longer_fetched(
     sort is dropped from the host's URLs, and the later pages' orders are not
     fetched; page, which changes the pages, is kept."""
     redis_client.lpush("site:start_urls", demo_site.url + "/variants/list?page=1")
-    nodes.start("site", redis_url, spider_args={"allow": "/variants/list"}, **SETTINGS)
+    nodes.start("site", redis_url, spider_args={"allow": "/variants/list"}, **SETTINGS,
+                CONTENT_DUPLICATES="drop")  # fmt: skip
     assert nodes.wait(120) == [0], nodes.tail()
     hits = site_hits(demo_site)
     assert all(hits.get(f"/variants/list?page={n}") == 1 for n in range(1, LIST_PAGES + 1))

@@ -12,7 +12,7 @@ links are never followed again. The same URL fetched again (a retry, a recrawl,
 a node that died before its lease ended) is never its own duplicate, so a page
 is not lost to a kill -9 between the digest and its items.
 
-One round trip a page, in a thread (HSETNX, HGET in one transaction), into
+One round trip a page, in a thread (a script: HSETNX, then HGET), into
 ``NAME:digests:BUCKET`` (65,536 buckets, 8 bytes of digest and the URL a page).
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -30,7 +31,7 @@ from itemadapter import ItemAdapter
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import threads
+from twisted.internet import defer, threads
 
 from extensions import connection
 from extensions.frontier.params import ParameterLearning
@@ -102,21 +103,26 @@ def content_digest(body: bytes, crawl: str = "") -> bytes:
     return digest.digest()
 
 
+# one command a page: the first URL of a digest, this page's if it is new
+FIRST_URL = """
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+return redis.call('HGET', KEYS[1], ARGV[1])
+"""
+
+
 class ContentDigests:
     """The crawl's digests in Redis: which URL had each content first."""
 
     def __init__(self, server: redis.Redis, keys: SpiderKeys):
         self.server = server
         self.prefix = keys.digests_prefix
+        self._first_url = server.register_script(FIRST_URL)
 
     def first_url(self, digest: bytes, url: str) -> str:
         """The URL that had ``digest`` first: ``url`` itself when it is new.
         Raises redis.RedisError."""
         key = f"{self.prefix}{digest[:2].hex()}"
-        pipe = self.server.pipeline(transaction=True)
-        pipe.hsetnx(key, digest[2:], url[:URL_KEPT])
-        pipe.hget(key, digest[2:])
-        _, first = pipe.execute()
+        first = self._first_url(keys=[key], args=[digest[2:], url[:URL_KEPT]])
         return connection.text(first) if first is not None else url
 
 
@@ -137,6 +143,8 @@ class ContentDuplicatesMiddleware:
             else None
         )
         self._unmarkable_said = False
+        #: fired once the last response asked about has had its answer
+        self._turn: defer.Deferred[None] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ContentDuplicatesMiddleware:
@@ -157,18 +165,27 @@ class ContentDuplicatesMiddleware:
     async def duplicate_of(self, response: Response) -> str | None:
         """The URL whose page this response repeats, or None (a new page, an
         answer other than 200, or Redis away: then it is taken as new). The
-        digest and its round trips run in a thread: a Redis far away slows no
-        other page."""
+        digest and its round trips run in a thread, so a Redis far away slows no
+        other page; the answers are taken in the order the responses came, so
+        their links are queued in the order they were found."""
         if response.status != 200 or not response.body:
             return None
+        started = time.monotonic()
+        asked = self.in_thread(self._first_url, response)
+        before, self._turn = self._turn, defer.Deferred()
+        turn = self._turn
         try:
-            first, learned = await maybe_deferred_to_future(
-                self.in_thread(self._first_url, response)
-            )
+            if before is not None:
+                await maybe_deferred_to_future(before)
+            first, learned = await maybe_deferred_to_future(asked)
         except redis.RedisError as exc:
-            self.health.failed(exc)
+            self.health.failed(exc, started)
             self.stats.inc_value("duplicates/unchecked")
             return None
+        finally:
+            if self._turn is turn:
+                self._turn = None  # nothing waits behind this one
+            turn.callback(None)
         self.stats.inc_value("duplicates/checked")
         if learned:
             self._learned(response.url, learned)
