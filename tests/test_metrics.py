@@ -66,6 +66,8 @@ def test_two_nodes_serve_metrics_and_status_adds_up(redis_url, redis_client, slo
     assert first in (m1_port, m2_port) and first <= max(m1_port, m2_port) <= first + 9
 
     wait_for(lambda: int(redis_client.hget("site:checkpoint", "done") or 0) > 20, 60, "progress")
+    # (a node a busy machine started late may not have fetched yet: it will)
+    wait_for(lambda: scrape(m1_port)["crawler_requests"][0].value > 0, 60, "m1 fetching")
     families = scrape(m1_port)
     assert families["crawler_requests"][0].value > 0
     assert {s.labels["part"] for s in families["crawler_frontier"]} >= {
