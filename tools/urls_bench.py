@@ -4,7 +4,8 @@
   print view, and an AMP version of each naming its item as canonical), crawled by
   one node: fetches and stored items per distinct page with Scrapy's fingerprint
   alone (the chain, content duplicates and canonicals off), with the chain only,
-  and with the project's defaults.
+  with the project's defaults (the chain and canonicals), and with content
+  duplicates on too.
 * CPU per URL of the default normalizer chain, next to Scrapy's ``canonicalize_url``
   (which every request already pays for its fingerprint), and per page of the
   content digest on Python's HTML documentation (real pages nobody here wrote).
@@ -35,6 +36,7 @@ VARIANTS = {
     "Scrapy's fingerprint alone": OFF,
     "the normalizer chain only": {"CONTENT_DUPLICATES": "off", "CANONICAL_ENABLED": "False"},
     "the project's defaults": {},
+    'defaults + CONTENT_DUPLICATES="drop"': {"CONTENT_DUPLICATES": "drop"},
 }
 SIZES = (1_000_000, 10_000_000)
 FILL = """
@@ -142,9 +144,9 @@ def measure(redis_url: str, workdir: Path) -> dict:
 
 def report(result: dict) -> None:
     print(f"   /variants/: {DISTINCT_PAGES} distinct pages, each under several URLs")
-    print(f"     {'variant':32s} {'fetches/page':>13s} {'items/page':>11s}")
+    print(f"     {'variant':36s} {'fetches/page':>13s} {'items/page':>11s}")
     for name, row in result["crawls"].items():
-        print(f"     {name:32s} {row['fetched']:13.2f} {row['stored']:11.2f}")
+        print(f"     {name:36s} {row['fetched']:13.2f} {row['stored']:11.2f}")
     chain = result["chain"]
     print(
         f"   the default chain: {chain['chain_us']:.1f} µs of CPU per URL (Scrapy's "
