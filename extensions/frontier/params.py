@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -62,9 +63,10 @@ def evidence_items(url: str) -> tuple[bytes, list[bytes | str]] | None:
         return None
     items: list[bytes | str] = []
     names = [query_name(pair) for pair in pairs]
+    counts = Counter(names)  # (a hostile URL may hold a thousand pairs)
     seen: set[str] = set()
     for n, (pair, name) in enumerate(zip(pairs, names, strict=True)):
-        if names.count(name) > 1 or not name or len(name) > NAME_MAX or "\0" in name:
+        if counts[name] > 1 or not name or len(name) > NAME_MAX or "\0" in name:
             continue  # a name twice, or none: no pair says anything of it alone
         seen.add(name)
         sibling = base + "?" + "&".join(pairs[:n] + pairs[n + 1 :])
