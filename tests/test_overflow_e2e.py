@@ -78,8 +78,10 @@ def test_kill_9_during_spills_and_refills_and_a_mongodb_outage_lose_nothing(
     uri = own_mongo["service"].url
     # the victim's leases come back within 3 s, while the crawl is still spilling;
     # every page is found once the first hundred are fetched (ten new links each):
-    # paced so that MongoDB goes away seconds before that, not a fraction of one
-    settings = wide_settings(uri, "crawl", CONCURRENT_REQUESTS=4, FRONTIER_OVERFLOW_BACKLOG=50,
+    # paced so that MongoDB goes away seconds before that, not a fraction of one.
+    # The item store waiting for MongoDB holds the peer's leases as well: a small
+    # spill bound is met before that
+    settings = wide_settings(uri, "crawl", CONCURRENT_REQUESTS=4, FRONTIER_OVERFLOW_BACKLOG=20,
                              NODE_TIMEOUT=3, NODE_HEARTBEAT_INTERVAL=0.5,
                              DOWNLOAD_DELAY=0.05)  # fmt: skip
     seed(redis_url, "site", demo_site.url + "/wide/")

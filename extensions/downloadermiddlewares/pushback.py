@@ -191,7 +191,11 @@ class PushbackMiddleware:
         if not self.slots.paced(request, self.group_of):
             return None  # the common case: an unpaced host, sent at once
         until = await self.slots.wait(request, self.group_of(request), self._held)
-        return None if until is None else self._wait_for_hold(request, until)
+        if until is None:
+            return None
+        if until <= time.time():  # no hold: it missed its slots for long (counted there)
+            return self._park(request, until)
+        return self._wait_for_hold(request, until)
 
     def _wait_for_hold(self, request: Request, until: float) -> Request:
         """The request, back in Redis until its host's hold ends: with its host."""

@@ -30,7 +30,11 @@ if TYPE_CHECKING:
     from extensions.frontier.hosts.state import HostStates
 
 CRAWL_DELAYED_REMEMBERED = 50_000  # hosts whose robots.txt asked for a Crawl-delay, at most
-SLOT_TRIES = 10  # slots a late request takes and misses before it is handed back
+# seconds a late request may go on missing the slots it takes before it is
+# handed back: a busy node's timers fire late for a while (a burst of pages to
+# parse), and a count of misses would hand back the requests that met the burst
+# first; one that misses for this long is on a node too busy for its host
+MISSING_MAX = 10.0
 # seconds a late or slotless request waits in the node for a slot near enough to
 # take (its host's leases may take each first), well inside FRONTIER_LEASE_TIMEOUT
 LATER_MAX = 60.0
@@ -86,8 +90,8 @@ class SendSlots:
                 return held[group]
         if slot and time.time() <= slot + window:
             return None  # on time for its slot: no round trip
-        tries, patient_until = 0, time.time() + LATER_MAX
-        while tries < SLOT_TRIES and time.time() < patient_until:
+        patient_until, missing_since = time.time() + LATER_MAX, None
+        while time.time() < patient_until:
             # late (a busy node) or unpaced: Redis says whether it may still go, or when
             self.stats.inc_value("politeness/late")
             try:
@@ -104,11 +108,15 @@ class SendSlots:
                 self.stats.inc_value("politeness/later")
                 await sleep(max(when - time.time(), 0))
                 continue
-            tries += 1  # a slot taken: missed, it costs a try
-            slot = when
+            slot = when  # a slot taken
             await sleep(max(slot - time.time(), 0))
             if time.time() <= slot + window:
                 return None
+            self.stats.inc_value("politeness/missed_slots")
+            missing_since = missing_since or slot
+            if time.time() - missing_since > MISSING_MAX:
+                break
+        self.stats.inc_value("politeness/handed_back")
         return time.time()
 
     async def robots_slot(self, request: Request, group: str, held: dict[str, float]) -> None:
