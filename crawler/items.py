@@ -16,6 +16,8 @@ class PageItem:
     depth: int
     referer: str | None
     duplicate_of: str | None = None  # CONTENT_DUPLICATES = "mark": the URL it repeats
+    near_duplicate_of: str | None = None  # CONTENT_NEAR_DUPLICATES = "mark": the page
+    # it nearly repeats
     canonical: str | None = None  # the other URL its rel="canonical" names
 
 

@@ -11,6 +11,11 @@ page says when it was generated, which changes on every load.
 own whose ``rel="canonical"`` names the item's page, which it also links to;
 AMP 1's canonical is on another site and AMP 2's is malformed (they link nowhere).
 
+``/variants/stories/`` (not linked) links to each of STORIES stories, each
+under STORY_VIEWS ``from=`` values: a story says the same under each, but for a
+"recommended" line that names the value: pages a few words apart, which only
+their words tell to be one (their digests differ).
+
 ``/variants/list?page=N`` (not linked; LIST_PAGES of them) links to the next page
 and to itself under five ``sort=`` orders that change nothing: what a crawler can
 learn a parameter from. ``page`` changes the page.
@@ -111,6 +116,34 @@ async def amp(request: web.Request) -> web.Response:
     return web.Response(text=text, content_type="text/html")
 
 
+STORIES, STORY_VIEWS = 10, 3
+SYLLABLES = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "vo", "de", "po", "an", "el")
+
+
+def story_words(n: int) -> list[str]:
+    """Story ``n``'s 400 words, few of them another story's."""
+    words, state = [], n * 7919
+    for _ in range(400):
+        state = (state * 1103515245 + 12345) % 2**31
+        parts = [SYLLABLES[(state >> shift) % len(SYLLABLES)] for shift in (3, 7, 11, 15)]
+        words.append("".join(parts) + str(n))
+    return words
+
+
+async def stories(request: web.Request) -> web.Response:
+    views = [(n, view) for n in range(1, STORIES + 1) for view in range(1, STORY_VIEWS + 1)]
+    links = "".join(f'<a href="/variants/story/{n}?from={v}">story {n}</a> ' for n, v in views)
+    return _html("Stories", links)
+
+
+async def story(request: web.Request) -> web.Response:
+    raw, view = request.match_info["n"], request.query.get("from", "")
+    if not raw.isdigit() or not 1 <= int(raw) <= STORIES or not view.isdigit():
+        raise web.HTTPNotFound()
+    body = f"<p>{' '.join(story_words(int(raw)))}</p><p>Recommended: story {view}</p>"
+    return _html(f"Story {raw}", body)
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/variants/", index)
     app.router.add_get(r"/variants/item{session:(;[^/?]*)?}", item)
@@ -118,3 +151,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/variants/amp/", amp_index)
     app.router.add_get("/variants/list", listing)
     app.router.add_get("/variants/amp/{n}", amp)
+    app.router.add_get("/variants/stories/", stories)
+    app.router.add_get("/variants/story/{n}", story)

@@ -85,6 +85,13 @@ URL_LEARN_PAIRS = 3  # equal pairs, and none that differed, that make a paramete
 # its links are not followed either way. Off by default: a digest and a round trip a
 # page cost small pages (the demo shop's) about a sixth of a node's rate
 CONTENT_DUPLICATES = "off"
+# with CONTENT_DUPLICATES on, a page within CONTENT_NEAR_DISTANCE bits (0-3) of the
+# 64-bit SimHash of a page of its registered domain fetched first, and of at least
+# CONTENT_NEAR_MIN_WORDS distinct words: "mark" its items (near_duplicate_of, links
+# followed), "drop" them (links not followed), or "off"
+CONTENT_NEAR_DUPLICATES = "mark"
+CONTENT_NEAR_DISTANCE = 3
+CONTENT_NEAR_MIN_WORDS = 100
 # a page's rel="canonical" to another URL of its site: recorded on its items
 # (canonical) and that URL marked seen for the crawl, never fetched for it
 CANONICAL_ENABLED = True

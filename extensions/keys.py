@@ -72,6 +72,7 @@ ADDRESS = "%(name)s:ip:%(address)s"
 LINES = "%(name)s:lines"
 ROBOTS = "%(name)s:robots:%(netloc)s"
 DIGESTS = "%(name)s:digests:"  # + bucket (4 hex digits)
+NEAR = "%(name)s:near:"  # + registered domain
 PARAMS = "%(name)s:params:%(host)s"
 PARAMS_HOSTS = "%(name)s:params_hosts"
 PARAMS_LEARNED = "%(name)s:params_learned"
@@ -250,6 +251,12 @@ class SpiderKeys:
     def digests_prefix(self) -> str:
         """Where content digests go (``spidermiddlewares/duplicates.py``), + bucket."""
         return DIGESTS % {"name": self.prefix}
+
+    @property
+    def near_prefix(self) -> str:
+        """Where near-duplicate fingerprints go (``spidermiddlewares/nearduplicates.py``),
+        + registered domain."""
+        return NEAR % {"name": self.prefix}
 
     def params(self, host: str) -> str:
         """The query parameters learned for ``host`` (``frontier/params.py``);

@@ -153,6 +153,10 @@ key                            type    holds
 ``NAME:digests:BUCKET``        hash    CONTENT_DUPLICATES: 8 bytes of a page's content digest
                                        (its first 2, in hex, are the bucket) -> the URL
                                        that had that content first in the crawl
+``NAME:near:DOMAIN``           hash    CONTENT_NEAR_DUPLICATES: 'b', a block's number (0-3)
+                                       and its 2 bytes -> the 64-bit SimHashes of the
+                                       domain's pages with that block (the newest 8);
+                                       'u' and a SimHash -> the URL that had it first
 ``NAME:params:HOST``           hash    URL_LEARN_PARAMETERS: query parameter -> pairs of
                                        pages that differed only in it with equal content
                                        (dropped from URL_LEARN_PAIRS on), or -1: it
@@ -228,6 +232,7 @@ WRITTEN_BY = {
     "lines": "lease.lua",
     "robots": "robotscache.py (the node that fetched it)",
     "digests": "spidermiddlewares/duplicates.py (each node, a page at a time)",
+    "near": "spidermiddlewares/nearduplicates.py (each node, a page at a time)",
     "params": "learn_params.lua (from spidermiddlewares/duplicates.py, a page at a time)",
     "params_hosts": "learn_params.lua",
     "params_learned": "learn_params.lua; frontier/params.py (every node reads it)",

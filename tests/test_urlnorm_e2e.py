@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from demosite.variants import ITEMS, LIST_PAGES, SORTS, page_path
+from demosite.variants import ITEMS, LIST_PAGES, SORTS, STORIES, STORY_VIEWS, page_path
 from tests.conftest import read_items, scrapy, site_hits
 
 SETTINGS = {"MAX_IDLE_TIME_BEFORE_CLOSE": 3}  # the rest are the project's defaults
@@ -19,27 +19,48 @@ PAGES = {page_path(n) for n in range(1, ITEMS + 1)}
 TITLES = {f"Item {n}" for n in range(1, ITEMS + 1)}
 
 
-def crawl_variants(redis_url, redis_client, nodes, demo_site, **settings) -> dict[str, int]:
-    redis_client.lpush("site:start_urls", demo_site.url + "/variants/")
+def crawl_variants(
+    redis_url, redis_client, nodes, demo_site, *more_starts: str, **settings
+) -> dict[str, int]:
+    starts = [demo_site.url + path for path in ("/variants/", *more_starts)]
+    redis_client.lpush("site:start_urls", *starts)
     nodes.start("site", redis_url, spider_args={"allow": "/variants/"}, **SETTINGS, **settings)
     assert nodes.wait(120) == [0], nodes.tail()
     hits = site_hits(demo_site)
     return {
         path: n
         for path, n in hits.items()
-        if path.startswith("/variants/") and path != "/variants/"
+        if path.startswith("/variants/") and path not in ("/variants/", *more_starts)
     }
 
 
 def test_each_page_under_many_urls_is_fetched_and_stored_once(
     redis_url, redis_client, nodes, demo_site, tmp_path
 ):
-    fetched = crawl_variants(redis_url, redis_client, nodes, demo_site, CONTENT_DUPLICATES="drop")
+    fetched = crawl_variants(redis_url, redis_client, nodes, demo_site, "/variants/stories/",
+                             CONTENT_DUPLICATES="drop")  # fmt: skip
     prints = {f"/variants/print/{n}" for n in range(1, ITEMS + 1)}
-    assert fetched == dict.fromkeys(PAGES | prints, 1)
-    items = [item for item in read_items(tmp_path / "items") if item["title"] != "Variants"]
+    views = {f"/variants/story/{n}?from={v}" for n in range(1, STORIES + 1)
+             for v in range(1, STORY_VIEWS + 1)}  # fmt: skip
+    assert fetched == dict.fromkeys(PAGES | prints | views, 1)
+    items = [item for item in read_items(tmp_path / "items")
+             if item["title"] not in ("Variants", "Stories")]  # fmt: skip
+    stories = [item for item in items if item["title"].startswith("Story")]
+    items = [item for item in items if not item["title"].startswith("Story")]
     # a print view has its page's content (its time aside): no item, no links followed
     assert sorted(item["url"].removeprefix(demo_site.url) for item in items) == sorted(PAGES)
+    # a story's views differ in a word: near duplicates, each marked (a default) with
+    # a view of its story fetched before it. SimHash puts one word 0 to 4 bits
+    # away on these pages: a view more than 3 from the story's first is a page of
+    # its own; every story has a view within 3 of another
+    assert len(stories) == len(views)  # every view stored
+    by_url = {item["url"]: item for item in stories}
+    marked = [item for item in stories if item["near_duplicate_of"]]
+    assert {item["title"] for item in marked} == {f"Story {n}" for n in range(1, STORIES + 1)}
+    for item in marked:
+        first = by_url[item["near_duplicate_of"]]
+        assert first["title"] == item["title"] and first["near_duplicate_of"] is None
+    assert nodes.stat(0, "duplicates/near_pages") == len(marked)
     assert nodes.stat(0, "duplicates/pages") == ITEMS
     assert nodes.stat(0, "duplicates/items_dropped") == ITEMS
     assert nodes.stat(0, "duplicates/links_dropped") == ITEMS * 16

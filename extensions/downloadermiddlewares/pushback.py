@@ -170,8 +170,6 @@ class PushbackMiddleware:
     def group_of(self, request: Request) -> str:
         return group_for(request.url, request.meta.get("download_slot"), self.queue_by)
 
-    # --- send time -----------------------------------------------------------
-
     async def process_request(self, request: Request, spider: Any = None) -> Request | None:
         if self._held:
             group = self.group_of(request)
@@ -191,15 +189,13 @@ class PushbackMiddleware:
         if not self.slots.paced(request, self.group_of):
             return None  # the common case: an unpaced host, sent at once
         until = await self.slots.wait(request, self.group_of(request), self._held)
-        if until is None:
-            return None
-        if until <= time.time():  # no hold: it missed its slots for long (counted there)
-            return self._park(request, until)
-        return self._wait_for_hold(request, until)
+        return None if until is None else self._wait_for_hold(request, until)
 
     def _wait_for_hold(self, request: Request, until: float) -> Request:
-        """The request, back in Redis until its host's hold ends: with its host."""
-        self.stats.inc_value("hosts/held_requests")
+        """The request, back in Redis until its host's hold ends: with its host (at
+        once when it missed its send slots for long, counted in ``sendslots``)."""
+        if until > time.time():
+            self.stats.inc_value("hosts/held_requests")
         return self._park(request, until)
 
     def _park(self, request: Request, until: float) -> Request:
@@ -211,8 +207,6 @@ class PushbackMiddleware:
             parked.meta.pop(key, None)
         parked.meta[DELAY_UNTIL] = max(until, time.time())
         return parked
-
-    # --- answer time -----------------------------------------------------------
 
     async def process_response(
         self, request: Request, response: Response, spider: Any = None
@@ -358,8 +352,6 @@ class PushbackMiddleware:
         retry.meta.setdefault(FIRST_FAILURE, time.time())
         return retry
 
-    # --- holds other nodes set ---------------------------------------------------
-
     def _hear_holds(self) -> None:
         """This node's requests of a host another node had held wait with it."""
         try:
@@ -374,8 +366,6 @@ class PushbackMiddleware:
             if until > self._held.get(group, 0):
                 self.stats.inc_value("hosts/holds_heard")
                 self._held[group] = until
-
-    # --- good answers from watched hosts ----------------------------------------
 
     def _report_good(self) -> None:
         now = time.time()

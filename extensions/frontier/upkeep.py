@@ -76,7 +76,8 @@ class Upkeep:
             self.server.delete(*doomed)
             patterns = (keys.bloom_prefix, keys.queue(""), keys.data(""), keys.host(""),
                         keys.dupefilter + ":", keys.crawl(""), keys.domain(""),
-                        keys.address(""), keys.digests_prefix, keys.params(""))  # fmt: skip
+                        keys.address(""), keys.digests_prefix, keys.near_prefix,
+                        keys.params(""))  # fmt: skip
             for pattern in patterns:
                 batch = []
                 for key in self.server.scan_iter(

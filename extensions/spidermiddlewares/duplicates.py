@@ -6,14 +6,16 @@ can tell from the URL alone; this middleware finds the rest from the page. Each
 styles and comments, with dates and times masked and white space collapsed, so
 what changes on every load does not make a page new) is kept for the crawl in
 Redis, with the URL that first had it. A page whose digest another URL had
-first is a duplicate: with ``CONTENT_DUPLICATES = "drop"`` (the default) its
+first is a duplicate: with ``CONTENT_DUPLICATES = "drop"`` (off by default) its
 callback's items are dropped, with ``"mark"`` they carry ``duplicate_of``; its
 links are never followed again. The same URL fetched again (a retry, a recrawl,
 a node that died before its lease ended) is never its own duplicate, so a page
 is not lost to a kill -9 between the digest and its items.
 
 One round trip a page, in a thread (a script: HSETNX, then HGET), into
-``NAME:digests:BUCKET`` (65,536 buckets, 8 bytes of digest and the URL a page).
+``NAME:digests:BUCKET`` (65,536 buckets, 8 bytes of digest and the URL a page);
+a page new by its digest takes a second for its near duplicates
+(``nearduplicates.py``, CONTENT_NEAR_DUPLICATES), marked by default.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import defer, threads
 
 from extensions import connection
+from extensions.frontier.domains import registered_domain
 from extensions.frontier.params import ParameterLearning
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.signals import params_learned
+from extensions.spidermiddlewares.nearduplicates import NearIndex, fingerprint, words
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DUPLICATE_OF = "duplicate_of"  # the field a marked item carries
+NEAR_DUPLICATE_OF = "near_duplicate_of"  # and a near duplicate's
+NEAR_OF = "_near_duplicate_of"  # response.meta: the page it nearly repeats, for its output
 URL_KEPT = 2000  # characters of the first URL kept with a digest
 
 # What a page changes on every load, not what it says. Each pattern starts with
@@ -82,6 +88,11 @@ def stable_content(body: bytes) -> bytes:
     """The body without what changes on every load: scripts, styles, comments,
     moments (a date with its time, a time with its seconds, a Unix time), and
     white space."""
+    return b"".join(stable_text(body).split())
+
+
+def stable_text(body: bytes) -> bytes:
+    """The body without its scripts, styles, comments and moments."""
     body = BLOCKS.sub(b"", body)
     spans = _volatile_spans(body)
     if spans:
@@ -92,14 +103,19 @@ def stable_content(body: bytes) -> bytes:
             position = max(position, end)
         kept.append(body[position:])
         body = b"".join(kept)
-    return b"".join(body.split())
+    return body
 
 
 def content_digest(body: bytes, crawl: str = "") -> bytes:
     """10 bytes that two loads of one page share, and two pages that differ in
     anything but their volatile parts do not."""
+    return stable_digest(stable_text(body), crawl)
+
+
+def stable_digest(stable: bytes, crawl: str = "") -> bytes:
+    """``content_digest`` of a body's ``stable_text``."""
     digest = hashlib.blake2b(crawl.encode() + b"\0", digest_size=10)  # each crawl its own
-    digest.update(stable_content(body))
+    digest.update(b"".join(stable.split()))
     return digest.digest()
 
 
@@ -136,6 +152,13 @@ class ContentDuplicatesMiddleware:
         self.health = connection.health_for(crawler)
         server, keys = connection.client_for(crawler), SpiderKeys.for_crawler(crawler)
         self.digests = ContentDigests(server, keys)
+        settings = crawler.settings
+        self.near_mode = settings.get("CONTENT_NEAR_DUPLICATES")
+        self.near = (
+            None if self.near_mode == "off"
+            else NearIndex(server, keys.near_prefix, settings.getint("CONTENT_NEAR_DISTANCE"))
+        )  # fmt: skip
+        self.near_min_words = settings.getint("CONTENT_NEAR_MIN_WORDS")
         self.learning = (
             ParameterLearning(server, keys, crawler.settings.getint("URL_LEARN_PAIRS"))
             if crawler.settings.getbool("URL_LEARN_PARAMETERS")
@@ -154,17 +177,35 @@ class ContentDuplicatesMiddleware:
             raise NotConfigured("CONTENT_DUPLICATES is off")
         return cls(crawler, mode)
 
-    def _first_url(self, response: Response) -> tuple[str, dict[str, Any] | None]:
-        """In a thread: the URL that had this response's content first, and what
-        the page taught of its host's query parameters."""
-        digest = content_digest(response.body, response.meta.get(CRAWL_ID) or "")
+    def _first_url(self, response: Response) -> tuple[str, str | None, dict[str, Any] | None]:
+        """In a thread: the URL that had this response's content first, the
+        URL of the first page of its domain it nearly repeats (or None), and
+        what the page taught of its host's query parameters."""
+        stable = stable_text(response.body)
+        crawl = response.meta.get(CRAWL_ID) or ""
+        digest = stable_digest(stable, crawl)
         first = self.digests.first_url(digest, response.url)
+        near = None
+        if self.near is not None and first == response.url[:URL_KEPT]:
+            near = self._near_url(response.url, stable, crawl)
         learned = self.learning.learn(response.url, digest) if self.learning else None
-        return first, learned
+        return first, near, learned
+
+    def _near_url(self, url: str, stable: bytes, crawl: str) -> str | None:
+        assert self.near is not None
+        page_words = words(stable)
+        if len(page_words) < self.near_min_words:
+            self.stats.inc_value("duplicates/near_too_few_words")
+            return None
+        host = urlsplit(url).hostname or ""
+        domain = f"{crawl}:{registered_domain(host)}" if crawl else registered_domain(host)
+        near = self.near.nearest(domain, fingerprint(page_words), url)
+        return None if near == url[:URL_KEPT] else near
 
     async def duplicate_of(self, response: Response) -> str | None:
         """The URL whose page this response repeats, or None (a new page, an
-        answer other than 200, or Redis away: then it is taken as new). The
+        answer other than 200, or Redis away: then it is taken as new); a near
+        duplicate's first page is kept in ``response.meta`` (NEAR_OF). The
         digest and its round trips run in a thread, so a Redis far away slows no
         other page; the answers are taken in the order the responses came, so
         their links are queued in the order they were found."""
@@ -177,7 +218,7 @@ class ContentDuplicatesMiddleware:
         try:
             if before is not None:
                 await maybe_deferred_to_future(before)
-            first, learned = await maybe_deferred_to_future(asked)
+            first, near, learned = await maybe_deferred_to_future(asked)
         except redis.RedisError as exc:
             self.health.failed(exc, started)
             self.stats.inc_value("duplicates/unchecked")
@@ -189,6 +230,12 @@ class ContentDuplicatesMiddleware:
         self.stats.inc_value("duplicates/checked")
         if learned:
             self._learned(response.url, learned)
+        if near is not None:
+            self.stats.inc_value("duplicates/near_pages")
+            logger.debug("%s nearly repeats %s", response.url[:200], near[:200])
+            if self.near_mode == "drop":
+                return near
+            response.meta[NEAR_OF] = near
         if first == response.url[:URL_KEPT]:
             return None
         self.stats.inc_value("duplicates/pages")
@@ -220,18 +267,24 @@ class ContentDuplicatesMiddleware:
         if self.mode == "drop":
             self.stats.inc_value("duplicates/items_dropped")
             return None
+        return self._marked(output, DUPLICATE_OF, first)
+
+    def _marked(self, output: Any, field: str, first: str) -> Any:
+        if isinstance(output, Request):
+            return output
         try:
-            ItemAdapter(output)[DUPLICATE_OF] = first
+            ItemAdapter(output)[field] = first
         except (KeyError, TypeError):  # an Item or dataclass without the field
             self.stats.inc_value("duplicates/unmarkable")
             if not self._unmarkable_said:
                 self._unmarkable_said = True
                 logger.warning(
                     "%s has no %s field: duplicates of its kind are stored unmarked",
-                    type(output).__name__, DUPLICATE_OF,
+                    type(output).__name__, field,
                 )  # fmt: skip
             return output
-        self.stats.inc_value("duplicates/items_marked")
+        near = "near_" if field == NEAR_DUPLICATE_OF else ""
+        self.stats.inc_value(f"duplicates/{near}items_marked")
         return output
 
     async def process_spider_output(
@@ -239,9 +292,12 @@ class ContentDuplicatesMiddleware:
     ) -> AsyncIterator[Any]:
         # async only: a callback's output waits for the digest's answer, not the reactor
         first = await self.duplicate_of(response)
+        near = response.meta.pop(NEAR_OF, None)
         async for output in result:
             if first is not None:
                 output = self._filtered(output, first)
                 if output is None:
                     continue
+            elif near is not None:
+                output = self._marked(output, NEAR_DUPLICATE_OF, near)
             yield output

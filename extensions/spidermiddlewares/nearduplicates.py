@@ -1,0 +1,122 @@
+"""Pages that differ in a few words: a SimHash of the words a page uses.
+
+A content digest (``duplicates.py``) finds the same page under another URL.
+The same article with a "recommended for you" block that differs per visit, a
+mirror's banner, a counter: those differ in a few words, and their digests in
+everything. Each such page's fingerprint is a 64-bit SimHash (Charikar; Manku,
+Jain and Das Sarma for the lookup) of the distinct words its text uses, after
+what changes on every load is masked; two pages whose fingerprints differ in at
+most ``CONTENT_NEAR_DISTANCE`` bits are near duplicates. The fingerprint is the
+``simhash`` library's, over numpy.
+
+Looked up in Redis for the page's registered domain, where near duplicates are
+(mirrors on ``www.`` and ``m.`` included): split in four 16-bit blocks, a
+fingerprint within three bits of another shares at least one block with it
+exactly, so a page is compared with the pages that share a block, at most
+``BLOCK_KEPT`` a block (the newest): a bounded cost a page however large the
+crawl. One round trip, one key a domain (``NAME:near:DOMAIN``), so a Redis
+Cluster serves it.
+
+A page of fewer than ``CONTENT_NEAR_MIN_WORDS`` distinct words is never a near
+duplicate: on a page that small, one word (an item's number) is a large part
+of what the page says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from simhash import Simhash
+
+from extensions import connection
+
+FINGERPRINT_BITS = 64
+BLOCKS = 4  # the blocks a fingerprint is split in: DISTANCE_MAX + 1
+DISTANCE_MAX = BLOCKS - 1  # what the blocks can find
+BLOCK_KEPT = 8  # fingerprints kept a block (8 bytes each), the newest
+URL_KEPT = 2000  # characters of the first URL kept with a fingerprint
+
+TAG = re.compile(rb"<[^>]*>")
+WORD = re.compile(rb"\w+")
+
+
+def _feature_hash(feature: bytes) -> bytes:
+    return hashlib.blake2b(feature, digest_size=8).digest()
+
+
+def words(stable: bytes) -> set[str]:
+    """The distinct words of a page's text: ``stable`` is the body with its
+    scripts, styles, comments and moments removed (``duplicates.stable_text``)."""
+    return {w.decode("utf-8", "replace") for w in WORD.findall(TAG.sub(b" ", stable).lower())}
+
+
+def fingerprint(page_words: set[str]) -> int:
+    """The 64-bit SimHash of a page's distinct words."""
+    return Simhash(sorted(page_words), f=FINGERPRINT_BITS, hashfunc=_feature_hash).value
+
+
+def distance(a: int, b: int) -> int:
+    return (a ^ b).bit_count()
+
+
+# Keys: the domain's hash. Fields: 'b' .. table (1 byte) .. block (2 bytes) ->
+# the fingerprints (8 bytes each, the newest BLOCK_KEPT) that have that block;
+# 'u' .. fingerprint -> the first URL that had it.
+# Arguments: fingerprint (8 bytes), URL, distance (bits), kept (a block).
+# Returns the URL of the first page within the distance, or nil (then this
+# page's fingerprint is kept).
+NEAREST = """
+local key, fp, url = KEYS[1], ARGV[1], ARGV[2]
+local most, kept = tonumber(ARGV[3]), tonumber(ARGV[4])
+local a1, a2 = struct.unpack('>I4I4', fp)
+local function bits(x)
+  local c = 0
+  while x ~= 0 do x = bit.band(x, x - 1); c = c + 1 end
+  return c
+end
+local fields, found = {}, {}
+for t = 0, 3 do
+  fields[t] = 'b' .. string.char(t) .. string.sub(fp, 2 * t + 1, 2 * t + 2)
+  found[t] = redis.call('HGET', key, fields[t]) or ''
+  local kept_here = found[t]
+  for at = 1, #kept_here - 7, 8 do
+    local other = string.sub(kept_here, at, at + 7)
+    local b1, b2 = struct.unpack('>I4I4', other)
+    local d = bits(bit.bxor(a1, b1))
+    if d <= most then
+      d = d + bits(bit.bxor(a2, b2))
+      if d <= most then
+        local first = redis.call('HGET', key, 'u' .. other)
+        if first then return first end
+      end
+    end
+  end
+end
+for t = 0, 3 do
+  local value = found[t] .. fp
+  if #value > 8 * kept then value = string.sub(value, -8 * kept) end
+  redis.call('HSET', key, fields[t], value)
+end
+redis.call('HSETNX', key, 'u' .. fp, url)
+return nil
+"""
+
+
+class NearIndex:
+    """The crawl's fingerprints in Redis, a hash a registered domain."""
+
+    def __init__(self, server, prefix: str, distance_bits: int):
+        self.prefix = prefix
+        self.distance = distance_bits
+        self._nearest = server.register_script(NEAREST)
+
+    def nearest(self, domain: str, print_: int, url: str) -> str | None:
+        """The URL of the first page of ``domain`` within the distance of
+        ``print_``; None, and ``url`` is kept as its page, when there is none.
+        Raises redis.RedisError."""
+        first = self._nearest(
+            keys=[f"{self.prefix}{domain}"],
+            args=[print_.to_bytes(8, "big"), url[:URL_KEPT], self.distance, BLOCK_KEPT],
+        )
+        return connection.text(first) if first is not None else None

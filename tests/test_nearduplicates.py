@@ -1,0 +1,117 @@
+"""Near duplicates: the SimHash of a page's words, and its lookup in a real
+Redis (per registered domain, bounded a block, the first URL kept)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from scrapy import Request
+
+from extensions.spidermiddlewares.duplicates import ContentDuplicatesMiddleware, stable_text
+from extensions.spidermiddlewares.nearduplicates import (
+    BLOCK_KEPT,
+    NearIndex,
+    distance,
+    fingerprint,
+    words,
+)
+from tests.conftest import crawler_with_addon
+from tests.test_duplicates import Shop, response, run
+
+VOCABULARY = [f"w{n:04d}" for n in range(5000)]
+
+
+def article(seed: int, extra: str = "", count: int = 300) -> bytes:
+    """A page of ``count`` words of its own (``seed``), and ``extra``."""
+    chosen = random.Random(seed).sample(VOCABULARY, count)
+    return (
+        f"<html><head><title>Story {seed}</title><script>var t={seed}</script></head>"
+        f"<body><article><p>{' '.join(chosen)}</p></article><aside>{extra}</aside>"
+        "<p>Generated 2026-12-03T10:00:00Z</p></body></html>"
+    ).encode()
+
+
+def print_of(body: bytes) -> int:
+    return fingerprint(words(stable_text(body)))
+
+
+@pytest.mark.unit
+def test_a_page_a_few_words_apart_is_bits_apart_and_other_pages_are_far():
+    story = print_of(article(1))
+    # a recommendations block that differs per visit, a banner: a few words
+    assert distance(print_of(article(1, extra="recommended: story 7, story 9")), story) <= 3
+    assert distance(print_of(article(1, extra="You are reading a mirror")), story) <= 3
+    # masked: the time it was made, its scripts
+    assert print_of(article(1).replace(b"10:00:00Z", b"11:59:30Z")) == story
+    # other stories share no words: about half of the bits differ
+    others = [distance(print_of(article(n)), story) for n in range(2, 40)]
+    assert min(others) > 10
+    # words, not markup: the same text in other tags is the same page
+    assert print_of(article(1).replace(b"<p>", b"<div>")) == story
+
+
+def test_the_first_page_of_a_domain_within_the_distance_is_found_and_kept(redis_client):
+    index = NearIndex(redis_client, "t:near:", 3)
+    story = print_of(article(1))
+    assert index.nearest("a.test", story, "http://a.test/story/1") is None
+    near = print_of(article(1, extra="recommended: story 7, story 9"))
+    assert index.nearest("a.test", near, "http://a.test/story/1?from=7") == "http://a.test/story/1"
+    # the same URL again (a retry, a recrawl) finds itself: the caller takes it as new
+    assert index.nearest("a.test", story, "http://a.test/story/1") == "http://a.test/story/1"
+    # another domain's pages are not looked at
+    assert index.nearest("b.test", near, "http://b.test/1") is None
+    # other stories are pages of their own
+    for n in range(2, 30):
+        assert index.nearest("a.test", print_of(article(n)), f"http://a.test/story/{n}") is None
+    # a fingerprint 4 bits away is not within 3
+    far = story ^ 0b1111
+    assert index.nearest("a.test", far, "http://a.test/far") is None
+    assert NearIndex(redis_client, "t:near:", 0).nearest("a.test", story ^ 1, "http://x") is None
+
+
+def test_a_block_keeps_its_newest_fingerprints_only(redis_client):
+    """The cost a page is bounded: a block shared by many pages keeps the newest."""
+    index = NearIndex(redis_client, "t:near:", 3)
+    shared = 0xABCD << 48  # the same first block, the rest far apart
+    rng = random.Random(5)
+    prints = [shared | rng.getrandbits(48) for _ in range(BLOCK_KEPT + 5)]
+    for n, each in enumerate(prints):
+        index.nearest("a.test", each, f"http://a.test/{n}")
+    field = b"b\x00" + (0xABCD).to_bytes(2, "big")
+    kept = redis_client.hget("t:near:a.test", field)
+    assert len(kept) == 8 * BLOCK_KEPT
+    assert kept == b"".join(p.to_bytes(8, "big") for p in prints[-BLOCK_KEPT:])
+
+
+def test_near_duplicates_are_marked_by_default_and_dropped_by_setting(redis_url):
+    settings = {"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "drop"}
+    marking = ContentDuplicatesMiddleware.from_crawler(crawler_with_addon(Shop, settings=settings))
+    output = [{"title": "Story 1"}, Request("http://a.test/story/2")]
+    assert run(marking, response("http://a.test/story/1", article(1)), output) == output
+    # on another host of the domain (a www. mirror) with a banner: marked, links kept
+    mirror = article(1, extra="You are reading a mirror")
+    items = [{"title": "Story 1"}, Request("http://a.test/story/2")]
+    got = run(marking, response("http://www.a.test/story/1", mirror), items)
+    assert got == items  # the same two, the item marked
+    assert items[0] == {"title": "Story 1", "near_duplicate_of": "http://a.test/story/1"}
+    assert marking.stats.get_value("duplicates/near_pages") == 1
+    assert marking.stats.get_value("duplicates/near_items_marked") == 1
+    # a small page is never a near duplicate: one word is much of what it says
+    small = b"<html><body><p>Item 1 of the shop</p></body></html>"
+    run(marking, response("http://a.test/item/1", small), [])
+    again = run(marking, response("http://a.test/item/2", small.replace(b"1", b"2")), [{"i": 2}])
+    assert again == [{"i": 2}]
+    assert marking.stats.get_value("duplicates/near_too_few_words") == 2
+
+    dropping = ContentDuplicatesMiddleware.from_crawler(
+        crawler_with_addon(Shop, settings={**settings, "CONTENT_NEAR_DUPLICATES": "drop"})
+    )
+    other = article(1, extra="recommended: story 7")
+    assert run(dropping, response("http://a.test/story/1?from=7", other), items) == []
+    assert dropping.stats.get_value("duplicates/links_dropped") == 1
+    off = ContentDuplicatesMiddleware.from_crawler(
+        crawler_with_addon(Shop, settings={**settings, "CONTENT_NEAR_DUPLICATES": "off"})
+    )
+    third = article(1, extra="recommended: story 8")
+    assert run(off, response("http://a.test/story/1?from=8", third), [{"t": 1}]) == [{"t": 1}]
