@@ -13,11 +13,13 @@ from extensions.spidermiddlewares.nearduplicates import (
     BLOCK_KEPT,
     NearIndex,
     distance,
+    feature_hash,
     fingerprint,
     words,
 )
 from tests.conftest import crawler_with_addon
 from tests.test_duplicates import Shop, response, run
+from tools.nginx import PYTHON_DOCS
 
 VOCABULARY = [f"w{n:04d}" for n in range(5000)]
 
@@ -37,6 +39,19 @@ def print_of(body: bytes) -> int:
 
 
 @pytest.mark.unit
+def test_the_fingerprint_is_the_simhash_librarys_on_real_pages():
+    from simhash import Simhash
+
+    pages = sorted(PYTHON_DOCS.rglob("*.html"))[:40] or []
+    bodies = [path.read_bytes() for path in pages] + [article(n) for n in range(5)]
+    for body in bodies:
+        page_words = words(stable_text(body))
+        theirs = Simhash([w.decode("utf-8", "replace") for w in page_words], hashfunc=feature_hash)
+        assert fingerprint(page_words) == theirs.value
+    assert fingerprint(set()) == 0
+
+
+@pytest.mark.unit
 def test_a_page_a_few_words_apart_is_bits_apart_and_other_pages_are_far():
     story = print_of(article(1))
     # a recommendations block that differs per visit, a banner: a few words
@@ -49,6 +64,9 @@ def test_a_page_a_few_words_apart_is_bits_apart_and_other_pages_are_far():
     assert min(others) > 10
     # words, not markup: the same text in other tags is the same page
     assert print_of(article(1).replace(b"<p>", b"<div>")) == story
+    # words of any script (as bytes: only ASCII letters are lower-cased)
+    found = words("<p>Grüße aus Köln, 東京 und Москва</p>".encode())
+    assert found == {w.encode() for w in ("grüße", "aus", "köln", "東京", "und", "Москва")}
 
 
 def test_the_first_page_of_a_domain_within_the_distance_is_found_and_kept(redis_client):

@@ -9,7 +9,9 @@
 * CPU per URL of the default normalizer chain, next to Scrapy's ``canonicalize_url``
   (which every request already pays for its fingerprint), and per page of the
   content digest on Python's HTML documentation (real pages nobody here wrote).
-* Redis bytes per page of the content digests, at 1 M and 10 M pages.
+* Redis bytes per page of the content digests, at 1 M and 10 M pages, and of the
+  near-duplicate SimHashes (pages of 100,000 registered domains), with the CPU a
+  page's SimHash takes on Python's documentation.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from w3lib.url import canonicalize_url
 
 from demosite.variants import ITEMS
 from extensions import defaults
-from extensions.spidermiddlewares.duplicates import content_digest
+from extensions.spidermiddlewares.duplicates import content_digest, stable_text
+from extensions.spidermiddlewares.nearduplicates import BLOCK_KEPT, fingerprint, words
 from extensions.urlnorm.chain import UrlNormalizerChain
 from tools import services
 from tools.nginx import PYTHON_DOCS
@@ -47,6 +50,27 @@ for n = start, start + count - 1 do
     tonumber(d:sub(9, 10), 16), tonumber(d:sub(11, 12), 16), tonumber(d:sub(13, 14), 16),
     tonumber(d:sub(15, 16), 16), tonumber(d:sub(17, 18), 16), tonumber(d:sub(19, 20), 16))
   redis.call('HSETNX', prefix .. d:sub(1, 4), field,
+             'https://www.host' .. (n % 100000) .. '.example/articles/page-' .. n .. '.html')
+end
+return count
+"""
+
+# what nearduplicates.NEAREST keeps of a page new by its SimHash (random ones here):
+# its 4 blocks' fields, the newest BLOCK_KEPT a block, and its first URL
+FILL_NEAR = """
+local prefix, start, count, kept = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+for n = start, start + count - 1 do
+  local d = redis.sha1hex(tostring(n))
+  local fp = ''
+  for i = 1, 16, 2 do fp = fp .. string.char(tonumber(d:sub(i, i + 1), 16)) end
+  local key = prefix .. 'host' .. (n % 100000) .. '.example'
+  for t = 0, 3 do
+    local field = 'b' .. string.char(t) .. string.sub(fp, 2 * t + 1, 2 * t + 2)
+    local value = (redis.call('HGET', key, field) or '') .. fp
+    if #value > 8 * kept then value = string.sub(value, -8 * kept) end
+    redis.call('HSET', key, field, value)
+  end
+  redis.call('HSETNX', key, 'u' .. fp,
              'https://www.host' .. (n % 100000) .. '.example/articles/page-' .. n .. '.html')
 end
 return count
@@ -111,21 +135,30 @@ def digest_cost() -> dict[str, float]:
     for body in pages:
         content_digest(body)
     spent = time.process_time() - started
+    started = time.process_time()
+    for body in pages:
+        fingerprint(words(stable_text(body)))
+    near = time.process_time() - started
     size = sum(map(len, pages)) / len(pages)
-    return {"pages": len(pages), "digest_us": spent / len(pages) * 1e6, "kib": size / 1024}
+    return {"pages": len(pages), "digest_us": spent / len(pages) * 1e6,
+            "simhash_us": near / len(pages) * 1e6, "kib": size / 1024}  # fmt: skip
 
 
-def digest_bytes(redis_url: str) -> dict[int, float]:
+def digest_bytes(redis_url: str) -> dict[str, dict[int, float]]:
     client = redis.Redis.from_url(redis_url)
-    fill = client.register_script(FILL)
-    result = {}
+    result: dict[str, dict[int, float]] = {"digests": {}, "near": {}}
     try:
-        for size in SIZES:
-            client.flushall()
-            before = client.info("memory")["used_memory"]
-            for start in range(0, size, 100_000):
-                fill(args=["b:digests:", start, min(100_000, size - start)])
-            result[size] = (client.info("memory")["used_memory"] - before) / size
+        for kind, script, args in (("digests", FILL, ["b:digests:"]),
+                                   ("near", FILL_NEAR, ["b:near:"])):  # fmt: skip
+            fill = client.register_script(script)
+            for size in SIZES:
+                client.flushall()
+                before = client.info("memory")["used_memory"]
+                step = 10_000  # pages a script call: well inside a client's timeout
+                for start in range(0, size, step):
+                    more = [BLOCK_KEPT] if kind == "near" else []
+                    fill(args=[*args, start, min(step, size - start), *more])
+                result[kind][size] = (client.info("memory")["used_memory"] - before) / size
         client.flushall()
     finally:
         client.close()
@@ -157,10 +190,13 @@ def report(result: dict) -> None:
         print(
             f"   content digest: {digest['digest_us']:.0f} µs of CPU per page on "
             f"{digest['pages']} pages of Python's documentation "
-            f"({digest['kib']:.0f} KiB each on average)"
+            f"({digest['kib']:.0f} KiB each on average); its SimHash: "
+            f"{digest['simhash_us']:.0f} µs (the masking it shares with the digest included)"
         )
-    for size, per in result["bytes"].items():
-        print(f"   Redis bytes per page for the digests at {size:,} pages: {per:.0f}")
+    for size, per in result["bytes"]["digests"].items():
+        near = result["bytes"]["near"][size]
+        print(f"   Redis bytes per page at {size:,} pages: {per:.0f} for the digests, "
+              f"{near:.0f} for the SimHashes (100,000 domains)")  # fmt: skip
 
 
 if __name__ == "__main__":  # this section alone: python -m tools.urls_bench

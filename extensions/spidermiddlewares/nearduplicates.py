@@ -7,7 +7,8 @@ everything. Each such page's fingerprint is a 64-bit SimHash (Charikar; Manku,
 Jain and Das Sarma for the lookup) of the distinct words its text uses, after
 what changes on every load is masked; two pages whose fingerprints differ in at
 most ``CONTENT_NEAR_DISTANCE`` bits are near duplicates. The fingerprint is the
-``simhash`` library's, over numpy.
+``simhash`` library's (its value, tested), with the bit sums done by numpy at
+once: half its CPU on a real page.
 
 Looked up in Redis for the page's registered domain, where near duplicates are
 (mirrors on ``www.`` and ``m.`` included): split in four 16-bit blocks, a
@@ -27,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from simhash import Simhash
+import numpy as np
 
 from extensions import connection
 
@@ -37,23 +38,29 @@ DISTANCE_MAX = BLOCKS - 1  # what the blocks can find
 BLOCK_KEPT = 8  # fingerprints kept a block (8 bytes each), the newest
 URL_KEPT = 2000  # characters of the first URL kept with a fingerprint
 
-TAG = re.compile(rb"<[^>]*>")
-WORD = re.compile(rb"\w+")
+TEXT = re.compile(rb">([^<]+)")  # a text node: what follows a tag's end
+WORD = re.compile(rb"[\w\x80-\xff]+")  # non-ASCII letters too, as their UTF-8 bytes
 
 
-def _feature_hash(feature: bytes) -> bytes:
+def feature_hash(feature: bytes) -> bytes:
     return hashlib.blake2b(feature, digest_size=8).digest()
 
 
-def words(stable: bytes) -> set[str]:
-    """The distinct words of a page's text: ``stable`` is the body with its
-    scripts, styles, comments and moments removed (``duplicates.stable_text``)."""
-    return {w.decode("utf-8", "replace") for w in WORD.findall(TAG.sub(b" ", stable).lower())}
+def words(stable: bytes) -> set[bytes]:
+    """The distinct words of a page's text (lower case, UTF-8): ``stable`` is the
+    body with its scripts, styles, comments and moments removed
+    (``duplicates.stable_text``)."""
+    return set(WORD.findall(b" ".join(TEXT.findall(stable)).lower()))
 
 
-def fingerprint(page_words: set[str]) -> int:
-    """The 64-bit SimHash of a page's distinct words."""
-    return Simhash(sorted(page_words), f=FINGERPRINT_BITS, hashfunc=_feature_hash).value
+def fingerprint(page_words: set[bytes]) -> int:
+    """The 64-bit SimHash of a page's distinct words: bit i is set when more
+    than half of the words' hashes have it."""
+    if not page_words:
+        return 0
+    hashes = np.frombuffer(b"".join([feature_hash(w) for w in page_words]), dtype=np.uint8)
+    ones = np.unpackbits(hashes).reshape(-1, FINGERPRINT_BITS).sum(axis=0)
+    return int.from_bytes(np.packbits(ones * 2 > len(page_words)).tobytes(), "big")
 
 
 def distance(a: int, b: int) -> int:
