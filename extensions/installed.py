@@ -13,6 +13,8 @@ from extensions import defaults
 from extensions.exceptions import ConfigError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.settings import BaseSettings
 
 ADDON = "extensions.addon.DistributedAddon"
@@ -56,3 +58,29 @@ def effective(settings: Any) -> Any:
         if hasattr(instance, "update_settings"):
             instance.update_settings(copy)
     return copy
+
+
+def components_problem(
+    settings: BaseSettings, name: str, example: str, kind_problem: Callable[[Any], str | None]
+) -> str | None:
+    """What is wrong with a ``{class path: order or None}`` setting, as Scrapy's
+    ``*_MIDDLEWARES``: each order a whole number, each path loadable and what
+    ``kind_problem`` (given the loaded object; None when it is fine) accepts.
+    ``example`` is one valid entry, for the message."""
+    value = settings.get(name) or {}
+    if not isinstance(value, dict) and not hasattr(value, "copy_to_dict"):
+        return f"must be a dict of class paths to orders, e.g. {{{example}}}"
+    items = value.copy_to_dict() if hasattr(value, "copy_to_dict") else value
+    for path, order in items.items():
+        if order is None:
+            continue
+        if isinstance(order, bool) or not isinstance(order, int):
+            return f"{path!r}: its order must be a whole number, or None to leave it out"
+        try:
+            component = load_object(path) if isinstance(path, str) else path
+        except (ImportError, NameError, ValueError, AttributeError) as exc:
+            return f"{path!r} cannot be loaded: {exc}"
+        problem = kind_problem(component)
+        if problem:
+            return f"{path!r} {problem}"
+    return None

@@ -26,6 +26,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
 from extensions import defaults
+from extensions.installed import components_problem
 
 if TYPE_CHECKING:
     import redis
@@ -195,22 +196,11 @@ class Parts:
 def parts_problem(settings: BaseSettings, name: str) -> str | None:
     """What is wrong with a FRONTIER_PARTS setting: it must be {class path: order
     or None}, each path a FrontierPart (``config.py`` runs this at start)."""
-    parts = settings.get(name) or {}
-    if not isinstance(parts, dict) and not hasattr(parts, "copy_to_dict"):
-        return 'must be a dict of class paths to orders, e.g. {"myproject.parts.Mine": 500}'
-    items = parts.copy_to_dict() if hasattr(parts, "copy_to_dict") else parts
-    for path, order in items.items():
-        if order is None:
-            continue
-        if isinstance(order, bool) or not isinstance(order, int):
-            return f"{path!r}: its order must be a whole number, or None to leave it out"
-        try:
-            part = load_object(path) if isinstance(path, str) else path
-        except (ImportError, NameError, ValueError, AttributeError) as exc:
-            return f"{path!r} cannot be loaded: {exc}"
-        if not (isinstance(part, type) and issubclass(part, FrontierPart)):
-            return f"{path!r} must be a FrontierPart (extensions.frontier.part)"
-    return None
+    return components_problem(
+        settings, name, '"myproject.parts.Mine": 500',
+        lambda part: None if isinstance(part, type) and issubclass(part, FrontierPart)
+        else "must be a FrontierPart (extensions.frontier.part)",
+    )  # fmt: skip
 
 
 def part_classes(settings: BaseSettings | None = None) -> list[type[FrontierPart]]:

@@ -54,6 +54,7 @@ DUPLICATE_OF = "duplicate_of"  # the field a marked item carries
 NEAR_DUPLICATE_OF = "near_duplicate_of"  # and a near duplicate's
 NEAR_OF = "_near_duplicate_of"  # response.meta: the page it nearly repeats, for its output
 URL_KEPT = 2000  # characters of the first URL kept with a digest
+TURN_WAIT_MAX = 120.0  # seconds a page's answer waits at most for the one before it
 
 # What a page changes on every load, not what it says. Each pattern starts with
 # a literal, which the regex engine finds fast: a digest costs under a millisecond
@@ -217,7 +218,7 @@ class ContentDuplicatesMiddleware:
         turn = self._turn
         try:
             if before is not None:
-                await maybe_deferred_to_future(before)
+                await self._after(before)
             first, near, learned = await maybe_deferred_to_future(asked)
         except redis.RedisError as exc:
             self.health.failed(exc, started)
@@ -241,6 +242,16 @@ class ContentDuplicatesMiddleware:
         self.stats.inc_value("duplicates/pages")
         logger.debug("%s has the content of %s", response.url[:200], first[:200])
         return first
+
+    async def _after(self, before: defer.Deferred[None]) -> None:
+        """Wait for the answer before this one, TURN_WAIT_MAX at most: the order
+        of links is worth less than a node that never waits for good."""
+        from twisted.internet import reactor
+
+        try:
+            await maybe_deferred_to_future(before.addTimeout(TURN_WAIT_MAX, reactor))
+        except defer.TimeoutError:
+            self.stats.inc_value("duplicates/turn_timeouts")
 
     def _learned(self, url: str, learned: dict[str, Any]) -> None:
         host = urlsplit(url).hostname

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
+from extensions.installed import components_problem
 from extensions.runtime import runtime_of
 from extensions.urlnorm.normalizers import host_rules_problem
 
@@ -122,22 +123,11 @@ def normalizing_for(crawler: Any) -> Normalizing | None:
 def normalizers_problem(settings: BaseSettings, name: str) -> str | None:
     """What is wrong with URL_NORMALIZERS (or its base): {class path: order or
     None}, each class loadable with a ``normalize`` method (``config.py``)."""
-    value = settings.get(name) or {}
-    if not isinstance(value, dict) and not hasattr(value, "copy_to_dict"):
-        return 'must be a dict of class paths to orders, e.g. {"myproject.urls.Mine": 500}'
-    items = value.copy_to_dict() if hasattr(value, "copy_to_dict") else value
-    for path, order in items.items():
-        if order is None:
-            continue
-        if isinstance(order, bool) or not isinstance(order, int):
-            return f"{path!r}: its order must be a whole number, or None to leave it out"
-        try:
-            normalizer = load_object(path) if isinstance(path, str) else path
-        except (ImportError, NameError, ValueError, AttributeError) as exc:
-            return f"{path!r} cannot be loaded: {exc}"
-        if not callable(getattr(normalizer, "normalize", None)):
-            return f"{path!r} has no normalize(url) method"
-    return None
+    return components_problem(
+        settings, name, '"myproject.urls.Mine": 500',
+        lambda normalizer: None if callable(getattr(normalizer, "normalize", None))
+        else "has no normalize(url) method",
+    )  # fmt: skip
 
 
 def host_rules_setting_problem(settings: BaseSettings, name: str) -> str | None:
