@@ -3,9 +3,12 @@ linked from the shop). ``/variants/`` links to each of ITEMS items; item N
 is the page ``/variants/item?colour=red&id=N``, and links to the next items
 under the variants a crawler meets: query pairs in another order, tracking
 parameters, a ``;jsessionid=`` in the path, a session id in the query, a
-fragment. Every variant serves the same page. Each item also links to its
+fragment. Every variant serves the same page. The index links to itself as
+``/variants/index.html``. Each item also links to its
 print view, ``/variants/print/N``: the same page under a path no rule knows. A
-page says when it was generated, which changes on every load.
+page says when it was generated, which changes on every load. Asked for under a ``www.`` name (a
+mirror), an item page and its print view name the item's URL without the
+``www.`` as their ``rel="canonical"``.
 
 ``/variants/amp/`` (not linked) lists an AMP version of each item, a page of its
 own whose ``rel="canonical"`` names the item's page, which it also links to;
@@ -50,29 +53,41 @@ def variants_of(n: int, seen_from: int) -> list[str]:
 async def index(request: web.Request) -> web.Response:
     links = "".join(f'<a href="/variants/item?id={n}&amp;colour=red">item {n}</a> '
                     for n in range(1, ITEMS + 1))  # fmt: skip
-    return _html("Variants", links)
+    return _html("Variants", links + '<a href="/variants/index.html">home</a>')
 
 
-def item_page(n: int) -> web.Response:
+def item_page(n: int, canonical: str = "") -> web.Response:
     links = [v for step in (1, 2, 3) for v in variants_of((n + step - 1) % ITEMS + 1, n)]
     links.append(f"/variants/print/{n}")
     anchors = "".join(f'<a href="{link.replace("&", "&amp;")}">more</a> ' for link in links)
     now = datetime.datetime.now(datetime.UTC).isoformat()
-    return _html(f"Item {n}", f"<p>The one page of item {n}.</p>{anchors}<p>Generated {now}</p>")
+    head = f"<link rel='canonical' href='{canonical}'>" if canonical else ""
+    text = (
+        f"<!DOCTYPE html><html><head><title>Item {n}</title>{head}</head><body>"
+        f"<p>The one page of item {n}.</p>{anchors}<p>Generated {now}</p></body></html>"
+    )
+    return web.Response(text=text, content_type="text/html")
+
+
+def mirrored(request: web.Request, n: int) -> str:
+    """On a mirror (a www. name) item ``n``'s canonical: the name without it."""
+    if not request.host.startswith("www."):
+        return ""
+    return f"http://{request.host.removeprefix('www.')}{page_path(n)}".replace("&", "&amp;")
 
 
 async def item(request: web.Request) -> web.Response:
     raw = request.query.get("id", "")
     if not raw.isdigit() or not 1 <= int(raw) <= ITEMS:
         raise web.HTTPNotFound()
-    return item_page(int(raw))
+    return item_page(int(raw), mirrored(request, int(raw)))
 
 
 async def print_view(request: web.Request) -> web.Response:
     raw = request.match_info["n"]
     if not raw.isdigit() or not 1 <= int(raw) <= ITEMS:
         raise web.HTTPNotFound()
-    return item_page(int(raw))
+    return item_page(int(raw), mirrored(request, int(raw)))
 
 
 LIST_PAGES = 8
@@ -146,6 +161,7 @@ async def story(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/variants/", index)
+    app.router.add_get("/variants/index.html", index)
     app.router.add_get(r"/variants/item{session:(;[^/?]*)?}", item)
     app.router.add_get("/variants/print/{n}", print_view)
     app.router.add_get("/variants/amp/", amp_index)

@@ -9,10 +9,12 @@ content tells them apart."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections import Counter
 
 from demosite.variants import ITEMS, LIST_PAGES, SORTS, STORIES, STORY_VIEWS, page_path
 from tests.conftest import read_items, scrapy, site_hits
+from tools import services
 
 SETTINGS = {"MAX_IDLE_TIME_BEFORE_CLOSE": 3}  # the rest are the project's defaults
 PAGES = {page_path(n) for n in range(1, ITEMS + 1)}
@@ -42,7 +44,8 @@ def test_each_page_under_many_urls_is_fetched_and_stored_once(
     prints = {f"/variants/print/{n}" for n in range(1, ITEMS + 1)}
     views = {f"/variants/story/{n}?from={v}" for n in range(1, STORIES + 1)
              for v in range(1, STORY_VIEWS + 1)}  # fmt: skip
-    assert fetched == dict.fromkeys(PAGES | prints | views, 1)
+    # (the index under /variants/index.html too: the same content, no item)
+    assert fetched == dict.fromkeys(PAGES | prints | views | {"/variants/index.html"}, 1)
     items = [item for item in read_items(tmp_path / "items")
              if item["title"] not in ("Variants", "Stories")]  # fmt: skip
     stories = [item for item in items if item["title"].startswith("Story")]
@@ -61,9 +64,9 @@ def test_each_page_under_many_urls_is_fetched_and_stored_once(
         first = by_url[item["near_duplicate_of"]]
         assert first["title"] == item["title"] and first["near_duplicate_of"] is None
     assert nodes.stat(0, "duplicates/near_pages") == len(marked)
-    assert nodes.stat(0, "duplicates/pages") == ITEMS
-    assert nodes.stat(0, "duplicates/items_dropped") == ITEMS
-    assert nodes.stat(0, "duplicates/links_dropped") == ITEMS * 16
+    assert nodes.stat(0, "duplicates/pages") == ITEMS + 1
+    assert nodes.stat(0, "duplicates/items_dropped") == ITEMS + 1
+    assert nodes.stat(0, "duplicates/links_dropped") == ITEMS * 16 + ITEMS + 1
     assert nodes.stat(0, "urlnorm/changed/TrackingParameters") > 0
     assert nodes.stat(0, "urlnorm/changed/SessionId") > 0
     assert nodes.stat(0, "urlnorm/changed/SortedQuery") > 0
@@ -142,3 +145,34 @@ def test_a_parameter_that_never_changes_a_page_is_learned_and_no_longer_fetched(
     assert row["learned_parameters"]["page"] == -1
     text = scrapy("status", "site", "--hosts", "-s", f"REDIS_URL={redis_url}").stdout
     assert "query parameters learned: dropped sort; kept (they changed a page) page" in text
+
+
+def test_a_www_mirror_naming_its_canonical_stores_each_page_once(
+    redis_url, redis_client, nodes, demo_site, tmp_path
+):
+    """The variants under www.shop.test, whose item pages name the same URL on
+    shop.test as canonical (names a DNS server the test runs answers): each
+    item is stored once, recording its canonical, and shop.test is never asked."""
+    zone, log = tmp_path / "zone.json", tmp_path / "queries.log"
+    zone.write_text(json.dumps({name: {"a": ["127.0.0.1"], "ttl": 300}
+                                for name in ("shop.test", "www.shop.test")}))  # fmt: skip
+    log.write_text("")
+    dns = services.start_dns_server(zone, log)
+    try:
+        port = demo_site.url.rsplit(":", 1)[1]
+        mirror, page = f"http://www.shop.test:{port}", f"http://shop.test:{port}"
+        redis_client.lpush("site:start_urls", mirror + "/variants/")
+        nodes.start("site", redis_url, spider_args={"allow": "/variants/"}, **SETTINGS,
+                    DNS_SHARED=True, DNS_SERVERS=dns.url, CONTENT_DUPLICATES="drop")  # fmt: skip
+        assert nodes.wait(120) == [0], nodes.tail()
+    finally:
+        dns.stop()
+    with urllib.request.urlopen(demo_site.url + "/__host_times", timeout=10) as answer:
+        hosts = {host.rsplit(":", 1)[0] for host in json.load(answer)}
+    assert hosts == {"www.shop.test"}, nodes.tail()
+    items = [item for item in read_items(tmp_path / "items") if item["title"] != "Variants"]
+    assert Counter(item["title"] for item in items) == Counter(dict.fromkeys(TITLES, 1))
+    for item in items:
+        n = int(item["title"].split()[1])
+        assert item["canonical"] == page + page_path(n), item
+    assert nodes.stat(0, "canonical/marked_seen") == ITEMS
