@@ -19,6 +19,11 @@ under STORY_VIEWS ``from=`` values: a story says the same under each, but for a
 "recommended" line that names the value: pages a few words apart, which only
 their words tell to be one (their digests differ).
 
+``/variants/moved/`` (not linked) links to each item's old URL,
+``/variants/old/N``, which redirects (301) to the item's page, and to
+``/variants/loop/a``, which redirects to ``/variants/loop/b``, which redirects
+back.
+
 ``/variants/list?page=N`` (not linked; LIST_PAGES of them) links to the next page
 and to itself under five ``sort=`` orders that change nothing: what a crawler can
 learn a parameter from. ``page`` changes the page.
@@ -131,6 +136,25 @@ async def amp(request: web.Request) -> web.Response:
     return web.Response(text=text, content_type="text/html")
 
 
+async def moved(request: web.Request) -> web.Response:
+    links = [f"/variants/old/{n}" for n in range(1, ITEMS + 1)] + ["/variants/loop/a"]
+    return _html("Moved", "".join(f'<a href="{link}">old</a> ' for link in links))
+
+
+async def old(request: web.Request) -> web.Response:
+    raw = request.match_info["n"]
+    if not raw.isdigit() or not 1 <= int(raw) <= ITEMS:
+        raise web.HTTPNotFound()
+    raise web.HTTPMovedPermanently(page_path(int(raw)))
+
+
+async def loop(request: web.Request) -> web.Response:
+    other = {"a": "b", "b": "a"}.get(request.match_info["end"])
+    if other is None:
+        raise web.HTTPNotFound()
+    raise web.HTTPFound(f"/variants/loop/{other}")
+
+
 STORIES, STORY_VIEWS = 10, 3
 SYLLABLES = ("ka", "lo", "mi", "ne", "su", "ta", "ri", "vo", "de", "po", "an", "el")
 
@@ -168,4 +192,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/variants/list", listing)
     app.router.add_get("/variants/amp/{n}", amp)
     app.router.add_get("/variants/stories/", stories)
+    app.router.add_get("/variants/moved/", moved)
+    app.router.add_get("/variants/old/{n}", old)
+    app.router.add_get("/variants/loop/{end}", loop)
     app.router.add_get("/variants/story/{n}", story)

@@ -40,14 +40,21 @@ def test_each_page_under_many_urls_is_fetched_and_stored_once(
     redis_url, redis_client, nodes, demo_site, tmp_path
 ):
     fetched = crawl_variants(redis_url, redis_client, nodes, demo_site, "/variants/stories/",
-                             CONTENT_DUPLICATES="drop")  # fmt: skip
+                             "/variants/moved/", CONTENT_DUPLICATES="drop")  # fmt: skip
     prints = {f"/variants/print/{n}" for n in range(1, ITEMS + 1)}
     views = {f"/variants/story/{n}?from={v}" for n in range(1, STORIES + 1)
              for v in range(1, STORY_VIEWS + 1)}  # fmt: skip
-    # (the index under /variants/index.html too: the same content, no item)
-    assert fetched == dict.fromkeys(PAGES | prints | views | {"/variants/index.html"}, 1)
+    # (the index under /variants/index.html too: the same content, no item). An old
+    # URL is fetched once, and the page it redirects to is not fetched again; a
+    # redirect loop ends at the first URL seen again
+    old = {f"/variants/old/{n}" for n in range(1, ITEMS + 1)} | {
+        "/variants/loop/a",
+        "/variants/loop/b",
+    }
+    expected = PAGES | prints | views | old | {"/variants/index.html"}
+    assert fetched == dict.fromkeys(expected, 1)
     items = [item for item in read_items(tmp_path / "items")
-             if item["title"] not in ("Variants", "Stories")]  # fmt: skip
+             if item["title"] not in ("Variants", "Stories", "Moved")]  # fmt: skip
     stories = [item for item in items if item["title"].startswith("Story")]
     items = [item for item in items if not item["title"].startswith("Story")]
     # a print view has its page's content (its time aside): no item, no links followed
