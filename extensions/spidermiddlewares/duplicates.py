@@ -294,8 +294,8 @@ class ContentDuplicatesMiddleware:
                     type(output).__name__, field,
                 )  # fmt: skip
             return output
-        near = "near_" if field == NEAR_DUPLICATE_OF else ""
-        self.stats.inc_value(f"duplicates/{near}items_marked")
+        near = field == NEAR_DUPLICATE_OF
+        self.stats.inc_value("duplicates/near_items_marked" if near else "duplicates/items_marked")
         return output
 
     async def process_spider_output(
