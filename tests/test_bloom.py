@@ -25,15 +25,15 @@ def fingerprints(start: int, count: int) -> list[bytes]:
     return [hashlib.sha1(f"url-{i}".encode()).digest()[:16] for i in range(start, start + count)]
 
 
-FILLED = 200_000  # the false-positive rate of a filter sized for n depends on the fill, not on n
+FILLED = 50_000  # the false-positive rate of a filter sized for n depends on the fill, not on n
 
 
 def test_false_positive_rate_within_bound_when_filled_to_capacity(redis_client):
     params = BloomParams.for_capacity(FILLED, 0.001)
     frontier = Frontier(redis_client, SpiderKeys.for_spider("bf"), "n1", params)
     inserted = 0
-    for start in range(0, FILLED, 20_000):
-        batch = [(fp, "g", 0, b"") for fp in fingerprints(start, 20_000)]
+    for start in range(0, FILLED, 10_000):
+        batch = [(fp, "g", 0, b"") for fp in fingerprints(start, 10_000)]
         inserted += frontier.enqueue(batch).new  # a few collide already while it fills
     assert FILLED - inserted <= FILLED * 0.001
     assert frontier.sizes().seen == inserted
