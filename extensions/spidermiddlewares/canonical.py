@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from itemadapter import ItemAdapter
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
@@ -26,6 +25,7 @@ from scrapy.http import HtmlResponse
 from extensions.frontier.domains import registered_domain
 from extensions.installed import require_addon
 from extensions.meta import CRAWL_ID, SEEN_ONLY
+from extensions.spidermiddlewares.marking import ItemMarker
 from extensions.urlnorm.chain import normalizing_for
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class CanonicalMiddleware:
     def __init__(self, crawler: Crawler):
         self.stats = crawler.stats
         self.normalize = normalizing_for(crawler)
-        self._unmarkable_said = False
+        self.marker = ItemMarker(self.stats, "canonical", logger)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CanonicalMiddleware:
@@ -103,17 +103,7 @@ class CanonicalMiddleware:
         return url
 
     def _marked(self, output: Any, canonical: str) -> Any:
-        if isinstance(output, Request):
-            return output
-        try:
-            ItemAdapter(output)[CANONICAL] = canonical
-        except (KeyError, TypeError):  # an Item or dataclass without the field
-            self.stats.inc_value("canonical/unmarkable")
-            if not self._unmarkable_said:
-                self._unmarkable_said = True
-                logger.warning("%s has no %s field: its canonical URLs are not stored",
-                               type(output).__name__, CANONICAL)  # fmt: skip
-        return output
+        return self.marker.mark(output, CANONICAL, canonical)
 
     def _seen(self, response: Response, canonical: str) -> Request:
         """The canonical, to be marked seen for the crawl and never fetched."""

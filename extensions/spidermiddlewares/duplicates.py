@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import redis
-from itemadapter import ItemAdapter
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -42,6 +41,7 @@ from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.signals import params_learned
+from extensions.spidermiddlewares.marking import ItemMarker
 from extensions.spidermiddlewares.nearduplicates import NearIndex, fingerprint, words
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ class ContentDuplicatesMiddleware:
             and crawler.settings.getbool("URL_NORMALIZE_ENABLED")
             else None
         )
-        self._unmarkable_said = False
+        self.marker = ItemMarker(self.stats, "duplicates", logger)
         #: fired once the last response asked about has had its answer
         self._turn: defer.Deferred[None] | None = None
 
@@ -281,22 +281,9 @@ class ContentDuplicatesMiddleware:
         return self._marked(output, DUPLICATE_OF, first)
 
     def _marked(self, output: Any, field: str, first: str) -> Any:
-        if isinstance(output, Request):
-            return output
-        try:
-            ItemAdapter(output)[field] = first
-        except (KeyError, TypeError):  # an Item or dataclass without the field
-            self.stats.inc_value("duplicates/unmarkable")
-            if not self._unmarkable_said:
-                self._unmarkable_said = True
-                logger.warning(
-                    "%s has no %s field: duplicates of its kind are stored unmarked",
-                    type(output).__name__, field,
-                )  # fmt: skip
-            return output
         near = field == NEAR_DUPLICATE_OF
-        self.stats.inc_value("duplicates/near_items_marked" if near else "duplicates/items_marked")
-        return output
+        counted = "duplicates/near_items_marked" if near else "duplicates/items_marked"
+        return self.marker.mark(output, field, first, counted)
 
     async def process_spider_output(
         self, response: Response, result: AsyncIterator[Any], spider: Any = None
