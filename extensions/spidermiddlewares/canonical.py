@@ -64,7 +64,7 @@ class CanonicalMiddleware:
     def __init__(self, crawler: Crawler):
         self.stats = crawler.stats
         self.normalize = normalizing_for(crawler)
-        self.marker = ItemMarker(self.stats, "canonical", logger)
+        self.marker = ItemMarker(self.stats, "canonical/unmarkable", logger)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CanonicalMiddleware:

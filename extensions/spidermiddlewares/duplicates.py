@@ -166,7 +166,7 @@ class ContentDuplicatesMiddleware:
             and crawler.settings.getbool("URL_NORMALIZE_ENABLED")
             else None
         )
-        self.marker = ItemMarker(self.stats, "duplicates", logger)
+        self.marker = ItemMarker(self.stats, "duplicates/unmarkable", logger)
         #: fired once the last response asked about has had its answer
         self._turn: defer.Deferred[None] | None = None
 

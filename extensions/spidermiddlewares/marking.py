@@ -12,11 +12,11 @@ from scrapy import Request
 
 class ItemMarker:
     """Writes fields on items; one that cannot take a field is passed on as it
-    is, counted in ``STATS_PREFIX/unmarkable`` and said once in the log."""
+    is, counted in the stat ``unmarkable`` and said once in the log."""
 
-    def __init__(self, stats: Any, stats_prefix: str, logger: logging.Logger):
+    def __init__(self, stats: Any, unmarkable: str, logger: logging.Logger):
         self.stats = stats
-        self.stats_prefix = stats_prefix
+        self.unmarkable = unmarkable
         self.logger = logger
         self._unmarkable_said: set[str] = set()
 
@@ -30,7 +30,7 @@ class ItemMarker:
             if counted:
                 self.stats.inc_value(counted)
         except (KeyError, TypeError):  # an Item or dataclass without the field
-            self.stats.inc_value(f"{self.stats_prefix}/unmarkable")
+            self.stats.inc_value(self.unmarkable)
             if field not in self._unmarkable_said:
                 self._unmarkable_said.add(field)
                 self.logger.warning("%s has no %s field: items of its kind are stored without it",
