@@ -131,12 +131,17 @@ def metrics_page() -> str:
     return "".join(out)
 
 
-_STAT_CALLS = {"inc_value", "set_value", "max_value", "min_value"}
+# the calls that name a stat, and which of their arguments does: the collector's,
+# and the item marker's (spidermiddlewares/marking.py)
+_STAT_CALLS = {"inc_value": 0, "set_value": 0, "max_value": 0, "min_value": 0,
+               "ItemMarker": 1, "mark": 3}  # fmt: skip
 
 
-def _stat_name(node: ast.expr) -> str | None:
+def _stat_names(node: ast.expr) -> list[str]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
+        return [node.value]
+    if isinstance(node, ast.IfExp):  # "a/b" if near else "a/c"
+        return _stat_names(node.body) + _stat_names(node.orelse)
     if isinstance(node, ast.JoinedStr):  # f"traps/dropped/{reason}"
         parts = []
         for value in node.values:
@@ -144,8 +149,14 @@ def _stat_name(node: ast.expr) -> str | None:
                 parts.append(str(value.value))
             else:
                 parts.append("{" + ast.unparse(getattr(value, "value", value)) + "}")
-        return "".join(parts)
-    return None
+        return ["".join(parts)]
+    return []
+
+
+def _called(node: ast.Call) -> str:
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return node.func.id if isinstance(node.func, ast.Name) else ""
 
 
 def stats_page() -> str:
@@ -155,16 +166,22 @@ def stats_page() -> str:
            "of the name that varies.\n"]  # fmt: skip
     for path in sorted(SOURCE.rglob("*.py")):
         names = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in _STAT_CALLS
-                and node.args
-            ):
-                name = _stat_name(node.args[0])
-                if name and "/" in name:
-                    names.add(name)
+        tree = ast.parse(path.read_text())
+        assigned = {  # a stat's name kept in a variable first: counted = "a/b" if ...
+            target.id: _stat_names(node.value)
+            for node in ast.walk(tree) if isinstance(node, ast.Assign)
+            for target in node.targets if isinstance(target, ast.Name)
+        }  # fmt: skip
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or _called(node) not in _STAT_CALLS:
+                continue
+            at = _STAT_CALLS[_called(node)]
+            if len(node.args) > at:
+                argument = node.args[at]
+                found = _stat_names(argument)
+                if isinstance(argument, ast.Name):
+                    found = assigned.get(argument.id, [])
+                names.update(name for name in found if "/" in name)
         if names:
             out.append(f"\n## `{path.relative_to(ROOT)}`\n\n")
             out.extend(f"- `{name}`\n" for name in sorted(names))
