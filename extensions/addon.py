@@ -46,6 +46,8 @@ SPIDER_MIDDLEWARES = {
     "extensions.spidermiddlewares.linklimit.LinkLimitMiddleware": 950,
     # before the link limit counts links a duplicate page will not follow
     "extensions.spidermiddlewares.duplicates.ContentDuplicatesMiddleware": 960,
+    # what a page says of itself (meta robots): before the canonical's seen mark
+    "extensions.spidermiddlewares.robotsmeta.RobotsMetaMiddleware": 958,
     # after the duplicates (which drop a repeated page's links): its mark stays
     "extensions.spidermiddlewares.canonical.CanonicalMiddleware": 955,
     # after the recrawl hash (a crawl id is not the page's content), before the rest

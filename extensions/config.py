@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scrapy.utils.misc import load_object
@@ -20,36 +19,17 @@ from extensions.dns.resolver import dns_servers_problem
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 from extensions.frontier.part import parts_problem
+from extensions.settingchecks import Check
+from extensions.settingchecks import choice as _choice
+from extensions.settingchecks import flag as _flag
+from extensions.settingchecks import number as _number
+from extensions.spidermiddlewares.duplicates import SETTING_CHECKS as CONTENT_CHECKS
+from extensions.spidermiddlewares.robotsmeta import SETTING_CHECKS as ROBOTS_META_CHECKS
 from extensions.urlnorm.chain import SETTING_CHECKS as URLNORM_CHECKS
 from extensions.urlpolicy import resolver_problem
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
-
-Check = Callable[["BaseSettings", str], "str | None"]
-
-
-def _number(kind: type, low: float | None = None, high: float | None = None, *,
-            above: bool = False) -> Check:  # fmt: skip
-    """A check that the setting is a ``kind`` (int or float) within bounds."""
-
-    def check(settings: BaseSettings, name: str) -> str | None:
-        raw = settings.get(name, getattr(defaults, name, None))
-        try:
-            value = kind(raw)
-        except (TypeError, ValueError):
-            return f"must be {'a whole number' if kind is int else 'a number'}"
-        if isinstance(value, float) and not math.isfinite(value):
-            return "must be a finite number"
-        if kind is int and isinstance(raw, float) and raw != value:
-            return "must be a whole number"
-        if low is not None and (value <= low if above else value < low):
-            return f"must be {'more than' if above else 'at least'} {low:g}"
-        if high is not None and value > high:
-            return f"must be at most {high:g}"
-        return None
-
-    return check
 
 
 def _shards(settings: BaseSettings, name: str) -> str | None:
@@ -57,23 +37,6 @@ def _shards(settings: BaseSettings, name: str) -> str | None:
         return None
     problem = _number(int, 1, keys.MAX_SHARDS)(settings, name)
     return f'{problem}, or "auto"' if problem else None
-
-
-def _flag(settings: BaseSettings, name: str) -> str | None:
-    try:
-        settings.getbool(name, getattr(defaults, name, False))
-    except ValueError:
-        return "must be True or False (or 1 / 0)"
-    return None
-
-
-def _choice(*allowed: str | None) -> Check:
-    def check(settings: BaseSettings, name: str) -> str | None:
-        if settings.get(name, getattr(defaults, name, None)) not in allowed:
-            return "must be one of " + ", ".join(repr(a) for a in allowed)
-        return None
-
-    return check
 
 
 def _int_list(low: int, high: int, what: str) -> Check:
@@ -256,13 +219,9 @@ CHECKS: dict[str, Check] = {
     "RETRY_BACKOFF_MAX": _number(float, 0),
     "RETRY_AFTER_MAX": _number(float, 0),
     "URL_NORMALIZE_ENABLED": _flag,
-    "CONTENT_DUPLICATES": _choice("drop", "mark", "off"),
-    "CONTENT_NEAR_DUPLICATES": _choice("drop", "mark", "off"),
-    "CONTENT_NEAR_DISTANCE": _number(int, 0, 3),
-    "CONTENT_NEAR_MIN_WORDS": _number(int, 1),
     "CANONICAL_ENABLED": _flag,
-    "URL_LEARN_PARAMETERS": _flag,
-    "URL_LEARN_PAIRS": _number(int, 1),
+    **CONTENT_CHECKS,
+    **ROBOTS_META_CHECKS,
     **URLNORM_CHECKS,
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),

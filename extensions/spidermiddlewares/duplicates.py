@@ -40,15 +40,30 @@ from extensions.frontier.params import ParameterLearning
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
+from extensions.settingchecks import choice, flag, number
 from extensions.signals import params_learned
 from extensions.spidermiddlewares.marking import ItemMarker
-from extensions.spidermiddlewares.nearduplicates import NearIndex, fingerprint, words
+from extensions.spidermiddlewares.nearduplicates import (
+    DISTANCE_MAX,
+    NearIndex,
+    fingerprint,
+    words,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
+
+SETTING_CHECKS = {
+    "CONTENT_DUPLICATES": choice("drop", "mark", "off"),
+    "CONTENT_NEAR_DUPLICATES": choice("drop", "mark", "off"),
+    "CONTENT_NEAR_DISTANCE": number(int, 0, DISTANCE_MAX),
+    "CONTENT_NEAR_MIN_WORDS": number(int, 1),
+    "URL_LEARN_PARAMETERS": flag,
+    "URL_LEARN_PAIRS": number(int, 1),
+}
 
 DUPLICATE_OF = "duplicate_of"  # the field a marked item carries
 NEAR_DUPLICATE_OF = "near_duplicate_of"  # and a near duplicate's

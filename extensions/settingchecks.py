@@ -1,0 +1,56 @@
+"""Checks of a setting's value, for ``config.py`` and for the packages that
+keep their own settings' checks: each takes the settings and the setting's
+name, and returns what is wrong with its value, or None."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from extensions import defaults
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+Check = Callable[["BaseSettings", str], "str | None"]
+
+
+def number(kind: type, low: float | None = None, high: float | None = None, *,
+            above: bool = False) -> Check:  # fmt: skip
+    """A check that the setting is a ``kind`` (int or float) within bounds."""
+
+    def check(settings: BaseSettings, name: str) -> str | None:
+        raw = settings.get(name, getattr(defaults, name, None))
+        try:
+            value = kind(raw)
+        except (TypeError, ValueError):
+            return f"must be {'a whole number' if kind is int else 'a number'}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return "must be a finite number"
+        if kind is int and isinstance(raw, float) and raw != value:
+            return "must be a whole number"
+        if low is not None and (value <= low if above else value < low):
+            return f"must be {'more than' if above else 'at least'} {low:g}"
+        if high is not None and value > high:
+            return f"must be at most {high:g}"
+        return None
+
+    return check
+
+
+def flag(settings: BaseSettings, name: str) -> str | None:
+    try:
+        settings.getbool(name, getattr(defaults, name, False))
+    except ValueError:
+        return "must be True or False (or 1 / 0)"
+    return None
+
+
+def choice(*allowed: str | None) -> Check:
+    def check(settings: BaseSettings, name: str) -> str | None:
+        if settings.get(name, getattr(defaults, name, None)) not in allowed:
+            return "must be one of " + ", ".join(repr(a) for a in allowed)
+        return None
+
+    return check
