@@ -94,11 +94,12 @@ CONTENT_NEAR_DISTANCE = 3
 CONTENT_NEAR_MIN_WORDS = 100
 # what a page says of itself (<meta name="robots">, X-Robots-Tag, for every crawler or
 # this one's token): nofollow, no request it yields is queued; noindex, its items are
-# dropped ("drop") or kept with _noindex set ("flag"); its rel="nofollow" links are not
-# followed unless ROBOTS_FOLLOW_NOFOLLOW_LINKS; ROBOTS_META_OBEY = False: none of it
+# dropped ("drop") or kept with _noindex set ("flag"); ROBOTS_META_OBEY = False: none of
+# it. A rel="nofollow" link says the page does not vouch for its target (a hint, as the
+# major search engines read it, not a rule of crawling): followed unless False here
 ROBOTS_META_OBEY = True
 ROBOTS_META_NOINDEX = "drop"
-ROBOTS_FOLLOW_NOFOLLOW_LINKS = False
+ROBOTS_FOLLOW_NOFOLLOW_LINKS = True
 # a page's rel="canonical" to another URL of its site: recorded on its items
 # (canonical) and that URL marked seen for the crawl, never fetched for it
 CANONICAL_ENABLED = True

@@ -112,18 +112,17 @@ def test_the_header_counts_as_the_meta_does_and_on_any_response():
     assert output(m, pdf) == []
 
 
-def test_nofollow_links_are_not_followed_by_default_and_are_by_setting():
+def test_nofollow_links_are_followed_by_default_and_not_by_setting():
     body = (
         '<a href="/a" rel="nofollow">a</a> <a href="/b" rel="ugc NoFollow">b</a>'
         '<a href="/c">c</a> <a href="http://b.test/d" rel="nofollow noopener">d</a>'
     )
     links = [Request(f"http://a.test/{x}") for x in "abc"] + [Request("http://b.test/d")]
-    m = middleware()
+    m = middleware(ROBOTS_FOLLOW_NOFOLLOW_LINKS=False)
     got = output(m, page(body=body), [{"t": 1}, *links])
     assert [x.url if isinstance(x, Request) else x for x in got] == [{"t": 1}, "http://a.test/c"]
     assert m.stats.get_value("robots/nofollow_links_dropped") == 3
-    following = middleware(ROBOTS_FOLLOW_NOFOLLOW_LINKS=True)
-    assert output(following, page(body=body), links) == links
+    assert output(middleware(), page(body=body), links) == links
 
 
 def test_obey_false_turns_it_off():

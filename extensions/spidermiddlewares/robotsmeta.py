@@ -9,8 +9,11 @@ several tags and headers; the most restrictive wins. ``nofollow`` (or
 ``none``): no request the page's callback yields is queued. ``noindex`` (or
 ``none``): its items are dropped (``ROBOTS_META_NOINDEX = "drop"``) or kept
 with ``_noindex`` set (``"flag"``). With ``ROBOTS_FOLLOW_NOFOLLOW_LINKS =
-False`` (the default), a request for a link the page marks ``rel="nofollow"``
-is not queued either. ``ROBOTS_META_OBEY = False`` turns all of it off.
+False``, a request for a link the page marks ``rel="nofollow"`` is not queued
+either (by default it is: the page does not vouch for the link, which is a
+hint, as the major search engines read it, not a rule of crawling; Python's
+documentation marks its "Show Source" links so). ``ROBOTS_META_OBEY = False``
+turns all of it off.
 
 The crawler's token is ``ROBOTSTXT_USER_AGENT``'s first word (else
 ``USER_AGENT``'s), as for robots.txt: ``MyBot/1.0 (+https://...)`` is
