@@ -35,6 +35,10 @@ was, for scrapy-redis's example project (``demosite/directory.py``). ``/wide/`` 
 linked) has 1,000 pages of ten new links each, numbered breadth first (``demosite/wide.py``).
 ``/variants/`` (not linked) has pages each linked under many URLs: tracking parameters,
 session ids, query orders, fragments (``demosite/variants.py``).
+
+``/robots-meta/`` (not linked) has pages that say, in a meta tag or an
+``X-Robots-Tag`` header, not to index them or follow their links
+(``demosite/robotsmeta.py``).
 ``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt; ``--pushback MODE``
@@ -57,7 +61,18 @@ from collections import Counter, defaultdict
 
 from aiohttp import web
 
-from demosite import catalog, directory, flaky, hostile, jspages, pushback, traps, variants, wide
+from demosite import (
+    catalog,
+    directory,
+    flaky,
+    hostile,
+    jspages,
+    pushback,
+    robotsmeta,
+    traps,
+    variants,
+    wide,
+)
 from demosite.layout import page
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
@@ -308,6 +323,7 @@ def make_app(
     directory.add_routes(app)
     wide.add_routes(app)
     variants.add_routes(app)
+    robotsmeta.add_routes(app)
     jspages.add_routes(app)
     app.router.add_get("/__not_modified", not_modified)
     app.router.add_post("/__edit", edit)

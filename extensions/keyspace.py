@@ -68,7 +68,7 @@ key                            type    holds
 ``NAME:node:NODE``             hash    that node's progress: pages, items, started, host, pid
 ``NAME:checkpoint``            hash    the crawl's progress: pages, items, started, updated,
                                        and the last seen queued / in_flight / delayed /
-                                       dlq / seen
+                                       dlq / seen; noindex, nofollow: pages that asked so
 ``NAME:proxies``               hash    proxies found dead: host:port -> "rest until
                                        (s since epoch):failed attempts"
 ``NAME:dlq``                   list    JSON records of what failed for good (bad start URL

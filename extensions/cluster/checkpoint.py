@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 HOST = socket.gethostname()
 RENDER_NODE_FORGET_MS = 86_400_000
+# what pages said of themselves (spidermiddlewares/robotsmeta.py), for the crawl:
+# the checkpoint's field -> the node's stat
+PAGES_SAID = {"noindex": "robots/noindex_pages", "nofollow": "robots/nofollow_pages"}
 
 
 def make_node_id(configured: str = "") -> str:
@@ -89,6 +92,7 @@ class Checkpoint:
         self.key = keys.node(node_id)
         self.started = time.time()
         self._reported = {"pages": 0, "items": 0}
+        self._pages_said: dict[str, int] = dict.fromkeys(PAGES_SAID, 0)
         #: SERIES_HOURS: the window of NAME:series this node adds to (0: none)
         self.series_hours = series_hours
         self._errors_reported = 0
@@ -149,11 +153,16 @@ class Checkpoint:
         for name, delta in deltas.items():
             if delta:
                 pipe.hincrby(self.keys.checkpoint, name, delta)
+        said = {field: int(values.get(stat, 0)) for field, stat in PAGES_SAID.items()}
+        for field, value in said.items():
+            if value > self._pages_said[field]:
+                pipe.hincrby(self.keys.checkpoint, field, value - self._pages_said[field])
         if self.series_hours:
             deltas["errors"] = max(errors - self._errors_reported, 0)
             series.add(pipe, self.keys.series, deltas, now, self.series_hours)
         pipe.execute()
         self._reported = progress
+        self._pages_said = said
         self._errors_reported = errors
         if self.keys.shards > 1:
             # each shard's registry too: its leases go back by what it says

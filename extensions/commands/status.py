@@ -75,6 +75,9 @@ def render(
         f"queued {queued}   in flight {status['in_flight']}   delayed "
         f"{status['delayed']}   dead-lettered {status['dlq']}   start URLs {status['start_urls']}"
     )
+    if status.get("noindex") or status.get("nofollow"):
+        lines.append(f"pages that asked: noindex {status.get('noindex', 0)}   nofollow "
+                     f"{status.get('nofollow', 0)} (meta robots, X-Robots-Tag)")  # fmt: skip
     lines += parts.lines(status)
     if errors:
         lines.append("top errors: " + "; ".join(f"{reason} ({n})" for reason, n in errors))

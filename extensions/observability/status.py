@@ -70,6 +70,8 @@ def crawl_status(
         "discovered": sizes.seen,
         "pages": int(checkpoint.get("pages", 0)),
         "items": int(checkpoint.get("items", 0)),
+        "noindex": int(checkpoint.get("noindex", 0)),
+        "nofollow": int(checkpoint.get("nofollow", 0)),
         "started": checkpoint.get("started"),
         "updated": checkpoint.get("updated"),
         "start_urls": sizes.start_urls,

@@ -1,0 +1,70 @@
+"""``/robots-meta/``: pages that say what a crawler may do with them (never
+linked from the shop). The index links to one page per way of saying it; each
+of those links to a page of its own, ``/robots-meta/from/NAME``, which a
+crawler that honours the page does or does not fetch:
+
+* ``noindex``: ``<meta name="robots" content="noindex">`` (links followed);
+* ``nofollow``: ``<META NAME="Robots" CONTENT=" NoFollow ">`` (odd case and
+  spacing; no link followed);
+* ``none-header``: ``X-Robots-Tag: none`` (neither);
+* ``other-agent``: ``X-Robots-Tag: otherbot: noindex, nofollow`` (another
+  crawler's: everything as usual);
+* ``own-agent``: ``X-Robots-Tag: otherbot: noindex, crawler: nofollow`` (the
+  demo project's own token: no link followed);
+* ``own-meta``: ``<meta name="robots" content="all">`` and ``<meta
+  name="crawler" content="noindex">`` (the most restrictive wins);
+* ``rel``: its link has ``rel="nofollow"`` (followed unless a crawler is told
+  not to).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+OWN_META = '<meta name="robots" content="all"><meta name="crawler" content="noindex">'
+PAGES = {  # name -> (head, X-Robots-Tag, rel of its link)
+    "noindex": ('<meta name="robots" content="noindex">', None, ""),
+    "nofollow": ('<META NAME="Robots" CONTENT=" NoFollow ">', None, ""),
+    "none-header": ("", "none", ""),
+    "other-agent": ("", "otherbot: noindex, nofollow", ""),
+    "own-agent": ("", "otherbot: noindex, crawler: nofollow", ""),
+    "own-meta": (OWN_META, None, ""),
+    "rel": ("", None, ' rel="nofollow"'),
+}
+#: what a crawler honouring them stores and fetches, with the defaults
+NOINDEX = {"noindex", "none-header", "own-meta"}
+NOFOLLOW = {"nofollow", "none-header", "own-agent"}
+
+
+def _page(title: str, head: str, body: str, robots: str | None = None) -> web.Response:
+    text = f"<!DOCTYPE html><html><head><title>{title}</title>{head}</head>"
+    text += f"<body>{body}</body></html>"
+    headers = {"X-Robots-Tag": robots} if robots else None
+    return web.Response(text=text, content_type="text/html", headers=headers)
+
+
+async def index(request: web.Request) -> web.Response:
+    links = "".join(f'<a href="/robots-meta/{name}">{name}</a> ' for name in PAGES)
+    return _page("Robots meta", "", links)
+
+
+async def directive(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in PAGES:
+        raise web.HTTPNotFound()
+    head, header, rel = PAGES[name]
+    link = f'<a href="/robots-meta/from/{name}"{rel}>more</a>'
+    return _page(f"Says {name}", head, link, header)
+
+
+async def leaf(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in PAGES:
+        raise web.HTTPNotFound()
+    return _page(f"From {name}", "", "<p>a page of its own</p>")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/robots-meta/", index)
+    app.router.add_get("/robots-meta/from/{name}", leaf)
+    app.router.add_get("/robots-meta/{name}", directive)
