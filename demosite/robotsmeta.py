@@ -15,6 +15,10 @@ crawler that honours the page does or does not fetch:
   name="crawler" content="noindex">`` (the most restrictive wins);
 * ``rel``: its link has ``rel="nofollow"`` (followed unless a crawler is told
   not to).
+
+The index links to ``/robots-meta/paid`` too, which answers ``402 Payment
+Required`` with the price in a ``crawler-price`` header, as pay-per-crawl
+sites do.
 """
 
 from __future__ import annotations
@@ -43,9 +47,17 @@ def _page(title: str, head: str, body: str, robots: str | None = None) -> web.Re
     return web.Response(text=text, content_type="text/html", headers=headers)
 
 
+PRICE = "USD 0.01"
+
+
 async def index(request: web.Request) -> web.Response:
     links = "".join(f'<a href="/robots-meta/{name}">{name}</a> ' for name in PAGES)
-    return _page("Robots meta", "", links)
+    return _page("Robots meta", "", links + '<a href="/robots-meta/paid">paid</a>')
+
+
+async def paid(request: web.Request) -> web.Response:
+    headers = {"crawler-price": PRICE, "Link": '<https://example.com/terms>; rel="terms"'}
+    return web.Response(status=402, text="Payment Required", headers=headers)
 
 
 async def directive(request: web.Request) -> web.Response:
@@ -66,5 +78,6 @@ async def leaf(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/robots-meta/", index)
+    app.router.add_get("/robots-meta/paid", paid)
     app.router.add_get("/robots-meta/from/{name}", leaf)
     app.router.add_get("/robots-meta/{name}", directive)

@@ -73,6 +73,7 @@ LINES = "%(name)s:lines"
 ROBOTS = "%(name)s:robots:%(netloc)s"
 DIGESTS = "%(name)s:digests:"  # + bucket (4 hex digits)
 NEAR = "%(name)s:near:"  # + registered domain
+PAYMENT_REQUIRED = "%(name)s:payment_required"
 PARAMS = "%(name)s:params:%(host)s"
 PARAMS_HOSTS = "%(name)s:params_hosts"
 PARAMS_LEARNED = "%(name)s:params_learned"
@@ -251,6 +252,11 @@ class SpiderKeys:
     def digests_prefix(self) -> str:
         """Where content digests go (``spidermiddlewares/duplicates.py``), + bucket."""
         return DIGESTS % {"name": self.prefix}
+
+    @property
+    def payment_required(self) -> str:
+        """Hosts that answered 402 Payment Required -> how many times."""
+        return PAYMENT_REQUIRED % {"name": self.prefix}
 
     @property
     def near_prefix(self) -> str:

@@ -153,6 +153,8 @@ key                            type    holds
 ``NAME:digests:BUCKET``        hash    CONTENT_DUPLICATES: 8 bytes of a page's content digest
                                        (its first 2, in hex, are the bucket) -> the URL
                                        that had that content first in the crawl
+``NAME:payment_required``      hash    host -> the 402 Payment Required answers it gave
+                                       (each page dead-lettered, never retried)
 ``NAME:near:DOMAIN``           hash    CONTENT_NEAR_DUPLICATES: 'b', a block's number (0-3)
                                        and its 2 bytes -> the 64-bit SimHashes of the
                                        domain's pages with that block (the newest 8);
@@ -232,6 +234,7 @@ WRITTEN_BY = {
     "lines": "lease.lua",
     "robots": "robotscache.py (the node that fetched it)",
     "digests": "spidermiddlewares/duplicates.py (each node, a page at a time)",
+    "payment_required": "downloadermiddlewares/retry.py (the node that had the answer)",
     "near": "spidermiddlewares/nearduplicates.py (each node, a page at a time)",
     "params": "learn_params.lua (from spidermiddlewares/duplicates.py, a page at a time)",
     "params_hosts": "learn_params.lua",

@@ -8,7 +8,12 @@ from email.utils import format_datetime
 
 import pytest
 
-from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
+from extensions.downloadermiddlewares.retry import (
+    PAYMENT_HEADERS_KEPT,
+    backoff_delay,
+    parse_retry_after,
+    payment_terms,
+)
 from tests import conftest
 from tests.conftest import crawler_with_addon, scrapy
 from tests.helpers import FLAKY_SETTINGS, page_hits, site_times
@@ -156,3 +161,20 @@ def test_a_parked_retry_and_a_dead_letter_carry_the_request_as_leased(redis_url,
     letter = json.loads(redis_client.lindex("retrying:dlq", 0))
     assert json.loads(letter["request"])["headers"] == {"X-Spider": ["mine"]}
     assert retry.headers["User-Agent"] == b"Rotated/2"
+
+
+@pytest.mark.unit
+def test_a_402s_price_headers_are_kept_and_bounded():
+    from scrapy.http import Headers
+
+    headers = Headers({
+        "Crawler-Price": "USD 0.01", "WWW-Authenticate": 'Payment realm="x"',
+        "Content-Type": "text/html", "Server": "nginx", "X-Payment-Required": "x" * 1000,
+    })  # fmt: skip
+    terms = payment_terms(headers)
+    assert "Crawler-Price: USD 0.01" in terms and 'Www-Authenticate: Payment realm="x"' in terms
+    assert "Server" not in terms and "Content-Type" not in terms
+    assert "X-Payment-Required: " + "x" * 300 in terms and "x" * 301 not in terms
+    many = Headers({f"X-Price-{n}": "1" for n in range(50)})
+    assert payment_terms(many).count("X-Price-") == PAYMENT_HEADERS_KEPT
+    assert payment_terms(Headers({"Server": "x"})) == ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from demosite.robotsmeta import NOFOLLOW, NOINDEX, PAGES
+from demosite.robotsmeta import NOFOLLOW, NOINDEX, PAGES, PRICE
 from tests.conftest import read_items, scrapy, site_hits
 
 
@@ -21,7 +21,8 @@ def test_pages_that_ask_not_to_be_indexed_or_followed_are_honoured(
     assert nodes.wait(120) == [0], nodes.tail()
     fetched = {path for path in site_hits(demo_site) if path.startswith("/robots-meta/")}
     followed = {f"/robots-meta/from/{name}" for name in PAGES if name not in NOFOLLOW}
-    assert fetched == {"/robots-meta/"} | {f"/robots-meta/{n}" for n in PAGES} | followed
+    pages = {f"/robots-meta/{n}" for n in PAGES}
+    assert fetched == {"/robots-meta/", "/robots-meta/paid"} | pages | followed
     titles = {item["title"] for item in read_items(tmp_path / "items")}
     stored = {f"Says {name}" for name in PAGES if name not in NOINDEX}
     assert titles == {"Robots meta"} | stored | {f"From {n}" for n in PAGES if n not in NOFOLLOW}
@@ -32,3 +33,14 @@ def test_pages_that_ask_not_to_be_indexed_or_followed_are_honoured(
     assert f"pages that asked: noindex {len(NOINDEX)}   nofollow {len(NOFOLLOW)}" in shown.stdout
     status = json.loads(scrapy("status", "site", "--json", "-s", f"REDIS_URL={redis_url}").stdout)
     assert (status["noindex"], status["nofollow"]) == (len(NOINDEX), len(NOFOLLOW))
+
+    # a page that wants paying for: asked once, dead-lettered with its price, counted
+    # for its host, which is not slowed for it
+    assert site_hits(demo_site)["/robots-meta/paid"] == 1
+    [letter] = [json.loads(raw) for raw in redis_client.lrange("site:dlq", 0, -1)]
+    assert letter["kind"] == "payment_required" and letter["status"] == 402
+    assert f"Crawler-Price: {PRICE}" in letter["error"], letter
+    assert redis_client.hgetall("site:payment_required") == {b"127.0.0.1": b"1"}
+    assert nodes.stat(0, "failed/payment_required") == 1
+    assert redis_client.hget("site:host:127.0.0.1", "hold") is None
+    assert redis_client.hget("site:host:127.0.0.1", "arate") is None

@@ -18,8 +18,9 @@ from __future__ import annotations
 import email.utils
 import logging
 import random
+import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
@@ -72,6 +73,23 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | No
     return (rng or _RANDOM).uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
 
 
+# what a 402's headers may say of its price: pay-per-crawl's crawler-price, x402's
+# payment headers, an authentication scheme, a link to the terms
+PAYMENT_HEADERS = re.compile(r"price|pay|charge|cost|402|www-authenticate|^link$", re.I)
+PAYMENT_HEADERS_KEPT, PAYMENT_VALUE_KEPT = 8, 300
+
+
+def payment_terms(headers: Any) -> str:
+    """The headers of a 402 answer that may name its price, as ``name: value; ...``."""
+    kept: list[str] = []
+    for name, values in headers.items():
+        text = name.decode("latin-1")
+        if PAYMENT_HEADERS.search(text) and len(kept) < PAYMENT_HEADERS_KEPT:
+            value = b", ".join(values).decode("latin-1")[:PAYMENT_VALUE_KEPT]
+            kept.append(f"{text}: {value}")
+    return "; ".join(kept)
+
+
 def _is_robots_request(request: Request) -> bool:
     return bool(request.meta.get("dont_obey_robotstxt")) and request.url.endswith("/robots.txt")
 
@@ -101,6 +119,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
         self.dead_letters = dead_letters
         self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
 
+    payment_key = ""  # NAME:payment_required
+
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BackoffRetryMiddleware:
         require_addon(crawler.settings, cls.__name__)
@@ -109,11 +129,15 @@ class BackoffRetryMiddleware(RetryMiddleware):
         server = connection.client_for(crawler)
         middleware = cls(crawler.settings, DeadLetters(server, keys.dlq, node_id_for(crawler)))
         middleware.crawler = crawler
+        middleware.payment_key = keys.payment_required
         return middleware
 
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
     ) -> Request | Response:
+        if response.status == 402 and not _is_robots_request(request):
+            self._payment_required(request, response)
+            return response
         if request.meta.get("dont_retry", False) or response.status not in self.retry_http_codes:
             return response
         if _is_robots_request(request):
@@ -158,6 +182,21 @@ class BackoffRetryMiddleware(RetryMiddleware):
             # traceback for an outcome the crawl planned for.
             raise IgnoreRequest(f"dead-lettered: {exception!r}")
         return retry
+
+    def _payment_required(self, request: Request, response: Response) -> None:
+        """A page a site wants paid for: never retried, dead-lettered with the
+        terms its headers name, counted for its host; its host is not slowed."""
+        now = time.time()
+        terms = payment_terms(response.headers)
+        error = "HTTP 402 Payment Required" + (f" ({terms})" if terms else "")
+        self._dead_letter(request, error, 402, request.meta.get(FIRST_FAILURE, now), now,
+                          kind="payment_required")  # fmt: skip
+        if self.dead_letters is not None:
+            host = (urlparse_cached(request).hostname or "").lower()[:253]
+            try:
+                self.dead_letters.server.hincrby(self.payment_key, host, 1)
+            except redis.RedisError as exc:
+                connection.health_for(self.crawler).failed(exc)
 
     def _dns_reason(self, request: Request, exception: Exception) -> str:
         """The exception's text; for a failed lookup with DNS_SHARED, what the DNS

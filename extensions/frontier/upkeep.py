@@ -71,6 +71,7 @@ class Upkeep:
                 keys.crawls, keys.turns, keys.crawl_ends,
                 keys.ready + ":render", keys.turns + ":render", keys.render_nodes,
                 keys.render_auto, keys.lines, keys.params_hosts, keys.params_learned,
+                keys.payment_required,
             ]  # fmt: skip
             doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
             self.server.delete(*doomed)
