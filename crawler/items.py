@@ -19,6 +19,7 @@ class PageItem:
     near_duplicate_of: str | None = None  # CONTENT_NEAR_DUPLICATES = "mark": the page
     # it nearly repeats
     canonical: str | None = None  # the other URL its rel="canonical" names
+    _usage: dict[str, str] | None = None  # what its site says of its use (Content-Signal)
 
 
 @dataclass

@@ -14,7 +14,7 @@ crawler that honours the page does or does not fetch:
 * ``own-meta``: ``<meta name="robots" content="all">`` and ``<meta
   name="crawler" content="noindex">`` (the most restrictive wins);
 * ``rel``: its link has ``rel="nofollow"`` (followed unless a crawler is told
-  not to).
+  not to); its ``Content-Usage: train-ai=n`` header says how it may be used.
 
 The index links to ``/robots-meta/paid`` too, which answers ``402 Payment
 Required`` with the price in a ``crawler-price`` header, as pay-per-crawl
@@ -48,6 +48,7 @@ def _page(title: str, head: str, body: str, robots: str | None = None) -> web.Re
 
 
 PRICE = "USD 0.01"
+PAGE_USAGE = "train-ai=n"
 
 
 async def index(request: web.Request) -> web.Response:
@@ -66,7 +67,10 @@ async def directive(request: web.Request) -> web.Response:
         raise web.HTTPNotFound()
     head, header, rel = PAGES[name]
     link = f'<a href="/robots-meta/from/{name}"{rel}>more</a>'
-    return _page(f"Says {name}", head, link, header)
+    response = _page(f"Says {name}", head, link, header)
+    if name == "rel":  # a page that says more of its use than its site's robots.txt
+        response.headers["Content-Usage"] = PAGE_USAGE
+    return response
 
 
 async def leaf(request: web.Request) -> web.Response:

@@ -41,6 +41,8 @@ session ids, query orders, fragments (``demosite/variants.py``).
 (``demosite/robotsmeta.py``).
 ``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
+Under a name that starts with ``signals.``, robots.txt says what the site's
+content may be used for (``Content-Signal``).
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt; ``--pushback MODE``
 makes the host push back when crawled too fast (503, 429 + Retry-After, or a
 captcha page: ``demosite/pushback.py``); ``--host 127.0.0.N`` serves another
@@ -147,9 +149,15 @@ async def product(request: web.Request) -> web.Response:
     )
 
 
+# what a host named signals.* says its content may be used for, in its robots.txt
+CONTENT_SIGNALS = "Content-Signal: search=yes, ai-train=no\n"
+
+
 async def robots(request: web.Request) -> web.Response:
     delay = request.app["crawl_delay"]
     text = ROBOTS + (f"Crawl-delay: {delay}\n" if delay else "")
+    if request.host.startswith("signals."):
+        text += CONTENT_SIGNALS
     text += f"Sitemap: {_origin(request)}/sitemap.xml\n"
     return web.Response(text=text, content_type="text/plain")
 

@@ -48,6 +48,7 @@ SPIDER_MIDDLEWARES = {
     "extensions.spidermiddlewares.duplicates.ContentDuplicatesMiddleware": 960,
     # what a page says of itself (meta robots): before the canonical's seen mark
     "extensions.spidermiddlewares.robotsmeta.RobotsMetaMiddleware": 958,
+    "extensions.spidermiddlewares.usagesignals.UsageSignalsMiddleware": 957,
     # after the duplicates (which drop a repeated page's links): its mark stays
     "extensions.spidermiddlewares.canonical.CanonicalMiddleware": 955,
     # after the recrawl hash (a crawl id is not the page's content), before the rest

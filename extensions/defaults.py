@@ -100,6 +100,9 @@ CONTENT_NEAR_MIN_WORDS = 100
 ROBOTS_META_OBEY = True
 ROBOTS_META_NOINDEX = "drop"
 ROBOTS_FOLLOW_NOFOLLOW_LINKS = True
+# each item carries (_usage) the Content-Signal / Content-Usage preferences of its host's
+# robots.txt and of its page's headers, e.g. {"search": "yes", "ai-train": "no"}
+USAGE_SIGNALS_ENABLED = True
 # a page's rel="canonical" to another URL of its site: recorded on its items
 # (canonical) and that URL marked seen for the crawl, never fetched for it
 CANONICAL_ENABLED = True

@@ -55,6 +55,9 @@ class Runtime:
     #: cluster: their requests leased before Redis knew it ask for a send slot
     #: (sendslots.py, robotstxt.py)
     crawl_delayed: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: netloc -> the usage preferences its robots.txt states (usage.py), fetched here
+    #: or read from the cluster, for its items (robotstxt.py, spidermiddlewares/usage.py)
+    usage: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
     #: the URL normalizer chain as this node runs it, one for the admission and the
     #: canonical middleware (its learned parameters read once): urlnorm/chain.py
     normalizing: Any = None

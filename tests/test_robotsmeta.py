@@ -8,11 +8,8 @@ from scrapy import Request, Spider
 from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, TextResponse
 
-from extensions.spidermiddlewares.robotsmeta import (
-    RobotsMetaMiddleware,
-    agent_token,
-    header_directives,
-)
+from extensions.spidermiddlewares.robotsmeta import RobotsMetaMiddleware, header_directives
+from extensions.usage import agent_token
 from tests.conftest import crawler_with_addon
 
 pytestmark = pytest.mark.unit

@@ -40,6 +40,7 @@ from extensions.keys import SpiderKeys
 from extensions.meta import DELAY_UNTIL, ROBOTS_WAITS, SEND_SLOT
 from extensions.robotscache import SharedRobots
 from extensions.runtime import runtime_of
+from extensions.usage import agent_token, robots_usage
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     from scrapy.robotstxt import RobotParser
 
 logger = logging.getLogger(__name__)
+
+
+USAGE_HOSTS_KEPT = 100_000  # hosts whose robots.txt usage preferences a node keeps
 
 
 class RobotsUnavailable(IgnoreRequest):
@@ -68,6 +72,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self.shared: SharedRobots | None = None
         self.robots_slots = runtime_of(crawler).robots_slots
         self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
+        self.usage_token = agent_token(
+            crawler.settings.get("ROBOTSTXT_USER_AGENT") or crawler.settings.get("USER_AGENT") or ""
+        )
         if crawler.settings.getbool("ROBOTSTXT_SHARED"):
             keys = SpiderKeys.for_crawler(crawler)
             self.shared = SharedRobots(connection.client_for(crawler), keys, crawler.stats,
@@ -116,6 +123,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         body = await self.shared.body_or_claim(netloc)
         if body is not None:
             self._parsers[netloc] = build_from_crawler(self._parserimpl, self.crawler, body)
+            self._usage_of(netloc, body)
             # as if fetched here: what was leased before its Crawl-delay was known waits
             group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
             remember_crawl_delay(runtime_of(self.crawler).crawl_delayed, group, body)
@@ -137,7 +145,21 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             return
         if self.shared is not None:
             self.shared.keep(netloc, response.body)
+        if 200 <= response.status < 300:
+            self._usage_of(netloc, response.body)
         await super()._parse_robots(response, netloc, request)
+
+    def _usage_of(self, netloc: str, body: bytes) -> None:
+        """Keep what the host's robots.txt says its content may be used for."""
+        usage = runtime_of(self.crawler).usage
+        found = robots_usage(body, self.usage_token)
+        if found:
+            usage[netloc] = found
+            usage.move_to_end(netloc)
+            if len(usage) > USAGE_HOSTS_KEPT:
+                usage.popitem(last=False)
+        else:
+            usage.pop(netloc, None)
 
     def _robots_error(self, exc: Exception, netloc: str) -> None:
         if isinstance(exc, IgnoreRequest):  # refused on purpose (URL policy): Scrapy's way

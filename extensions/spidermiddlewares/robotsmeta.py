@@ -36,6 +36,7 @@ from w3lib.url import safe_url_string
 from extensions.installed import require_addon
 from extensions.settingchecks import choice, flag
 from extensions.spidermiddlewares.marking import ItemMarker
+from extensions.usage import agent_token
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -47,20 +48,14 @@ SETTING_CHECKS = {
     "ROBOTS_META_OBEY": flag,
     "ROBOTS_META_NOINDEX": choice("drop", "flag"),
     "ROBOTS_FOLLOW_NOFOLLOW_LINKS": flag,
+    "USAGE_SIGNALS_ENABLED": flag,
 }
 
 NOINDEX = "_noindex"  # the field a flagged item carries
-TOKEN = re.compile(r"[A-Za-z0-9_.-]+")
 # directives that take a value after a colon: not a crawler's name before it
 VALUED = {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
 NOFOLLOW_LINKS_KEPT = 10_000  # rel="nofollow" links read from one page, at most
 NOFOLLOW = re.compile(rb"(?i)nofollow")
-
-
-def agent_token(agent: str) -> str:
-    """The product token of a user agent string, lower case ('' for none)."""
-    match = TOKEN.search(agent or "")
-    return match.group(0).lower() if match else ""
 
 
 def directives_of(value: str) -> set[str]:

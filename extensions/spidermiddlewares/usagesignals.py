@@ -1,0 +1,67 @@
+"""Each item carries what its site says its content may be used for
+(``_usage``): the ``Content-Signal`` / ``Content-Usage`` preferences of its
+host's robots.txt (``extensions/usage.py``; read when robots.txt is, here or
+from the cluster's copy), and of the page's own headers over them. An item of a
+site that says nothing has no ``_usage``. ``USAGE_SIGNALS_ENABLED = False``
+turns it off."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
+
+from extensions.installed import require_addon
+from extensions.runtime import runtime_of
+from extensions.spidermiddlewares.marking import ItemMarker
+from extensions.usage import header_usage
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+USAGE = "_usage"  # the field an item carries
+HEADERS = ("Content-Signal", "Content-Usage")
+
+
+class UsageSignalsMiddleware:
+    def __init__(self, crawler: Crawler):
+        self.stats = crawler.stats
+        self.by_host = runtime_of(crawler).usage
+        self.marker = ItemMarker(self.stats, "usage/unmarkable", logger)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> UsageSignalsMiddleware:
+        require_addon(crawler.settings, cls.__name__)
+        if not crawler.settings.getbool("USAGE_SIGNALS_ENABLED"):
+            raise NotConfigured("USAGE_SIGNALS_ENABLED is False")
+        return cls(crawler)
+
+    def usage_of(self, response: Response) -> dict[str, str]:
+        """What ``response``'s site, then the page itself, say of its use."""
+        found = dict(self.by_host.get(urlparse_cached(response).netloc) or {})
+        for name in HEADERS:
+            found.update(header_usage(response.headers.getlist(name)))
+        return found
+
+    def _marked(self, output: Any, usage: dict[str, str]) -> Any:
+        return self.marker.mark(output, USAGE, dict(usage), "usage/items_marked")
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Any = None
+    ) -> Iterator[Any]:
+        usage = self.usage_of(response)
+        for output in result:
+            yield self._marked(output, usage) if usage else output
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        usage = self.usage_of(response)
+        async for output in result:
+            yield self._marked(output, usage) if usage else output
