@@ -40,6 +40,8 @@ DOWNLOADER_MIDDLEWARES = {
     "extensions.downloadermiddlewares.proxies.RotatingProxyMiddleware": 610,
     "extensions.downloadermiddlewares.useragents.RotatingUserAgentMiddleware": 615,
     "extensions.downloadermiddlewares.proxies.BanDetectionMiddleware": 620,
+    # after every middleware that sets a header (Scrapy's stats at 850, cache at 900)
+    "extensions.downloadermiddlewares.botauth.BotAuthMiddleware": 950,
 }
 # closest to the spider: counts what its callbacks yield before anything else
 SPIDER_MIDDLEWARES = {

@@ -16,6 +16,7 @@ from scrapy.utils.misc import load_object
 
 from extensions import compat, defaults, engine, gctuning, keys
 from extensions.dns.resolver import dns_servers_problem
+from extensions.downloadermiddlewares.botauth import SETTING_CHECKS as BOT_AUTH_CHECKS
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 from extensions.frontier.part import parts_problem
@@ -222,6 +223,7 @@ CHECKS: dict[str, Check] = {
     "CANONICAL_ENABLED": _flag,
     **CONTENT_CHECKS,
     **ROBOTS_META_CHECKS,
+    **BOT_AUTH_CHECKS,
     **URLNORM_CHECKS,
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),

@@ -103,6 +103,12 @@ ROBOTS_FOLLOW_NOFOLLOW_LINKS = True
 # each item carries (_usage) the Content-Signal / Content-Usage preferences of its host's
 # robots.txt and of its page's headers, e.g. {"search": "yes", "ai-train": "no"}
 USAGE_SIGNALS_ENABLED = True
+# Web Bot Auth: with an Ed25519 private key file (PEM; `scrapy botauth keygen PATH` makes
+# one), every request is signed (RFC 9421) for the key directory at the https URL
+# BOT_AUTH_SIGNATURE_AGENT, each signature valid BOT_AUTH_VALIDITY seconds
+BOT_AUTH_KEY = ""
+BOT_AUTH_SIGNATURE_AGENT = ""
+BOT_AUTH_VALIDITY = 60.0
 # a page's rel="canonical" to another URL of its site: recorded on its items
 # (canonical) and that URL marked seen for the crawl, never fetched for it
 CANONICAL_ENABLED = True
