@@ -211,9 +211,11 @@ class ContentDuplicatesMiddleware:
         assert self.near is not None
         page_words = words(stable)
         if len(page_words) < self.near_min_words:
-            self.stats.inc_value("duplicates/near_too_few_words")
+            return ""  # too few words to tell (counted in the reactor: stats are not shared)
+        try:
+            host = urlsplit(url).hostname or ""
+        except ValueError:  # a URL no page could have come from: no domain to look in
             return None
-        host = urlsplit(url).hostname or ""
         domain = f"{crawl}:{registered_domain(host)}" if crawl else registered_domain(host)
         near = self.near.nearest(domain, fingerprint(page_words), url)
         return None if near == url[:URL_KEPT] else near
@@ -246,6 +248,9 @@ class ContentDuplicatesMiddleware:
         self.stats.inc_value("duplicates/checked")
         if learned:
             self._learned(response.url, learned)
+        if near == "":
+            self.stats.inc_value("duplicates/near_too_few_words")
+            near = None
         if near is not None:
             self.stats.inc_value("duplicates/near_pages")
             logger.debug("%s nearly repeats %s", response.url[:200], near[:200])
