@@ -16,6 +16,7 @@ from tools import (
     redis_cluster,
     render_bench,
     shard_spread,
+    trust_bench,
     urls_bench,
 )
 from tools.bench_base import (
@@ -254,3 +255,15 @@ class Urls(Section):
     def report(self, bench: Bench) -> None:
         print("\n24. One page, one URL: the normalizer chain, content duplicates, canonicals")
         urls_bench.report(self.result)
+
+
+@section(25, "a crawler sites can trust: signing a request, reading a page's robots directives")
+class Trust(Section):
+    once = True  # CPU per request and per page, measured in this process
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.result = trust_bench.measure()
+
+    def report(self, bench: Bench) -> None:
+        print("\n25. A crawler sites can trust")
+        trust_bench.report(self.result)
