@@ -17,10 +17,13 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from extensions.exceptions import ConfigError
 
 LABEL = "sig1"
 TAG = "web-bot-auth"
@@ -115,3 +118,20 @@ class BotSigner:
             "Signature-Input": f"{LABEL}={params}",
             "Signature": f"{LABEL}=:{signature}:",
         }
+
+
+def signer_from_settings(settings: Any) -> BotSigner | None:
+    """The signer BOT_AUTH_* describe, None without a key; ConfigError names
+    the setting that is wrong."""
+    path = settings.get("BOT_AUTH_KEY") or ""
+    if not path:
+        return None
+    agent = settings.get("BOT_AUTH_SIGNATURE_AGENT") or ""
+    problem = agent_problem(agent)
+    if problem:
+        raise ConfigError(f"BOT_AUTH_SIGNATURE_AGENT {agent!r} {problem}")
+    try:
+        key = load_private_key(path)
+    except ValueError as exc:
+        raise ConfigError(f"BOT_AUTH_KEY {path!r} {exc}") from None
+    return BotSigner(key, agent, settings.getfloat("BOT_AUTH_VALIDITY"))

@@ -133,6 +133,16 @@ class VerifyingSite:
         if request.path == "/flaky" and not self.failed_once:
             self.failed_once = True
             return web.Response(status=503)
+        if request.path == "/js/style.css":
+            return web.Response(text="h1 { color: red }", content_type="text/css")
+        if request.path == "/js/app.js":
+            return web.Response(text="document.title = 'ran';", content_type="text/javascript")
+        if request.path == "/js/":  # a page a browser renders, with what it loads
+            page = (
+                "<html><head><link rel='stylesheet' href='/js/style.css'>"
+                "<script src='/js/app.js'></script></head><body><h1>Signed</h1></body></html>"
+            )
+            return web.Response(text=page, content_type="text/html")  # fmt: skip
         links = "<a href='/a'>a</a><a href='/moved'>m</a><a href='/flaky'>f</a>"
         return web.Response(text=f"<html><title>{request.path}</title>{links}</html>",
                             content_type="text/html")  # fmt: skip
@@ -175,3 +185,23 @@ def test_every_request_of_a_crawl_carries_a_valid_signature(
     assert all(ok for _, ok in site.results), site.results
     assert nodes.stat(0, "botauth/signed") == len(site.results)
     assert {item["title"] for item in read_items(tmp_path / "items")} >= {"/", "/a", "/b"}
+
+
+def test_a_rendered_page_and_what_it_loads_are_signed(redis_url, redis_client, nodes, key_files):
+    """A render node's browser sends the page's request with the node's signature,
+    and signs what the page loads (its stylesheet, its script) for their site."""
+    path, directory = key_files
+    site = VerifyingSite(directory)
+    url = site.start()
+    try:
+        redis_client.lpush("jsshop:start_urls", url + "/js/")
+        nodes.start("jsshop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=3, RENDER_ENABLED=True,
+                    BOT_AUTH_KEY=str(path), BOT_AUTH_SIGNATURE_AGENT=AGENT)  # fmt: skip
+        assert nodes.wait(120) == [0], nodes.tail()
+    finally:
+        site.stop()
+    paths = [p for p, _ in site.results]
+    for expected in ("/js/", "/js/style.css", "/js/app.js"):
+        assert expected in paths, paths
+    assert all(ok for _, ok in site.results), site.results
+    assert nodes.stat(0, "playwright/page_count") >= 1

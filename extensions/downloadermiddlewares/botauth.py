@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
-from extensions.botauth import BotSigner, agent_problem, load_private_key
-from extensions.exceptions import ConfigError
+from extensions.botauth import BotSigner, agent_problem, load_private_key, signer_from_settings
 from extensions.installed import require_addon
 from extensions.settingchecks import number
 
@@ -41,23 +40,6 @@ SETTING_CHECKS = {
     "BOT_AUTH_SIGNATURE_AGENT": _agent_problem,
     "BOT_AUTH_VALIDITY": number(float, 0, 86400, above=True),
 }
-
-
-def signer_from_settings(settings: Any) -> BotSigner | None:
-    """The signer BOT_AUTH_* describe, None without a key; ConfigError names
-    the setting that is wrong."""
-    path = settings.get("BOT_AUTH_KEY") or ""
-    if not path:
-        return None
-    agent = settings.get("BOT_AUTH_SIGNATURE_AGENT") or ""
-    problem = agent_problem(agent)
-    if problem:
-        raise ConfigError(f"BOT_AUTH_SIGNATURE_AGENT {agent!r} {problem}")
-    try:
-        key = load_private_key(path)
-    except ValueError as exc:
-        raise ConfigError(f"BOT_AUTH_KEY {path!r} {exc}") from None
-    return BotSigner(key, agent, settings.getfloat("BOT_AUTH_VALIDITY"))
 
 
 class BotAuthMiddleware:

@@ -28,6 +28,7 @@ import logging
 import os
 import time
 from contextlib import suppress
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -35,6 +36,7 @@ from playwright.async_api import Error as PlaywrightError
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 from scrapy_playwright.headers import use_scrapy_headers
 
+from extensions.botauth import BotSigner, signer_from_settings
 from extensions.meta import RENDER, RENDER_ACTIONS
 from extensions.render import browser as browsers
 from extensions.render.actions import InvalidActions, check_actions, page_methods, spider_scripts
@@ -70,9 +72,15 @@ class RenderRefused(ValueError):
 NOT_SENT = frozenset({"proxy-authorization", "if-none-match", "if-modified-since"})
 
 
-async def browser_headers(**kwargs: Any) -> dict[str, str]:
+async def browser_headers(signer: BotSigner | None = None, **kwargs: Any) -> dict[str, str]:
     headers = await use_scrapy_headers(**kwargs)
-    return {k: v for k, v in headers.items() if k.lower() not in NOT_SENT}
+    sent = {k: v for k, v in headers.items() if k.lower() not in NOT_SENT}
+    if signer is not None:  # every request the page makes, its scripts' and styles' too
+        signed = signer.headers(kwargs["playwright_request"].url)
+        names = {name.lower() for name in signed}
+        sent = {k: v for k, v in sent.items() if k.lower() not in names}
+        sent.update(signed)
+    return sent
 
 
 def proxy_context(proxy: str, authorization: bytes | None = None) -> tuple[str, dict[str, Any]]:
@@ -113,7 +121,9 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
         blocked = frozenset(settings.getlist("RENDER_BLOCK_RESOURCES"))
         self.abort_request = (lambda request: request.resource_type in blocked) if blocked else None
         if "PLAYWRIGHT_PROCESS_REQUEST_HEADERS" not in settings:
-            self.process_request_headers = browser_headers
+            self.process_request_headers = partial(
+                browser_headers, signer=signer_from_settings(settings)
+            )
         self._slots = asyncio.Semaphore(self.max_pages)
         self._turn = asyncio.Condition()
         self._active = 0  # pages being rendered on the current browser
