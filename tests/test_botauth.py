@@ -23,6 +23,8 @@ from extensions import config
 from extensions.botauth import BotSigner, load_private_key, thumbprint
 from extensions.exceptions import ConfigError
 from tests.conftest import read_items, scrapy
+from tests.helpers import SECRET, proxied, with_credentials
+from tools import services
 from tools.services import free_port
 
 pytestmark = pytest.mark.spawns  # the key comes from `scrapy botauth keygen`
@@ -167,16 +169,23 @@ class VerifyingSite:
 def test_every_request_of_a_crawl_carries_a_valid_signature(
     redis_url, redis_client, nodes, key_files, tmp_path
 ):
+    """Through a proxy, as a crawl behind one sends them: the signature is the
+    site's, not the proxy's."""
     path, directory = key_files
     site = VerifyingSite(directory)
     url = site.start()
+    proxy = services.start_forward_proxy(auth=f"crawler:{SECRET}")
     try:
         redis_client.lpush("site:start_urls", url + "/")
         nodes.start("site", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2,
+                    ROTATING_PROXY_LIST=with_credentials(proxy),
                     BOT_AUTH_KEY=str(path), BOT_AUTH_SIGNATURE_AGENT=AGENT)  # fmt: skip
         assert nodes.wait(120) == [0], nodes.tail()
+        through_proxy = {entry["url"].removeprefix(url) for entry in proxied(proxy)}
     finally:
+        proxy.stop()
         site.stop()
+    assert through_proxy >= {"/", "/a", "/b"}, through_proxy
     paths = [p for p, _ in site.results]
     # robots.txt, the pages, the redirect and its target, the failure and its retry
     for expected in ("/robots.txt", "/", "/a", "/moved", "/b"):
