@@ -25,7 +25,6 @@ from extensions.exceptions import ConfigError
 from tests.conftest import read_items, scrapy
 from tests.helpers import SECRET, proxied, with_credentials
 from tools import services
-from tools.services import free_port
 
 pytestmark = pytest.mark.spawns  # the key comes from `scrapy botauth keygen`
 
@@ -120,7 +119,7 @@ class VerifyingSite:
         self.directory = directory
         self.results: list[tuple[str, bool]] = []
         self.failed_once = False
-        self.port = free_port()
+        self.port = services.free_port()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
