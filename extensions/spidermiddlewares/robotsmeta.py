@@ -48,7 +48,6 @@ SETTING_CHECKS = {
     "ROBOTS_META_OBEY": flag,
     "ROBOTS_META_NOINDEX": choice("drop", "flag"),
     "ROBOTS_FOLLOW_NOFOLLOW_LINKS": flag,
-    "USAGE_SIGNALS_ENABLED": flag,
 }
 
 NOINDEX = "_noindex"  # the field a flagged item carries

@@ -16,6 +16,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from extensions.installed import require_addon
 from extensions.runtime import runtime_of
+from extensions.settingchecks import flag
 from extensions.spidermiddlewares.marking import ItemMarker
 from extensions.usage import header_usage
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+SETTING_CHECKS = {"USAGE_SIGNALS_ENABLED": flag}
 USAGE = "_usage"  # the field an item carries
 HEADERS = ("Content-Signal", "Content-Usage")
 
