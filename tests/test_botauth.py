@@ -213,3 +213,27 @@ def test_a_rendered_page_and_what_it_loads_are_signed(redis_url, redis_client, n
         assert expected in paths, paths
     assert all(ok for _, ok in site.results), site.results
     assert nodes.stat(0, "playwright/page_count") >= 1
+
+
+def test_the_console_serves_the_key_directory_to_anyone(start_console, key_files):
+    import urllib.error
+    import urllib.request
+
+    path, _ = key_files
+    console = start_console(BOT_AUTH_KEY=str(path), BOT_AUTH_SIGNATURE_AGENT=AGENT,
+                            CONSOLE_USER="ops", CONSOLE_PASSWORD="right-horse")  # fmt: skip
+    url = console.url + "/.well-known/http-message-signatures-directory"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        assert answer.headers["Content-Type"].startswith(
+            "application/http-message-signatures-directory+json"
+        )
+        served = json.load(answer)
+    assert served == json.loads((path.parent / "bot.pem.directory.json").read_text())
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    with pytest.raises(urllib.error.HTTPError) as refused:  # the rest still needs a login
+        urllib.request.build_opener(NoRedirect).open(console.url + "/", timeout=10)
+    assert refused.value.code == 303

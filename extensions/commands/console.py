@@ -14,6 +14,7 @@ from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from extensions import config
+from extensions.botauth import signer_from_settings
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.console.auth import Sessions, Users, hash_password, users_problem
 from extensions.frontier.start_urls import EntryRules
@@ -39,6 +40,7 @@ def build_app(settings: Settings) -> web.Application:
     """The console's application for a project's settings (its spiders, its Redis)."""
     from extensions.console import readers
     from extensions.console.app import Cluster, make_app
+    from extensions.console.keydirectory import serve_key_directory
     from extensions.console.security import Gate
     from extensions.frontier.part import StatusParts
 
@@ -70,7 +72,11 @@ def build_app(settings: Settings) -> web.Application:
         cluster.status_stores = {
             name: MongoStatusStore.from_settings(settings, name) for name in names
         }
-    return make_app(cluster, Gate(users, sessions, str(settings.get("CONSOLE_SECURE_COOKIE"))))
+    app = make_app(cluster, Gate(users, sessions, str(settings.get("CONSOLE_SECURE_COOKIE"))))
+    signer = signer_from_settings(settings)
+    if signer is not None:  # a signing cluster's key directory, for the sites it visits
+        serve_key_directory(app, signer.key.public_key())
+    return app
 
 
 class Command(ProjectCommand):

@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
+from extensions.botauth import DIRECTORY_PATH
 from extensions.console.auth import LOCAL, Session, Sessions, User, Users
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 USER = web.AppKey("user", User)
-PUBLIC = ("/static/", "/login", "/logout")  # the way in and out, same-origin only
+# the way in and out (same-origin only), and a signing cluster's key directory
+PUBLIC = ("/static/", "/login", "/logout", DIRECTORY_PATH)
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
