@@ -30,6 +30,8 @@ TAG = "web-bot-auth"
 COVERED = ("@authority", "signature-agent")
 DIRECTORY_PATH = "/.well-known/http-message-signatures-directory"
 DIRECTORY_TYPE = "application/http-message-signatures-directory+json"
+DIRECTORY_SUFFIX = ".directory.json"  # keygen's directory, beside the key file
+EXPIRY_MARGIN = 86_400  # seconds: a key that expires sooner is refused at start
 
 
 def _b64url(data: bytes) -> str:
@@ -48,9 +50,43 @@ def thumbprint(key: Ed25519PublicKey) -> str:
     return _b64url(hashlib.sha256(canonical.encode()).digest())
 
 
-def directory(key: Ed25519PublicKey) -> dict[str, list[dict[str, str]]]:
-    """The key directory document to publish at ``DIRECTORY_PATH``."""
-    return {"keys": [{**public_jwk(key), "kid": thumbprint(key)}]}
+def directory(
+    key: Ed25519PublicKey, not_before: int | None = None, expires: int | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The key directory document to publish at ``DIRECTORY_PATH``: the key, and
+    when it is valid (``nbf``, ``exp``: seconds since the epoch)."""
+    jwk: dict[str, Any] = {**public_jwk(key), "kid": thumbprint(key)}
+    if not_before is not None:
+        jwk["nbf"] = not_before
+    if expires is not None:
+        jwk["exp"] = expires
+    return {"keys": [jwk]}
+
+
+def published_directory(path: str, key: Ed25519PrivateKey) -> dict[str, Any]:
+    """The directory ``scrapy botauth keygen`` wrote beside the key file (with
+    the key's validity), or one made of the key alone."""
+    try:
+        document = json.loads(Path(path + DIRECTORY_SUFFIX).read_text())
+        kid = thumbprint(key.public_key())
+        if isinstance(document, dict) and any(
+            isinstance(jwk, dict) and jwk.get("kid") == kid for jwk in document.get("keys", [])
+        ):
+            return document
+    except (OSError, ValueError, AttributeError, TypeError):
+        pass  # none there, or not one this key's
+    return directory(key.public_key())
+
+
+def expiry_problem(path: str, key: Ed25519PrivateKey, now: float | None = None) -> str | None:
+    """What is wrong with the key's validity its published directory states."""
+    kid = thumbprint(key.public_key())
+    for jwk in published_directory(path, key)["keys"]:
+        expires = jwk.get("exp") if jwk.get("kid") == kid else None
+        if isinstance(expires, (int, float)) and expires - (now or time.time()) < EXPIRY_MARGIN:
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expires))
+            return f"expires {when}, within a day: make a new one (scrapy botauth keygen)"
+    return None
 
 
 def load_private_key(path: str) -> Ed25519PrivateKey:
@@ -134,4 +170,7 @@ def signer_from_settings(settings: Any) -> BotSigner | None:
         key = load_private_key(path)
     except ValueError as exc:
         raise ConfigError(f"BOT_AUTH_KEY {path!r} {exc}") from None
+    expiring = expiry_problem(path, key)
+    if expiring:
+        raise ConfigError(f"BOT_AUTH_KEY {path!r} {expiring}")
     return BotSigner(key, agent, settings.getfloat("BOT_AUTH_VALIDITY"))

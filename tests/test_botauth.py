@@ -10,6 +10,7 @@ import base64
 import datetime
 import json
 import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -109,6 +110,16 @@ def test_bad_keys_and_directory_urls_are_refused_naming_the_setting(tmp_path, ke
         [line] = str(raised.value).splitlines()
         assert line.startswith(f"{name} = ") and said in line, line
     config.check(Settings({"BOT_AUTH_KEY": good, "BOT_AUTH_SIGNATURE_AGENT": AGENT}))
+    # keygen's directory says the key is valid a year; one about to expire is refused
+    published = key_files[0].parent / "bot.pem.directory.json"
+    document = json.loads(published.read_text())
+    [jwk] = document["keys"]
+    assert 364 * 86400 <= jwk["exp"] - jwk["nbf"] <= 366 * 86400
+    jwk["exp"] = int(time.time()) + 3600
+    published.write_text(json.dumps(document))
+    with pytest.raises(ConfigError) as raised:
+        config.check(Settings({"BOT_AUTH_KEY": good, "BOT_AUTH_SIGNATURE_AGENT": AGENT}))
+    assert "BOT_AUTH_KEY = " in str(raised.value) and "within a day" in str(raised.value)
 
 
 class VerifyingSite:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 
 from aiohttp import web
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from extensions.botauth import DIRECTORY_PATH, DIRECTORY_TYPE, directory
+from extensions.botauth import DIRECTORY_PATH, DIRECTORY_TYPE
 
 
-def serve_key_directory(app: web.Application, key: Ed25519PublicKey) -> None:
-    body = json.dumps(directory(key)).encode()
+def serve_key_directory(app: web.Application, document: dict) -> None:
+    """Serve ``document`` (``botauth.published_directory``)."""
+    body = json.dumps(document).encode()
 
     async def keys(request: web.Request) -> web.Response:
         return web.Response(body=body, content_type=DIRECTORY_TYPE,

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
-from extensions.botauth import BotSigner, agent_problem, load_private_key, signer_from_settings
+from extensions.botauth import (
+    BotSigner,
+    agent_problem,
+    expiry_problem,
+    load_private_key,
+    signer_from_settings,
+)
 from extensions.installed import require_addon
 from extensions.settingchecks import number
 
@@ -22,10 +28,10 @@ def _key_problem(settings: Any, name: str) -> str | None:
     if not path:
         return None
     try:
-        load_private_key(path)
+        key = load_private_key(path)
     except ValueError as exc:
         return str(exc)
-    return None
+    return expiry_problem(path, key)
 
 
 def _agent_problem(settings: Any, name: str) -> str | None:
