@@ -159,6 +159,7 @@ key                            type    holds
                                        and its 2 bytes -> the 64-bit SimHashes of the
                                        domain's pages with that block (the newest 8);
                                        'u' and a SimHash -> the URL that had it first
+                                       (gone once no block keeps the SimHash)
 ``NAME:params:HOST``           hash    URL_LEARN_PARAMETERS: query parameter -> pairs of
                                        pages that differed only in it with equal content
                                        (dropped from URL_LEARN_PAIRS on), or -1: it

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 TOKEN = re.compile(r"[A-Za-z0-9_.-]+")
 FIELDS = {b"content-signal", b"content-usage"}
@@ -27,6 +28,11 @@ def agent_token(agent: str) -> str:
     token of its user agent string, lower case ('' for none)."""
     match = TOKEN.search(agent or "")
     return match.group(0).lower() if match else ""
+
+
+def crawler_token(settings: Any) -> str:
+    """This crawler's token: ``ROBOTSTXT_USER_AGENT``'s, else ``USER_AGENT``'s."""
+    return agent_token(settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "")
 
 
 def preferences(value: str) -> dict[str, str]:

@@ -102,6 +102,37 @@ def test_a_block_keeps_its_newest_fingerprints_only(redis_client):
     assert kept == b"".join(p.to_bytes(8, "big") for p in prints[-BLOCK_KEPT:])
 
 
+def test_a_fingerprint_no_block_keeps_has_its_url_gone(redis_client):
+    """A domain's hash is bounded by its blocks, not by its pages."""
+    index = NearIndex(redis_client, "t:near:", 3)
+    rng = random.Random(7)
+    spread: list[int] = []  # 16-bit values at least 4 bits from each other
+    while len(spread) < 2 * BLOCK_KEPT + 1:
+        value = rng.getrandbits(16)
+        if all(distance(value, other) >= 4 for other in spread):
+            spread.append(value)
+
+    def print_of_blocks(b0: int, b1: int, b2: int, b3: int) -> int:
+        return (b0 << 48) | (b1 << 32) | (b2 << 16) | b3
+
+    first = print_of_blocks(0xAAAA, 0xBBBB, 0xCCCC, spread[0])
+    assert index.nearest("a.test", first, "http://a.test/first") is None
+    # newer pages that share its first three blocks push it out of those, and
+    # newer ones that share its last push it out of that one
+    for n in range(BLOCK_KEPT):
+        later = print_of_blocks(0xAAAA, 0xBBBB, 0xCCCC, spread[1 + n])
+        assert index.nearest("a.test", later, f"http://a.test/a{n}") is None
+    key = b"u" + first.to_bytes(8, "big")
+    assert redis_client.hexists("t:near:a.test", key)  # its last block still keeps it
+    for n in range(BLOCK_KEPT):
+        other = spread[1 + BLOCK_KEPT + n]
+        later = print_of_blocks(other, other, other, spread[0])
+        assert index.nearest("a.test", later, f"http://a.test/b{n}") is None
+    assert not redis_client.hexists("t:near:a.test", key)
+    urls = [k for k in redis_client.hkeys("t:near:a.test") if k.startswith(b"u")]
+    assert len(urls) == 2 * BLOCK_KEPT
+
+
 def test_near_duplicates_are_marked_by_default_and_dropped_by_setting(redis_url):
     settings = {"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "drop"}
     marking = ContentDuplicatesMiddleware.from_crawler(crawler_with_addon(Shop, settings=settings))

@@ -40,7 +40,7 @@ from extensions.keys import SpiderKeys
 from extensions.meta import DELAY_UNTIL, ROBOTS_WAITS, SEND_SLOT
 from extensions.robotscache import SharedRobots
 from extensions.runtime import runtime_of
-from extensions.usage import agent_token, robots_usage
+from extensions.usage import crawler_token, robots_usage
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -72,9 +72,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self.shared: SharedRobots | None = None
         self.robots_slots = runtime_of(crawler).robots_slots
         self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
-        self.usage_token = agent_token(
-            crawler.settings.get("ROBOTSTXT_USER_AGENT") or crawler.settings.get("USER_AGENT") or ""
-        )
+        self.usage_token = crawler_token(crawler.settings)
         if crawler.settings.getbool("ROBOTSTXT_SHARED"):
             keys = SpiderKeys.for_crawler(crawler)
             self.shared = SharedRobots(connection.client_for(crawler), keys, crawler.stats,

@@ -69,7 +69,7 @@ def distance(a: int, b: int) -> int:
 
 # Keys: the domain's hash. Fields: 'b' .. table (1 byte) .. block (2 bytes) ->
 # the fingerprints (8 bytes each, the newest BLOCK_KEPT) that have that block;
-# 'u' .. fingerprint -> the first URL that had it.
+# 'u' .. fingerprint -> the first URL that had it (while a block keeps it).
 # Arguments: fingerprint (8 bytes), URL, distance (bits), kept (a block).
 # Returns the URL of the first page within the distance, or nil (then this
 # page's fingerprint is kept).
@@ -100,12 +100,34 @@ for t = 0, 3 do
     end
   end
 end
+local dropped = {}
 for t = 0, 3 do
   local value = found[t] .. fp
-  if #value > 8 * kept then value = string.sub(value, -8 * kept) end
+  if #value > 8 * kept then
+    for at = 1, #value - 8 * kept, 8 do dropped[string.sub(value, at, at + 7)] = true end
+    value = string.sub(value, -8 * kept)
+  end
   redis.call('HSET', key, fields[t], value)
 end
 redis.call('HSETNX', key, 'u' .. fp, url)
+-- a fingerprint no block keeps any more is never found again: its URL goes too,
+-- so a domain's hash is bounded by its blocks, not by its pages
+local function kept_in(value, other)
+  local at = string.find(value, other, 1, true)
+  while at do
+    if (at - 1) % 8 == 0 then return true end
+    at = string.find(value, other, at + 1, true)
+  end
+  return false
+end
+for other in pairs(dropped) do
+  local anywhere = false
+  for t = 0, 3 do
+    local field = 'b' .. string.char(t) .. string.sub(other, 2 * t + 1, 2 * t + 2)
+    if kept_in(redis.call('HGET', key, field) or '', other) then anywhere = true; break end
+  end
+  if not anywhere then redis.call('HDEL', key, 'u' .. other) end
+end
 return nil
 """
 

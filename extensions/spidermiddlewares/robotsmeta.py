@@ -36,7 +36,7 @@ from w3lib.url import safe_url_string
 from extensions.installed import require_addon
 from extensions.settingchecks import choice, flag
 from extensions.spidermiddlewares.marking import ItemMarker
-from extensions.usage import agent_token
+from extensions.usage import crawler_token
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -117,9 +117,7 @@ class RobotsMetaMiddleware:
     def __init__(self, crawler: Crawler):
         settings = crawler.settings
         self.stats = crawler.stats
-        self.token = agent_token(
-            settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or ""
-        )
+        self.token = crawler_token(settings)
         self.noindex_mode = settings.get("ROBOTS_META_NOINDEX")
         self.follow_nofollow = settings.getbool("ROBOTS_FOLLOW_NOFOLLOW_LINKS")
         self.marker = ItemMarker(self.stats, "robots/unmarkable", logger)
