@@ -22,6 +22,7 @@ then is not counted), ``windows`` and ``solved``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections import Counter, deque
@@ -29,6 +30,10 @@ from collections import Counter, deque
 from aiohttp import web
 
 GRACE = 0.25  # seconds after a 429 before a request is "inside" its window
+# seconds between the looks that tell when the server's own loop last read its
+# sockets: a request it handles late (a busy loop) arrived by then, and the time
+# the server spent busy is not the crawler's
+LOOP_TICK = 0.005
 CHALLENGE_QUESTION = (17, 25)  # what the captcha page asks: 17 + 25
 CHALLENGE_PAGE = (
     "<!DOCTYPE html><html><head><title>Attention required</title></head><body>"
@@ -62,6 +67,20 @@ class Pushback:
             self.p503, self.p429 = parts[0], parts[1] if len(parts) > 1 else 0.0
             self.seconds = parts[2] if len(parts) > 2 else 2.0
         self.refusals_left: dict[str, list[str]] = {}  # broken: path -> answers to come
+        self.loop_seen = 0.0  # when the server's loop last got round to its ticker
+
+    async def watch_loop(self, app: web.Application) -> None:
+        async def tick() -> None:
+            while True:
+                self.loop_seen = time.time()
+                await asyncio.sleep(LOOP_TICK)
+
+        app["pushback_loop_watch"] = asyncio.ensure_future(tick())
+
+    def arrived(self, now: float) -> float:
+        """When a request handled ``now`` reached the server, at the earliest the
+        server's loop could have read it."""
+        return min(now, self.loop_seen + LOOP_TICK) if self.loop_seen else now
 
     def over_rate(self, now: float) -> bool:
         self.arrivals.append(now)
@@ -95,7 +114,7 @@ class Pushback:
 
     def answer(self, request: web.Request, now: float) -> str:
         if self.kind == "broken":
-            if self.windows and self.windows[-1][0] + GRACE <= now < self.until:
+            if self.windows and self.windows[-1][0] + GRACE <= self.arrived(now) < self.until:
                 self.inside += 1  # sent while a 429 it answered asked to wait
             left = self.refusals_left.setdefault(request.path_qs, self.broken(request.path_qs))
             if left and left[0] == "429":
@@ -107,7 +126,7 @@ class Pushback:
             return "503" if busy else "ok"
         if self.kind == "throttle":
             if now < self.until:
-                if now >= self.windows[-1][0] + GRACE:
+                if self.arrived(now) >= self.windows[-1][0] + GRACE:
                     self.inside += 1
                 return "429"
             if busy:
@@ -153,3 +172,4 @@ def install(app: web.Application, mode: str) -> None:
     app.middlewares.insert(1, pushback.middleware)
     app.router.add_post("/__challenge", pushback.challenge)
     app.router.add_get("/__pushback", pushback.report)
+    app.on_startup.append(pushback.watch_loop)

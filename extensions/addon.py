@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from extensions import compat, config, defaults, installed
+from extensions import compat, config, connection, defaults, installed
 from extensions.render import setup as render
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ GC_TUNING = "extensions.gctuning.GarbageCollectorTuning"
 SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 SCRAPY_ROBOTSTXT = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 ROBOTSTXT = "extensions.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+GATED_DOWNLOADER = "extensions.downloader.GatedDownloader"
 # downloader middlewares, at scrapy-rotating-proxies' documented places; each
 # switches itself off when not configured (no proxies, no rate, rotation off)
 DOWNLOADER_MIDDLEWARES = {
@@ -74,6 +75,8 @@ class DistributedAddon:
         if wanted and (settings.getpriority("DNS_SHARED") or 0) <= SETTINGS_PRIORITIES["addon"]:
             settings.set("DNS_SHARED", True, "addon")
         compat.take_over(settings)  # SCHEDULER, DUPEFILTER_CLASS (scrapy-redis leftovers too)
+        if not connection.set_by_project(settings, "DOWNLOADER"):
+            settings.set("DOWNLOADER", GATED_DOWNLOADER, "addon")  # holds met at send time
         compat.warn_ignored(settings)
         self._close_doors(settings)
         # Added into the component dicts so a project's own components stay on.

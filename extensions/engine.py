@@ -33,12 +33,18 @@ def seam_problem() -> str | None:
     for attribute in ("inprogress", "nextcall"):
         if slot_cls is None or attribute not in slot_cls.__init__.__code__.co_names:
             missing.append(f"_Slot.{attribute}")
+    # the downloader's send gate (extensions/downloader.py) overrides this one
+    from scrapy.core.downloader import Downloader
+
+    download = getattr(Downloader, "_download", None)
+    if download is None or download.__code__.co_varnames[:3] != ("self", "slot", "request"):
+        missing.append("Downloader._download(slot, request)")
     if not missing:
         return None
     return (
         f"Scrapy {scrapy.__version__} has no {', '.join(missing)}, which the distributed "
-        "scheduler needs to know when a request is done; use the Scrapy version pinned in "
-        "requirements.txt"
+        "scheduler (when a request is done) and downloader (holds met at send time) need; "
+        "use the Scrapy version pinned in requirements.txt"
     )
 
 

@@ -1,7 +1,8 @@
 """Hosts that push back slow the whole cluster down; bans never become data.
 
 At send time, a request of a host this node knows is held waits in Redis with
-its host; a paced one waits for its send slot (``sendslots.py``).
+its host, checked again as its download slot sends it (``extensions/downloader.py``);
+a paced one waits for its send slot (``sendslots.py``).
 
 At answer time:
 
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -49,7 +49,7 @@ from extensions.downloadermiddlewares.sendslots import SendSlots
 from extensions.exceptions import HostBanned
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.groups import group_for
-from extensions.frontier.hosts.answers import AnswerLedger
+from extensions.frontier.hosts.answers import REFUSED_URLS, AnswerLedger, RecentRefusals
 from extensions.frontier.hosts.holds import HoldsHeard
 from extensions.frontier.hosts.state import AGAIN, BAN, ERRORS, PUSH, Backoff, Event, HostStates
 from extensions.frontier.leased import leased_for
@@ -76,10 +76,6 @@ REPORT_INTERVAL = 1.0  # seconds between reports of good answers from watched ho
 # seconds between looks at the holds other nodes set: well inside the quarter
 # second a request takes to be on the wire, for a few cheap XREADs a second
 HOLDS_POLL = 0.1
-# URLs refused lately, remembered by each node: one refused again (a retry, a
-# recrawl) says more of its page than of its host
-REFUSED_URLS = 10_000
-REFUSED_MEMORY = 600.0  # seconds
 # the download errors that say a host is overloaded or gone, not the request bad
 HOST_ERRORS = (
     "TimeoutError",
@@ -126,7 +122,7 @@ class PushbackMiddleware:
         self.slots = SendSlots(hosts, self.stats, self.health, runtime.crawl_delayed)
         self.robots_slots = runtime.robots_slots
         self.as_leased = leased_for(crawler)
-        self._refused_urls: OrderedDict[str, float] = OrderedDict()  # url -> when
+        self.refused_urls = RecentRefusals()
         self._loop: task.LoopingCall | None = None
         self._holds_loop: task.LoopingCall | None = None
         self.holds = HoldsHeard(hosts.server, hosts.keys)
@@ -149,6 +145,7 @@ class PushbackMiddleware:
             retry_after_max=s.getfloat("HOST_BACKOFF_MAX"),
             queue_by=s.get("FRONTIER_QUEUE_BY"),
         )
+        runtime_of(crawler).send_gate = middleware.held_at_send
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
@@ -190,6 +187,17 @@ class PushbackMiddleware:
             return None  # the common case: an unpaced host, sent at once
         until = await self.slots.wait(request, self.group_of(request), self._held)
         return None if until is None else self._wait_for_hold(request, until)
+
+    def held_at_send(self, request: Request) -> Request | None:
+        """``request``'s parked copy when its host was held while it waited in its
+        download slot (it passed ``process_request`` before); None: it goes."""
+        if not self._held or request not in self.as_leased:
+            return None
+        until = self._held.get(self.group_of(request), 0.0)
+        if until <= time.time():
+            return None
+        self.stats.inc_value("hosts/held_at_send")
+        return self._wait_for_hold(request, until)
 
     def _wait_for_hold(self, request: Request, until: float) -> Request:
         """The request, back in Redis until its host's hold ends: with its host (at
@@ -253,15 +261,6 @@ class PushbackMiddleware:
             return self.retry_after_max
         return seconds
 
-    def _refused_before(self, url: str) -> bool:
-        """Whether ``url`` was refused lately on this node; remembers it now."""
-        now = time.time()
-        before = self._refused_urls.pop(url, None)
-        self._refused_urls[url] = now
-        if len(self._refused_urls) > REFUSED_URLS:
-            self._refused_urls.popitem(last=False)
-        return before is not None and now - before < REFUSED_MEMORY
-
     def _hold(self, group: str, kind: str, retry_after: float | None, why: str) -> bool:
         """Report a refusal, ban or run of errors; whether the cluster now holds
         ``group`` as a host that refuses (not for one page's Retry-After)."""
@@ -307,7 +306,7 @@ class PushbackMiddleware:
         itself than of its host: no evidence, only its Retry-After holds."""
         waits = request.meta.get(HOST_WAITS, 0)
         retry_after = self._retry_after(response)
-        kind = AGAIN if waits or self._refused_before(request.url) else PUSH
+        kind = AGAIN if waits or self.refused_urls.again(request.url) else PUSH
         host_level = self._hold(group, kind, retry_after, f"HTTP {response.status}")
         if request not in self.as_leased:
             return response  # not from the frontier (robots.txt): its own middleware decides

@@ -20,6 +20,25 @@ from extensions.frontier.hosts.state import OK, Event
 #: hosts whose unreported answers a node remembers: the newest, at most
 HOSTS_REMEMBERED = 50_000
 WATCHED_WINDOWS = 3  # evidence windows a node reports a host's answers after a refusal
+REFUSED_URLS = 10_000  # URLs refused lately a node remembers, at most
+REFUSED_MEMORY = 600.0  # seconds a refused URL is remembered
+
+
+class RecentRefusals:
+    """URLs refused lately on this node: one refused again (a retry, a recrawl)
+    says more of its page than of its host."""
+
+    def __init__(self) -> None:
+        self._when: OrderedDict[str, float] = OrderedDict()
+
+    def again(self, url: str) -> bool:
+        """Whether ``url`` was refused lately; remembers it now."""
+        now = time.time()
+        before = self._when.pop(url, None)
+        self._when[url] = now
+        if len(self._when) > REFUSED_URLS:
+            self._when.popitem(last=False)
+        return before is not None and now - before < REFUSED_MEMORY
 
 
 class AnswerLedger:

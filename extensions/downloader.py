@@ -1,0 +1,38 @@
+"""Scrapy's downloader with a last look before a request goes on the wire.
+
+A request passes the downloader middlewares, then waits in its download slot's
+queue for a free transfer slot. A host that pushes back in that time (a 429 on
+this node, a hold heard from another) has its waiting requests sent into the
+window it asked for: up to a node's per-host concurrency of them. Here each
+request meets the send gate (``runtime.send_gate``, the pushback middleware's)
+as its slot sends it; a request of a held host goes back to the engine as the
+copy the gate returns (parked in Redis until the hold ends) and never reaches
+the host.
+
+The add-on makes this Scrapy's ``DOWNLOADER`` unless a project names its own
+(holds are then checked before the slot queue only).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scrapy.core.downloader import Downloader
+
+from extensions.runtime import runtime_of
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.core.downloader import Slot
+    from scrapy.http import Response
+
+
+class GatedDownloader(Downloader):
+    async def _download(self, slot: Slot, request: Request) -> Response | Request:  # type: ignore[override]
+        gate = runtime_of(self.crawler).send_gate
+        instead = gate(request) if gate is not None else None
+        if instead is not None:
+            # a Request result skips the middlewares' process_response and the
+            # engine queues it: the parked copy, its lease released with it
+            return instead
+        return await super()._download(slot, request)
