@@ -5,6 +5,7 @@ captcha page, one with a Crawl-delay while a node is starved of CPU.
 Slow tests (a crawl each): run them alone with ``pytest -m chaos``.
 """
 
+import collections
 import itertools
 import json
 import os
@@ -33,6 +34,17 @@ def books() -> set[str]:
     pages = {"/category/books"} | {f"/category/books?page={n}" for n in range(2, 9)}
     assert catalog.pages_in("books") == 8
     return pages | {f"/product/{i}" for i in catalog.product_ids("books")}
+
+
+def lost_or_twice(stored: list[str], expected, nodes) -> str:
+    """What differs, and the counts that would explain it."""
+    counts = collections.Counter(stored)
+    twice = sorted(path for path, n in counts.items() if n > 1)
+    lost = sorted(set(expected) - set(counts))
+    explain = {name: nodes.total(name) for name in
+               ("frontier/reclaimed", "frontier/duty_errors", "hosts/held_at_send",
+                "frontier/delayed", "politeness/handed_back")}  # fmt: skip
+    return f"lost {lost[:20]}, stored twice {twice[:20]}; {explain}"
 
 
 def inside_windows(report: dict) -> str:
@@ -75,7 +87,7 @@ def test_an_overloaded_host_is_slowed_for_the_cluster_and_gives_every_page(
 ):
     crawl(redis_url, redis_client, nodes, pushing_site)
     stored = stored_paths(tmp_path, pushing_site)
-    assert sorted(stored) == sorted(books()), "a page lost or stored twice"
+    assert sorted(stored) == sorted(books()), lost_or_twice(stored, books(), nodes)
     report = pushback_report(pushing_site)
     # Two nodes start at full speed: what they sent before the host first
     # pushed back was on the wire. From a few seconds after that the whole
@@ -106,7 +118,7 @@ def test_pages_that_fail_on_their_own_are_retried_alone_and_never_slow_their_hos
         nodes.start("site", redis_url, spider_args={"allow": "/wide/"}, **SETTINGS)
     assert nodes.wait(300) == [0, 0], nodes.tail()
     stored = stored_paths(tmp_path, pushing_site)
-    assert sorted(stored) == sorted(wide_paths()), "a page lost or stored twice"
+    assert sorted(stored) == sorted(wide_paths()), lost_or_twice(stored, wide_paths(), nodes)
     report = pushback_report(pushing_site)
     assert report["served"]["503"] >= 10 and report["served"]["429"] >= 3, report["served"]
     status = json.loads(
@@ -128,7 +140,8 @@ def test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
     crawl(redis_url, redis_client, nodes, pushing_site)
-    assert sorted(stored_paths(tmp_path, pushing_site)) == sorted(books())
+    stored = stored_paths(tmp_path, pushing_site)
+    assert sorted(stored) == sorted(books()), lost_or_twice(stored, books(), nodes)
     report = pushback_report(pushing_site)
     assert report["windows"], "the host never asked the crawl to wait"
     # requests that reached it a quarter second or more into a window it announced
@@ -144,7 +157,8 @@ def test_ban_pages_are_never_stored_and_every_real_page_is_once_the_ban_lifts(
     crawl(redis_url, redis_client, nodes, pushing_site)
     items = read_items(tmp_path / "items")
     assert not [item for item in items if item["title"] == "Attention required"]
-    assert sorted(stored_paths(tmp_path, pushing_site)) == sorted(books())
+    stored = stored_paths(tmp_path, pushing_site)
+    assert sorted(stored) == sorted(books()), lost_or_twice(stored, books(), nodes)
     report = pushback_report(pushing_site)
     assert report["served"].get("captcha", 0) >= 1, report
     assert nodes.total("bans/detected") == report["served"]["captcha"]
@@ -157,7 +171,8 @@ def test_a_ban_handler_answers_the_challenge_and_the_crawl_goes_on(
 ):
     crawl(redis_url, redis_client, nodes, pushing_site,
           BAN_HANDLER="crawler.bansolver.DemoChallengeSolver")  # fmt: skip
-    assert sorted(stored_paths(tmp_path, pushing_site)) == sorted(books())
+    stored = stored_paths(tmp_path, pushing_site)
+    assert sorted(stored) == sorted(books()), lost_or_twice(stored, books(), nodes)
     report = pushback_report(pushing_site)
     assert report["solved"] >= 1, report
     assert nodes.total("bans/solved") >= 1
@@ -210,7 +225,7 @@ def test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it(
     pages = [(float(t), status, path) for t, status, path in answers if path != "/robots.txt"]
     served = {path for _, status, path in pages if status == "200"}
     stored = stored_paths(tmp_path, nginx)
-    assert sorted(stored) == sorted(served), "a page lost or stored twice"
+    assert sorted(stored) == sorted(served), lost_or_twice(stored, served, nodes)
     assert len(served) >= 450
     assert redis_client.llen("site:dlq") == 0
     # past the first burst (two nodes at full speed, before any answer came

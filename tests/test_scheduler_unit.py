@@ -257,3 +257,24 @@ def test_a_request_of_a_crawl_that_cannot_be_queued_is_dead_lettered_in_its_craw
     # a crawl id that is not one is refused, with the reason
     assert scheduler.enqueue_request(Request("http://a/", meta={"crawl_id": "a b"})) is False
     assert "crawl id 'a b'" in dlq(redis_client)[0]["error"]
+
+
+def test_a_flush_or_heartbeat_that_fails_unexpectedly_runs_again_at_its_next_turn(
+    scheduler, redis_client
+):
+    """Twisted stops a LoopingCall whose function raises: a node whose heartbeat
+    stopped that way would have its leases taken by the others while it still
+    fetched them. Each turn is guarded instead."""
+    node = scheduler.node
+    assert [loop.f for loop in node.loops] == [node._each_turn] * 2
+    duties = [loop.a[0] for loop in node.loops]
+    assert duties == [node.flush, node.duties.heartbeat]
+
+    def hostile() -> None:
+        raise ValueError("a record no node wrote")
+
+    node._each_turn(hostile)
+    assert node.stats.get_value("frontier/duty_errors") == 1
+    redis_client.zrem("unit:nodes", "unit-node")
+    node._each_turn(node.duties.heartbeat)  # the next turn beats as ever
+    assert redis_client.zscore("unit:nodes", "unit-node") is not None

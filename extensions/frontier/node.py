@@ -131,9 +131,20 @@ class NodeFrontier:
             (config.release_interval, self.flush),
             (config.heartbeat_interval, self.duties.heartbeat),
         ):
-            loop = task.LoopingCall(func)
+            loop = task.LoopingCall(self._each_turn, func)
             loop.start(interval, now=False)
             self.loops.append(loop)
+
+    def _each_turn(self, duty: Any) -> None:
+        """A turn of the flush or the heartbeat: an error it did not expect (a
+        record in Redis no node wrote, say) is logged and counted, and the loop
+        goes on; stopped, a live node's heartbeat would age until the others
+        took its leases and fetched its pages twice."""
+        try:
+            duty()
+        except Exception:
+            self.stats.inc_value("frontier/duty_errors")
+            logger.exception("%s failed; it runs again at its next turn", duty.__qualname__)
 
     def close(self, reason: str) -> None:
         for loop in self.loops:
