@@ -111,7 +111,9 @@ def connect(
         # One immediate retry replaces a pooled connection that died with a
         # Redis restart; redis-py's default retries sleep, which would
         # stall the reactor thread. Longer outages are the callers' to ride out.
-        "retry": Retry(NoBackoff(), 1),
+        # Never after a timeout: the command may have run, and a flush or a
+        # lease sent twice queues a retry again or leases requests nobody fetches.
+        "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
     }
     try:
         if cluster:
