@@ -10,6 +10,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
+import redis
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
@@ -277,4 +278,15 @@ def test_a_flush_or_heartbeat_that_fails_unexpectedly_runs_again_at_its_next_tur
     assert node.stats.get_value("frontier/duty_errors") == 1
     redis_client.zrem("unit:nodes", "unit-node")
     node._each_turn(node.duties.heartbeat)  # the next turn beats as ever
+    assert redis_client.zscore("unit:nodes", "unit-node") is not None
+
+
+def test_a_node_that_cannot_read_the_frontier_sizes_still_beats(scheduler, redis_client):
+    """A dead-letter list another program overwrote with a string makes the sizes
+    fail; the node is alive all the same, and its leases stay its own."""
+    redis_client.set("unit:dlq", "not a list")
+    with pytest.raises(redis.ResponseError):
+        scheduler.node.frontier.sizes(in_turn=True)
+    redis_client.zrem("unit:nodes", "unit-node")
+    scheduler.node.duties.heartbeat()  # the failure is reported, not raised
     assert redis_client.zscore("unit:nodes", "unit-node") is not None

@@ -149,9 +149,15 @@ class ClusterDuties:
     # --- heartbeat, reclaim, idle ----------------------------------------------
 
     def heartbeat(self) -> None:
+        sizes = None
         try:
-            sizes = self.frontier.sizes(in_turn=True)
-            self.checkpoint.write(self.stats, sizes)
+            try:
+                sizes = self.frontier.sizes(in_turn=True)
+            finally:
+                # the beat goes even when the sizes cannot be read: a live node
+                # whose beat stopped would have its leases taken by the others
+                self.checkpoint.write(self.stats, sizes)
+            assert sizes is not None
             self.reclaim(in_turn=True)
             self.parts.call("heartbeat")
             if time.monotonic() - self._last_cluster_log >= self.config.log_interval:
