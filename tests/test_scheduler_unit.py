@@ -290,3 +290,28 @@ def test_a_node_that_cannot_read_the_frontier_sizes_still_beats(scheduler, redis
     redis_client.zrem("unit:nodes", "unit-node")
     scheduler.node.duties.heartbeat()  # the failure is reported, not raised
     assert redis_client.zscore("unit:nodes", "unit-node") is not None
+
+
+def test_after_a_silence_of_its_own_a_node_takes_no_leases_of_a_node_as_silent(
+    scheduler, redis_client
+):
+    """Redis stalled (or this node's loop was blocked) for longer than NODE_TIMEOUT:
+    the other node could not beat either. Its leases stay its own for a beat's
+    time; a node still silent after that is dead and its leases go back."""
+    from extensions.frontier.frontier import Frontier, now_ms
+    from tests.test_frontier import entry
+
+    node = scheduler.node
+    other = Frontier(redis_client, node.keys, "other-node")
+    other.enqueue([entry(f"http://other.test/{i}") for i in range(3)])
+    assert len(other.lease(3, lease_timeout=600)[0]) == 3
+    silence = node.config.node_timeout + 5
+    redis_client.zadd("unit:nodes", {"other-node": now_ms() - int(silence * 1000)})
+    node.duties._beat_in = time.time() - silence  # this node's last beat, as long ago
+
+    node.duties.heartbeat()
+    assert other.sizes().in_flight == 3  # both were silent: none of its leases taken
+
+    node.duties.heartbeat()  # a beat later it is still silent: gone
+    assert other.sizes().in_flight == 0 and other.sizes().queued == 3
+    assert node.stats.get_value("frontier/reclaimed") == 3

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -309,41 +310,43 @@ class Frontier(RevisitOps, Upkeep):
         closing_node: str = "",
         forget_after: float = defaults.NODE_FORGET_AFTER,
         in_turn: bool = False,
+        observed_until: float | None = None,
     ) -> Reclaimed:
         """Return leases of dead nodes (start leases too), expired leases, and
         those of ``closing_node``; forget nodes silent for ``forget_after`` seconds.
         A sharded frontier does it in each shard (its leases) and under NAME (the
         start leases and the node registry); ``in_turn``, under NAME and in the
-        heartbeat's turn of shards."""
-        requests: dict[str, int] = {}
-        start_urls: dict[str, int] = {}
+        heartbeat's turn of shards. No node is dead for a silence after
+        ``observed_until``, as far as this node heard Redis (s since epoch)."""
+        requests: Counter[str] = Counter()
+        start_urls: Counter[str] = Counter()
         # each call returns at most reclaim_batch leases; a node that died holding
         # more is emptied over several calls, each short for Redis (in turn: over
         # the next beats, as the turn comes back to each shard)
         for _ in range(1 if in_turn else RECLAIM_CALLS):
             more = False
-            for result in self._reclaim_once(node_timeout, closing_node, forget_after, in_turn):
+            heard = (node_timeout, observed_until)
+            for result in self._reclaim_once(heard, closing_node, forget_after, in_turn):
                 more = more or bool(int(result["more"]))
-                for totals, counts in (
-                    (requests, counts_of(result["requests"])),
-                    (start_urls, counts_of(result["start_entries"])),
-                ):
-                    for node, count in counts.items():
-                        totals[node] = totals.get(node, 0) + count
+                requests.update(counts_of(result["requests"]))
+                start_urls.update(counts_of(result["start_entries"]))
             if not more:
                 break
-        return Reclaimed(requests, start_urls)
+        return Reclaimed(dict(requests), dict(start_urls))
 
     def _reclaim_once(
-        self, node_timeout: float, closing_node: str, forget_after: float, in_turn: bool
-    ) -> list[Any]:
+        self, heard: tuple[float, float | None], closing_node: str, forget_after: float,
+        in_turn: bool,
+    ) -> list[Any]:  # fmt: skip
         now = now_ms()
+        node_timeout, observed_until = heard
+        heard_until = now if observed_until is None else min(now, int(observed_until * 1000))
 
         def named(keys: SpiderKeys) -> tuple[dict[str, str], dict[str, Any]]:
             script_keys = {"nodes": keys.nodes, "ready": keys.ready,
                            "start_urls": keys.start_urls, "waiting": keys.waiting,
                            "frontier": keys.frontier}  # fmt: skip
-            args = {"now": now, "dead_before": now - int(node_timeout * 1000),
+            args = {"now": now, "dead_before": heard_until - int(node_timeout * 1000),
                     "leases_prefix": keys.leases_prefix(), "closing": closing_node,
                     "forget_before": now - int(forget_after * 1000),
                     "node_prefix": keys.node(""), "start_leases_prefix": keys.start_leases(""),

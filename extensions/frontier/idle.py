@@ -93,6 +93,8 @@ class ClusterDuties:
         self.polling = node.polling
         self.parts = node.parts
         self._idle_since: float | None = None
+        #: when this node's last beat went in: the silence of others it could hear
+        self._beat_in: float | None = None
         self._last_cluster_log = time.monotonic()
 
     # --- joining and leaving the crawl ------------------------------------------
@@ -101,6 +103,7 @@ class ClusterDuties:
         """This node's first heartbeat; the leases of nodes that are gone go back
         to the queue before it leases anything."""
         self.checkpoint.write(self.stats)
+        self._beat_in = time.time()
         reclaimed: dict[str, int] = {}
         for node in self.checkpoint.dead_local_nodes():
             reclaimed.update(self.reclaim(closing_node=node))
@@ -150,6 +153,7 @@ class ClusterDuties:
 
     def heartbeat(self) -> None:
         sizes = None
+        before = self._beat_in
         try:
             try:
                 sizes = self.frontier.sizes(in_turn=True)
@@ -157,8 +161,12 @@ class ClusterDuties:
                 # the beat goes even when the sizes cannot be read: a live node
                 # whose beat stopped would have its leases taken by the others
                 self.checkpoint.write(self.stats, sizes)
+                self._beat_in = time.time()
             assert sizes is not None
-            self.reclaim(in_turn=True)
+            # after a silence of its own (Redis stalled, this node's loop blocked)
+            # the others' beats were as silent: they have a beat's time to speak
+            heard = before + self.config.heartbeat_interval if before is not None else None
+            self.reclaim(in_turn=True, observed_until=heard)
             self.parts.call("heartbeat")
             if time.monotonic() - self._last_cluster_log >= self.config.log_interval:
                 self._log_cluster(sizes)
@@ -180,13 +188,16 @@ class ClusterDuties:
             alive,
         )  # fmt: skip
 
-    def reclaim(self, closing_node: str = "", in_turn: bool = False) -> dict[str, int]:
+    def reclaim(
+        self, closing_node: str = "", in_turn: bool = False, observed_until: float | None = None
+    ) -> dict[str, int]:
         """Reclaim; returns {node: requests returned to the queue}."""
         returned = self.frontier.reclaim(
             self.config.node_timeout,
             closing_node=closing_node,
             forget_after=self.config.node_forget_after,
             in_turn=in_turn,
+            observed_until=observed_until,
         )
         for node, count in returned.start_urls.items():
             logger.warning(
