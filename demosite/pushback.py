@@ -30,9 +30,9 @@ from collections import Counter, deque
 from aiohttp import web
 
 GRACE = 0.25  # seconds after a 429 before a request is "inside" its window
-# seconds between the looks that tell when the server's own loop last read its
-# sockets: a request it handles late (a busy loop) arrived by then, and the time
-# the server spent busy is not the crawler's
+# seconds between the looks that tell when the server's own loop went round: a
+# request it handles late (a busy loop) may have arrived as early as the round
+# before, and the time the server spent busy is not the crawler's
 LOOP_TICK = 0.005
 CHALLENGE_QUESTION = (17, 25)  # what the captcha page asks: 17 + 25
 CHALLENGE_PAGE = (
@@ -67,20 +67,20 @@ class Pushback:
             self.p503, self.p429 = parts[0], parts[1] if len(parts) > 1 else 0.0
             self.seconds = parts[2] if len(parts) > 2 else 2.0
         self.refusals_left: dict[str, list[str]] = {}  # broken: path -> answers to come
-        self.loop_seen = 0.0  # when the server's loop last got round to its ticker
+        self.rounds: deque[float] = deque(maxlen=2)  # the loop's last two rounds
 
     async def watch_loop(self, app: web.Application) -> None:
         async def tick() -> None:
             while True:
-                self.loop_seen = time.time()
+                self.rounds.append(time.time())
                 await asyncio.sleep(LOOP_TICK)
 
         app["pushback_loop_watch"] = asyncio.ensure_future(tick())
 
     def arrived(self, now: float) -> float:
-        """When a request handled ``now`` reached the server, at the earliest the
-        server's loop could have read it."""
-        return min(now, self.loop_seen + LOOP_TICK) if self.loop_seen else now
+        """When a request handled ``now`` reached the server, at the earliest: the
+        loop's round before the last (the data may have come in during that one)."""
+        return min(now, self.rounds[0]) if self.rounds else now
 
     def over_rate(self, now: float) -> bool:
         self.arrivals.append(now)

@@ -74,6 +74,29 @@ def test_a_few_pages_refused_among_many_answers_never_slow_the_host(redis_client
     assert float(state["ew"]) > now_ms()  # watched: the nodes report its answers
 
 
+def test_refusals_in_the_second_before_a_report_weigh_against_every_answer_of_that_second(
+    redis_client, keys
+):
+    """A healthy host at full speed whose pages fail 2 % of the time, on one node:
+    20 answers, a first refusal, then 99 good answers and three more refusals
+    inside the second before the node reports the good ones. Each refusal
+    brings the answers waiting for that report: 4 in 123 is no host refusing
+    (4 in 24 would be)."""
+    from extensions.frontier.hosts.answers import AnswerLedger
+
+    states, ledger = HostStates(redis_client, keys), AnswerLedger(window=40.0)
+    for _ in range(20):
+        ledger.answered("fast", watched=False, latency=0.01)
+    held = states.report([Event("fast", PUSH, history=ledger.refused("fast"))])
+    for _ in range(3):
+        for _ in range(33):
+            ledger.answered("fast", watched=False, latency=0.01)
+        held += states.report([Event("fast", PUSH, history=ledger.refused("fast"))])
+    assert held == [] and "arate" not in host(redis_client, keys, "fast")
+    assert float(host(redis_client, keys, "fast")["en"]) == pytest.approx(123, abs=1)
+    assert ledger.take_reports() == []  # each answer reached Redis once
+
+
 def test_a_page_refused_with_retry_after_holds_the_host_while_it_runs_and_no_longer(
     redis_client, keys
 ):

@@ -74,9 +74,14 @@ class AnswerLedger:
 
     def refused(self, group: str) -> float:
         """A refusal of ``group``: from now on its answers are reported; the
-        answers this node saw of it and did not report, decayed to now."""
+        answers this node saw of it and did not report, decayed to now, and
+        those of a watched host waiting for the next report. A refusal goes at
+        once, its good answers once a second: without them a few broken pages
+        refused within a second would weigh as a share of far fewer answers."""
         self._watch[group] = time.time() + WATCHED_WINDOWS * self.window
-        return self.take_history(group)
+        waiting = self._good.pop(group, None)
+        unreported = waiting[0] + waiting[2] if waiting is not None else 0.0
+        return self.take_history(group) + unreported
 
     def take_history(self, group: str) -> float:
         """The answers of ``group`` not yet reported, decayed to now; forgotten."""
