@@ -24,13 +24,17 @@ from extensions.runtime import runtime_of
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.core.downloader import Slot
+    from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 
 class GatedDownloader(Downloader):
+    def __init__(self, crawler: Crawler):
+        super().__init__(crawler)  # builds the middlewares: the pushback one sets the gate
+        self.send_gate = runtime_of(crawler).send_gate
+
     async def _download(self, slot: Slot, request: Request) -> Response | Request:  # type: ignore[override]
-        gate = runtime_of(self.crawler).send_gate
-        instead = gate(request) if gate is not None else None
+        instead = self.send_gate(request) if self.send_gate is not None else None
         if instead is not None:
             # a Request result skips the middlewares' process_response and the
             # engine queues it: the parked copy, its lease released with it

@@ -21,6 +21,16 @@ from tools import services
 SHOP_PAGES = catalog.expected_pages() - {"/about"}
 
 
+def run_without_waiting(coroutine):
+    """The result of a coroutine that finishes without waiting on anything (a
+    network call it should not have made, say)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the coroutine waited")
+
+
 def stack_settings(values: dict | None = None):
     """Scrapy settings with the stack's defaults installed, as the add-on (or one
     of the project's commands) installs them, under ``values``."""

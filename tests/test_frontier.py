@@ -113,7 +113,7 @@ def test_a_reclaim_call_returns_a_bounded_batch_and_reclaim_returns_them_all(
     redis_client.zadd(keys.nodes, {"dead": now_ms() - (60_000 if how == "dead" else 0)})
     other = Frontier(redis_client, keys, "other")
     other.reclaim_batch = 3
-    [result] = other._reclaim_once((30, None), "", 3600, False)
+    [result] = other._reclaim_once(now_ms() - 30_000, "", 3600, False)
     assert (sum(int(n) for n in result["requests"][1::2]), int(result["more"])) == (3, 1)
     assert other.reclaim(node_timeout=30).requests == {"dead": 8}
     assert other.sizes().queued == 11 and other.sizes().in_flight == 0

@@ -6,7 +6,7 @@ import urllib.request
 
 from demosite import catalog
 from tests.conftest import site_hits
-from tests.helpers import wait_for
+from tests.helpers import run_without_waiting, wait_for
 
 PRODUCTS = catalog.product_ids("books")[:12]
 
@@ -59,15 +59,6 @@ def test_a_robots_txt_that_answers_503_holds_its_host_until_it_can_be_read(
     assert redis_client.llen("site:dlq") == 0
 
 
-def _run(coroutine):
-    """A coroutine that does not wait: its result."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    raise AssertionError("it waited")
-
-
 def test_the_clusters_robots_txt_is_claimed_read_and_a_bad_record_replaced(redis_client):
     from scrapy.settings import Settings
     from scrapy.statscollectors import MemoryStatsCollector
@@ -80,13 +71,17 @@ def test_the_clusters_robots_txt_is_claimed_read_and_a_bad_record_replaced(redis
     stats = MemoryStatsCollector(get_crawler())
     settings = Settings({"ROBOTSTXT_CACHE_TTL": defaults.ROBOTSTXT_CACHE_TTL})
     shared = SharedRobots(redis_client, SpiderKeys.for_spider("site"), stats, settings)
-    assert _run(shared.body_or_claim("a.test:80")) is None  # no one has it: ours to fetch
+
+    def claim(netloc: str):
+        return run_without_waiting(shared.body_or_claim(netloc))
+
+    assert claim("a.test:80") is None  # no one has it: ours to fetch
     assert redis_client.get("site:robots:a.test:80") == PENDING
     shared.keep("a.test:80", b"User-agent: *\nDisallow: /private/\n")
-    assert _run(shared.body_or_claim("a.test:80")) == b"User-agent: *\nDisallow: /private/\n"
+    assert claim("a.test:80") == b"User-agent: *\nDisallow: /private/\n"
     assert 0 < redis_client.ttl("site:robots:a.test:80") <= 86400
     redis_client.set("site:robots:b.test:80", b"<html>not a record</html>")
-    assert _run(shared.body_or_claim("b.test:80")) is None  # replaced by this node's claim
+    assert claim("b.test:80") is None  # replaced by this node's claim
     assert stats.get_value("robotstxt/bad_records") == 1
     shared.let_go("b.test:80")  # could not be had: the next node asks again
     assert not redis_client.exists("site:robots:b.test:80")

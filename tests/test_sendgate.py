@@ -12,19 +12,11 @@ from extensions.frontier.leased import leased_for
 from extensions.meta import DELAY_UNTIL
 from extensions.runtime import runtime_of
 from tests.conftest import crawler_with_addon
+from tests.helpers import run_without_waiting
 
 
 class Held(Spider):
     name = "held"
-
-
-def run(coroutine):
-    """Drive a coroutine that finishes without waiting on anything."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    raise AssertionError("the coroutine waited: it went to the network")
 
 
 def test_a_request_of_a_host_held_while_it_waited_in_its_slot_is_parked_not_sent(redis_url):
@@ -44,7 +36,7 @@ def test_a_request_of_a_host_held_while_it_waited_in_its_slot_is_parked_not_sent
     gate_owner._held["held.test"] = until
     slot = Slot(8, 0.0, 0.0)
 
-    parked = run(downloader._download(slot, page))
+    parked = run_without_waiting(downloader._download(slot, page))
 
     assert isinstance(parked, Request) and parked is not page
     assert parked.url == page.url and parked.dont_filter

@@ -32,7 +32,7 @@ def signing_cost(count: int = 20_000) -> float:
 
 
 def robots_meta_cost() -> dict[str, float]:
-    pages = [path for path in sorted(PYTHON_DOCS.rglob("*.html"))[:1500]]
+    pages = sorted(PYTHON_DOCS.rglob("*.html"))[:1500]
     responses = [HtmlResponse(f"https://docs.example/{p.name}", body=p.read_bytes()) for p in pages]
     if not responses:
         return {}

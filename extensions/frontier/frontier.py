@@ -323,10 +323,11 @@ class Frontier(RevisitOps, Upkeep):
         # each call returns at most reclaim_batch leases; a node that died holding
         # more is emptied over several calls, each short for Redis (in turn: over
         # the next beats, as the turn comes back to each shard)
+        heard_until = now_ms() if observed_until is None else int(observed_until * 1000)
+        dead_before = min(heard_until, now_ms()) - int(node_timeout * 1000)
         for _ in range(1 if in_turn else RECLAIM_CALLS):
             more = False
-            heard = (node_timeout, observed_until)
-            for result in self._reclaim_once(heard, closing_node, forget_after, in_turn):
+            for result in self._reclaim_once(dead_before, closing_node, forget_after, in_turn):
                 more = more or bool(int(result["more"]))
                 requests.update(counts_of(result["requests"]))
                 start_urls.update(counts_of(result["start_entries"]))
@@ -335,18 +336,15 @@ class Frontier(RevisitOps, Upkeep):
         return Reclaimed(dict(requests), dict(start_urls))
 
     def _reclaim_once(
-        self, heard: tuple[float, float | None], closing_node: str, forget_after: float,
-        in_turn: bool,
-    ) -> list[Any]:  # fmt: skip
+        self, dead_before: int, closing_node: str, forget_after: float, in_turn: bool
+    ) -> list[Any]:
         now = now_ms()
-        node_timeout, observed_until = heard
-        heard_until = now if observed_until is None else min(now, int(observed_until * 1000))
 
         def named(keys: SpiderKeys) -> tuple[dict[str, str], dict[str, Any]]:
             script_keys = {"nodes": keys.nodes, "ready": keys.ready,
                            "start_urls": keys.start_urls, "waiting": keys.waiting,
                            "frontier": keys.frontier}  # fmt: skip
-            args = {"now": now, "dead_before": heard_until - int(node_timeout * 1000),
+            args = {"now": now, "dead_before": dead_before,
                     "leases_prefix": keys.leases_prefix(), "closing": closing_node,
                     "forget_before": now - int(forget_after * 1000),
                     "node_prefix": keys.node(""), "start_leases_prefix": keys.start_leases(""),
