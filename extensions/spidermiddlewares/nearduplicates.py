@@ -28,8 +28,6 @@ from __future__ import annotations
 import hashlib
 import re
 
-import numpy as np
-
 from extensions import connection
 
 FINGERPRINT_BITS = 64
@@ -58,6 +56,10 @@ def fingerprint(page_words: set[bytes]) -> int:
     than half of the words' hashes have it."""
     if not page_words:
         return 0
+    # imported here: numpy costs every scrapy command a tenth of a second to load,
+    # and only a node comparing pages needs it
+    import numpy as np
+
     hashes = np.frombuffer(b"".join([feature_hash(w) for w in page_words]), dtype=np.uint8)
     ones = np.unpackbits(hashes).reshape(-1, FINGERPRINT_BITS).sum(axis=0)
     return int.from_bytes(np.packbits(ones * 2 > len(page_words)).tobytes(), "big")
