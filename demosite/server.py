@@ -346,7 +346,10 @@ def make_app(
 async def serve(
     host: str, port: int, latency: float = 0.0, crawl_delay: float = 0.0, pushback_mode: str = ""
 ) -> None:
-    runner = web.AppRunner(make_app(latency, crawl_delay, pushback_mode), access_log=None)
+    # a page held open on purpose (/js/hang) must not hold the site's exit for a minute
+    runner = web.AppRunner(
+        make_app(latency, crawl_delay, pushback_mode), access_log=None, shutdown_timeout=1.0
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
