@@ -363,11 +363,19 @@ def test_a_browser_that_crashes_or_outgrows_its_memory_is_replaced_and_its_pages
                          RENDER_MEMORY_LIMIT_MB=64, RETRY_BACKOFF_BASE=0.2)  # fmt: skip
     items_dir = tmp_path / "items"
     wait_for(lambda: len(read_items(items_dir)) >= 5, 60, "the render node under way")
-    browser = browsers_below(render)
-    assert browser
-    for pid in browser:  # the browser crashes: its processes die
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+
+    def crash_the_browser() -> bool:
+        """The browser's processes killed; whether the node saw its browser go.
+        (Its browser is replaced every few pages here: processes found just as
+        one retires, or before the next is launched, are not its browser.)"""
+        browser = browsers_below(render)
+        for pid in browser:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        return bool(browser) and "the browser disconnected" in nodes.log(0)
+
+    wait_for(crash_the_browser, 60, "a browser crash the node saw")
     assert nodes.wait(180) == [0], nodes.tail()
     assert js_paths(read_items(items_dir)) == JS_PAGES  # the pages it had open were retried
     assert nodes.stat(0, "render/browser_lost") >= 1

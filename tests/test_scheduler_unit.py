@@ -315,3 +315,55 @@ def test_after_a_silence_of_its_own_a_node_takes_no_leases_of_a_node_as_silent(
     node.duties.heartbeat()  # a beat later it is still silent: gone
     assert other.sizes().in_flight == 0 and other.sizes().queued == 3
     assert node.stats.get_value("frontier/reclaimed") == 3
+
+
+def test_leases_whose_answer_was_lost_go_back_at_the_nodes_next_beat(
+    scheduler, redis_client, redis_url
+):
+    """A lease ran in Redis and its answer never reached the node (a timeout, a
+    server that shut down after the command): the live node gives back the leases
+    it holds without knowing, and none it knows of."""
+    from extensions.frontier.frontier import Frontier
+    from tests.test_frontier import entry
+    from tools import services
+
+    node = scheduler.node
+    node.polling.look_again_now()
+    assert scheduler.next_request() is None  # (the lease script is loaded in Redis)
+    writer = Frontier(redis_client, node.keys, "writer")
+    writer.enqueue([entry("http://known.test/0")])
+    node.polling.look_again_now()
+    known = scheduler.next_request()
+    assert known is not None and known.url == "http://known.test/0"
+    writer.enqueue([entry(f"http://lost.test/{i}") for i in range(3)])
+
+    # the answers of a server across a slow link, read with a short timeout
+    proxy = services.start_latency_proxy(redis_url, delay_ms=1000)
+    slow = redis.Redis.from_url(proxy.url)
+    slow.ping()  # connected, its handshake answered; then the short timeout
+    connection = slow.connection_pool.get_connection()
+    connection.socket_timeout = 0.3
+    connection._sock.settimeout(0.3)
+    connection._parser._buffer.socket_timeout = 0.3
+    slow.connection_pool.release(connection)
+    server = node.frontier.server
+    try:
+        node.frontier.server = slow
+        node.polling.look_again_now()
+        assert scheduler.next_request() is None  # the lease ran; its answer did not come
+    finally:
+        node.frontier.server = server
+        slow.close()
+        proxy.stop()
+    leases = redis_client.zrange("unit:leases:unit-node", 0, -1)
+    assert len(leases) == 4  # the three lost and the one the node knows
+
+    node.duties.heartbeat()
+    assert redis_client.zrange("unit:leases:unit-node", 0, -1) == [node.leased[known]]
+    assert node.stats.get_value("frontier/lost_leases_given_back") == 3
+    node.polling.look_again_now()
+    again = [scheduler.next_request() for _ in range(3)]
+    assert sorted(r.url for r in again if r) == [f"http://lost.test/{i}" for i in range(3)]
+    node.duties.heartbeat()  # nothing more to give back: the node holds them now
+    assert node.stats.get_value("frontier/lost_leases_given_back") == 3
+    assert redis_client.zcard("unit:leases:unit-node") == 4

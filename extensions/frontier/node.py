@@ -26,7 +26,7 @@ from scrapy import signals
 from twisted.internet import task
 
 from extensions import compat, connection, engine, sharding
-from extensions.cluster.checkpoint import Checkpoint
+from extensions.cluster.checkpoint import Checkpoint, now_ms
 from extensions.crawlid import crawl_fields, split_group
 from extensions.frontier.admission import Admission
 from extensions.frontier.backlog import Backlog
@@ -36,6 +36,7 @@ from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.idle import ClusterDuties, Polling
 from extensions.frontier.leased import leased_for, requests_of
+from extensions.frontier.lostleases import LostLeases
 from extensions.frontier.part import build_parts
 from extensions.frontier.pending import PendingWrites
 from extensions.frontier.results import Lease
@@ -110,6 +111,7 @@ class NodeFrontier:
             self.server, self.keys, self.node_id, series_hours=config.series_hours
         )
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
+        self.lost_leases = LostLeases(self.frontier, config.lease_timeout, self.stats)
         if config.flush_on_start:
             self.frontier.clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
@@ -281,6 +283,7 @@ class NodeFrontier:
         if not room:  # the backlog's release (or the part's) wakes the node: no back-off
             self.flush()
             return
+        asked = now_ms()
         try:
             # the writes waiting and the lease in one round trip
             outcome = self.flush(lease=room)
@@ -290,6 +293,8 @@ class NodeFrontier:
             if outcome is not None:
                 items, next_due = outcome
                 self.health.ok()
+        if outcome is None:  # it may have run, its answer lost: see lostleases.py
+            self.lost_leases.lease_failed(asked)
         if outcome is not None:
             self.parts.call("leased")
         requests, unreadable = requests_of(items, self.spider)
@@ -308,6 +313,16 @@ class NodeFrontier:
             self.polling.look_again_now()  # the next shards may have work
         else:
             self.polling.back_off(now, next_due)
+
+    def held_leases(self) -> set[bytes]:
+        """Every lease member this node holds: buffered, with the engine, or
+        finished and not yet released."""
+        held = {member for _, member in self.buffer}
+        held.update(self.leased.values(), self.pending.release)
+        statuses = self.pending.statuses
+        if statuses is not None:
+            held.update(member for member, _ in statuses.pending + statuses.in_flight)
+        return held
 
     def dead_letter(self, **record: Any) -> None:
         try:
