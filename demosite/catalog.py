@@ -43,8 +43,9 @@ def product_ids(category: str) -> tuple[int, ...]:
     raise KeyError(category)
 
 
-def total_products() -> int:
-    return sum(category_sizes().values())
+def total_products(categories: int | None = None) -> int:
+    """The products of the shop, or of a shop of its first ``categories``."""
+    return sum(category_sizes()[c] for c in CATEGORIES[:categories])
 
 
 def pages_in(category: str) -> int:
@@ -70,11 +71,12 @@ def product(product_id: int) -> Product | None:
     )
 
 
-def expected_pages() -> set[str]:
-    """Every path a crawler that obeys robots.txt reaches from ``/``."""
+def expected_pages(categories: int | None = None) -> set[str]:
+    """Every path a crawler that obeys robots.txt reaches from ``/`` (in a shop
+    of the first ``categories``: the others' products are never linked)."""
     paths = {"/", "/about"}
-    for c in CATEGORIES:
+    for c in CATEGORIES[:categories]:
         paths.add(f"/category/{c}")
         paths.update(f"/category/{c}?page={n}" for n in range(2, pages_in(c) + 1))
-    paths.update(f"/product/{i}" for i in range(1, total_products() + 1))
+    paths.update(f"/product/{i}" for i in range(1, total_products(categories) + 1))
     return paths

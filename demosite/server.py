@@ -46,7 +46,8 @@ content may be used for (``Content-Signal``).
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt; ``--pushback MODE``
 makes the host push back when crawled too fast (503, 429 + Retry-After, or a
 captcha page: ``demosite/pushback.py``); ``--host 127.0.0.N`` serves another
-loopback address, a host of its own for the crawler.
+loopback address, a host of its own for the crawler; ``--categories N`` serves a
+smaller shop, of the first N categories.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ ROBOTS = "User-agent: *\nDisallow: /private/\n"
 async def home(request: web.Request) -> web.Response:
     links = "".join(
         f"<li><a class='category' href='/category/{c}'>{c.title()}</a></li>"
-        for c in catalog.CATEGORIES
+        for c in request.app["categories"]
     )
     return page(
         "Demo Shop",
@@ -99,7 +100,7 @@ async def about(request: web.Request) -> web.Response:
 
 async def category(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    if name not in catalog.CATEGORIES:
+    if name not in request.app["categories"]:
         raise web.HTTPNotFound()
     try:
         number = int(request.query.get("page", "1"))
@@ -132,7 +133,7 @@ async def product(request: web.Request) -> web.Response:
         item = catalog.product(int(request.match_info["id"]))
     except ValueError:
         item = None
-    if item is None:
+    if item is None or item.category not in request.app["categories"]:
         raise web.HTTPNotFound()
     related = "".join(f"<li><a href='/product/{r}'>Product {r}</a></li>" for r in item.related)
     stock = "in stock" if item.in_stock else "out of stock"
@@ -178,7 +179,7 @@ async def sitemap_index(request: web.Request) -> web.Response:
     """A sitemap index (named in robots.txt): the categories, and the products
     of each category in a sitemap of their own."""
     origin = _origin(request)
-    parts = ["categories"] + [f"products-{c}" for c in catalog.CATEGORIES]
+    parts = ["categories"] + [f"products-{c}" for c in request.app["categories"]]
     entries = "".join(f"<sitemap><loc>{origin}/sitemap-{p}.xml</loc></sitemap>" for p in parts)
     return _xml(f'<sitemapindex xmlns="{SITEMAP_NS}">{entries}</sitemapindex>')
 
@@ -189,10 +190,10 @@ async def sitemap(request: web.Request) -> web.Response:
     part = request.match_info["part"]
     category = part.removeprefix("products-")
     if part == "categories":
-        paths = [(f"/category/{c}", "2026-11-01") for c in catalog.CATEGORIES]
+        paths = [(f"/category/{c}", "2026-11-01") for c in request.app["categories"]]
     elif part == "archive":
         paths = [(f"/archive/{n}", "2025-06-01") for n in range(1, ARCHIVE_PAGES + 1)]
-    elif category in catalog.CATEGORIES:
+    elif category in request.app["categories"]:
         edited = request.app["edited"]
         paths = [
             (f"/product/{i}", edited.get(f"/product/{i}", f"2026-11-{1 + i % 28:02d}"))
@@ -302,9 +303,11 @@ async def shop_etags(request: web.Request, handler):
 
 
 def make_app(
-    latency: float = 0.0, crawl_delay: float = 0.0, pushback_mode: str = ""
+    latency: float = 0.0, crawl_delay: float = 0.0, pushback_mode: str = "", categories: int = 0
 ) -> web.Application:
+    """``categories``: a shop of the first that many categories (0: all)."""
     app = web.Application(middlewares=[count_hits, shop_etags])
+    app["categories"] = catalog.CATEGORIES[: categories or None]
     if pushback_mode:
         pushback.install(app, pushback_mode)
     app["crawl_delay"] = crawl_delay
@@ -344,11 +347,18 @@ def make_app(
 
 
 async def serve(
-    host: str, port: int, latency: float = 0.0, crawl_delay: float = 0.0, pushback_mode: str = ""
+    host: str,
+    port: int,
+    latency: float = 0.0,
+    crawl_delay: float = 0.0,
+    pushback_mode: str = "",
+    categories: int = 0,
 ) -> None:
     # a page held open on purpose (/js/hang) must not hold the site's exit for a minute
     runner = web.AppRunner(
-        make_app(latency, crawl_delay, pushback_mode), access_log=None, shutdown_timeout=1.0
+        make_app(latency, crawl_delay, pushback_mode, categories),
+        access_log=None,
+        shutdown_timeout=1.0,
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -372,6 +382,9 @@ def main(argv: list[str] | None = None) -> None:
         "--crawl-delay", type=float, default=0.0, help="a Crawl-delay line in robots.txt"
     )
     parser.add_argument(
+        "--categories", type=int, default=0, help="a shop of the first N categories (0: all)"
+    )
+    parser.add_argument(
         "--pushback", default="", help="overload:RATE, throttle:RATE:SECONDS or ban:RATE:SECONDS"
     )
     args = parser.parse_args(argv)
@@ -381,7 +394,11 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as exc:
             parser.error(str(exc))
     try:
-        asyncio.run(serve(args.host, args.port, args.latency, args.crawl_delay, args.pushback))
+        asyncio.run(
+            serve(
+                args.host, args.port, args.latency, args.crawl_delay, args.pushback, args.categories
+            )
+        )
     except OSError as exc:
         sys.exit(f"demo site: cannot listen on {args.host}:{args.port}: {exc}")
 

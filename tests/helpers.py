@@ -19,6 +19,10 @@ from tests.conftest import ROOT, read_items, scrapy, site_hits
 from tools import services
 
 SHOP_PAGES = catalog.expected_pages() - {"/about"}
+#: a shop of the first categories (``start_demo_site(categories=SMALL_SHOP)``), for a
+#: test that needs a whole crawl, not a long one, and no share of it from each node
+SMALL_SHOP = 3
+SMALL_SHOP_PAGES = catalog.expected_pages(SMALL_SHOP) - {"/about"}
 
 
 def run_without_waiting(coroutine):
@@ -61,13 +65,15 @@ def page_hits(site) -> dict[str, int]:
     return {path: n for path, n in site_hits(site).items() if path != "/robots.txt"}
 
 
-def assert_shop_crawled_once(site, items_dir) -> list[dict]:
-    """Every shop page fetched exactly once, one item per product; the items."""
+def assert_shop_crawled_once(site, items_dir, categories: int | None = None) -> list[dict]:
+    """Every shop page fetched exactly once, one item per product; the items.
+    ``categories``: the site is a shop of its first that many."""
     hits = page_hits(site)
-    assert set(hits) == SHOP_PAGES
+    assert set(hits) == catalog.expected_pages(categories) - {"/about"}
     assert {path for path, n in hits.items() if n != 1} == set()
     items = read_items(items_dir)
-    assert len({item["url"] for item in items}) == len(items) == catalog.total_products()
+    products = catalog.total_products(categories)
+    assert len({item["url"] for item in items}) == len(items) == products
     return items
 
 

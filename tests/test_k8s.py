@@ -16,7 +16,14 @@ from scrapy.settings import Settings
 
 from tests import conftest
 from tests.conftest import ROOT
-from tests.helpers import SHOP_PAGES, assert_shop_crawled_once, page_hits, seed, wait_for
+from tests.helpers import (
+    SMALL_SHOP,
+    SMALL_SHOP_PAGES,
+    assert_shop_crawled_once,
+    page_hits,
+    seed,
+    wait_for,
+)
 from tools import services
 
 pytestmark = pytest.mark.spawns  # scrapy commands and tools, no server fixture
@@ -212,7 +219,8 @@ def test_sigterm_hands_a_pods_leases_back_within_its_grace_period(
 ):
     deployment, _ = crawler_container(render("external"))
     grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    site = services.start_demo_site(latency=0.2)  # downloads in flight when the signal comes
+    # downloads in flight when the signal comes
+    site = services.start_demo_site(latency=0.2, categories=SMALL_SHOP)
     try:
         seed(redis_url, "shop", site.url + "/")
         pod = nodes.start("shop", redis_url, NODE_ID="crawler-7d9f-abcde", DOWNLOAD_TIMEOUT=30,
@@ -232,8 +240,8 @@ def test_sigterm_hands_a_pods_leases_back_within_its_grace_period(
         # the next pod takes the work over; nothing was lost, nothing stored twice
         nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, CONCURRENT_REQUESTS=32)
         assert nodes.wait(240)[1] == 0, nodes.tail()
-        assert_shop_crawled_once(site, tmp_path / "items")
-        assert int(redis_client.hget("shop:checkpoint", "done")) == len(SHOP_PAGES)
+        assert_shop_crawled_once(site, tmp_path / "items", SMALL_SHOP)
+        assert int(redis_client.hget("shop:checkpoint", "done")) == len(SMALL_SHOP_PAGES)
     finally:
         site.stop()
 
