@@ -388,6 +388,8 @@ def main(argv: list[str] | None = None) -> None:
         "--pushback", default="", help="overload:RATE, throttle:RATE:SECONDS or ban:RATE:SECONDS"
     )
     args = parser.parse_args(argv)
+    if args.categories < 0:
+        parser.error(f"--categories: a number of categories, 0 for all (not {args.categories})")
     if args.pushback:
         try:
             pushback.Pushback(args.pushback)

@@ -35,3 +35,17 @@ def test_make_demo_crawls_the_shop_with_two_nodes_and_says_what_happened(tmp_pat
     assert "dead-lettered: 0" in out
     assert f"{products} lines, {products} distinct URLs" in out
     assert len(list((tmp_path / "items" / "shop").glob("*.jsonl"))) == 2
+
+
+def test_a_smaller_shop_links_only_its_own_categories_and_a_negative_size_is_refused(capsys):
+    """(Served: test_k8s.py's SIGTERM test crawls one and finds its pages alone.)"""
+    from demosite.server import main, make_app
+
+    app = make_app(categories=2)
+    assert app["categories"] == catalog.CATEGORIES[:2]
+    assert catalog.expected_pages(2) < catalog.expected_pages()
+    assert catalog.total_products(2) == sum(catalog.category_sizes()[c] for c in app["categories"])
+    with pytest.raises(SystemExit) as refused:
+        main(["--categories", "-1"])
+    assert refused.value.code == 2
+    assert "--categories: a number of categories, 0 for all (not -1)" in capsys.readouterr().err
