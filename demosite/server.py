@@ -346,20 +346,9 @@ def make_app(
     return app
 
 
-async def serve(
-    host: str,
-    port: int,
-    latency: float = 0.0,
-    crawl_delay: float = 0.0,
-    pushback_mode: str = "",
-    categories: int = 0,
-) -> None:
+async def serve(host: str, port: int, app: web.Application) -> None:
     # a page held open on purpose (/js/hang) must not hold the site's exit for a minute
-    runner = web.AppRunner(
-        make_app(latency, crawl_delay, pushback_mode, categories),
-        access_log=None,
-        shutdown_timeout=1.0,
-    )
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -396,11 +385,8 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as exc:
             parser.error(str(exc))
     try:
-        asyncio.run(
-            serve(
-                args.host, args.port, args.latency, args.crawl_delay, args.pushback, args.categories
-            )
-        )
+        app = make_app(args.latency, args.crawl_delay, args.pushback, args.categories)
+        asyncio.run(serve(args.host, args.port, app))
     except OSError as exc:
         sys.exit(f"demo site: cannot listen on {args.host}:{args.port}: {exc}")
 
