@@ -167,7 +167,7 @@ class ClusterDuties:
             # the others' beats were as silent: they have a beat's time to speak
             heard = before + self.config.heartbeat_interval if before is not None else None
             self.reclaim(in_turn=True, observed_until=heard)
-            if self.node.lost_leases.give_back(self.node.held_leases()):
+            if self.node.lost_leases.give_back(self.node.held_leases):
                 self.polling.work_found()
                 engine.wake(self.crawler)
             self.parts.call("heartbeat")

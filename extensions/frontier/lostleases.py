@@ -19,6 +19,7 @@ and that it does not hold, and forgets the windows once Redis has answered.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions.cluster.checkpoint import now_ms
@@ -48,12 +49,14 @@ class LostLeases:
         if len(self.windows) > MAX_WINDOWS:
             self.windows = [(self.windows[0][0], self.windows[-1][1])]
 
-    def give_back(self, held: set[bytes]) -> int:
+    def give_back(self, holding: Callable[[], set[bytes]]) -> int:
         """Give back this node's leases from a failed lease call that it does not
-        hold (``held``: every lease member it does); how many went back. Raises
-        Redis's errors: the windows are kept for the next turn."""
+        hold (``holding()``: every lease member it does, asked only when a call
+        failed); how many went back. Raises Redis's errors: the windows are kept
+        for the next turn."""
         if not self.windows:
             return 0
+        held = holding()
         frontier = self.frontier
         low, high = self.windows[0][0], self.windows[-1][1]
         pipe = frontier.server.pipeline(transaction=False)

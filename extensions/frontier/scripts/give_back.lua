@@ -1,4 +1,4 @@
---! include _named _entries _crawls _queues
+--! include _named _crawls _queues _leases
 -- Give leases of a live node back to their queues: leases the node holds in
 -- Redis without knowing it (a lease whose answer the connection lost: the
 -- command ran, its reply never came). The node names them; one it released or
@@ -17,11 +17,7 @@ local given = 0
 for _, member in ipairs(L) do
   if redis.call('ZREM', K.leases, member) == 1 then
     given = given + 1
-    local group, id = split_item(member)
-    local data = redis.call('HGET', F.data_prefix .. group, id) or ''
-    push(F, group, priority_score(data), id, nil)
-    local crawl = crawl_of(group)
-    if crawl ~= '' then back[crawl] = (back[crawl] or 0) + 1 end
+    put_back(F, member, back)
   end
 end
 for crawl, n in pairs(back) do count_crawl(F, crawl, 'in_flight', -n) end

@@ -1,4 +1,4 @@
---! include _named _entries _crawls _queues
+--! include _named _crawls _queues _leases
 -- Return leases to the queue: all leases of nodes whose heartbeat is older than
 -- dead_before, all leases of the node named in closing (a node that is closing),
 -- and any lease whose deadline has passed.
@@ -27,7 +27,7 @@
 -- Returns, by name: requests, start_entries (each a flat list of node id, number
 -- returned, ...: nodes with 0 left out), more (1 when leases were left for the
 -- next call)
--- (split_item and priority_score come from _entries.lua, push from _queues.lua)
+-- (put_back comes from _leases.lua)
 local K, A = named_input()
 local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready,
            waiting = K.waiting, frontier = K.frontier, added = {}}
@@ -98,11 +98,7 @@ for i = 1, #nodes, 2 do
   end
   budget = budget - #items
   for _, member in ipairs(items) do
-    local group, id = split_item(member)
-    local data = redis.call('HGET', F.data_prefix .. group, id) or ''
-    push(F, group, priority_score(data), id, nil)
-    local crawl = crawl_of(group)
-    if crawl ~= '' then back[crawl] = (back[crawl] or 0) + 1 end
+    put_back(F, member, back)
   end
   if #items > 0 then
     table.insert(returned, node)
