@@ -23,15 +23,19 @@ console: venv
 
 # Most tests wait on crawls, not on the CPU: TEST_WORKERS of them run side by
 # side (pytest-xdist), each with its own Redis, sites and nodes on ports of its
-# own; a test that loads the CPU on purpose, or measures what reaches a host (its
-# rate, a quarter-second window: marked alone), runs after them.
+# own. Those that measure what reaches a host (its rate, a quarter-second window:
+# marked paced) run after them, PACED_WORKERS at a time: each mostly waits on the
+# rate it measures, and together they load the CPU a quarter as much as the
+# others. A test that loads the CPU on purpose (marked alone) runs by itself, last.
 TEST_WORKERS ?= 5
+PACED_WORKERS ?= 3
 test: venv system-tools
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "not alone"
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not paced and not alone"
+	$(PY) -m pytest -n $(PACED_WORKERS) -m paced
 	$(PY) -m pytest -m alone
 	$(MAKE) --no-print-directory test-redis6
 

@@ -70,7 +70,7 @@ def dns_zone(tmp_path):
         server.stop()
 
 
-@pytest.mark.alone  # requests per second, measured at the servers
+@pytest.mark.paced  # requests per second, measured at the servers
 def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
     redis_url, redis_client, nodes, dns_zone
 ):

@@ -38,7 +38,7 @@ def rate_of(times: list[float]) -> float:
     return (len(times) - 1) / (times[-1] - times[0])
 
 
-@pytest.mark.alone  # a host's requests per second, measured at the host
+@pytest.mark.paced  # a host's requests per second, measured at the host
 def test_three_nodes_hold_a_host_to_the_cluster_rate_and_a_changed_rate_applies_at_once(
     redis_url, redis_client, nodes
 ):
@@ -86,7 +86,7 @@ def test_three_nodes_hold_a_host_to_the_cluster_rate_and_a_changed_rate_applies_
         free.stop()
 
 
-@pytest.mark.alone  # a host's requests per second, measured at the host
+@pytest.mark.paced  # a host's requests per second, measured at the host
 def test_a_crawl_delay_in_robots_txt_holds_for_the_whole_cluster(redis_url, redis_client, nodes):
     delay = 0.25
     site = services.start_demo_site(crawl_delay=delay)
@@ -106,7 +106,7 @@ def test_a_crawl_delay_in_robots_txt_holds_for_the_whole_cluster(redis_url, redi
         site.stop()
 
 
-@pytest.mark.alone  # a host's requests per second, measured at the host
+@pytest.mark.paced  # a host's requests per second, measured at the host
 def test_a_small_host_is_not_held_back_by_a_large_rate_limited_one(redis_url, redis_client, nodes):
     """The whole shop (2,000+ pages) at 20/s on one host, the same shop unlimited on
     another: the second host's first category is done while the first host has

@@ -106,7 +106,7 @@ def test_an_overloaded_host_is_slowed_for_the_cluster_and_gives_every_page(
 
 
 @pytest.mark.parametrize("pushing_site", [("127.0.0.9", "broken:0.012:0.006:2")], indirect=True)
-@pytest.mark.alone  # a node slowed by other tests sends what it leased later, into a window
+@pytest.mark.paced  # a node slowed by a loaded machine sends what it leased later, into a window
 def test_pages_that_fail_on_their_own_are_retried_alone_and_never_slow_their_host(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
@@ -135,7 +135,7 @@ def test_pages_that_fail_on_their_own_are_retried_alone_and_never_slow_their_hos
 
 
 @pytest.mark.parametrize("pushing_site", [("127.0.0.3", "throttle:8:3")], indirect=True)
-@pytest.mark.alone
+@pytest.mark.paced
 def test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
@@ -202,7 +202,7 @@ def test_a_host_that_keeps_banning_is_dead_lettered_as_banned(
 LIMIT = 8  # requests/s nginx's limit_req lets through (burst 8, then 429 + Retry-After: 3)
 
 
-@pytest.mark.alone  # the rate reached is the cluster's and the machine's: measured unloaded
+@pytest.mark.paced  # the rate reached is the cluster's and the machine's: measured unloaded
 @pytest.mark.skipif(
     not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")) or not PYTHON_DOCS.is_dir(),
     reason="nginx-light and python3-doc come with make system-tools",
@@ -241,7 +241,7 @@ def test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it(
     assert per_second >= 0.8 * LIMIT, (refused, per_second)
 
 
-@pytest.mark.alone
+@pytest.mark.alone  # starves a core on purpose
 def test_a_crawl_delay_holds_at_the_host_with_a_node_starved_of_cpu(
     redis_url, redis_client, nodes, tmp_path
 ):
