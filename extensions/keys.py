@@ -30,6 +30,7 @@ BLOOM = "%(name)s:bloom:"  # + shard number
 BLOOM_COUNT = "%(name)s:bloom:count"
 LEASES = "%(name)s:leases:%(node)s"
 START_LEASES = "%(name)s:start_leases:%(node)s"
+COMMIT = "%(name)s:commit:%(node)s"
 DELAYED = "%(name)s:delayed"
 NODES = "%(name)s:nodes"
 NODE = "%(name)s:node:%(node)s"
@@ -223,6 +224,9 @@ class SpiderKeys:
 
     def start_leases(self, node: str) -> str:
         return START_LEASES % {"name": self.prefix, "node": node}
+
+    def commit(self, node: str) -> str:
+        return COMMIT % {"name": self.prefix, "node": node}
 
     def node(self, node: str) -> str:
         return NODE % {"name": self.prefix, "node": node}

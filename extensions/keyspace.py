@@ -62,6 +62,9 @@ key                            type    holds
                                        GROUP newline id -> lease deadline (ms)
 ``NAME:start_leases:NODE``     list    start-URL entries NODE took from the start list and
                                        has not queued yet; back to the start list if it dies
+``NAME:commit:NODE``           string  the mark of NODE's last flush, written in its transaction:
+                                       a flush whose answer was lost is looked up by it
+                                       (in, or to be written again); a day's expiry
 ``NAME:delayed``               zset    retries waiting for their backoff to pass:
                                        GROUP newline JSON request -> due time (ms)
 ``NAME:nodes``                 zset    node id -> last heartbeat (ms since epoch)
@@ -202,6 +205,7 @@ WRITTEN_BY = {
     "bloom": "enqueue_bloom.lua; shards created by frontier.py",
     "leases": "lease.lua, the scheduler's flush (release), reclaim.lua",
     "start_leases": "start_lease.lua, the flush or the spider (acknowledge), reclaim.lua",
+    "commit": "the scheduler's flush (commit.py)",
     "delayed": "the scheduler's flush (retries, waits), lease.lua (due ones to the queue)",
     "nodes": "checkpoint.py (heartbeat), lease.lua, start_lease.lua, reclaim.lua (forget)",
     "node": "checkpoint.py; reclaim.lua (forget)",

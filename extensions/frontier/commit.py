@@ -8,6 +8,10 @@ and says what went in (``Committed``).
 The lease guarantee lives in ``phases``: a lease leaves Redis only with what its
 request produced written, in the same transaction, or in a later round trip
 when the frontier is sharded over hash slots (which no transaction spans).
+
+A transaction carries the write's ``mark`` (``NAME:commit:NODE``): when its
+answer is lost (a timeout, a server that went away after it ran), the mark says
+whether it went in, so it is neither lost nor written twice (``pending.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ if TYPE_CHECKING:
 #: them or after them
 WRITES = ("enqueue", "delay", "revisit")
 AFTER = ("release", "unmark", "start_acks", "done", "crawl_counts", "lease")
+#: how long a flush's mark is kept: the node asks for it at its next flush
+MARK_TTL_MS = 86_400_000
 
 
 @dataclass
@@ -57,6 +63,8 @@ class FrontierWrite:
     lease: int = 0
     #: render requests to lease besides (a render node's room for them)
     render_lease: int = 0
+    #: written to NAME:commit:NODE in the transaction, when there is one
+    mark: str = ""
 
     def has(self, part: str) -> bool:
         return bool(getattr(self, part))
@@ -87,6 +95,8 @@ class Committed:
     lease_error: Exception | None = None
     #: the frontier is sharded: the writes and the rest went in two round trips
     sharded: bool = False
+    #: the transaction may have run (its answer never came): its mark says
+    unsure: bool = False
 
     @property
     def writes_settled(self) -> bool:
@@ -121,15 +131,21 @@ def commit(frontier: Frontier, write: FrontierWrite, lease_timeout: float) -> Co
     sharded = frontier.keys.shards > 1
     result = Committed(sharded=sharded)
     plan = phases(write, sharded)
+    marked = bool(write.mark) and not sharded
     for index, parts in enumerate(plan):
         last = index == len(plan) - 1
         pipe = frontier.server.pipeline(transaction=not sharded)
+        if marked:
+            pipe.set(frontier.keys.commit(frontier.node_id), write.mark, px=MARK_TTL_MS)
         calls = _queue_parts(frontier, write, parts, pipe, lease_timeout)
         try:
             outcomes = execute(pipe, raise_on_error=False)
         except redis.RedisError as exc:
             result.error = exc
+            result.unsure = marked
             return result
+        if marked:
+            del outcomes[0]
         lease_outcomes = outcomes[len(outcomes) - calls["lease"] :] if calls["lease"] else []
         if calls["lease"]:
             del outcomes[-calls["lease"] :]

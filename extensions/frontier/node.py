@@ -16,7 +16,9 @@ face of it, and the capabilities a crawl may have are parts (``part.py``).
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -86,6 +88,8 @@ class NodeFrontier:
         #: requests the engine took and is not done with, and their lease members
         self.leased: dict[Request, bytes] = {}
         self.pending = PendingWrites(runtime_of(crawler).crawl_items)
+        # a flush's mark: unique across restarts of a node under one NODE_ID
+        self._mark_prefix, self._marks = os.urandom(6).hex(), itertools.count()
         self.as_leased = leased_for(crawler)
         self.revisits = revisits_for(crawler)
         self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
@@ -162,7 +166,8 @@ class NodeFrontier:
     # --- requests in and out -------------------------------------------------------
 
     def has_pending(self) -> bool:
-        return bool(self.buffer or self.pending.enqueue or self.pending.delay)
+        pending = self.pending
+        return bool(self.buffer or pending.enqueue or pending.delay or pending.unsure)
 
     def enqueue(self, request: Request, from_start_entry: bool = False) -> bool:
         admitted = self.admission.admit(request, self.spider, self.fingerprinter, from_start_entry)
@@ -199,7 +204,8 @@ class NodeFrontier:
         return request
 
     def unconfirmed(self) -> int:
-        return len(self.buffer) + len(self.leased) + len(self.pending.release)
+        releases = len(self.pending.release) + len(self.pending.unsure_releases())
+        return len(self.buffer) + len(self.leased) + releases
 
     # --- batching --------------------------------------------------------------------
 
@@ -220,6 +226,8 @@ class NodeFrontier:
     def _flush(self, lease: int) -> tuple[list[Lease], float | None] | None:
         self.counts.tell(self.frontier)
         self._collect_finished()
+        if self.pending.unsure is not None and not self._resolve_unsure():
+            return None
         self.parts.call("before_flush")
         render = self.parts.render_room() if lease else 0
         write = self.pending.write(self.start_entries.take_done(), lease, render)
@@ -228,7 +236,25 @@ class NodeFrontier:
             if not lease:
                 return None
             return self.frontier.lease(lease, self.config.lease_timeout, write.render_lease)
+        write.mark = f"{self._mark_prefix}:{next(self._marks)}"
         return self._settle(write, commit(self.frontier, write, self.config.lease_timeout))
+
+    def _resolve_unsure(self) -> bool:
+        """Whether the flush whose answer was lost went in, read from its mark;
+        False while Redis does not answer (nothing is written meanwhile)."""
+        assert self.pending.unsure is not None
+        mark = self.pending.unsure.write.mark
+        try:
+            found = self.frontier.server.get(self.frontier.keys.commit(self.frontier.node_id))
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            return False
+        went_in = found == mark.encode()
+        self.start_entries.put_back(self.pending.resolve(went_in))
+        outcome = "went_in" if went_in else "written_again"
+        self.stats.inc_value(f"frontier/unsure_flushes/{outcome}")
+        logger.warning("a flush whose answer was lost %s", outcome.replace("_", " "))
+        return True
 
     def _settle(
         self, write: FrontierWrite, result: Committed
@@ -239,6 +265,10 @@ class NodeFrontier:
         added = result.added if result.writes_in and write.enqueue else None
         if added is not None and self.counts.added(len(write.enqueue), added):
             self.polling.work_found()
+        if result.unsure and result.error is not None:
+            self.pending.set_apart(write)  # in or not: its mark says, at the next flush
+            self.health.failed(result.error)
+            return None
         self.pending.settle(write, result)
         if result.rest_in and write.release and result.error is None:
             self.stats.inc_value("frontier/released", len(write.release))
@@ -318,7 +348,7 @@ class NodeFrontier:
         """Every lease member this node holds: buffered, with the engine, or
         finished and not yet released."""
         held = {member for _, member in self.buffer}
-        held.update(self.leased.values(), self.pending.release)
+        held.update(self.leased.values(), self.pending.release, self.pending.unsure_releases())
         statuses = self.pending.statuses
         if statuses is not None:
             held.update(member for member, _ in statuses.pending + statuses.in_flight)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extensions.frontier.commit import Committed, FrontierWrite, write_one_by_one
@@ -26,6 +27,16 @@ if TYPE_CHECKING:
     from extensions.recrawl.revisits import RevisitEntry, Revisits
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class UnsureWrite:
+    """A flush whose answer was lost: it went in or not, as its mark in Redis says."""
+
+    write: FrontierWrite
+    #: the done counts it carried, as they were before it was built
+    done: int
+    crawl_done: dict[str, int]
 
 
 class PendingWrites:
@@ -48,9 +59,41 @@ class PendingWrites:
         #: RECRAWL_STORE = "mongo": where kept pages' records go before their leases
         #: (the recrawl part's)
         self.statuses: StatusBatches | None = None
+        #: a flush that may have gone in, set apart until its mark is read: nothing
+        #: is written before (a lease may be released only after its writes)
+        self.unsure: UnsureWrite | None = None
 
     def unwritten(self) -> bool:
-        return bool(self.enqueue or self.delay or self.release)
+        return bool(self.enqueue or self.delay or self.release or self.unsure)
+
+    def unsure_releases(self) -> list[bytes]:
+        return self.unsure.write.release if self.unsure else []
+
+    def set_apart(self, write: FrontierWrite) -> None:
+        """``write`` may have gone in (its answer was lost): what it carried is
+        no longer owed, until ``resolve`` says."""
+        self.unsure = UnsureWrite(write, self.done, dict(self.tally.done))
+        self.enqueue, self.delay, self.revisit, self.release, self.unmark = [], [], [], [], []
+        self.done = 0
+        self.tally.written()
+
+    def resolve(self, went_in: bool) -> list[bytes]:
+        """The unsure write went in (forgotten) or not (owed again, before what
+        came since); the start-URL acknowledgements to put back."""
+        unsure, self.unsure = self.unsure, None
+        if unsure is None or went_in:
+            return []
+        write = unsure.write
+        self.enqueue = write.enqueue + self.enqueue
+        self.delay = write.delay + self.delay
+        self.revisit = write.revisit + self.revisit
+        self.release = write.release + self.release
+        self.unmark = write.unmark + self.unmark
+        self.done += unsure.done
+        for crawl, done in unsure.crawl_done.items():
+            self.tally.done[crawl] = self.tally.done.get(crawl, 0) + done
+        self.tally.keep_items(write.crawl_counts)
+        return write.start_acks
 
     def finished(self, crawl: str | None) -> None:
         self.done += 1
