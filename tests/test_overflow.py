@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 import pytest
@@ -298,3 +299,36 @@ def test_a_crawl_wiped_from_redis_and_begun_again_neither_reads_nor_meets_the_ol
     # the new crawl's requests have the old ones' ids: none is taken for another
     frontier.enqueue([entry(f"http://a.test/new{n}") for n in range(6)])
     assert drain(frontier, overflow) == [f"http://a.test/new{n}" for n in range(6)]
+
+
+def test_a_node_that_heard_nothing_for_a_while_takes_no_live_nodes_journal(
+    overflow_setup, redis_client
+):
+    """After a silence of its own (Redis stalled, its thread starved) a node judges
+    no other dead by a silence it could not have heard: the others' spill journals
+    wait until it has heard Redis again, and are written once their nodes are dead."""
+    frontier, other = overflow_setup(node="other", queue_max=2)
+    keys = frontier.keys
+    frontier.enqueue([entry(f"http://a.test/{n}") for n in range(8)])
+    script_keys = {
+        "spill": keys.spill,
+        "journal": keys.spilling("other"),
+        "spillers": keys.spillers,
+        "refill": keys.refill,
+        "frontier": keys.frontier,
+    }
+    args = {"node": "other", "now": 1, "batch": 1000, "claim_ms": 60000, "groups": 0,
+            "queue_prefix": keys.queue("")}  # fmt: skip
+    assert len(fields(run_named(other._take, script_keys, args))["batch"]) == 6  # its journal
+    _, peer = overflow_setup(node="peer", queue_max=2)
+    now = time.time()
+    redis_client.zadd(keys.nodes, {"other": int((now - 40) * 1000)})  # silent for 40 s
+    peer._heard = now - 35  # and the peer heard nothing for 35 s: it cannot tell
+    peer.turn_done(peer.turn())
+    assert redis_client.llen(keys.spilling("other")) == 6
+    assert peer.store.waiting_count() == 0
+
+    peer._last_recover = 0.0  # the next recovery, now that the peer hears Redis
+    peer.turn_done(peer.turn())
+    assert not redis_client.exists(keys.spilling("other"))
+    assert peer.store.waiting_count() == 6

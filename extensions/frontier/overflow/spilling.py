@@ -34,7 +34,7 @@ import redis
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
-from extensions import connection
+from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.overflow.store import MongoOverflow, SpillRecord
 from extensions.frontier.redisops import execute, fields, load_script, run_named
@@ -73,13 +73,15 @@ class Turn:
 class OverflowLimits:
     """The overflow's settings: FRONTIER_HOST_QUEUE_MAX, FRONTIER_OVERFLOW_BATCH,
     FRONTIER_OVERFLOW_INTERVAL and FRONTIER_OVERFLOW_BACKLOG, and NODE_TIMEOUT
-    (after which a dead node's half-done steps are finished by another)."""
+    (after which a dead node's half-done steps are finished by another) with
+    NODE_HEARTBEAT_INTERVAL (how soon a node speaks again after a silence)."""
 
     queue_max: int
     batch: int
     interval: float
     backlog_max: int
     node_timeout: float
+    heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> OverflowLimits:
@@ -89,6 +91,7 @@ class OverflowLimits:
             interval=settings.getfloat("FRONTIER_OVERFLOW_INTERVAL"),
             backlog_max=settings.getint("FRONTIER_OVERFLOW_BACKLOG"),
             node_timeout=settings.getfloat("NODE_TIMEOUT"),
+            heartbeat_interval=settings.getfloat("NODE_HEARTBEAT_INTERVAL"),
         )
 
 
@@ -116,6 +119,7 @@ class Overflow:
         self.interval = limits.interval
         self.backlog_max = limits.backlog_max
         self.node_timeout = limits.node_timeout
+        self.heartbeat_interval = limits.heartbeat_interval
         self.stats = stats
         self.dead_letter = dead_letter
         self.resumed = resumed  # nodes may lease again
@@ -132,6 +136,8 @@ class Overflow:
         self._last_recover = 0.0
         self._last_sweep = 0.0
         self._failing = False
+        #: when the last whole turn ended (s since epoch): this node heard Redis then
+        self._heard: float | None = None
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -246,8 +252,11 @@ class Overflow:
         shards = [self.shards[index] for index in chosen]
         if now - self._last_recover >= RECOVER_EVERY:
             self._last_recover = now
+            # after a silence of this node's own (Redis stalled, its thread starved)
+            # the others' beats were as silent: they have a beat's time to speak
+            heard = None if self._heard is None else self._heard + self.heartbeat_interval
             for keys in shards:
-                done.recovered += self.recover(keys, done)
+                done.recovered += self.recover(keys, done, heard)
         pipe = self.server.pipeline(transaction=False)
         for keys in shards:
             run_named(
@@ -282,6 +291,7 @@ class Overflow:
             self._last_sweep = now
             self.store.sweep()
         done.backlog = sum(self._waiting.values())
+        self._heard = time.time()
         return done
 
     def _write(self, keys: SpiderKeys, node: str, batch: list[bytes], done: Turn) -> int:
@@ -350,10 +360,12 @@ class Overflow:
         marks = (f"{group}\n{ident}\n{life}" for ident, life in lives)
         self.server.hdel(keys.refilled, *marks)
 
-    def recover(self, keys: SpiderKeys, done: Turn) -> int:
+    def recover(self, keys: SpiderKeys, done: Turn, heard_until: float | None = None) -> int:
         """Finish what nodes that died (or this node, in an earlier turn cut
-        short) left half done: spill journals and refill marks. How many requests."""
-        dead_before = now_ms() - int(self.node_timeout * 1000)
+        short) left half done: spill journals and refill marks. How many requests.
+        No node is dead for a silence after ``heard_until`` (s since epoch)."""
+        heard_ms = now_ms() if heard_until is None else int(heard_until * 1000)
+        dead_before = min(heard_ms, now_ms()) - int(self.node_timeout * 1000)
         alive: dict[str, bool] = {}
 
         def is_dead(node: str) -> bool:
