@@ -26,7 +26,7 @@ ROOT = services.ROOT
 SERVER_FIXTURES = frozenset({
     "redis_service", "redis_url", "redis_client", "mongo_uri", "mongo_db", "demo_site",
     "nodes", "redis_cluster", "cluster_client", "slow_site", "own_mongo", "live_proxy",
-    "pushing_site", "password_redis",
+    "pushing_site", "password_redis", "small_shop", "slow_small_shop",
 })  # fmt: skip
 _in_unit_test = False
 
@@ -188,6 +188,17 @@ def make_store(mongo_db, tmp_path):
 def demo_site():
     """A fresh demo shop, so its hit counts belong to this test alone."""
     service = services.start_demo_site()
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def small_shop():
+    """A fresh shop of the first categories (tests/helpers.py SMALL_SHOP: 520
+    pages, a quarter of the whole): for a crawl that needs a whole shop, not a big one."""
+    from tests.helpers import SMALL_SHOP  # (helpers imports this module)
+
+    service = services.start_demo_site(categories=SMALL_SHOP)
     yield service
     service.stop()
 

@@ -15,7 +15,7 @@ import pytest
 
 from demosite import catalog
 from tests.conftest import scrapy, site_hits
-from tests.helpers import SHOP_PAGES, page_hits, seed, wait_for
+from tests.helpers import SMALL_SHOP_PAGES, page_hits, seed, wait_for
 from tools import services
 
 pytestmark = pytest.mark.chaos
@@ -24,13 +24,13 @@ BOUND = 24
 
 
 def test_a_slow_item_store_holds_a_node_to_its_bound_and_a_kill_9_costs_no_more(
-    redis_url, redis_client, mongo_db, demo_site, nodes
+    redis_url, redis_client, mongo_db, small_shop, nodes
 ):
     mongo_uri, database, db = mongo_db
     proxy = services.start_latency_proxy(mongo_uri, 150)
     slow_uri = proxy.url.replace("redis://", "mongodb://").removesuffix("/0") + "/"
     try:
-        seed(redis_url, "shop", demo_site.url + "/")
+        seed(redis_url, "shop", small_shop.url + "/")
         slow = nodes.start(
             "shop", redis_url, NODE_ID="slow", MONGO_URI=slow_uri, MONGO_DATABASE=database,
             ITEM_STORE_BATCH_SIZE=5, ITEM_STORE_MAX_PENDING=10, CONCURRENT_REQUESTS=8,
@@ -65,12 +65,12 @@ def test_a_slow_item_store_holds_a_node_to_its_bound_and_a_kill_9_costs_no_more(
     nodes.start("shop", redis_url, NODE_ID="fast", MAX_IDLE_TIME_BEFORE_CLOSE=2)
     codes = nodes.wait(240)
     assert codes[1] == 0, nodes.tail()
-    hits = page_hits(demo_site)
-    assert set(hits) == SHOP_PAGES, "pages lost"
+    hits = page_hits(small_shop)
+    assert set(hits) == SMALL_SHOP_PAGES, "pages lost"
     twice = {path for path, n in hits.items() if n > 1}
     # what the killed node held, fetched again, and nothing more
     assert len(twice) <= held <= BOUND, (len(twice), held)
-    assert stored > 0 and site_hits(demo_site)["/"] == 1
+    assert stored > 0 and site_hits(small_shop)["/"] == 1
 
 
 def test_a_node_at_its_bound_has_its_items_written_without_waiting_for_the_interval(

@@ -23,7 +23,7 @@ def command(redis_url: str, *args: str) -> str:
 
 
 @pytest.fixture
-def small_shop():
+def slow_small_shop():
     """The shop of the first categories (520 pages): three crawls of it are
     enough to pause, stop and resume, at a quarter of the whole shop's work.
     Its pages take 0.1 s, so that a crawl is still under way once a command
@@ -34,11 +34,11 @@ def small_shop():
 
 
 def test_three_crawls_of_one_spider_paused_resumed_and_stopped(
-    redis_url, redis_client, small_shop, nodes, tmp_path
+    redis_url, redis_client, slow_small_shop, nodes, tmp_path
 ):
     crawls = Crawls(redis_client, SpiderKeys.for_spider("shop"))
     for crawl in ("alpha", "beta", "gamma"):
-        out = command(redis_url, "seed", "shop", "--crawl", crawl, small_shop.url + "/")
+        out = command(redis_url, "seed", "shop", "--crawl", crawl, slow_small_shop.url + "/")
         assert f"(crawl {crawl})" in out
     for node in ("n1", "n2"):
         nodes.start("shop", redis_url, NODE_ID=node, **SETTINGS)
@@ -77,7 +77,7 @@ def test_three_crawls_of_one_spider_paused_resumed_and_stopped(
         assert nodes.procs[index].returncode == 0, nodes.tail()
 
     # alpha and beta each fetched every page once; gamma only some, none twice
-    hits = page_hits(small_shop)
+    hits = page_hits(slow_small_shop)
     assert set(hits) == SMALL_SHOP_PAGES
     assert {n for n in hits.values()} <= {2, 3}
     items = read_items(tmp_path / "items")
