@@ -1,6 +1,7 @@
 """Spiders used only by ``make bench`` (loaded with ``SPIDER_MODULES``)."""
 
 from scrapy import Request, Spider
+from scrapy.linkextractors import LinkExtractor
 from scrapy_redis.spiders import RedisSpider
 
 from crawler.spiders.jsshop import JsShopSpider
@@ -29,6 +30,24 @@ class PlainShopSpider(Spider):
     def __init__(self, *args, start: str = "", **kwargs):
         super().__init__(*args, **kwargs)
         self.start_urls = [start]
+
+
+class PlainSiteSpider(Spider):
+    """What a Scrapy user runs instead of ``site``: a plain spider that stores a
+    page's URL and title and follows its links matching ``-a allow=REGEX`` (comma
+    separated), from ``-a start=URL,URL``; items written by a feed export."""
+
+    name = "plain_site"
+
+    def __init__(self, *args, start: str = "", allow: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.start_urls = [url for url in start.split(",") if url]
+        self.link_extractor = LinkExtractor(allow=[p for p in allow.split(",") if p])
+
+    def parse(self, response):
+        yield {"url": response.url, "title": response.css("title::text").get()}
+        for link in self.link_extractor.extract_links(response):
+            yield response.follow(link)
 
 
 class StockShopSpider(RedisSpider):

@@ -2,8 +2,9 @@
 
 * The demo site's ``/variants/`` pages (40 items, each linked under five URLs and a
   print view, and an AMP version of each naming its item as canonical), crawled by
-  one node: fetches and stored items per distinct page with Scrapy's fingerprint
-  alone (the chain, content duplicates and canonicals off), with the chain only,
+  plain Scrapy (a spider following the same links, its own dupefilter, a feed
+  export) and by one node: fetches and stored items per distinct page with Scrapy's
+  fingerprint alone (the chain, content duplicates and canonicals off), with the chain only,
   with the project's defaults (the chain and canonicals), and with content
   duplicates on too.
 * CPU per URL of the default normalizer chain, next to Scrapy's ``canonicalize_url``
@@ -31,12 +32,15 @@ from extensions.spidermiddlewares.duplicates import content_digest, stable_text
 from extensions.spidermiddlewares.nearduplicates import BLOCK_KEPT, fingerprint, words
 from extensions.urlnorm.chain import UrlNormalizerChain
 from tools import services
+from tools.bench_crawl import BENCH_SPIDERS, NO_ADDON
 from tools.nginx import PYTHON_DOCS
 
 DISTINCT_PAGES = 2 * ITEMS + 2  # items, AMP versions, and the two index pages
 OFF = {"URL_NORMALIZE_ENABLED": "False", "CONTENT_DUPLICATES": "off", "CANONICAL_ENABLED": "False"}
+PLAIN = "plain Scrapy (its dupefilter, feed export)"
 VARIANTS = {
-    "Scrapy's fingerprint alone": OFF,
+    PLAIN: {"ADDONS": NO_ADDON, "SPIDER_MODULES": BENCH_SPIDERS},
+    "this project, Scrapy's fingerprint alone": OFF,
     "the normalizer chain only": {"CONTENT_DUPLICATES": "off", "CANONICAL_ENABLED": "False"},
     "the project's defaults": {},
     'defaults + CONTENT_DUPLICATES="drop"': {"CONTENT_DUPLICATES": "drop"},
@@ -87,13 +91,20 @@ def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict[str, 
     client.flushall()
     site = services.start_demo_site()
     try:
-        client.lpush("site:start_urls", site.url + "/variants/", site.url + "/variants/amp/")
+        starts = [site.url + "/variants/", site.url + "/variants/amp/"]
         items = workdir / "items"
+        spider, spider_args = "site", {"allow": "/variants/"}
+        if settings.get("ADDONS") == NO_ADDON:  # plain Scrapy: no Redis, a feed export
+            spider, spider_args = "plain_site", {**spider_args, "start": ",".join(starts)}
+            feed = {str(items / "items.jsonl"): {"format": "jsonlines", "overwrite": True}}
+            settings = {**settings, "FEEDS": json.dumps(feed)}
+        else:
+            client.lpush("site:start_urls", *starts)
         node = services.start_node(
-            "site", redis_url, log=workdir / "node.log",
+            spider, redis_url, log=workdir / "node.log",
             settings={"MAX_IDLE_TIME_BEFORE_CLOSE": "3", "LOG_LEVEL": "INFO",
                       "ITEMS_DIR": str(items), **settings},
-            spider_args={"allow": "/variants/"},
+            spider_args=spider_args,
         )  # fmt: skip
         node.wait(300)
         fetched = sum(n for path, n in _get(site.url + "/__hits").items() if path != "/robots.txt")
@@ -177,9 +188,9 @@ def measure(redis_url: str, workdir: Path) -> dict:
 
 def report(result: dict) -> None:
     print(f"   /variants/: {DISTINCT_PAGES} distinct pages, each under several URLs")
-    print(f"     {'variant':36s} {'fetches/page':>13s} {'items/page':>11s}")
+    print(f"     {'variant':42s} {'fetches/page':>13s} {'items/page':>11s}")
     for name, row in result["crawls"].items():
-        print(f"     {name:36s} {row['fetched']:13.2f} {row['stored']:11.2f}")
+        print(f"     {name:42s} {row['fetched']:13.2f} {row['stored']:11.2f}")
     chain = result["chain"]
     print(
         f"   the default chain: {chain['chain_us']:.1f} µs of CPU per URL (Scrapy's "
