@@ -24,11 +24,10 @@ def command(redis_url: str, *args: str) -> str:
 
 @pytest.fixture
 def slow_small_shop():
-    """The shop of the first categories (520 pages): three crawls of it are
-    enough to pause, stop and resume, at a quarter of the whole shop's work.
-    Its pages take 0.1 s, so that a crawl is still under way once a command
-    (a second of Python) has paused or stopped it."""
-    site = services.start_demo_site(categories=SMALL_SHOP, latency=0.1)
+    """The shop of the first categories (520 pages), each page taking half a
+    second: the crawls share about 30 pages/s, so each is still under way once a
+    command (seconds of Python on a loaded machine) paused or stopped another."""
+    site = services.start_demo_site(categories=SMALL_SHOP, latency=0.5)
     yield site
     site.stop()
 
