@@ -25,7 +25,7 @@ console: venv
 # side (pytest-xdist), each with its own Redis, sites and nodes on ports of its
 # own. Those that measure what reaches a host (its rate, a quarter-second window:
 # marked paced) run after them, PACED_WORKERS at a time: each mostly waits on the
-# rate it measures, and together they load the CPU a quarter as much as the
+# rate it measures, and three of them load the CPU about a third as much as the
 # others. A test that loads the CPU on purpose (marked alone) runs by itself, last.
 TEST_WORKERS ?= 5
 PACED_WORKERS ?= 3

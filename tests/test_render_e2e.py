@@ -157,15 +157,17 @@ def test_kill_9_of_the_render_node_loses_no_page(
 ):
     nodes = render_nodes
     seed(redis_url, demo_site.url + "/js/")
-    fast = {**SETTINGS, **RENDER, "FRONTIER_LEASE_TIMEOUT": 30}
-    nodes.start("jsshop", redis_url, NODE_ID="plain", **SETTINGS)
-    victim = nodes.start("jsshop", redis_url, NODE_ID="r1", **fast)
+    # on the project's NODE_TIMEOUT: the victim's leases come back 15 s after it died
+    defaults = {name: value for name, value in SETTINGS.items() if name != "NODE_TIMEOUT"}
+    render = {**defaults, **RENDER}
+    nodes.start("jsshop", redis_url, NODE_ID="plain", **defaults)
+    victim = nodes.start("jsshop", redis_url, NODE_ID="r1", **render)
     items_dir = tmp_path / "items"
     wait_for(lambda: len(read_items(items_dir)) >= 15, 120, "the render node under way")
     assert browsers_below(victim)
     kill_with_browser(victim)  # the node and its browser, as a lost machine
     victim.wait(30)
-    nodes.start("jsshop", redis_url, NODE_ID="r2", **fast)
+    nodes.start("jsshop", redis_url, NODE_ID="r2", **render)
     codes = nodes.wait(240)
     assert codes == [0, -signal.SIGKILL, 0], nodes.tail()
     assert js_paths(read_items(items_dir)) == JS_PAGES
