@@ -93,7 +93,9 @@ key                            type    holds
 ``NAME:crawl:ID``              hash    crawl ID: weight, budget, started, expires (ms),
                                        updated (its last activity), done, items, dlq,
                                        queued, in_flight, delayed, accepted, removed,
-                                       dropped (per shard: queued .. dropped, weight, budget)
+                                       dropped (per shard: queued .. dropped, weight, budget);
+                                       turn, turn:render (its place in the turns of leasing
+                                       while it has no group ready)
 ``NAME:crawl:ID:ready``        zset    crawl ID's groups that may be leased now (the crawl
                                        without an id keeps NAME:ready); its groups are
                                        HOST#ID: the host part keys politeness, shared

@@ -114,14 +114,35 @@ def test_two_crawls_of_one_host_share_its_pace(frontier, crawls, redis_client, k
     leased, _ = frontier.lease(10, lease_timeout=60)
     # one lease hands out the host's next slot once, to one crawl; the other waits
     assert len(leased) == 1
+    more_leased = []
     for _ in range(3):
         redis_client.zadd(keys.waiting, {g: 0 for g in ("slow", "slow#a", "slow#b")}, xx=True)
         redis_client.hset(keys.host("slow"), "next", now_ms())  # as if the interval passed
         more, _ = frontier.lease(10, lease_timeout=60)
         assert len(more) == 1
+        more_leased += more
     # both crawls are served, one slot at a time
     assert redis_client.hget(keys.host("slow"), "leased") == b"4"
+    assert sorted(crawl_of_lease(lease) for lease in [*leased, *more_leased]) == list("aabb")
     assert redis_client.exists(keys.host("slow#a")) == 0  # no politeness state of its own
+
+
+def test_crawls_on_one_paced_host_take_its_slots_in_turn(frontier, crawls, redis_client, keys):
+    """Each crawl's group that finds the host's slot taken waits for the host,
+    and leaves the turns; it comes back as far behind as it was, so no crawl
+    takes every slot (the first by name did, when all came back level)."""
+    for crawl in ("a", "b", "c"):
+        crawls.register(crawl)
+        frontier.enqueue([entry(f"http://slow/{crawl}{i}", crawl) for i in range(30)])
+    redis_client.hset(keys.rates, "slow", 2)
+    got: dict[str, int] = {}
+    for _ in range(30):
+        groups = ("slow", "slow#a", "slow#b", "slow#c")
+        redis_client.zadd(keys.waiting, {g: 0 for g in groups}, xx=True)
+        redis_client.hset(keys.host("slow"), "next", now_ms())  # as if the interval passed
+        for crawl in lease_crawls(frontier, 10):
+            got[crawl] = got.get(crawl, 0) + 1
+    assert got == {"a": 10, "b": 10, "c": 10}
 
 
 def test_a_held_host_holds_every_crawl_of_it(frontier, crawls, redis_client, keys):

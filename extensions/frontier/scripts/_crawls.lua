@@ -93,9 +93,21 @@ local function count_crawl(F, crawl, field, n)
   end
 end
 
+-- how far behind the crawl furthest behind a crawl comes back into the turns at
+-- most (requests per weight)
+local TURN_CATCHUP = 10
+
+-- the crawl hash's field keeping a crawl's turn while it has no group ready
+local function turn_field(lane)
+  if lane == 'render' then return 'turn:render' end
+  return 'turn'
+end
+
 -- A running crawl with groups ready takes part in the turns of leasing (of its
--- lane: render groups take turns among themselves); it joins
--- at the turn of the crawl furthest behind, so an idle spell earns it no burst.
+-- lane: render groups take turns among themselves). It joins at its own turn,
+-- kept when it left (a crawl whose groups wait for a host the other crawls'
+-- groups share comes back as far behind as it was), but no further behind than
+-- TURN_CATCHUP, so an idle spell earns it no more than a short burst.
 local function take_turn(F, crawl, lane)
   F.turned = F.turned or {}
   if F.turned[lane .. '\n' .. crawl] then return end
@@ -103,8 +115,23 @@ local function take_turn(F, crawl, lane)
   if crawl_state(F, crawl) ~= 'running' then return end
   local turns = turns_of(F, lane)
   if redis.call('ZSCORE', turns, crawl) then return end
-  local first = redis.call('ZRANGE', turns, 0, 0, 'WITHSCORES')[2]
-  redis.call('ZADD', turns, tonumber(first or '0'), crawl)
+  local first = tonumber(redis.call('ZRANGE', turns, 0, 0, 'WITHSCORES')[2] or '')
+  local own
+  if crawl ~= '' then
+    own = tonumber(redis.call('HGET', crawl_key(F, crawl), turn_field(lane)) or '')
+  end
+  local turn = first or own or 0
+  if own and first and own < first then turn = math.max(own, first - TURN_CATCHUP) end
+  redis.call('ZADD', turns, turn, crawl)
+end
+
+-- A crawl with no group ready leaves the turns, keeping its turn for its return.
+local function leave_turns(F, crawl, lane)
+  local turns = turns_of(F, lane)
+  local turn = redis.call('ZSCORE', turns, crawl)
+  if not turn then return end
+  redis.call('ZREM', turns, crawl)
+  if crawl ~= '' then redis.call('HSET', crawl_key(F, crawl), turn_field(lane), turn) end
 end
 
 -- Whether a request of this group goes over its crawl's budget (NAME:crawl:ID

@@ -295,7 +295,7 @@ local function lease_lane(lane, lane_count)
       end
     end
     if redis.call('ZCARD', ready_of(F, crawl, lane)) == 0 then
-      redis.call('ZREM', turns, crawl)  -- back when a group of it is ready again
+      leave_turns(F, crawl, lane)  -- back when a group of it is ready again
     end
   end
   return lane_got
