@@ -4,6 +4,7 @@ expiry, and their figures."""
 
 import hashlib
 import json
+import math
 
 import pytest
 
@@ -143,6 +144,18 @@ def test_crawls_on_one_paced_host_take_its_slots_in_turn(frontier, crawls, redis
         for crawl in lease_crawls(frontier, 10):
             got[crawl] = got.get(crawl, 0) + 1
     assert got == {"a": 10, "b": 10, "c": 10}
+
+
+@pytest.mark.parametrize("turn", [b"nan", b"inf", b"-inf", b"a lot", b""])
+def test_a_crawl_whose_kept_turn_is_not_a_number_joins_as_a_new_one(
+    frontier, crawls, redis_client, keys, turn
+):
+    crawls.register("b")
+    redis_client.hset(keys.crawl("b"), "turn", turn)  # a record no lease wrote
+    fill(frontier, "b", 4)  # it joins the turns alone: its kept turn would be the score
+    assert lease_crawls(frontier, 8) == list("bbbb")
+    # it left the turns with nothing ready, keeping a turn that is a number
+    assert math.isfinite(float(redis_client.hget(keys.crawl("b"), "turn")))
 
 
 def test_a_held_host_holds_every_crawl_of_it(frontier, crawls, redis_client, keys):

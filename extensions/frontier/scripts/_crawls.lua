@@ -119,6 +119,9 @@ local function take_turn(F, crawl, lane)
   local own
   if crawl ~= '' then
     own = tonumber(redis.call('HGET', crawl_key(F, crawl), turn_field(lane)) or '')
+    if own and (own ~= own or own == math.huge or own == -math.huge) then
+      own = nil  -- not a turn this script wrote: the crawl joins as a new one
+    end
   end
   local turn = first or own or 0
   if own and first and own < first then turn = math.max(own, first - TURN_CATCHUP) end
