@@ -133,21 +133,22 @@ def test_a_request_found_while_the_group_has_work_in_mongodb_waits_its_turn(over
     assert rest == [f"http://a.test/{n}" for n in range(3, 10)] + ["http://a.test/late"]
 
 
+def take_spill_batch(overflow: Overflow, keys: SpiderKeys, node: str) -> list[bytes]:
+    """What a node's turn takes first: a spill batch moved into ``node``'s journal
+    (overflow_take.lua), before it is written to MongoDB."""
+    script_keys = {"spill": keys.spill, "journal": keys.spilling(node), "spillers": keys.spillers,
+                   "refill": keys.refill, "frontier": keys.frontier}  # fmt: skip
+    args = {"node": node, "now": 1, "batch": 1000, "claim_ms": 60000, "groups": 0,
+            "queue_prefix": keys.queue("")}  # fmt: skip
+    return fields(run_named(overflow._take, script_keys, args))["batch"]
+
+
 def test_a_node_dying_after_its_spill_write_leaves_nothing_doubled(overflow_setup, redis_client):
     frontier, dying = overflow_setup(node="dies", queue_max=2)
     keys = frontier.keys
     frontier.enqueue([entry(f"http://a.test/{n}") for n in range(8)])
     # the dying node took a batch and wrote it, and died before Redis heard
-    script_keys = {
-        "spill": keys.spill,
-        "journal": keys.spilling("dies"),
-        "spillers": keys.spillers,
-        "refill": keys.refill,
-        "frontier": keys.frontier,
-    }
-    args = {"node": "dies", "now": 1, "batch": 1000, "claim_ms": 60000, "groups": 0,
-            "queue_prefix": keys.queue("")}  # fmt: skip
-    batch = fields(run_named(dying._take, script_keys, args))["batch"]
+    batch = take_spill_batch(dying, keys, "dies")
     assert len(batch) == 6
     from extensions.frontier.overflow.store import SpillRecord
 
@@ -310,16 +311,7 @@ def test_a_node_that_heard_nothing_for_a_while_takes_no_live_nodes_journal(
     frontier, other = overflow_setup(node="other", queue_max=2)
     keys = frontier.keys
     frontier.enqueue([entry(f"http://a.test/{n}") for n in range(8)])
-    script_keys = {
-        "spill": keys.spill,
-        "journal": keys.spilling("other"),
-        "spillers": keys.spillers,
-        "refill": keys.refill,
-        "frontier": keys.frontier,
-    }
-    args = {"node": "other", "now": 1, "batch": 1000, "claim_ms": 60000, "groups": 0,
-            "queue_prefix": keys.queue("")}  # fmt: skip
-    assert len(fields(run_named(other._take, script_keys, args))["batch"]) == 6  # its journal
+    assert len(take_spill_batch(other, keys, "other")) == 6  # its journal
     _, peer = overflow_setup(node="peer", queue_max=2)
     now = time.time()
     redis_client.zadd(keys.nodes, {"other": int((now - 40) * 1000)})  # silent for 40 s
