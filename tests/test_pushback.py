@@ -184,19 +184,20 @@ def test_a_ban_handler_answers_the_challenge_and_the_crawl_goes_on(
 def test_a_host_that_keeps_banning_is_dead_lettered_as_banned(
     redis_url, redis_client, nodes, pushing_site, tmp_path
 ):
-    pages = [pushing_site.url + f"/product/{n}" for n in catalog.product_ids("books")[:6]]
+    # two pages, on the defaults: each ban doubles the host's hold (2 s, 4 s, ...)
+    # and halves its rate towards 0.2/s, so twelve bans take about two minutes
+    pages = [pushing_site.url + f"/product/{n}" for n in catalog.product_ids("books")[:2]]
     redis_client.lpush("site:start_urls", *pages)
-    nodes.start("site", redis_url, spider_args={"allow": ALLOW}, **SETTINGS,
-                BAN_RETRY_TIMES=2, HOST_BACKOFF_BASE=0.2, HOST_BACKOFF_MAX=1)  # fmt: skip
-    assert nodes.wait(120) == [0], nodes.tail()
+    nodes.start("site", redis_url, spider_args={"allow": ALLOW}, **SETTINGS)
+    assert nodes.wait(300) == [0], nodes.tail()
     assert read_items(tmp_path / "items") == []  # not one ban page stored
     letters = [json.loads(raw) for raw in redis_client.lrange("site:dlq", 0, -1)]
     assert sorted(letter["url"] for letter in letters) == sorted(pages)
     assert {letter["kind"] for letter in letters} == {"banned"}
     assert all(letter["request"] for letter in letters)  # replayable once the ban lifts
     assert nodes.stat(0, "bans/dead_lettered") == len(pages)
-    # each page: its first try and BAN_RETRY_TIMES more, each a ban
-    assert nodes.stat(0, "bans/detected") == 3 * len(pages)
+    # each page: its first try and BAN_RETRY_TIMES (5) more, each a ban
+    assert nodes.stat(0, "bans/detected") == 6 * len(pages)
 
 
 LIMIT = 8  # requests/s nginx's limit_req lets through (burst 8, then 429 + Retry-After: 3)
