@@ -58,6 +58,8 @@ SPIDER_MIDDLEWARES = {
     "extensions.spidermiddlewares.crawlid.CrawlIdMiddleware": 980,
     # next to the spider: hashes the items it yields, before anything drops one
     "extensions.downloadermiddlewares.recrawl.RecrawlItemsMiddleware": 990,
+    # after Scrapy's DepthMiddleware (900): a scorer sees the request's depth
+    "extensions.spidermiddlewares.scoring.ScoringMiddleware": 870,
     # before Scrapy's UrlLengthMiddleware (800), so an over-long URL counts as a trap
     "extensions.spidermiddlewares.traps.TrapMiddleware": 850,
     # the last to see a callback's output (Scrapy's HttpErrorMiddleware is at 50)

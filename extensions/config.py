@@ -26,6 +26,7 @@ from extensions.settingchecks import flag as _flag
 from extensions.settingchecks import number as _number
 from extensions.spidermiddlewares.duplicates import SETTING_CHECKS as CONTENT_CHECKS
 from extensions.spidermiddlewares.robotsmeta import SETTING_CHECKS as ROBOTS_META_CHECKS
+from extensions.spidermiddlewares.scoring import SETTING_CHECKS as SCORING_CHECKS
 from extensions.spidermiddlewares.usagesignals import SETTING_CHECKS as USAGE_CHECKS
 from extensions.urlnorm.chain import SETTING_CHECKS as URLNORM_CHECKS
 from extensions.urlpolicy import resolver_problem
@@ -224,6 +225,7 @@ CHECKS: dict[str, Check] = {
     "CANONICAL_ENABLED": _flag,
     **CONTENT_CHECKS,
     **ROBOTS_META_CHECKS,
+    **SCORING_CHECKS,
     **USAGE_CHECKS,
     **BOT_AUTH_CHECKS,
     **URLNORM_CHECKS,

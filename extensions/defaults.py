@@ -188,6 +188,11 @@ FRONTIER_QUEUE_BY = "host"
 # primary on a Redis Cluster
 FRONTIER_SHARDS = "auto"
 HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl; 0 = no limit
+# best first (extensions/scoring.py): a class with score(request, response), else the
+# spider's score_request method; a request's priority moves by round(score * SCALE)
+FRONTIER_SCORER = ""
+FRONTIER_SCORE_SCALE = 100.0
+SCORER_KEYWORDS: list[str] = []  # AnchorKeywordScorer's words
 
 # --- several crawls of one spider (extensions/frontier/crawls/) ---
 CRAWL_ID = ""  # the crawl this node's own start requests join ("" = the crawl without an id)

@@ -1,5 +1,7 @@
 """Spiders used only by the tests (``-s SPIDER_MODULES=tests.spiders``)."""
 
+import time
+
 from scrapy import Request, Spider
 
 from extensions.spiders import DistributedSitemapSpider, DistributedSpider
@@ -107,3 +109,26 @@ class BooksFromRobotsSpider(DistributedSpider):
 
     def parse_product(self, response):
         yield {"url": response.url, "kind": "product"}
+
+
+class ScoredBooksSpider(DistributedSpider):
+    """The products on the first page of books, the highest id first
+    (``score_request``); for ids that are multiples of 5 the scorer raises, for
+    multiples of 7 it gives NaN."""
+
+    name = "scored_books"
+
+    def parse(self, response):
+        for href in response.css("li.product a::attr(href)").getall():
+            yield response.follow(href, callback=self.parse_product)
+
+    def parse_product(self, response):
+        yield {"url": response.url, "at": time.time()}
+
+    def score_request(self, request, response):
+        product = int(request.url.rsplit("/", 1)[1])
+        if product % 5 == 0:
+            raise ValueError("a scorer's own bug")
+        if product % 7 == 0:
+            return float("nan")
+        return product

@@ -53,6 +53,11 @@ BAD_VALUES = [
     ("FRONTIER_PARTS", {"extensions.frontier.crawls.part.CrawlsPart": "first"}),
     ("FRONTIER_PARTS", {"extensions.frontier.nothing.Here": 500}),
     ("FRONTIER_PARTS", {"extensions.frontier.crawls.state.Crawls": 500}),
+    ("FRONTIER_SCORER", "extensions.scoring.NoSuchScorer"),
+    ("FRONTIER_SCORER", "extensions.scoring.as_score"),  # no score method
+    ("FRONTIER_SCORE_SCALE", -1),
+    ("SCORER_KEYWORDS", [3]),
+    ("FRONTIER_SCORER", "extensions.scoring.AnchorKeywordScorer"),  # and no keywords
 ]
 
 

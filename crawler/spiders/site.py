@@ -9,7 +9,8 @@ robots.txt names) are read too: their pages go to ``parse`` like any other.
 ``-a allow=REGEX`` follows only links whose URL matches one of the
 comma-separated regular expressions. At most ``MAX_LINKS_PER_PAGE`` links of a
 page are looked at: a page with a million links costs no more than one with
-the limit.
+the limit. With a ``FRONTIER_SCORER``, each link carries its anchor text
+(``meta["link_text"]``, as CrawlSpider's rules do) for the scorer to read.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from extensions.spiders import DistributedSpider
 class SiteSpider(DistributedSpider):
     name = "site"
     link_limit = 0
+    keep_link_text = False  # for a scorer: links carry their anchor text
     recrawl_ignore_fields = ("fetched_at",)  # set by the spider: no change
 
     def __init__(self, *args, allow: str = "", **kwargs):
@@ -37,6 +39,7 @@ class SiteSpider(DistributedSpider):
 
     def setup_redis(self, crawler):
         super().setup_redis(crawler)
+        self.keep_link_text = bool(crawler.settings.get("FRONTIER_SCORER"))
         limit = self.link_limit = LinkLimitMiddleware.limit_for(crawler)
         if limit > 0:
             # Extraction itself is what costs on a huge page: look at the first links only.
@@ -69,4 +72,7 @@ class SiteSpider(DistributedSpider):
         root_host = response.meta.get("root_host") or urlsplit(response.url).hostname
         for link in self.link_extractor.extract_links(response):
             if urlsplit(link.url).hostname == root_host:
-                yield response.follow(link, meta={"root_host": root_host})
+                meta = {"root_host": root_host}
+                if self.keep_link_text:
+                    meta["link_text"] = link.text[:200]
+                yield response.follow(link, meta=meta)
