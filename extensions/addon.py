@@ -60,6 +60,8 @@ SPIDER_MIDDLEWARES = {
     "extensions.downloadermiddlewares.recrawl.RecrawlItemsMiddleware": 990,
     # after Scrapy's DepthMiddleware (900): a scorer sees the request's depth
     "extensions.spidermiddlewares.scoring.ScoringMiddleware": 870,
+    # after the meta robots (a nofollow link is no vote for its host)
+    "extensions.spidermiddlewares.linkgraph.LinkGraphMiddleware": 860,
     # before Scrapy's UrlLengthMiddleware (800), so an over-long URL counts as a trap
     "extensions.spidermiddlewares.traps.TrapMiddleware": 850,
     # the last to see a callback's output (Scrapy's HttpErrorMiddleware is at 50)

@@ -25,6 +25,7 @@ from extensions.settingchecks import choice as _choice
 from extensions.settingchecks import flag as _flag
 from extensions.settingchecks import number as _number
 from extensions.spidermiddlewares.duplicates import SETTING_CHECKS as CONTENT_CHECKS
+from extensions.spidermiddlewares.linkgraph import SETTING_CHECKS as LINK_GRAPH_CHECKS
 from extensions.spidermiddlewares.robotsmeta import SETTING_CHECKS as ROBOTS_META_CHECKS
 from extensions.spidermiddlewares.scoring import SETTING_CHECKS as SCORING_CHECKS
 from extensions.spidermiddlewares.usagesignals import SETTING_CHECKS as USAGE_CHECKS
@@ -226,6 +227,7 @@ CHECKS: dict[str, Check] = {
     **CONTENT_CHECKS,
     **ROBOTS_META_CHECKS,
     **SCORING_CHECKS,
+    **LINK_GRAPH_CHECKS,
     **USAGE_CHECKS,
     **BOT_AUTH_CHECKS,
     **URLNORM_CHECKS,

@@ -141,6 +141,7 @@ FRONTIER_PARTS_BASE = {
     "extensions.frontier.recrawls.part.RecrawlPart": 300,
     "extensions.frontier.overflow.part.OverflowPart": 400,
     "extensions.frontier.hosts.levels.HostLevels": 500,
+    "extensions.frontier.ranks.part.RanksPart": 600,
 }
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
 FRONTIER_PARTS: dict[str, int | None] = {}
@@ -193,6 +194,13 @@ HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl;
 FRONTIER_SCORER = ""
 FRONTIER_SCORE_SCALE = 100.0
 SCORER_KEYWORDS: list[str] = []  # AnchorKeywordScorer's words
+# host ranks (extensions/frontier/ranks/): "importance" gives hosts that more
+# registered domains link to more of the lease turns; "discovery" is priority, then
+# the order requests were found in
+FRONTIER_ORDER = "discovery"
+# {"floor": F, "per_rank": P, "ceiling": C}: a host's page budget is F + P * rank, at
+# most C, in place of HOST_PAGE_BUDGET; {} = off
+HOST_BUDGET_BY_RANK: dict[str, float] = {}
 
 # --- several crawls of one spider (extensions/frontier/crawls/) ---
 CRAWL_ID = ""  # the crawl this node's own start requests join ("" = the crawl without an id)

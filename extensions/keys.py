@@ -78,6 +78,8 @@ PAYMENT_REQUIRED = "%(name)s:payment_required"
 PARAMS = "%(name)s:params:%(host)s"
 PARAMS_HOSTS = "%(name)s:params_hosts"
 PARAMS_LEARNED = "%(name)s:params_learned"
+HOSTRANK = "%(name)s:hostrank"
+INLINKS = "%(name)s:inlinks:%(group)s"
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -280,6 +282,15 @@ class SpiderKeys:
     @property
     def params_learned(self) -> str:
         return PARAMS_LEARNED % {"name": self.prefix}
+
+    @property
+    def hostrank(self) -> str:
+        """Each queue group's rank (``frontier/ranks/``); per shard."""
+        return HOSTRANK % {"name": self.prefix}
+
+    def inlinks(self, group: str) -> str:
+        """The registered domains that link to ``group``, a HyperLogLog."""
+        return INLINKS % {"name": self.prefix, "group": group}
 
     @property
     def lines(self) -> str:

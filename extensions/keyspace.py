@@ -175,11 +175,18 @@ key                            type    holds
                                        all when it opens)
 ``NAME:params_learned``        stream  each decision as it changes (h, p, s): every node
                                        reads it each second (the last ~10,000 entries)
+``NAME:hostrank``              zset    queue group (a host) -> its rank: how many registered
+                                       domains link to it (learned from the pages the
+                                       nodes fetch), or the rank scrapy hostrank import
+                                       gave it, whichever is higher
+``NAME:inlinks:GROUP``         string  a HyperLogLog of the registered domains that link
+                                       to GROUP (a few dozen bytes for a host few link to,
+                                       12 KB at most)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
                                        ready, waiting, held, banned, holds, frontier, rates,
-                                       crawl_delay, delayed,
+                                       crawl_delay, delayed, hostrank, inlinks,
                                        leases, nodes, dupefilter, revisit and due keys (as
                                        above, under the hash tag ``{NAME:K}``); the rest
                                        stay under NAME
@@ -246,4 +253,6 @@ WRITTEN_BY = {
     "params": "learn_params.lua (from spidermiddlewares/duplicates.py, a page at a time)",
     "params_hosts": "learn_params.lua",
     "params_learned": "learn_params.lua; frontier/params.py (every node reads it)",
+    "hostrank": "link_graph.lua (from spidermiddlewares/linkgraph.py); scrapy hostrank import",
+    "inlinks": "link_graph.lua",
 }

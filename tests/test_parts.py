@@ -13,6 +13,7 @@ from extensions.connection import text
 from extensions.frontier.crawls.part import CrawlsPart
 from extensions.frontier.overflow.part import OverflowPart
 from extensions.frontier.part import FrontierPart, StatusParts, StatusView
+from extensions.frontier.ranks.part import RanksPart
 from extensions.frontier.recrawls.part import RecrawlPart
 from extensions.frontier.render.part import RenderPart
 from extensions.keys import SpiderKeys
@@ -75,7 +76,7 @@ def test_the_default_parts_are_there_and_the_overflow_stays_out_without_its_sett
     scheduler = open_scheduler(redis_url)
     try:
         kinds = [type(part) for part in scheduler.node.parts]
-        assert kinds == [CrawlsPart, RenderPart, RecrawlPart]
+        assert kinds == [CrawlsPart, RenderPart, RecrawlPart, RanksPart]
         assert scheduler.node.parts.get(OverflowPart) is None
     finally:
         stop_loops(scheduler)

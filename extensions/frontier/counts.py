@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 
 class FlushCounts:
-    def __init__(self, stats: Any, host_page_budget: int):
+    def __init__(self, stats: Any, host_page_budget: Any):
         self.stats = stats
         self.host_page_budget = host_page_budget
         self.enqueued = 0  # requests queued since the last flush
@@ -53,9 +53,10 @@ class FlushCounts:
             for group in set(groups) - self._over_budget_said:
                 self._over_budget_said.add(group)
                 logger.warning(
-                    "%s has used its HOST_PAGE_BUDGET of %d requests: further links to it "
-                    "are dropped (said once per host)",
+                    "%s has used its %s: further links to it are dropped (said once per host)",
                     group,
-                    self.host_page_budget,
+                    f"HOST_PAGE_BUDGET of {self.host_page_budget} requests"
+                    if isinstance(self.host_page_budget, int)
+                    else "page budget by its rank (HOST_BUDGET_BY_RANK)",
                 )
         return added

@@ -20,6 +20,7 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawls_of
 from extensions.frontier.leaseplan import LeasePlanner
+from extensions.frontier.ranks.state import RankBudget, budget_args
 from extensions.frontier.recrawls.revisits import RevisitOps
 from extensions.frontier.redisops import execute, fields, load_script, run_named
 from extensions.frontier.results import (
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
 
 #: seconds of a rate-limited group's requests one lease may hand out at once
 RATE_BURST_SECONDS = 0.05
@@ -72,7 +72,7 @@ class Frontier(RevisitOps, Upkeep):
         node_id: str,
         bloom: BloomParams | None = None,
         *,
-        budget: int = 0,
+        budget: int | RankBudget = 0,
         crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX,
         send_tolerance: float = defaults.CLUSTER_SEND_TOLERANCE,
     ):
@@ -131,7 +131,8 @@ class Frontier(RevisitOps, Upkeep):
 
     def _enqueue_shard(self, keys: SpiderKeys, entries: list[Entry], pipe: Pipeline | None = None):
         args: dict[str, Any] = {"queue_prefix": keys.queue(""), "host_prefix": keys.host(""),
-                                "data_prefix": keys.data(""), "budget": self.budget}  # fmt: skip
+                                "data_prefix": keys.data(""),
+                                **budget_args(self.budget, keys)}  # fmt: skip
         items: list[str | float | bytes | int] = []
         if self.bloom is None:
             args["level_prefix"] = keys.dupefilter + ":"  # its levels' buckets

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from extensions import compat
 from extensions.frontier.bloom import BloomParams, bloom_from_settings
+from extensions.frontier.ranks.state import RankBudget
 from extensions.installed import require_addon
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class SchedulerConfig:
     local_cache: int
     max_delay: float
     queue_by: str
-    host_page_budget: int
+    host_page_budget: int | RankBudget  # HOST_PAGE_BUDGET, or HOST_BUDGET_BY_RANK when set
     crawl_delay_max: float
     send_tolerance: float
     series_hours: float
@@ -66,7 +67,7 @@ class SchedulerConfig:
             local_cache=s.getint("DUPEFILTER_LOCAL_CACHE"),
             max_delay=s.getfloat("FRONTIER_MAX_DELAY"),
             queue_by=s.get("FRONTIER_QUEUE_BY"),
-            host_page_budget=s.getint("HOST_PAGE_BUDGET"),
+            host_page_budget=RankBudget.from_settings(s) or s.getint("HOST_PAGE_BUDGET"),
             crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX"),
             send_tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE"),
             series_hours=s.getfloat("SERIES_HOURS"),

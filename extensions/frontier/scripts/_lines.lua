@@ -1,4 +1,4 @@
---! include _crawls _pacing
+--! include _crawls _pacing _ranks
 -- The lines of the levels above hosts (_pacing.lua host_levels): a group that
 -- finds its registered domain or its address busy waits in that level's line,
 -- and the level wakes one group a slot, so a level with thousands of hosts
@@ -41,7 +41,7 @@ local function wake_line(F, P, W, key)
         local order = tonumber(head[2])
         take_turn(F, crawl, lane)
         if not L then
-          redis.call('ZADD', ready, order, group)
+          redis.call('ZADD', ready, ready_score(F, group, order), group)
         else
           local best = tonumber(redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')[2] or order)
           redis.call('ZADD', ready, math.min(order, best - 1), group)

@@ -1,4 +1,4 @@
---! include _crawls
+--! include _crawls _ranks
 -- Adding a request to its group's queue (push, settle) and sending it out of
 -- Redis when its queue is over its bound.
 
@@ -133,7 +133,7 @@ local function settle(F)
     end
     if not redis.call('ZSCORE', F.waiting, group) then
       local lane = lane_of(group)
-      redis.call('ZADD', ready_of(F, crawl, lane), 'LT', score, group)
+      redis.call('ZADD', ready_of(F, crawl, lane), 'LT', ready_score(F, group, score), group)
       take_turn(F, crawl, lane)
     end
   end

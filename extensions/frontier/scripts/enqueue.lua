@@ -1,10 +1,12 @@
---! include _named _entries _crawls _queues _dupefilter
+--! include _named _entries _crawls _queues _dupefilter _ranks
 -- Add requests to their groups' queues unless their fingerprint was seen before.
 -- Keys (by name, _named.lua): dupefilter (hash: field 'n' counts the
 -- fingerprints); ready, waiting (groups, zsets); frontier (counters: queued, seq).
 -- Arguments: queue_prefix, host_prefix, data_prefix (group queue, counters and
 -- request data key prefixes: each queued request's JSON by id); budget
--- (HOST_PAGE_BUDGET: requests a group may ever be given, 0 = no limit);
+-- (HOST_PAGE_BUDGET: requests a group may ever be given, 0 = no limit; with
+-- HOST_BUDGET_BY_RANK, rank_key (NAME:hostrank), rank_floor, rank_per and
+-- rank_ceiling instead: _ranks.lua);
 -- level_prefix (the fingerprints live in small hashes prefix .. LEVEL .. ':' ..
 -- BUCKET, one field of 7 bytes each).
 -- Items: four per request: its 14-byte fingerprint, group, priority and JSON; an
@@ -57,8 +59,10 @@ for i = 1, #L - 3, 4 do
     local item = L[i + 3]
     if item ~= '' then
       local group = L[i + 1]
-      local counters = A.host_prefix .. budget_group(group)
-      if budget > 0 and redis.call('HINCRBY', counters, 'accepted', 1) > budget then
+      local base = budget_group(group)
+      local counters = A.host_prefix .. base
+      local limit = group_budget(F, A, base, budget)
+      if limit > 0 and redis.call('HINCRBY', counters, 'accepted', 1) > limit then
         redis.call('HINCRBY', counters, 'dropped:budget', 1)
         over[#over + 1] = group
       elseif over_crawl_budget(F, group) then

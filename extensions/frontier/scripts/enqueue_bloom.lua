@@ -1,10 +1,11 @@
---! include _named _entries _crawls _queues
+--! include _named _entries _crawls _queues _ranks
 -- Add requests to their groups' queues unless the Bloom filter has seen them.
 -- Keys (by name, _named.lua): bloom_count (count of fingerprints added to the
 -- filter, a string); ready, waiting (groups, zsets); frontier (counters: queued,
 -- seq).
 -- Arguments: queue_prefix, host_prefix, data_prefix (group queue, counters and
--- request data key prefixes); budget (HOST_PAGE_BUDGET, 0 = no limit);
+-- request data key prefixes); budget (HOST_PAGE_BUDGET, 0 = no limit;
+-- or by rank, as enqueue.lua);
 -- bloom_prefix (shard N is prefix .. N); k (the bit positions per fingerprint).
 -- Items: k + 4 per request: shard ('' = dont_filter: no check), k offsets,
 -- group, priority, request JSON (empty JSON only records the fingerprint).
@@ -48,8 +49,10 @@ while i + stride - 1 <= #L do
     added = added + 1
     local group, item = L[i + k + 1], L[i + k + 3]
     if item ~= '' then
-      local counters = A.host_prefix .. budget_group(group)
-      if budget > 0 and redis.call('HINCRBY', counters, 'accepted', 1) > budget then
+      local base = budget_group(group)
+      local counters = A.host_prefix .. base
+      local limit = group_budget(F, A, base, budget)
+      if limit > 0 and redis.call('HINCRBY', counters, 'accepted', 1) > limit then
         redis.call('HINCRBY', counters, 'dropped:budget', 1)
         over[#over + 1] = group
       elseif over_crawl_budget(F, group) then

@@ -1,4 +1,4 @@
---! include _named _entries _crawls _queues _pacing _lines
+--! include _named _entries _crawls _queues _pacing _lines _ranks
 -- Lease requests to a node: from the crawls that take part in the turns, a share
 -- each by weight (the one furthest behind first); within a crawl, from its groups
 -- (hosts) that are ready, the best first, a fair share each. Politeness is
@@ -90,7 +90,7 @@ for _, group in ipairs(woken) do
   local head = redis.call('ZRANGE', F.queue_prefix .. group, 0, 0, 'WITHSCORES')
   if head[2] and not has_ended(F, crawl) then
     local lane = lane_of(group)
-    redis.call('ZADD', ready_of(F, crawl, lane), head[2], group)
+    redis.call('ZADD', ready_of(F, crawl, lane), ready_score(F, group, head[2]), group)
     take_turn(F, crawl, lane)
   end
 end
@@ -232,7 +232,7 @@ local function lease_groups(ready, want_total)
           -- waits even when its queue is empty: a request found meanwhile waits too
           redis.call('ZADD', K.waiting, next_time - lead, group)
         elseif head[2] then
-          redis.call('ZADD', ready, head[2], group)
+          redis.call('ZADD', ready, ready_score(F, group, head[2]), group)
         else
           redis.call('ZREM', ready, group)
         end

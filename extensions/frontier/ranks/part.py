@@ -1,0 +1,55 @@
+"""Host ranks in a node's frontier. Each node says at open which order the crawl
+takes (``FRONTIER_ORDER``, in each shard's ``NAME:frontier`` 'order'): with
+"importance", the scripts that make a group ready place it by its head's order
+less ``RANK_STEPS`` priority steps per doubling of its rank
+(``scripts/_ranks.lua``), so hosts more domains link to take the lease turns
+first, each within its own politeness."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from extensions import connection
+from extensions.frontier.part import FrontierPart, StatusView
+from extensions.frontier.redisops import execute
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+
+    from extensions.frontier.node import NodeFrontier
+
+
+class RanksPart(FrontierPart):
+    figures = {"ranked_hosts": "ranked hosts"}
+
+    def __init__(self, node: NodeFrontier, order: str):
+        self.node = node
+        self.order = order
+
+    @classmethod
+    def from_node(cls, node: NodeFrontier) -> RanksPart:
+        # on in every crawl: one that no longer asks for importance says so too
+        return cls(node, node.crawler.settings.get("FRONTIER_ORDER"))
+
+    def open(self, spider: Spider) -> None:
+        pipe = self.node.server.pipeline(transaction=False)
+        for keys in self.node.frontier.shards:
+            pipe.hset(keys.frontier, "order", self.order)
+        execute(pipe)
+
+    @classmethod
+    def status(cls, view: StatusView) -> dict[str, Any]:
+        pipe = view.server.pipeline(transaction=False)
+        shards = view.keys.all_shards()
+        for keys in shards:
+            pipe.zcard(keys.hostrank)
+        pipe.hget(shards[0].frontier, "order")
+        *counts, order = pipe.execute()
+        return {"ranked_hosts": sum(counts), "order": connection.text(order or "discovery")}
+
+    @classmethod
+    def status_lines(cls, status: dict[str, Any]) -> list[str]:
+        ranked, order = status.get("ranked_hosts", 0), status.get("order", "discovery")
+        if not ranked and order != "importance":
+            return []
+        return [f"host ranks:   {ranked} hosts ranked   order: {order}"]

@@ -1,0 +1,146 @@
+"""The crawl's link graph, for host ranks (``frontier/ranks/``): each request
+a callback yields for a host outside the page's registered domain is a vote of
+that domain for the host's queue group. On whenever ranks are used
+(``FRONTIER_ORDER = "importance"`` or ``HOST_BUDGET_BY_RANK``).
+
+The node sends each (group, domain) pair once (it remembers the last
+``LINKS_REMEMBERED``), in batches of ``LINKS_PER_WRITE`` or every second: one
+script call per shard, costing Redis a PFADD per new pair. A write Redis does
+not take is dropped, logged once and counted (``hostrank/errors``): the ranks
+are a sketch, and the same links come again from other pages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import redis
+from scrapy import Request, signals
+from scrapy.exceptions import NotConfigured
+from twisted.internet import task
+
+from extensions import connection
+from extensions.frontier.domains import registered_domain
+from extensions.frontier.groups import group_for
+from extensions.frontier.ranks.state import HostRanks, budget_problem
+from extensions.installed import require_addon
+from extensions.keys import SpiderKeys
+from extensions.settingchecks import choice
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+LINKS_REMEMBERED = 200_000  # (group, domain) pairs a node knows it sent
+LINKS_PER_WRITE = 500
+WRITE_INTERVAL = 1.0  # seconds between writes of what a node has
+
+SETTING_CHECKS = {
+    "FRONTIER_ORDER": choice("discovery", "importance"),
+    "HOST_BUDGET_BY_RANK": budget_problem,
+}
+
+
+def ranks_used(settings: Any) -> bool:
+    return settings.get("FRONTIER_ORDER") == "importance" or bool(
+        settings.getdict("HOST_BUDGET_BY_RANK")
+    )
+
+
+class LinkGraphMiddleware:
+    def __init__(self, crawler: Crawler):
+        self.stats = crawler.stats
+        self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
+        self.health = connection.health_for(crawler)
+        self.ranks = HostRanks(connection.client_for(crawler), SpiderKeys.for_crawler(crawler))
+        self._sent: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._batch: list[tuple[str, str]] = []
+        self._failed_said = False
+        self._loop = task.LoopingCall(self.write)
+        crawler.signals.connect(self._opened, signals.spider_opened)
+        crawler.signals.connect(self._closed, signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> LinkGraphMiddleware:
+        require_addon(crawler.settings, cls.__name__)
+        if not ranks_used(crawler.settings):
+            raise NotConfigured("no FRONTIER_ORDER = 'importance' and no HOST_BUDGET_BY_RANK")
+        return cls(crawler)
+
+    def _opened(self, spider: Any) -> None:
+        self._loop.start(WRITE_INTERVAL, now=False)
+
+    def _closed(self, spider: Any) -> None:
+        if self._loop.running:
+            self._loop.stop()
+        self.write()
+
+    def _note(self, source: str | None, request: Request) -> None:
+        if source is None:
+            return
+        try:
+            host = (urlsplit(request.url).hostname or "").lower()
+        except ValueError:
+            return
+        if not host or registered_domain(host) == source:
+            return  # a site's links to itself say nothing of it
+        pair = (group_for(request.url, request.meta.get("download_slot"), self.queue_by), source)
+        if pair in self._sent:
+            self._sent.move_to_end(pair)
+            return
+        self._sent[pair] = None
+        if len(self._sent) > LINKS_REMEMBERED:
+            self._sent.popitem(last=False)
+        self._batch.append(pair)
+        if len(self._batch) >= LINKS_PER_WRITE:
+            self.write()
+
+    def write(self) -> None:
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        try:
+            raised = self.ranks.add_links(batch)
+        except redis.RedisError as exc:
+            self.health.failed(exc)
+            self.stats.inc_value("hostrank/errors")
+            for pair in batch:  # sent again when a page links to it again
+                self._sent.pop(pair, None)
+            if not self._failed_said:
+                self._failed_said = True
+                logger.warning("links for host ranks not written (%s); the next go on", exc)
+            return
+        self.stats.inc_value("hostrank/links", len(batch))
+        if raised:
+            self.stats.inc_value("hostrank/raised", raised)
+
+    def _source(self, response: Response) -> str | None:
+        try:
+            host = (urlsplit(response.url).hostname or "").lower()
+        except ValueError:
+            return None
+        return registered_domain(host) if host else None
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Any = None
+    ) -> Iterator[Any]:
+        source = self._source(response)
+        for output in result:
+            if isinstance(output, Request):
+                self._note(source, output)
+            yield output
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        source = self._source(response)
+        async for output in result:
+            if isinstance(output, Request):
+                self._note(source, output)
+            yield output
