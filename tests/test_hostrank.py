@@ -33,6 +33,7 @@ def test_a_host_ranks_by_the_registered_domains_that_link_to_it(redis_client, sh
     links = [("popular.test", f"site{n}.test") for n in range(40)]
     links += [("popular.test", "site1.test")] * 5  # one domain again: no more
     links += [("quiet.test", "site1.test"), ("quiet.test", "site2.test")]
+    links = [(host, host, domain) for host, domain in links]
     assert ranks.add_links(links) > 0
     assert ranks.ranks(["popular.test", "quiet.test", "unknown.test"]) == {
         "popular.test": 40.0,  # a HyperLogLog: exact this small
@@ -41,7 +42,8 @@ def test_a_host_ranks_by_the_registered_domains_that_link_to_it(redis_client, sh
     assert [host for host, _ in ranks.top(2)] == ["popular.test", "quiet.test"]
     # an import replaces what was learned; a learned count only raises a rank
     ranks.set_ranks({"quiet.test": 500.0, "popular.test": 1.0})
-    ranks.add_links([("quiet.test", "site3.test"), ("popular.test", "site99.test")])
+    ranks.add_links([("quiet.test", "quiet.test", "site3.test"),
+                     ("popular.test", "popular.test", "site99.test")])  # fmt: skip
     assert ranks.ranks(["popular.test", "quiet.test"]) == {
         "popular.test": 41.0,
         "quiet.test": 500.0,
@@ -139,8 +141,8 @@ def test_the_hostrank_command_imports_a_file_and_shows_the_top(redis_url, redis_
 def test_with_importance_the_hosts_more_domains_link_to_are_leased_first(redis_client, order):
     keys = SpiderKeys.for_spider("t")
     ranks = HostRanks(redis_client, keys)
-    ranks.add_links([("big.test", f"d{n}.test") for n in range(30)])
-    ranks.add_links([("mid.test", f"d{n}.test") for n in range(3)])
+    ranks.add_links([("big.test", "big.test", f"d{n}.test") for n in range(30)])
+    ranks.add_links([("mid.test", "mid.test", f"d{n}.test") for n in range(3)])
     frontier = Frontier(redis_client, keys, "n1")
     redis_client.hset(keys.frontier, "order", order)  # what RanksPart writes at open
     for host in ("none.test", "mid.test", "big.test"):  # found in this order

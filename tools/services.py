@@ -165,6 +165,12 @@ def start_demo_site(
     return _start_announcing(args, "demo site", log)
 
 
+def start_link_web(hosts: int, pages: int) -> Service:
+    """A generated web of ``hosts`` sites of ``pages`` pages (demosite/linkweb.py)."""
+    args = ["demosite.linkweb", "--hosts", str(hosts), "--pages", str(pages)]
+    return _start_announcing(args, "link web", None)
+
+
 def start_latency_proxy(target_url: str, delay_ms: float) -> Service:
     """A Redis URL in front of ``target_url`` whose replies are held ``delay_ms``."""
     target = target_url.split("//", 1)[1].rsplit("/", 1)[0]

@@ -3,9 +3,9 @@ a callback yields for a host outside the page's registered domain is a vote of
 that domain for the host's queue group. On whenever ranks are used
 (``FRONTIER_ORDER = "importance"`` or ``HOST_BUDGET_BY_RANK``).
 
-The node sends each (group, domain) pair once (it remembers the last
+The node sends each (group, domain) link once (it remembers the last
 ``LINKS_REMEMBERED``), in batches of ``LINKS_PER_WRITE`` or every second: one
-script call per shard, costing Redis a PFADD per new pair. A write Redis does
+script call per shard, costing Redis a PFADD per new link. A write Redis does
 not take is dropped, logged once and counted (``hostrank/errors``): the ranks
 are a sketch, and the same links come again from other pages.
 """
@@ -25,7 +25,7 @@ from twisted.internet import task
 
 from extensions import connection
 from extensions.frontier.domains import registered_domain
-from extensions.frontier.groups import group_for
+from extensions.frontier.groups import group_for, queue_group_for
 from extensions.frontier.ranks.state import HostRanks, budget_problem
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LINKS_REMEMBERED = 200_000  # (group, domain) pairs a node knows it sent
+LINKS_REMEMBERED = 200_000  # links (group, domain) a node knows it sent
 LINKS_PER_WRITE = 500
 WRITE_INTERVAL = 1.0  # seconds between writes of what a node has
 
@@ -59,8 +59,8 @@ class LinkGraphMiddleware:
         self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
         self.health = connection.health_for(crawler)
         self.ranks = HostRanks(connection.client_for(crawler), SpiderKeys.for_crawler(crawler))
-        self._sent: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._batch: list[tuple[str, str]] = []
+        self._sent: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._batch: list[tuple[str, str, str]] = []
         self._failed_said = False
         self._loop = task.LoopingCall(self.write)
         crawler.signals.connect(self._opened, signals.spider_opened)
@@ -90,14 +90,16 @@ class LinkGraphMiddleware:
             return
         if not host or registered_domain(host) == source:
             return  # a site's links to itself say nothing of it
-        pair = (group_for(request.url, request.meta.get("download_slot"), self.queue_by), source)
-        if pair in self._sent:
-            self._sent.move_to_end(pair)
+        meta = request.meta
+        queued = queue_group_for(request.url, meta, self.queue_by)
+        link = (group_for(request.url, meta.get("download_slot"), self.queue_by), queued, source)
+        if link in self._sent:
+            self._sent.move_to_end(link)
             return
-        self._sent[pair] = None
+        self._sent[link] = None
         if len(self._sent) > LINKS_REMEMBERED:
             self._sent.popitem(last=False)
-        self._batch.append(pair)
+        self._batch.append(link)
         if len(self._batch) >= LINKS_PER_WRITE:
             self.write()
 
@@ -110,8 +112,8 @@ class LinkGraphMiddleware:
         except redis.RedisError as exc:
             self.health.failed(exc)
             self.stats.inc_value("hostrank/errors")
-            for pair in batch:  # sent again when a page links to it again
-                self._sent.pop(pair, None)
+            for link in batch:  # sent again when a page links to it again
+                self._sent.pop(link, None)
             if not self._failed_said:
                 self._failed_said = True
                 logger.warning("links for host ranks not written (%s); the next go on", exc)

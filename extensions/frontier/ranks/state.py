@@ -100,19 +100,22 @@ class HostRanks:
             parts.setdefault(self.keys.shard_of(group), []).append(group)
         return parts
 
-    def add_links(self, links: Iterable[tuple[str, str]]) -> int:
-        """Add (group, linking registered domain) pairs; how many ranks rose.
-        Raises redis.RedisError."""
+    def add_links(self, links: Iterable[tuple[str, str, str]]) -> int:
+        """Add (group, queue group, linking registered domain) links: the queue
+        group is the one a request for the host joined (its crawl, its lane), which
+        moves ahead when the rank rises. How many ranks rose. Raises redis.RedisError."""
         items: dict[int, list[str]] = {}
-        for group, domain in links:
-            items.setdefault(self.keys.shard_of(group), []).extend((group, domain))
+        for link in links:
+            items.setdefault(self.keys.shard_of(link[0]), []).extend(link)
         if not items:
             return 0
         pipe = self.server.pipeline(transaction=False)
         for shard, part in items.items():
             keys = self.shards[shard]
-            run_named(self._learn, {"hostrank": keys.hostrank},
-                      {"inlinks_prefix": keys.inlinks("")}, pipe, part)  # fmt: skip
+            run_named(self._learn, {"hostrank": keys.hostrank, "ready": keys.ready,
+                                    "frontier": keys.frontier},
+                      {"inlinks_prefix": keys.inlinks(""), "data_prefix": keys.data("")},
+                      pipe, part)  # fmt: skip
         return sum(int(fields(result)["raised"]) for result in execute(pipe))
 
     def set_ranks(self, ranks: Mapping[str, float]) -> int:

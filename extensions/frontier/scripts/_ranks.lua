@@ -25,20 +25,41 @@ end
 -- are read once per script call; a group's own queue keeps its order.
 local RANK_STEPS = 10
 local MOST_STEPS = 400  -- a rank of 2^40 (a hostile import's inf is no more)
-local function ready_score(F, group, order)
+
+local function by_importance(F)
   if F.importance == nil then
     F.importance = F.frontier ~= nil and redis.call('HGET', F.frontier, 'order') == 'importance'
   end
+  return F.importance
+end
+
+local function rank_steps(rank)
+  rank = tonumber(rank) or 0
+  return math.min(math.floor(RANK_STEPS * math.log(1 + math.max(rank, 0)) / math.log(2)),
+                  MOST_STEPS)
+end
+
+local function ready_score(F, group, order)
   order = tonumber(order)
-  if not F.importance then return order end
+  if not by_importance(F) then return order end
   local host = host_part(group)
   F.bonus = F.bonus or {}
   local steps = F.bonus[host]
   if not steps then
-    local rank = tonumber(redis.call('ZSCORE', crawl_base(F) .. 'hostrank', host) or '0') or 0
-    steps = math.min(math.floor(RANK_STEPS * math.log(1 + math.max(rank, 0)) / math.log(2)),
-                     MOST_STEPS)
+    steps = rank_steps(redis.call('ZSCORE', crawl_base(F) .. 'hostrank', host))
     F.bonus[host] = steps
   end
   return order - steps * SEQ_SPAN
+end
+
+-- A rank that rose moves its group (a queue group: HOST, HOST#CRAWL, its render
+-- lane) ahead in its ready set by the steps it gained, if it is there: a host
+-- waiting its turn would otherwise keep the place its first link gave it.
+local function promote(F, group, before, after)
+  if not by_importance(F) then return end
+  local gained = rank_steps(after) - rank_steps(before)
+  if gained <= 0 then return end
+  local ready = ready_of(F, crawl_of(group), lane_of(group))
+  local score = tonumber(redis.call('ZSCORE', ready, group))
+  if score then redis.call('ZADD', ready, score - gained * SEQ_SPAN, group) end
 end

@@ -1,19 +1,29 @@
---! include _named
--- Learn the link graph a host at a time (frontier/ranks/): each pair of
--- items is a queue group (a host) and a registered domain that links to it. The
--- group's HyperLogLog of linking domains takes the domain; when that grew, its
--- rank rises to the count (a higher rank an import gave stays).
--- Keys (by name, _named.lua): hostrank (zset: group -> rank).
--- Arguments: inlinks_prefix (+ group: its HyperLogLog).
--- Items: two per link: group, domain.
+--! include _named _ranks
+-- Learn the link graph a host at a time (frontier/ranks/): each link is a queue
+-- group (a host), the queue group a request for it joined (its crawl, its
+-- lane) and a registered domain that links to it. The group's HyperLogLog of
+-- linking domains takes the domain; when that grew, its rank rises to the
+-- count (a higher rank an import gave stays) and, by importance, the queue
+-- group moves ahead among the ready ones (_ranks.lua promote).
+-- Keys (by name, _named.lua): hostrank (zset: group -> rank); ready (the ready
+-- groups of the crawl without an id); frontier (its 'order').
+-- Arguments: inlinks_prefix (+ group: its HyperLogLog); data_prefix (where a
+-- crawl's keys are found, _crawls.lua).
+-- Items: three per link: group, queue group, domain.
 -- Returns, by name: raised (groups whose rank rose).
 local K, A, L = named_input()
+local F = {data_prefix = A.data_prefix, ready = K.ready, frontier = K.frontier}
 local raised = 0
-for i = 1, #L - 1, 2 do
-  local key = A.inlinks_prefix .. L[i]
-  if redis.call('PFADD', key, L[i + 1]) == 1 then
+for i = 1, #L - 2, 3 do
+  local group = L[i]
+  local key = A.inlinks_prefix .. group
+  if redis.call('PFADD', key, L[i + 2]) == 1 then
     local count = redis.call('PFCOUNT', key)
-    raised = raised + redis.call('ZADD', K.hostrank, 'GT', 'CH', count, L[i])
+    local before = redis.call('ZSCORE', K.hostrank, group)
+    if redis.call('ZADD', K.hostrank, 'GT', 'CH', count, group) == 1 then
+      raised = raised + 1
+      promote(F, L[i + 1], before, count)
+    end
   end
 end
 return {'raised', raised}
