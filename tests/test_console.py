@@ -95,7 +95,10 @@ def test_the_pages_show_the_crawls_figures_live_and_status_matches_the_command(
         assert "closed" in row.inner_text() and re.search(r"\d+ MB", row.inner_text())
         page.screenshot(path=SCREENSHOTS / "console-nodes.png", full_page=True)
 
+        redis_client.zadd("shop:hostrank", {"127.0.0.1": 5})  # as scrapy hostrank import
         page.goto(console.url + "/shop/hosts?host=127.0.0.1")
+        ranked = page.locator("table.ranked tbody tr").first.locator("td")
+        assert [ranked.nth(i).inner_text() for i in (0, 1)] == ["127.0.0.1", "5"]
         cells = page.locator("table.hosts tbody tr").first.locator("td")
         assert cells.nth(0).inner_text() == "127.0.0.1"
         # fetched: what the host's state counts as leased to nodes (those the node

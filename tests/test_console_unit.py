@@ -16,6 +16,7 @@ from extensions.console import readers
 from extensions.console.actions import ActionRefused, Actions, Choice
 from extensions.console.auth import LOCAL, Sessions, User, Users, hash_password, verify_password
 from extensions.frontier.crawls.state import Crawls
+from extensions.frontier.ranks.state import RankBudget
 from extensions.frontier.start_urls import DEFAULT_RULES
 from extensions.keys import SpiderKeys
 from tests.conftest import queue_requests
@@ -96,6 +97,14 @@ def test_the_hosts_window_groups_by_address_and_shows_the_lines(redis_client):
     [line] = view["lines"]
     assert (line["kind"], line["name"], line["waiting"]) == ("address", "10.0.0.1", 2)
     assert line["next_slot"] > time.time()
+    assert view["ranked"] == []  # no host ranked: no table
+    redis_client.zadd("shop:hostrank", {"h1.test": 40, "h4.test": 3})
+    redis_client.hset("shop:host:h1.test", "leased", 7)
+    budget = readers.Limits(**{**LIMITS.__dict__, "rank_budget": RankBudget(10, 2, 50)})
+    ranked = readers.hosts(redis_client, KEYS, budget, "ready", 0, 20)["ranked"]
+    assert [(r["host"], r["rank"], r["leased"], r["budget"]) for r in ranked] == [
+        ("h1.test", 40.0, 7, 50), ("h4.test", 3.0, 0, 16)
+    ]  # fmt: skip
     odd = readers.hosts(redis_client, KEYS, LIMITS, "ready", 0, 20, group="<script>")
     assert odd["group"] == ""  # only the two groupings
     # scrapy status --ips reads the same; a malformed limit another writer left is none

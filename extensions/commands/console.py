@@ -17,6 +17,7 @@ from extensions import config
 from extensions.botauth import published_directory, signer_from_settings
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.console.auth import Sessions, Users, hash_password, users_problem
+from extensions.frontier.ranks.state import RankBudget
 from extensions.frontier.start_urls import EntryRules
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
@@ -53,6 +54,7 @@ def build_app(settings: Settings) -> web.Application:
             node_timeout=settings.getfloat("NODE_TIMEOUT"),
             stall_time=settings.getfloat("NODE_STALL_TIME"),
             host_page_budget=settings.getint("HOST_PAGE_BUDGET"),
+            rank_budget=RankBudget.from_settings(settings),
             series_hours=settings.getfloat("SERIES_HOURS"),
             dlq_scan=settings.getint("CONSOLE_DLQ_SCAN"),
             parts=StatusParts.from_settings(settings),

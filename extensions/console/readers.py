@@ -23,6 +23,7 @@ from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.deadletter import parse_record
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.part import StatusParts
+from extensions.frontier.ranks.state import HostRanks
 from extensions.observability.levels import redis_number
 from extensions.observability.status import (
     all_figures,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 #: the host views: every kind of host with work, or one state
 HOST_STATES = ("active", "ready", "waiting", "held", "banned")
+RANKED_SHOWN = 20  # the best-ranked hosts the hosts page lists
 DLQ_CHUNK = 1000  # dead letters read per round trip while filtering
 BUSIEST = 10  # hosts on a spider's page
 
@@ -56,6 +58,8 @@ class Limits:
     host_page_budget: int
     series_hours: float
     dlq_scan: int
+    #: HOST_BUDGET_BY_RANK, when set (a RankBudget): the budgets the ranked hosts show
+    rank_budget: Any = None
     #: the frontier's parts (FRONTIER_PARTS): their status fields and node notes
     parts: StatusParts = field(default_factory=StatusParts.from_settings)
 
@@ -165,9 +169,11 @@ def hosts(
     rows = rows[:limit]
     if group in ("address", "domain"):  # the window's hosts, side by side by server or site
         rows.sort(key=lambda r: (r.get(group) or "~", -r["queued"], r["host"]))
+    budget = limits.rank_budget or limits.host_page_budget
     return {"hosts": rows, "totals": dict(totals), "state": state, "offset": offset,
             "group": group if group in ("address", "domain") else "",
-            "lines": _lines(server, keys, limit)}  # fmt: skip
+            "lines": _lines(server, keys, limit),
+            "ranked": HostRanks(server, keys).top_rows(RANKED_SHOWN, budget)}  # fmt: skip
 
 
 def _lines(server: redis.Redis, keys: SpiderKeys, limit: int) -> list[dict[str, Any]]:
