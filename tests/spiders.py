@@ -132,13 +132,3 @@ class ScoredBooksSpider(DistributedSpider):
         if product % 7 == 0:
             return float("nan")
         return product
-
-
-class WebSpider(DistributedSpider):
-    """Follows every link, to any host: a broad crawl."""
-
-    name = "web"
-
-    def parse(self, response):
-        yield {"url": response.url}
-        yield from response.follow_all(css="a")

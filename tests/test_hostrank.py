@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import OrderedDict
 
 import pytest
 from scrapy import Request
@@ -57,7 +56,7 @@ def test_links_within_a_domain_and_from_a_link_farm_count_once(redis_client):
     keys = SpiderKeys.for_spider("t")
     middleware = LinkGraphMiddleware.__new__(LinkGraphMiddleware)
     middleware.queue_by = "host"
-    middleware._sent, middleware._batch = OrderedDict(), []
+    middleware._sent, middleware._batch = set(), []
     middleware.ranks = HostRanks(redis_client, keys)
 
     class Stats:

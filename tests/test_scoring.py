@@ -151,7 +151,7 @@ def crawl_link_web(redis_url, redis_client, nodes, web, dns, order: str) -> dict
     redis_client.flushall()
     port = web.url.rsplit(":", 1)[1]
     redis_client.lpush("web:start_urls", *(f"http://h{n}.test:{port}/" for n in range(500, 510)))
-    node = nodes.start("web", redis_url, SPIDER_MODULES="tests.spiders", FRONTIER_ORDER=order,
+    node = nodes.start("web", redis_url, FRONTIER_ORDER=order,
                        CLOSESPIDER_PAGECOUNT=WEB_HOSTS * WEB_PAGES // 10, DNS_SHARED=True,
                        DNS_SERVERS=dns.url, MAX_IDLE_TIME_BEFORE_CLOSE=3)  # fmt: skip
     assert node.wait(180) == 0, nodes.tail()
@@ -179,9 +179,10 @@ def test_with_importance_the_sites_the_web_links_to_most_are_fetched_first(
         web.stop()
     linked = in_links(WEB_HOSTS, WEB_PAGES)
     by_rank = sorted(range(WEB_HOSTS), key=lambda n: -linked[n])
-    for top in (by_rank[: WEB_HOSTS // 100], by_rank[: WEB_HOSTS // 20]):  # 1 %, 5 %
+    # measured: 1.0 against 0.62-0.66 of the top 1 %'s pages, 0.92-1.0 against 0.40-0.52
+    # of the top 5 %'s
+    for top, least in ((by_rank[: WEB_HOSTS // 100], 0.9), (by_rank[: WEB_HOSTS // 20], 0.75)):
         share = {order: sum(pages.get(f"h{n}.test", 0) for n in top) / (len(top) * WEB_PAGES)
                  for order, pages in fetched.items()}  # fmt: skip
-        # measured: 1.0 against 0.66 of the top 1 %'s pages, 1.0 against 0.52 of the top 5 %'s
-        assert share["importance"] >= 0.9, share
+        assert share["importance"] >= least, share
         assert share["importance"] >= share["discovery"] + 0.2, share

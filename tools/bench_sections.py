@@ -1,6 +1,6 @@
-"""``make bench`` sections 12 to 24: growth, sharding, recrawls, pushback, crawl ids,
-rendering, the console, the overflow, levels, one page one URL (registered in
-``tools/bench_base.py``)."""
+"""``make bench`` sections 12 to 26: growth, sharding, recrawls, pushback, crawl ids,
+rendering, the console, the overflow, levels, one page one URL, trust, host ranks
+(registered in ``tools/bench_base.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from tools import (
     levels_bench,
     overflow_bench,
     pushback_bench,
+    ranks_bench,
     recrawl_bench,
     redis_ceiling,
     redis_cluster,
@@ -267,3 +268,15 @@ class Trust(Section):
     def report(self, bench: Bench) -> None:
         print("\n25. A crawler sites can trust")
         trust_bench.report(self.result)
+
+
+@section(26, "what to fetch first: top sites' coverage by importance, sketch bytes, lease cost")
+class Ranks(Section):
+    once = True  # a million hosts filled twice, two crawls of a generated web
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.result = ranks_bench.measure(bench.redis_url, bench.work / "ranks")
+
+    def report(self, bench: Bench) -> None:
+        print('\n26. What to fetch first: host ranks and FRONTIER_ORDER = "importance"')
+        ranks_bench.report(self.result)

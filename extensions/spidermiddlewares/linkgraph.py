@@ -3,17 +3,17 @@ a callback yields for a host outside the page's registered domain is a vote of
 that domain for the host's queue group. On whenever ranks are used
 (``FRONTIER_ORDER = "importance"`` or ``HOST_BUDGET_BY_RANK``).
 
-The node sends each (group, domain) link once (it remembers the last
-``LINKS_REMEMBERED``), in batches of ``LINKS_PER_WRITE`` or every second: one
-script call per shard, costing Redis a PFADD per new link. A write Redis does
-not take is dropped, logged once and counted (``hostrank/errors``): the ranks
-are a sketch, and the same links come again from other pages.
+The node sends each (group, domain) link once (it remembers up to
+``LINKS_REMEMBERED``, then forgets them all and starts again), in batches of
+``LINKS_PER_WRITE`` or every second: one script call per shard, costing Redis
+a PFADD per new link. A write Redis does not take is dropped, logged once and
+counted (``hostrank/errors``): the ranks are a sketch, and the same links come
+again from other pages.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -24,8 +24,9 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
 from extensions import connection
+from extensions.crawlid import host_of
 from extensions.frontier.domains import registered_domain
-from extensions.frontier.groups import group_for, queue_group_for
+from extensions.frontier.groups import queue_group_for
 from extensions.frontier.ranks.state import HostRanks, budget_problem
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LINKS_REMEMBERED = 200_000  # links (group, domain) a node knows it sent
+LINKS_REMEMBERED = 100_000  # links a node knows it sent (a few MB), then it starts again
 LINKS_PER_WRITE = 500
 WRITE_INTERVAL = 1.0  # seconds between writes of what a node has
 
@@ -59,7 +60,7 @@ class LinkGraphMiddleware:
         self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
         self.health = connection.health_for(crawler)
         self.ranks = HostRanks(connection.client_for(crawler), SpiderKeys.for_crawler(crawler))
-        self._sent: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._sent: set[int] = set()  # the links sent lately, hashed
         self._batch: list[tuple[str, str, str]] = []
         self._failed_said = False
         self._loop = task.LoopingCall(self.write)
@@ -90,15 +91,14 @@ class LinkGraphMiddleware:
             return
         if not host or registered_domain(host) == source:
             return  # a site's links to itself say nothing of it
-        meta = request.meta
-        queued = queue_group_for(request.url, meta, self.queue_by)
-        link = (group_for(request.url, meta.get("download_slot"), self.queue_by), queued, source)
-        if link in self._sent:
-            self._sent.move_to_end(link)
+        queued = queue_group_for(request.url, request.meta, self.queue_by)
+        link = (host_of(queued), queued, source)
+        seen = hash(link)  # (a collision only leaves one vote out)
+        if seen in self._sent:
             return
-        self._sent[link] = None
-        if len(self._sent) > LINKS_REMEMBERED:
-            self._sent.popitem(last=False)
+        if len(self._sent) >= LINKS_REMEMBERED:
+            self._sent.clear()  # links sent again count no more: a PFADD is idempotent
+        self._sent.add(seen)
         self._batch.append(link)
         if len(self._batch) >= LINKS_PER_WRITE:
             self.write()
@@ -113,7 +113,7 @@ class LinkGraphMiddleware:
             self.health.failed(exc)
             self.stats.inc_value("hostrank/errors")
             for link in batch:  # sent again when a page links to it again
-                self._sent.pop(link, None)
+                self._sent.discard(hash(link))
             if not self._failed_said:
                 self._failed_said = True
                 logger.warning("links for host ranks not written (%s); the next go on", exc)

@@ -85,24 +85,26 @@ class ScoringMiddleware:
         try:
             value = self.score(request, response)
         except Exception:  # a scorer's own bug: this request keeps its priority
-            self._failed("errors", request, "raised")
+            self.stats.inc_value("scoring/errors")
+            self._say("scoring/errors", request, "raised")
             return request
         score = as_score(value)
         if score is None:
-            self._failed("not_numbers", request, f"gave {value!r:.60}, not a number")
+            self.stats.inc_value("scoring/not_numbers")
+            self._say("scoring/not_numbers", request, f"gave {value!r:.60}, not a number")
             return request
         self.stats.inc_value("scoring/scored")
         request.priority = scored_priority(request.priority, score, self.scale)
         return request
 
-    def _failed(self, kind: str, request: Request, what: str) -> None:
-        self.stats.inc_value(f"scoring/{kind}")
-        if kind not in self._said:
-            self._said.add(kind)
+    def _say(self, stat: str, request: Request, what: str) -> None:
+        """Log the first failure of each kind; the rest are counted alone."""
+        if stat not in self._said:
+            self._said.add(stat)
             logger.warning(
                 "the scorer %s on %s: the request keeps its priority (further ones are "
-                "counted in scoring/%s)", what, request.url[:200], kind,
-                exc_info=kind == "errors",
+                "counted in %s)", what, request.url[:200], stat,
+                exc_info=stat == "scoring/errors",
             )  # fmt: skip
 
     def process_spider_output(
