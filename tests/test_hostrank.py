@@ -33,7 +33,7 @@ def test_a_host_ranks_by_the_registered_domains_that_link_to_it(redis_client, sh
     links += [("popular.test", "site1.test")] * 5  # one domain again: no more
     links += [("quiet.test", "site1.test"), ("quiet.test", "site2.test")]
     links = [(host, host, domain) for host, domain in links]
-    assert ranks.add_links(links) > 0
+    assert ranks.add_links(links) == (42, 0)  # each new linking domain raised a rank
     assert ranks.ranks(["popular.test", "quiet.test", "unknown.test"]) == {
         "popular.test": 40.0,  # a HyperLogLog: exact this small
         "quiet.test": 2.0,
@@ -154,3 +154,21 @@ def test_with_importance_the_hosts_more_domains_link_to_are_leased_first(redis_c
         assert hosts == ["big.test"] * 3 + ["mid.test"] * 3 + ["none.test"] * 3
         urls = [json.loads(lease.data)["url"] for lease in leased]
         assert urls[:3] == [f"http://big.test/{n}" for n in range(3)]
+
+
+def test_rank_keys_another_writer_spoiled_are_replaced_and_stop_nothing(redis_client):
+    keys = SpiderKeys.for_spider("t")
+    redis_client.set(keys.hostrank, "not a sorted set")
+    frontier = Frontier(redis_client, keys, "n1", budget=RankBudget(2, 1, 10))
+    redis_client.hset(keys.frontier, "order", "importance")
+    frontier.enqueue([entry(f"http://a.test/{n}") for n in range(5)])  # rank 0: the floor
+    assert redis_client.zcard(keys.queue("a.test")) == 2
+    leased, _ = frontier.lease(5, lease_timeout=60)
+    assert len(leased) == 2
+    redis_client.set(keys.inlinks("b.test"), "not a HyperLogLog")
+    ranks = HostRanks(redis_client, keys)
+    assert ranks.add_links([("b.test", "b.test", "x.test"), ("c.test", "c.test", "x.test")]) == (
+        2,
+        2,
+    )
+    assert ranks.ranks(["b.test", "c.test"]) == {"b.test": 1.0, "c.test": 1.0}

@@ -98,6 +98,7 @@ def sketch(client: redis.Redis) -> dict[str, object]:
 def coverage(redis_url: str, work: Path) -> dict[str, dict[str, float]]:
     """The share of the top sites' pages each order fetched with a tenth of the pages."""
     client = redis.Redis.from_url(redis_url)
+    work.mkdir(parents=True, exist_ok=True)
     web = services.start_link_web(WEB_HOSTS, WEB_PAGES)
     zone, log = work / "zone.json", work / "queries.log"
     zone.write_text(json.dumps({f"h{n}.test": {"a": ["127.0.0.1"], "ttl": 3600}

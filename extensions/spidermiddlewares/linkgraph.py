@@ -108,7 +108,7 @@ class LinkGraphMiddleware:
         if not batch:
             return
         try:
-            raised = self.ranks.add_links(batch)
+            raised, bad = self.ranks.add_links(batch)
         except redis.RedisError as exc:
             self.health.failed(exc)
             self.stats.inc_value("hostrank/errors")
@@ -121,6 +121,9 @@ class LinkGraphMiddleware:
         self.stats.inc_value("hostrank/links", len(batch))
         if raised:
             self.stats.inc_value("hostrank/raised", raised)
+        if bad:
+            self.stats.inc_value("hostrank/bad_records", bad)
+            logger.warning("%d host-rank keys held something else: replaced", bad)
 
     def _source(self, response: Response) -> str | None:
         try:

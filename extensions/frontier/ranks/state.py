@@ -100,15 +100,16 @@ class HostRanks:
             parts.setdefault(self.keys.shard_of(group), []).append(group)
         return parts
 
-    def add_links(self, links: Iterable[tuple[str, str, str]]) -> int:
+    def add_links(self, links: Iterable[tuple[str, str, str]]) -> tuple[int, int]:
         """Add (group, queue group, linking registered domain) links: the queue
         group is the one a request for the host joined (its crawl, its lane), which
-        moves ahead when the rank rises. How many ranks rose. Raises redis.RedisError."""
+        moves ahead when the rank rises. (Ranks that rose, keys of ours another
+        writer had left as something else, replaced). Raises redis.RedisError."""
         items: dict[int, list[str]] = {}
         for link in links:
             items.setdefault(self.keys.shard_of(link[0]), []).extend(link)
         if not items:
-            return 0
+            return 0, 0
         pipe = self.server.pipeline(transaction=False)
         for shard, part in items.items():
             keys = self.shards[shard]
@@ -116,7 +117,8 @@ class HostRanks:
                                     "frontier": keys.frontier},
                       {"inlinks_prefix": keys.inlinks(""), "data_prefix": keys.data("")},
                       pipe, part)  # fmt: skip
-        return sum(int(fields(result)["raised"]) for result in execute(pipe))
+        answers = [fields(result) for result in execute(pipe)]
+        return sum(int(a["raised"]) for a in answers), sum(int(a["bad"]) for a in answers)
 
     def set_ranks(self, ranks: Mapping[str, float]) -> int:
         """Give each group its rank, whatever it had (an import); how many."""

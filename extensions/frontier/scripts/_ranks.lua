@@ -1,6 +1,14 @@
 --! include _entries _crawls
 -- What a queue group's rank (NAME:hostrank, frontier/ranks/) decides.
 
+-- A group's rank, 0 when it has none or the key is not a sorted set (anyone may
+-- write to Redis: a bad key ranks no one, and stops no lease nor enqueue).
+local function rank_of(key, group)
+  local rank = redis.pcall('ZSCORE', key, group)
+  if type(rank) == 'table' then return 0 end
+  return math.max(tonumber(rank or '0') or 0, 0)
+end
+
 -- The page budget of ``base`` (a group without its crawl and lane): with
 -- HOST_BUDGET_BY_RANK (A.rank_key given: NAME:hostrank), floor + per_rank * rank, at most
 -- ceiling, read once per script call; else the fixed HOST_PAGE_BUDGET.
@@ -9,8 +17,7 @@ local function group_budget(F, A, base, fixed)
   F.budget_of = F.budget_of or {}
   local limit = F.budget_of[base]
   if not limit then
-    local rank = tonumber(redis.call('ZSCORE', A.rank_key, base) or '0') or 0
-    if rank < 0 then rank = 0 end
+    local rank = rank_of(A.rank_key, base)
     limit = math.floor(math.min(tonumber(A.rank_ceiling),
                                 tonumber(A.rank_floor) + tonumber(A.rank_per) * rank))
     F.budget_of[base] = limit
@@ -46,7 +53,7 @@ local function ready_score(F, group, order)
   F.bonus = F.bonus or {}
   local steps = F.bonus[host]
   if not steps then
-    steps = rank_steps(redis.call('ZSCORE', crawl_base(F) .. 'hostrank', host))
+    steps = rank_steps(rank_of(crawl_base(F) .. 'hostrank', host))
     F.bonus[host] = steps
   end
   return order - steps * SEQ_SPAN
