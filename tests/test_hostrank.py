@@ -172,3 +172,18 @@ def test_rank_keys_another_writer_spoiled_are_replaced_and_stop_nothing(redis_cl
         2,
     )
     assert ranks.ranks(["b.test", "c.test"]) == {"b.test": 1.0, "c.test": 1.0}
+
+
+def test_importance_keeps_each_host_within_its_rate(redis_client):
+    keys = SpiderKeys.for_spider("t")
+    HostRanks(redis_client, keys).set_ranks({"big.test": 1000, "mid.test": 10})
+    redis_client.hset(keys.rates, "*", 1)  # CLUSTER_HOST_RATE = 1
+    redis_client.hset(keys.frontier, "order", "importance")
+    frontier = Frontier(redis_client, keys, "n1")
+    for host in ("none.test", "mid.test", "big.test"):
+        frontier.enqueue([entry(f"http://{host}/{n}") for n in range(3)])
+    leased, _ = frontier.lease(9, lease_timeout=60)
+    # one slot each: the best-ranked first, none past its rate
+    assert [json.loads(lease.data)["url"] for lease in leased] == [
+        "http://big.test/0", "http://mid.test/0", "http://none.test/0"
+    ]  # fmt: skip
