@@ -43,6 +43,8 @@ DOWNLOADER_MIDDLEWARES = {
     "extensions.downloadermiddlewares.proxies.BanDetectionMiddleware": 620,
     # after every middleware that sets a header (Scrapy's stats at 850, cache at 900)
     "extensions.downloadermiddlewares.botauth.BotAuthMiddleware": 950,
+    # next to the downloader: the request as sent, the response as received
+    "extensions.warc.middleware.WarcMiddleware": 960,
 }
 # closest to the spider: counts what its callbacks yield before anything else
 SPIDER_MIDDLEWARES = {

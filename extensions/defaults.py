@@ -142,6 +142,7 @@ FRONTIER_PARTS_BASE = {
     "extensions.frontier.overflow.part.OverflowPart": 400,
     "extensions.frontier.hosts.levels.HostLevels": 500,
     "extensions.frontier.ranks.part.RanksPart": 600,
+    "extensions.warc.part.WarcPart": 700,
 }
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
 FRONTIER_PARTS: dict[str, int | None] = {}
@@ -194,6 +195,10 @@ HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl;
 FRONTIER_SCORER = ""
 FRONTIER_SCORE_SCALE = 100.0
 SCORER_KEYWORDS: list[str] = []  # AnchorKeywordScorer's words
+# --- WARC capture (extensions/warc/) ---
+WARC_ENABLED = False  # every fetch's request, response and metadata into WARC/1.1 files
+WARC_DIR = "data/warc"  # a local directory, shared by the nodes or each its own
+WARC_MAX_SIZE = 1_000_000_000  # bytes: a file is rotated past this
 # host ranks (extensions/frontier/ranks/): "importance" gives hosts that more
 # registered domains link to more of the lease turns; "discovery" is priority, then
 # the order requests were found in

@@ -48,6 +48,9 @@ class Runtime:
     revisits: Any = None
     #: DNS_SHARED: the node's resolver (dns/resolver.py), and why names failed
     resolver: Any = None
+    #: WARC_ENABLED: the node's WARC files (warc/files.py), written by the
+    #: middleware, made durable by the frontier part before leases are released
+    warc: Any = None
     #: netloc -> the send slot of the page whose robots.txt is being fetched: the
     #: robots.txt goes at it, the page asks for a new one (robotstxt.py, pushback.py)
     robots_slots: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,77 @@
+"""``scrapy warc NAME lookup URL``: the archived records of a URL (``extensions/warc/``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import UsageError
+
+from extensions import installed
+from extensions.cli import ProjectCommand
+from extensions.warc.files import surt
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def lookup(directory: Path, spider: str, url: str) -> tuple[list[dict], int]:
+    """The index entries of ``url`` in the spider's files under ``directory``,
+    oldest first, and how many index lines could not be read."""
+    key = surt(url)
+    found, bad = [], 0
+    for index in sorted(directory.glob(f"{spider}-*.warc.gz.cdxj")):
+        with index.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if not line.startswith(key + " "):
+                    continue
+                try:
+                    _, stamp, fields = line.split(" ", 2)
+                    entry = {"timestamp": stamp, **json.loads(fields)}
+                except ValueError:  # a line cut by a kill, or not one of ours
+                    bad += 1
+                    continue
+                found.append(entry)
+    found.sort(key=lambda entry: str(entry["timestamp"]))
+    return found, bad
+
+
+class Command(ProjectCommand):
+    def syntax(self) -> str:
+        return "NAME lookup URL [--json]"
+
+    def short_desc(self) -> str:
+        return "Find the archived records of a URL in the crawl's WARC files"
+
+    def long_desc(self) -> str:
+        return (
+            "Reads the CDXJ index beside each of the spider's WARC files in WARC_DIR "
+            "(a directory the nodes share, or one node's) and prints each record of "
+            "URL: when it was fetched, its status, the file and the offset of the record."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 3 or args[1] != "lookup":
+            raise UsageError("expected: scrapy warc NAME lookup URL")
+        assert self.settings is not None
+        directory = Path(installed.effective(self.settings).get("WARC_DIR"))
+        if not directory.is_dir():
+            raise UsageError(f"WARC_DIR {directory} is not a directory")
+        found, bad = lookup(directory, args[0], args[2])
+        for entry in found:
+            if opts.json:
+                print(json.dumps(entry))
+            else:
+                print(f"{entry['timestamp']} {entry.get('status', '-')} {entry['filename']} "
+                      f"offset {entry['offset']} length {entry['length']}")  # fmt: skip
+        if bad:
+            print(f"skipped {bad} index lines that could not be read", file=sys.stderr)
+        if not found:
+            print(f"no record of {args[2]} in {directory}", file=sys.stderr)
+            self.exitcode = 1

@@ -1,0 +1,147 @@
+"""One node's WARC files (WARC_ENABLED): WARC/1.1 written by warcio, each
+record its own gzip member, so a file cut short by a kill is read up to its
+last whole record. A file is rotated at ``WARC_MAX_SIZE``; its name holds the
+spider, the time it was opened, the node and a sequence number, so files from
+many nodes in one directory never collide. Beside each, ``FILE.cdxj`` indexes
+its response records (the format pywb and the Wayback machines read).
+
+``sync()`` makes what was written durable (flush and fsync); the frontier calls
+it before a flush releases leases (``part.py``), so a page whose lease is gone
+is on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from extensions import __version__
+
+logger = logging.getLogger(__name__)
+
+
+def surt(url: str) -> str:
+    """The SURT form CDXJ sorts by: ``com,example)/path?query`` (host reversed,
+    a leading www. dropped, lower case, the port kept unless it is the scheme's)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").removeprefix("www.")
+    key = ",".join(reversed(host.split(".")))
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    if parts.port and parts.port != default:
+        key += f":{parts.port}"
+    path = parts.path or "/"
+    return (key + ")" + path + (f"?{parts.query}" if parts.query else "")).lower()
+
+
+class WarcFiles:
+    def __init__(self, directory: Path, spider: str, node: str, max_size: int):
+        self.directory = directory
+        self.spider = spider
+        self.node = node
+        self.max_size = max_size
+        self.sequence = 0
+        self.path: Path | None = None
+        self._file: Any = None
+        self._index: Any = None
+        self._writer: WARCWriter | None = None
+        self.bytes_written = 0
+
+    def _open(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.sequence += 1
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        name = f"{self.spider}-{stamp}-{self.node}-{os.getpid()}-{self.sequence:05d}.warc.gz"
+        self.path = self.directory / name
+        # kept open across writes; "x": never another node's file
+        self._file = open(self.path, "xb")  # noqa: SIM115
+        self._index = open(str(self.path) + ".cdxj", "x", encoding="utf-8")  # noqa: SIM115
+        self._writer = WARCWriter(self._file, gzip=True, warc_version="1.1")
+        info = {"software": f"crawler {__version__} (Scrapy, warcio)", "format": "WARC/1.1",
+                "isPartOf": self.spider, "node": self.node}  # fmt: skip
+        self._writer.write_record(self._writer.create_warcinfo_record(name, info))
+        logger.info("writing %s", self.path)
+
+    def write_exchange(self, records: list[Any]) -> None:
+        """Write one fetch's records (request, response, metadata), opening or
+        rotating the file as needed; each response is indexed."""
+        if self._writer is None or self._file.tell() >= self.max_size:
+            self.close()
+            self._open()
+        assert self._writer is not None and self.path is not None
+        for record in records:
+            offset = self._file.tell()
+            self._writer.write_record(record)
+            length = self._file.tell() - offset
+            self.bytes_written += length
+            if record.rec_type in ("response", "revisit", "resource"):
+                self._index.write(self._cdxj_line(record, offset, length) + "\n")
+
+    def _cdxj_line(self, record: Any, offset: int, length: int) -> str:
+        url = record.rec_headers.get_header("WARC-Target-URI")
+        date = record.rec_headers.get_header("WARC-Date") or ""
+        fields: dict[str, Any] = {"url": url, "offset": offset, "length": length,
+                                  "filename": self.path.name if self.path else ""}  # fmt: skip
+        http = record.http_headers
+        if http is not None:
+            fields["status"] = http.get_statuscode()
+            fields["mime"] = (http.get_header("Content-Type") or "").split(";")[0].strip()
+        digest = record.rec_headers.get_header("WARC-Payload-Digest")
+        if digest:
+            fields["digest"] = digest
+        stamp = "".join(ch for ch in date if ch.isdigit())[:14]
+        return f"{surt(url)} {stamp} {json.dumps(fields)}"
+
+    def sync(self) -> None:
+        """Make everything written so far durable."""
+        for handle in (self._file, self._index):
+            if handle is not None:
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    def close(self) -> None:
+        if self._file is None:
+            return
+        self.sync()
+        self._file.close()
+        self._index.close()
+        self._file = self._index = self._writer = None
+
+    def records(
+        self, url: str, method: str, request_headers: list[tuple[str, str]], request_body: bytes,
+        status: str, response_headers: list[tuple[str, str]], body: bytes, fields: dict[str, str],
+    ) -> list[Any]:  # fmt: skip
+        """The request, response and metadata records of one fetch, built by the
+        writer of the current file (one is opened first if need be)."""
+        if self._writer is None:
+            self._open()
+        writer = self._writer
+        assert writer is not None
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        request = writer.create_warc_record(
+            url, "request", payload=BytesIO(request_body), length=len(request_body),
+            http_headers=StatusAndHeaders(f"{method} {target} HTTP/1.1", request_headers,
+                                          is_http_request=True),
+        )  # fmt: skip
+        response = writer.create_warc_record(
+            url, "response", payload=BytesIO(body), length=len(body),
+            http_headers=StatusAndHeaders(status, response_headers, protocol="HTTP/1.1"),
+        )  # fmt: skip
+        response_id = response.rec_headers.get_header("WARC-Record-ID")
+        request.rec_headers.add_header("WARC-Concurrent-To", response_id)
+        text = "".join(f"{name}: {value}\r\n" for name, value in fields.items()).encode()
+        metadata = writer.create_warc_record(
+            url, "metadata", payload=BytesIO(text), length=len(text),
+            warc_content_type="application/warc-fields",
+            warc_headers_dict={"WARC-Concurrent-To": response_id},
+        )  # fmt: skip
+        return [request, response, metadata]

@@ -1,0 +1,105 @@
+"""Writes each fetch to the node's WARC files as it comes off the wire.
+
+Next to the downloader (``WARC_ORDER``, above every middleware that sets a
+header or answers a response): the request as sent (cookies, user agent,
+signatures included) and the response as received, before decompression,
+redirects and retries: a 3xx, a 429 and a ban page are archived too. Twisted
+has taken the chunking off the body, so ``Transfer-Encoding`` is left out and
+a ``Content-Length`` given. A metadata record says which crawl, node and server
+address it was, and when.
+
+A write that fails (a full disk, a directory gone) is logged and counted
+(``warc/write_errors``); the page goes on to its callback unarchived. (A sync
+that fails holds the node's leases: ``part.py``.)
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from http import HTTPStatus
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from extensions.exceptions import ConfigError
+from extensions.installed import require_addon
+from extensions.meta import CRAWL_ID
+from extensions.runtime import runtime_of
+from extensions.warc.files import WarcFiles
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+SKIPPED_HEADERS = {b"transfer-encoding"}  # the body is stored de-chunked
+
+
+def _pairs(headers: Any, skip: set[bytes] = SKIPPED_HEADERS) -> list[tuple[str, str]]:
+    return [(name.decode("latin-1"), value.decode("latin-1"))
+            for name, values in headers.items() if name.lower() not in skip
+            for value in values]  # fmt: skip
+
+
+class WarcMiddleware:
+    def __init__(self, crawler: Crawler, directory: Path, max_size: int):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.directory = directory
+        self.max_size = max_size
+        self.runtime = runtime_of(crawler)
+        crawler.signals.connect(self._closed, signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> WarcMiddleware:
+        require_addon(crawler.settings, cls.__name__)
+        settings = crawler.settings
+        if not settings.getbool("WARC_ENABLED"):
+            raise NotConfigured("WARC_ENABLED is off")
+        where = settings.get("WARC_DIR")
+        if "://" in where:
+            raise ConfigError(f"WARC_DIR: {where!r} is a URL; a local directory is needed")
+        return cls(crawler, Path(where), settings.getint("WARC_MAX_SIZE"))
+
+    def _files(self) -> WarcFiles:
+        if self.runtime.warc is None:
+            spider = self.crawler.spider
+            name = spider.name if spider is not None else "crawl"
+            node = self.runtime.node_id or "node"
+            self.runtime.warc = WarcFiles(self.directory, name, node, self.max_size)
+        return self.runtime.warc
+
+    def process_response(self, request: Request, response: Response, spider: Any = None) -> Any:
+        body = response.body
+        headers = _pairs(response.headers)
+        if not response.headers.get(b"Content-Length"):
+            headers.append(("Content-Length", str(len(body))))
+        fields = {"spider": self._files().spider, "node": self._files().node,
+                  "fetched": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                  "crawl": str(request.meta.get(CRAWL_ID) or ""),
+                  "ip": str(response.ip_address or "")}  # fmt: skip
+        known = response.status in HTTPStatus._value2member_map_
+        reason = HTTPStatus(response.status).phrase if known else ""
+        try:
+            files = self._files()
+            records = files.records(
+                response.url, request.method, _pairs(request.headers, set()), request.body or b"",
+                f"{response.status} {reason}".strip(), headers, body, fields,
+            )  # fmt: skip
+            files.write_exchange(records)
+        except OSError as exc:
+            self.stats.inc_value("warc/write_errors")
+            logger.error("could not archive %s: %s", response.url[:200], exc)
+            return response
+        self.stats.inc_value("warc/pages")
+        self.stats.inc_value("warc/records", len(records))
+        return response
+
+    def _closed(self, spider: Any) -> None:
+        if self.runtime.warc is not None:
+            self.runtime.warc.close()

@@ -1,0 +1,139 @@
+"""WARC capture (``extensions/warc/``): a crawl of the small shop by two nodes,
+one killed with kill -9 mid-crawl, archived into one directory; the files read
+back by warcio and by a reader of this test's own (gzip members and WARC
+headers, nothing of warcio's)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import zlib
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from extensions.warc.files import surt
+from tests.conftest import scrapy
+from tests.helpers import SMALL_SHOP_PAGES, page_hits, seed, wait_for
+
+
+def warcio_records(path: Path) -> tuple[list, bool]:
+    """(type, URL, status, payload) of each record warcio reads, and whether the
+    file ended cleanly (a file cut by a kill: read up to its last whole record)."""
+    records = []
+    with path.open("rb") as stream:
+        try:
+            for record in ArchiveIterator(stream):
+                status = record.http_headers.get_statuscode() if record.http_headers else None
+                records.append((record.rec_type, record.rec_headers.get_header("WARC-Target-URI"),
+                                status, record.content_stream().read()))  # fmt: skip
+        except Exception:  # the cut last record
+            return records, False
+    return records, True
+
+
+def own_reader(path: Path) -> list[tuple[str, str]]:
+    """(WARC-Type, WARC-Target-URI) of each whole gzip member: another reader."""
+    data, found = path.read_bytes(), []
+    while data:
+        member = zlib.decompressobj(wbits=31)
+        try:
+            text = member.decompress(data)
+        except zlib.error:
+            break
+        if not member.eof:
+            break  # cut short
+        data = member.unused_data
+        head = text.split(b"\r\n\r\n", 1)[0].decode("utf-8").split("\r\n")
+        assert head[0] == "WARC/1.1"
+        fields = dict(line.split(": ", 1) for line in head[1:])
+        found.append((fields["WARC-Type"], fields.get("WARC-Target-URI", "")))
+    return found
+
+
+def test_a_surt_is_the_host_reversed():
+    assert surt("https://www.Example.com/A/b?x=1") == "com,example)/a/b?x=1"
+    assert surt("http://127.0.0.1:8123/") == "1,0,0,127:8123)/"
+
+
+@pytest.mark.chaos
+def test_every_page_of_a_crawl_is_archived_whatever_dies(
+    redis_url, redis_client, small_shop, nodes, tmp_path
+):
+    warc = tmp_path / "warc"
+    settings = {"WARC_ENABLED": True, "WARC_DIR": str(warc), "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
+    seed(redis_url, "shop", small_shop.url + "/")
+    victim = nodes.start("shop", redis_url, NODE_ID="victim", **settings)
+    nodes.start("shop", redis_url, NODE_ID="peer", **settings)
+    wait_for(lambda: sum(page_hits(small_shop).values()) > 150, 90, "a crawl under way")
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(10)
+    assert nodes.wait(240)[1] == 0, nodes.tail()
+    hits = page_hits(small_shop)
+    assert set(hits) == SMALL_SHOP_PAGES
+
+    files = sorted(warc.glob("*.warc.gz"))
+    assert {"victim", "peer"} <= {path.name.split("-")[2] for path in files}
+    archived: dict[str, int] = {}
+    clean = {}
+    for path in files:
+        records, clean[path.name] = warcio_records(path)
+        assert records[0][0] == "warcinfo"
+        for kind, url, status, payload in records:
+            if kind == "response":
+                archived[url] = archived.get(url, 0) + 1
+                assert status == "200"
+                assert url.endswith("/robots.txt") or payload.lstrip().startswith(b"<")
+        # the other reader finds the same whole records
+        assert [(k, u or "") for k, u, _, _ in records] == own_reader(path)[: len(records)]
+    pages = {url.removeprefix(small_shop.url) for url in archived}
+    # every page fetched has a response record (robots.txt too)
+    assert pages >= SMALL_SHOP_PAGES
+    peer_files = [path for path in files if "-peer-" in path.name]
+    assert all(clean[path.name] for path in peer_files)
+    # the index of a file closed cleanly names each response in it, at its offset
+    for path in peer_files:
+        index = [json.loads(line.split(" ", 2)[2])
+                 for line in Path(f"{path}.cdxj").read_text().splitlines()]  # fmt: skip
+        responses = [u for k, u, _, _ in warcio_records(path)[0] if k == "response"]
+        assert [entry["url"] for entry in index] == responses
+    # scrapy warc finds a URL's records across both nodes' files
+    shown = scrapy("warc", "shop", "lookup", small_shop.url + "/category/books?page=2",
+                   "--json", "-s", f"WARC_DIR={warc}")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    entries = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert len(entries) == archived[small_shop.url + "/category/books?page=2"]
+    assert {entry["status"] for entry in entries} == {"200"}
+    missing = scrapy(
+        "warc", "shop", "lookup", small_shop.url + "/nowhere", "-s", f"WARC_DIR={warc}"
+    )
+    assert missing.returncode == 1 and "no record of" in missing.stderr
+    first = json.loads(Path(f"{peer_files[0]}.cdxj").read_text().splitlines()[0].split(" ", 2)[2])
+    with (warc / first["filename"]).open("rb") as stream:
+        stream.seek(first["offset"])
+        record = gzip.GzipFile(fileobj=stream).read(first["length"])
+    assert f"WARC-Target-URI: {first['url']}".encode() in record
+
+
+def test_what_was_written_is_on_disk_after_a_sync_and_a_file_rotates_at_its_size(tmp_path):
+    from extensions.warc.files import WarcFiles
+
+    files = WarcFiles(tmp_path, "site", "n1", max_size=1_000_000)  # the smallest allowed
+    body = b"<html>" + os.urandom(600_000)  # 600 kB that gzip cannot shrink: two fill a file
+    for n in range(3):
+        url = f"http://a.test/{n}"
+        records = files.records(url, "GET", [("Host", "a.test")], b"", "200 OK",
+                                [("Content-Type", "text/html")], body, {"node": "n1"})  # fmt: skip
+        files.write_exchange(records)
+        files.sync()  # what the frontier does before it releases the page's lease
+        # read while the file is still open for writing: every record is there
+        kinds = [kind for kind, *_ in warcio_records(files.path)[0]]
+        assert kinds.count("response") == [1, 2, 1][n]
+    assert len(list(tmp_path.glob("*.warc.gz"))) == 2  # rotated past 1 MB
+    assert [kind for kind, *_ in warcio_records(files.path)[0]] == [
+        "warcinfo", "request", "response", "metadata"
+    ]  # fmt: skip
+    files.close()
