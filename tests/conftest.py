@@ -54,6 +54,7 @@ PACED_SECONDS = {
     "test_kill_9_during_spills_and_refills_and_a_mongodb_outage_lose_nothing": 85,
     "test_hosts_on_one_address_share_its_rate_and_a_domain_its_own": 65,
     "test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire": 40,
+    "test_a_host_that_keeps_banning_is_dead_lettered_as_banned": 60,
 }
 
 
