@@ -68,7 +68,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class PacedScheduling(LoadScopeScheduling):
-        shares: dict[str, str] = {}
+        def __init__(self, config: pytest.Config, log=None):
+            super().__init__(config, log)
+            self.shares: dict[str, str] = {}  # node id -> its worker's scope
 
         def schedule(self) -> None:
             if self.collection is None and self.registered_collections:
