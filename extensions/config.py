@@ -232,6 +232,7 @@ CHECKS: dict[str, Check] = {
     **BOT_AUTH_CHECKS,
     **URLNORM_CHECKS,
     "WARC_ENABLED": _flag,
+    "WARC_REVISITS": _flag,
     "WARC_MAX_SIZE": _number(int, 1_000_000),
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),

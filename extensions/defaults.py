@@ -199,6 +199,7 @@ SCORER_KEYWORDS: list[str] = []  # AnchorKeywordScorer's words
 WARC_ENABLED = False  # every fetch's request, response and metadata into WARC/1.1 files
 WARC_DIR = "data/warc"  # a local directory, shared by the nodes or each its own
 WARC_MAX_SIZE = 1_000_000_000  # bytes: a file is rotated past this
+WARC_REVISITS = True  # a payload the crawl already archived: a revisit record (Redis index)
 # host ranks (extensions/frontier/ranks/): "importance" gives hosts that more
 # registered domains link to more of the lease turns; "discovery" is priority, then
 # the order requests were found in

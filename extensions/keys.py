@@ -79,6 +79,7 @@ PARAMS = "%(name)s:params:%(host)s"
 PARAMS_HOSTS = "%(name)s:params_hosts"
 PARAMS_LEARNED = "%(name)s:params_learned"
 HOSTRANK = "%(name)s:hostrank"
+WARC_DIGESTS = "%(name)s:warc_digests:"  # + bucket (4 hex digits)
 INLINKS = "%(name)s:inlinks:%(group)s"
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
@@ -266,13 +267,11 @@ class SpiderKeys:
 
     @property
     def near_prefix(self) -> str:
-        """Where near-duplicate fingerprints go (``spidermiddlewares/nearduplicates.py``),
-        + registered domain."""
+        """Near-duplicate fingerprints (``nearduplicates.py``), + registered domain."""
         return NEAR % {"name": self.prefix}
 
     def params(self, host: str) -> str:
-        """The query parameters learned for ``host`` (``frontier/params.py``);
-        + ``:pairs`` the evidence."""
+        """Parameters learned for ``host`` (``frontier/params.py``); + ``:pairs``."""
         return PARAMS % {"name": self.prefix, "host": host}
 
     @property
@@ -284,12 +283,14 @@ class SpiderKeys:
         return PARAMS_LEARNED % {"name": self.prefix}
 
     @property
+    def warc_digests_prefix(self) -> str:
+        return WARC_DIGESTS % {"name": self.prefix}
+
+    @property
     def hostrank(self) -> str:
-        """Each queue group's rank (``frontier/ranks/``); per shard."""
         return HOSTRANK % {"name": self.prefix}
 
     def inlinks(self, group: str) -> str:
-        """The registered domains that link to ``group``, a HyperLogLog."""
         return INLINKS % {"name": self.prefix, "group": group}
 
     @property
@@ -297,8 +298,7 @@ class SpiderKeys:
         return LINES % {"name": self.prefix}
 
     def crawl(self, crawl: str) -> str:
-        """Crawl ``crawl``'s hash (its settings and counters); the scripts find it
-        next to the group data (``scripts/_crawls.lua``: NAME:data: -> NAME:crawl:ID)."""
+        """Crawl ``crawl``'s hash; the scripts find it next to NAME:data: (_crawls.lua)."""
         return CRAWL % {"name": self.prefix, "crawl": crawl}
 
     def crawl_ready(self, crawl: str) -> str:

@@ -182,6 +182,9 @@ key                            type    holds
 ``NAME:inlinks:GROUP``         string  a HyperLogLog of the registered domains that link
                                        to GROUP (a few dozen bytes for a host few link to,
                                        12 KB at most)
+``NAME:warc_digests:BUCKET``   hash    WARC_ENABLED: 18 bytes of an archived payload's SHA-1
+                                       (its first 2 name the bucket) -> the first record
+                                       of it (URL, date, id), for revisit records
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -255,4 +258,5 @@ WRITTEN_BY = {
     "params_learned": "learn_params.lua; frontier/params.py (every node reads it)",
     "hostrank": "link_graph.lua (from spidermiddlewares/linkgraph.py); scrapy hostrank import",
     "inlinks": "link_graph.lua",
+    "warc_digests": "warc/middleware.py (each node, a page at a time)",
 }

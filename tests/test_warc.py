@@ -65,7 +65,9 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies(
 ):
     warc = tmp_path / "warc"
     settings = {"WARC_ENABLED": True, "WARC_DIR": str(warc), "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
-    seed(redis_url, "shop", small_shop.url + "/")
+    # three URLs of one page the shop never changes: the payload is archived once
+    same = [small_shop.url + f"/about?v={n}" for n in range(3)]
+    seed(redis_url, "shop", small_shop.url + "/", *same)
     victim = nodes.start("shop", redis_url, NODE_ID="victim", **settings)
     nodes.start("shop", redis_url, NODE_ID="peer", **settings)
     wait_for(lambda: sum(page_hits(small_shop).values()) > 150, 90, "a crawl under way")
@@ -73,24 +75,33 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies(
     victim.wait(10)
     assert nodes.wait(240)[1] == 0, nodes.tail()
     hits = page_hits(small_shop)
-    assert set(hits) == SMALL_SHOP_PAGES
+    assert set(hits) == SMALL_SHOP_PAGES | {url.removeprefix(small_shop.url) for url in same}
 
     files = sorted(warc.glob("*.warc.gz"))
     assert {"victim", "peer"} <= {path.name.split("-")[2] for path in files}
     archived: dict[str, int] = {}
+    revisits: list[str] = []
     clean = {}
     for path in files:
         records, clean[path.name] = warcio_records(path)
         assert records[0][0] == "warcinfo"
         for kind, url, status, payload in records:
+            if kind == "revisit":
+                revisits.append(url)
+                assert payload == b""  # the payload is the first record's
             if kind == "response":
                 archived[url] = archived.get(url, 0) + 1
                 assert status == "200"
                 assert url.endswith("/robots.txt") or payload.lstrip().startswith(b"<")
         # the other reader finds the same whole records
         assert [(k, u or "") for k, u, _, _ in records] == own_reader(path)[: len(records)]
-    pages = {url.removeprefix(small_shop.url) for url in archived}
-    # every page fetched has a response record (robots.txt too)
+    # one of the three URLs has the payload, the others refer to it (a page the
+    # killed node archived and the peer fetched again is a revisit too)
+    assert len([url for url in same if url in archived]) >= 1
+    assert set(same) <= set(archived) | set(revisits)
+    assert len([url for url in revisits if url in same]) >= 2
+    pages = {url.removeprefix(small_shop.url) for url in archived | dict.fromkeys(revisits)}
+    # every page fetched has a response or revisit record (robots.txt too)
     assert pages >= SMALL_SHOP_PAGES
     peer_files = [path for path in files if "-peer-" in path.name]
     assert all(clean[path.name] for path in peer_files)
@@ -98,7 +109,8 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies(
     for path in peer_files:
         index = [json.loads(line.split(" ", 2)[2])
                  for line in Path(f"{path}.cdxj").read_text().splitlines()]  # fmt: skip
-        responses = [u for k, u, _, _ in warcio_records(path)[0] if k == "response"]
+        indexed = ("response", "revisit")
+        responses = [u for k, u, _, _ in warcio_records(path)[0] if k in indexed]
         assert [entry["url"] for entry in index] == responses
     # scrapy warc finds a URL's records across both nodes' files
     shown = scrapy("warc", "shop", "lookup", small_shop.url + "/category/books?page=2",

@@ -115,6 +115,21 @@ class WarcFiles:
         self._index.close()
         self._file = self._index = self._writer = None
 
+    def revisit(self, response: Any, digest: str, original: dict[str, str]) -> Any:
+        """``response`` as a revisit of the first record of its payload: same id
+        and headers, no payload."""
+        assert self._writer is not None
+        url = response.rec_headers.get_header("WARC-Target-URI")
+        record = self._writer.create_revisit_record(
+            url, digest, original["u"], original["d"], http_headers=response.http_headers
+        )
+        record.rec_headers.replace_header(
+            "WARC-Record-ID", response.rec_headers.get_header("WARC-Record-ID")
+        )
+        record.rec_headers.replace_header("WARC-Date", response.rec_headers.get_header("WARC-Date"))
+        record.rec_headers.add_header("WARC-Refers-To", original["r"])
+        return record
+
     def records(
         self, url: str, method: str, request_headers: list[tuple[str, str]], request_body: bytes,
         status: str, response_headers: list[tuple[str, str]], body: bytes, fields: dict[str, str],

@@ -8,6 +8,10 @@ has taken the chunking off the body, so ``Transfer-Encoding`` is left out and
 a ``Content-Length`` given. A metadata record says which crawl, node and server
 address it was, and when.
 
+With ``WARC_REVISITS`` (on by default) a 200 whose payload the crawl already
+archived, on any node, is written as a ``revisit`` record (``digests.py``); if
+Redis cannot say, the page is archived in full (``warc/digest_errors``).
+
 A write that fails (a full disk, a directory gone) is logged and counted
 (``warc/write_errors``); the page goes on to its callback unarchived. (A sync
 that fails holds the node's leases: ``part.py``.)
@@ -21,13 +25,17 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import redis
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from extensions import connection
 from extensions.exceptions import ConfigError
 from extensions.installed import require_addon
+from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.runtime import runtime_of
+from extensions.warc.digests import PayloadIndex, payload_digest
 from extensions.warc.files import WarcFiles
 
 if TYPE_CHECKING:
@@ -47,8 +55,11 @@ def _pairs(headers: Any, skip: set[bytes] = SKIPPED_HEADERS) -> list[tuple[str, 
 
 
 class WarcMiddleware:
-    def __init__(self, crawler: Crawler, directory: Path, max_size: int):
+    def __init__(
+        self, crawler: Crawler, directory: Path, max_size: int, payloads: PayloadIndex | None
+    ):
         self.crawler = crawler
+        self.payloads = payloads
         self.stats = crawler.stats
         self.directory = directory
         self.max_size = max_size
@@ -64,7 +75,11 @@ class WarcMiddleware:
         where = settings.get("WARC_DIR")
         if "://" in where:
             raise ConfigError(f"WARC_DIR: {where!r} is a URL; a local directory is needed")
-        return cls(crawler, Path(where), settings.getint("WARC_MAX_SIZE"))
+        payloads = None
+        if settings.getbool("WARC_REVISITS"):
+            prefix = SpiderKeys.for_crawler(crawler).warc_digests_prefix
+            payloads = PayloadIndex(connection.client_for(crawler), prefix)
+        return cls(crawler, Path(where), settings.getint("WARC_MAX_SIZE"), payloads)
 
     def _files(self) -> WarcFiles:
         if self.runtime.warc is None:
@@ -91,6 +106,8 @@ class WarcMiddleware:
                 response.url, request.method, _pairs(request.headers, set()), request.body or b"",
                 f"{response.status} {reason}".strip(), headers, body, fields,
             )  # fmt: skip
+            if self.payloads is not None and response.status == 200 and body:
+                records[1] = self._revisit_or_not(files, records[1], body)
             files.write_exchange(records)
         except OSError as exc:
             self.stats.inc_value("warc/write_errors")
@@ -99,6 +116,27 @@ class WarcMiddleware:
         self.stats.inc_value("warc/pages")
         self.stats.inc_value("warc/records", len(records))
         return response
+
+    def _revisit_or_not(self, files: WarcFiles, record: Any, body: bytes) -> Any:
+        assert self.payloads is not None
+        digest = payload_digest(body)
+        headers = record.rec_headers
+        try:
+            original = self.payloads.first(
+                digest, headers.get_header("WARC-Target-URI"), headers.get_header("WARC-Date"),
+                headers.get_header("WARC-Record-ID"),
+            )  # fmt: skip
+        except redis.RedisError as exc:
+            self.stats.inc_value("warc/digest_errors")
+            connection.health_for(self.crawler).failed(exc)
+            return record
+        if self.payloads.bad_records:
+            self.stats.inc_value("warc/bad_digest_records", self.payloads.bad_records)
+            self.payloads.bad_records = 0
+        if original is None:
+            return record
+        self.stats.inc_value("warc/revisits")
+        return files.revisit(record, digest, original)
 
     def _closed(self, spider: Any) -> None:
         if self.runtime.warc is not None:
