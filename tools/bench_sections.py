@@ -1,5 +1,5 @@
-"""``make bench`` sections 12 to 26: growth, sharding, recrawls, pushback, crawl ids,
-rendering, the console, the overflow, levels, one page one URL, trust, host ranks
+"""``make bench`` sections 12 to 27: growth, sharding, recrawls, pushback, crawl ids,
+rendering, the console, the overflow, levels, one page one URL, trust, host ranks, WARC
 (registered in ``tools/bench_base.py``)."""
 
 from __future__ import annotations
@@ -280,3 +280,37 @@ class Ranks(Section):
     def report(self, bench: Bench) -> None:
         print('\n26. What to fetch first: host ranks and FRONTIER_ORDER = "importance"')
         ranks_bench.report(self.result)
+
+
+WARC_VARIANTS = {"WARC off": {}, "WARC_ENABLED": {"WARC_ENABLED": "True",
+                                                   "WARC_DIR": "{workdir}/warc"}}  # fmt: skip
+
+
+@section(27, "WARC capture: CPU per page and pages/s with it on and off, bytes per page")
+class Warc(Section):
+    def __init__(self) -> None:
+        self.figures = {name: Figures() for name in WARC_VARIANTS}
+        self.bytes_per_page: list[float] = []
+
+    def measure(self, bench: Bench, run: int) -> None:
+        for name, settings in WARC_VARIANTS.items():
+            work = bench.work / f"warc-{run}-{len(self.figures[name].samples)}"
+            sample = crawl_once(bench.redis_url, settings, 1, work)
+            self.figures[name].samples.append(sample)
+            if settings:
+                size = sum(path.stat().st_size for path in (work / "warc").glob("*.warc.gz"))
+                self.bytes_per_page.append(size / max(sample.pages, 1))
+
+    def report(self, bench: Bench) -> None:
+        print(f"\n27. WARC capture, one node, the shop crawl, median of {RUNS}")
+        print(f"   {'variant':40s} {'pages/s':>8s} {'CPU ms/page':>12s}")
+        for name, figures in self.figures.items():
+            print(f"   {name:40s} {figures.rate:8.0f} {figures.cpu_ms_per_page:12.2f}")
+        on, off = self.figures["WARC_ENABLED"], self.figures["WARC off"]
+        if off.rate and off.cpu_ms_per_page:
+            print(f"   with WARC / without: {on.rate / off.rate:.2f}x pages/s, "
+                  f"{on.cpu_ms_per_page / off.cpu_ms_per_page:.2f}x CPU per page")  # fmt: skip
+        if self.bytes_per_page:
+            middle = sorted(self.bytes_per_page)[len(self.bytes_per_page) // 2]
+            print(f"   on disk: {middle:,.0f} bytes a page (request, response and metadata "
+                  "records, gzip each)")  # fmt: skip
