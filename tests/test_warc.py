@@ -21,13 +21,16 @@ from tests.helpers import SMALL_SHOP_PAGES, page_hits, seed, wait_for
 
 
 def warcio_records(path: Path) -> tuple[list, bool]:
-    """(type, URL, status, payload) of each record warcio reads, and whether the
-    file ended cleanly (a file cut by a kill: read up to its last whole record)."""
+    """(type, URL, status or a request's Host, payload) of each record warcio reads,
+    and whether the file ended cleanly (a file cut by a kill: read up to its last
+    whole record)."""
     records = []
     with path.open("rb") as stream:
         try:
             for record in ArchiveIterator(stream):
-                status = record.http_headers.get_statuscode() if record.http_headers else None
+                http = record.http_headers
+                status = http and (http.get_header("Host") if record.rec_type == "request"
+                                   else http.get_statuscode())  # fmt: skip
                 records.append((record.rec_type, record.rec_headers.get_header("WARC-Target-URI"),
                                 status, record.content_stream().read()))  # fmt: skip
         except Exception:  # the cut last record
@@ -86,6 +89,8 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies(
         records, clean[path.name] = warcio_records(path)
         assert records[0][0] == "warcinfo"
         for kind, url, status, payload in records:
+            if kind == "request":  # as sent: the Host header the HTTP client adds too
+                assert status == small_shop.url.removeprefix("http://"), status
             if kind == "revisit":
                 revisits.append(url)
                 assert payload == b""  # the payload is the first record's

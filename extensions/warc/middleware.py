@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import redis
 from scrapy import signals
@@ -100,10 +101,13 @@ class WarcMiddleware:
                   "ip": str(response.ip_address or "")}  # fmt: skip
         known = response.status in HTTPStatus._value2member_map_
         reason = HTTPStatus(response.status).phrase if known else ""
+        sent = _pairs(request.headers, set())
+        if b"Host" not in request.headers:  # the HTTP client adds it after every middleware
+            sent.insert(0, ("Host", urlsplit(request.url).netloc))
         try:
             files = self._files()
             records = files.records(
-                response.url, request.method, _pairs(request.headers, set()), request.body or b"",
+                response.url, request.method, sent, request.body or b"",
                 f"{response.status} {reason}".strip(), headers, body, fields,
             )  # fmt: skip
             if self.payloads is not None and response.status == 200 and body:
