@@ -22,11 +22,12 @@ import bisect
 import functools
 import itertools
 import random
-import signal
 import sys
 from collections import defaultdict
 
 from aiohttp import web
+
+from demosite.server import serve  # the demo site's: prints the URL, stops on a signal
 
 LINKS_OUT = 3  # other sites each page links to
 NEXT_PAGES = 3  # pages of its own site each page links to
@@ -94,21 +95,6 @@ def make_app(hosts: int, pages: int) -> web.Application:
     app = web.Application()
     app.router.add_get("/{tail:.*}", page)
     return app
-
-
-async def serve(host: str, port: int, app: web.Application) -> None:
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked
-    print(f"listening on http://{host}:{bound}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await runner.cleanup()
 
 
 def main(argv: list[str] | None = None) -> None:

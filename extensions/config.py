@@ -12,15 +12,13 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from scrapy.utils.misc import load_object
-
 from extensions import compat, defaults, engine, gctuning, keys
 from extensions.dns.resolver import dns_servers_problem
 from extensions.downloadermiddlewares.botauth import SETTING_CHECKS as BOT_AUTH_CHECKS
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 from extensions.frontier.part import parts_problem
-from extensions.settingchecks import Check
+from extensions.settingchecks import Check, component
 from extensions.settingchecks import choice as _choice
 from extensions.settingchecks import flag as _flag
 from extensions.settingchecks import number as _number
@@ -152,19 +150,6 @@ def _names(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
-def _component(settings: BaseSettings, name: str) -> str | None:
-    path = settings.get(name) or ""
-    if not path:
-        return None
-    try:
-        component = load_object(path) if isinstance(path, str) else path
-    except (ImportError, NameError, ValueError, AttributeError) as exc:
-        return f"cannot be loaded: {exc}"
-    if not callable(getattr(component, "handle_ban", None)):
-        return "must have a handle_ban(request, response) method"
-    return None
-
-
 def _markers(settings: BaseSettings, name: str) -> str | None:
     markers = settings.getlist(name, [])
     if not all(isinstance(m, str) and m.strip() for m in markers):
@@ -254,7 +239,7 @@ CHECKS: dict[str, Check] = {
     "BAN_STATUSES": _int_list(100, 599, "HTTP status codes"),
     "BAN_MARKERS": _markers,
     "BAN_RETRY_TIMES": _number(int, 0),
-    "BAN_HANDLER": _component,
+    "BAN_HANDLER": component("handle_ban"),
     "ROBOTSTXT_RETRY_DELAY": _number(float, 0, above=True),
     "ROBOTSTXT_RETRY_TIMES": _number(int, 0),
     "ROBOTSTXT_SHARED": _flag,

@@ -54,3 +54,24 @@ def choice(*allowed: str | None) -> Check:
         return None
 
     return check
+
+
+def component(method: str) -> Check:
+    """A check that the setting, when set, names a loadable class (or object)
+    with ``method(request, response)``."""
+
+    def check(settings: BaseSettings, name: str) -> str | None:
+        from scrapy.utils.misc import load_object  # (Scrapy's, when a setting names one)
+
+        path = settings.get(name) or ""
+        if not path:
+            return None
+        try:
+            loaded = load_object(path) if isinstance(path, str) else path
+        except (ImportError, NameError, ValueError, AttributeError) as exc:
+            return f"cannot be loaded: {exc}"
+        if not callable(getattr(loaded, method, None)):
+            return f"must have a {method}(request, response) method"
+        return None
+
+    return check

@@ -18,7 +18,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from extensions.installed import require_addon
 from extensions.scoring import AnchorKeywordScorer, as_score, scored_priority
-from extensions.settingchecks import number
+from extensions.settingchecks import component, number
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -29,16 +29,10 @@ logger = logging.getLogger(__name__)
 
 
 def _scorer_problem(settings: BaseSettings, name: str) -> str | None:
-    path = settings.get(name) or ""
-    if not path:
-        return None
-    try:
-        scorer = load_object(path) if isinstance(path, str) else path
-    except (ImportError, NameError, ValueError, AttributeError) as exc:
-        return f"cannot be loaded: {exc}"
-    if not callable(getattr(scorer, "score", None)):
-        return "must have a score(request, response) method"
-    if scorer is AnchorKeywordScorer and not settings.getlist("SCORER_KEYWORDS"):
+    problem = component("score")(settings, name)
+    if problem or not settings.get(name) or settings.getlist("SCORER_KEYWORDS"):
+        return problem
+    if load_object(settings.get(name)) is AnchorKeywordScorer:
         return 'is AnchorKeywordScorer, which needs SCORER_KEYWORDS, e.g. ["tutorial", "howto"]'
     return None
 
