@@ -145,7 +145,7 @@ def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
     assert seen["/js/api/data.json"] == ["render-node"]
     assert nodes.stat(0, "render/pages") == 0
     assert nodes.stat(1, "render/pages") == len(JS_PAGES)
-    assert nodes.stat(1, "playwright/page_count") == nodes.stat(1, "playwright/page_count/closed")
+    assert nodes.stat(1, "render/pages_opened") == nodes.stat(1, "render/pages_closed") > 0
     assert nodes.stat(1, "playwright/page_count/max_concurrent") <= 4  # RENDER_MAX_PAGES
     wait_for(lambda: alive(browser) == [], 15, "the node's browser gone")
 
@@ -251,7 +251,7 @@ def test_hostile_pages_are_bounded_and_dead_lettered_with_the_reason(
     }
     assert items["/js/hostile/popup"]["title"] == "Popup"  # stored; its windows closed
     assert items["/js/item/1"]["title"] == "Item 1"  # the rest of the crawl went on
-    assert nodes.stat(0, "playwright/page_count") == nodes.stat(0, "playwright/page_count/closed")
+    assert nodes.stat(0, "render/pages_opened") == nodes.stat(0, "render/pages_closed") > 0
     # hung or not, every browser it started is gone
     wait_for(lambda: alive(browser) == [], 15, "the node's browsers gone")
 
@@ -268,7 +268,7 @@ def test_browsers_are_replaced_and_memory_stays_flat_over_a_long_rendered_crawl(
     assert nodes.wait(300) == [0], nodes.tail()
     assert nodes.stat(0, "render/pages") >= pages
     assert nodes.stat(0, "render/browser_replaced/pages") >= pages // 15 - 1
-    assert nodes.stat(0, "playwright/page_count") == nodes.stat(0, "playwright/page_count/closed")
+    assert nodes.stat(0, "render/pages_opened") == nodes.stat(0, "render/pages_closed") > 0
     held = [int(mb) for mb in re.findall(r"replacing the browser \(pages\).* held (\d+) MB",
                                          nodes.log(0))]  # fmt: skip
     assert len(held) >= 4

@@ -193,6 +193,10 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
     async def _create_page(self, request: Request, spider: Any) -> Any:
         page = await super()._create_page(request, spider)
         self._pages[id(request)] = page
+        # counted here and on the page's own close event: scrapy-playwright's
+        # page_count/closed misses a page whose close a timeout cut short
+        self.stats.inc_value("render/pages_opened")
+        page.on("close", lambda _page: self.stats.inc_value("render/pages_closed"))
         page.on("popup", self._close_popup)
         page.on("crash", lambda _page: self.stats.inc_value("render/crashed"))
         return page
