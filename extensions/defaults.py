@@ -200,6 +200,7 @@ WARC_ENABLED = False  # every fetch's request, response and metadata into WARC/1
 WARC_DIR = "data/warc"  # a local directory, shared by the nodes or each its own
 WARC_MAX_SIZE = 1_000_000_000  # bytes: a file is rotated past this
 WARC_REVISITS = True  # a payload the crawl already archived: a revisit record (Redis index)
+REPARSE_FOLLOW = False  # scrapy reparse --follow: links found go to the start list
 # host ranks (extensions/frontier/ranks/): "importance" gives hosts that more
 # registered domains link to more of the lease turns; "discovery" is priority, then
 # the order requests were found in

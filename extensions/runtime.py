@@ -51,6 +51,9 @@ class Runtime:
     #: WARC_ENABLED: the node's WARC files (warc/files.py), written by the
     #: middleware, made durable by the frontier part before leases are released
     warc: Any = None
+    #: WARC_REVISITS: payloads archived in full, entered in the crawl's digest
+    #: index once the part has synced their records (warc/digests.py)
+    warc_payloads: Any = None
     #: netloc -> the send slot of the page whose robots.txt is being fetched: the
     #: robots.txt goes at it, the page asks for a new one (robotstxt.py, pushback.py)
     robots_slots: dict[str, Any] = field(default_factory=dict)

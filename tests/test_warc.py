@@ -62,12 +62,21 @@ def test_a_surt_is_the_host_reversed():
     assert surt("http://127.0.0.1:8123/") == "1,0,0,127:8123)/"
 
 
+def stored(db) -> dict[str, dict]:
+    """The shop's items in a database, by URL, less what a fetch's time sets."""
+    moment = ("fetched_at", "_fetched_at", "_first_seen", "_changed_at", "_updated_at", "_node",
+              "_id")  # fmt: skip
+    return {doc["url"]: {k: v for k, v in doc.items() if k not in moment} for doc in db.shop.find()}
+
+
 @pytest.mark.chaos
-def test_every_page_of_a_crawl_is_archived_whatever_dies(
-    redis_url, redis_client, small_shop, nodes, tmp_path
+def test_every_page_of_a_crawl_is_archived_whatever_dies_and_reparsed_without_a_request(
+    redis_url, redis_client, small_shop, nodes, tmp_path, mongo_db
 ):
     warc = tmp_path / "warc"
-    settings = {"WARC_ENABLED": True, "WARC_DIR": str(warc), "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
+    mongo_uri, database, db = mongo_db
+    settings = {"WARC_ENABLED": True, "WARC_DIR": str(warc), "MAX_IDLE_TIME_BEFORE_CLOSE": 3,
+                "MONGO_URI": mongo_uri, "MONGO_DATABASE": database}  # fmt: skip
     # three URLs of one page the shop never changes: the payload is archived once
     same = [small_shop.url + f"/about?v={n}" for n in range(3)]
     seed(redis_url, "shop", small_shop.url + "/", *same)
@@ -134,6 +143,41 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies(
         record = gzip.GzipFile(fileobj=stream).read(first["length"])
     assert f"WARC-Target-URI: {first['url']}".encode() in record
 
+    # the callbacks again on what was archived: the same items, not one request
+    crawled = stored(db)
+    assert len(crawled) == len([p for p in SMALL_SHOP_PAGES if p.startswith("/product/")])
+    again = f"{database}_again"
+    redis_client.delete("shop:start_urls")
+    common = (
+        "-s",
+        f"WARC_DIR={warc}",
+        "-s",
+        f"REDIS_URL={redis_url}",
+        "-s",
+        f"MONGO_URI={mongo_uri}",
+    )
+    try:
+        shown = scrapy("reparse", "shop", *common, "-s", f"MONGO_DATABASE={again}")
+        assert shown.returncode == 0, shown.stderr[-3000:]
+        assert page_hits(small_shop) == hits  # the site was not asked for anything
+        assert stored(db.client[again]) == crawled
+        # revisits (a payload archived before) are reparsed from the record they refer to
+        assert "revisits_unresolved" not in shown.stderr
+        assert "links pushed" in shown.stderr and redis_client.llen("shop:start_urls") == 0
+        # with --follow the links found go to the start list, for the nodes to fetch
+        shown = scrapy("reparse", "shop", "--follow", "--since", "2000-01-01", *common,
+                       "-s", f"MONGO_DATABASE={again}")  # fmt: skip
+        assert shown.returncode == 0, shown.stderr[-3000:]
+        assert redis_client.llen("shop:start_urls") > len(crawled)
+        assert page_hits(small_shop) == hits
+        # a crawl id no page had: nothing taken
+        shown = scrapy("reparse", "shop", "--crawl", "other", *common, "-s",
+                       f"MONGO_DATABASE={again}_none")  # fmt: skip
+        assert shown.returncode == 0 and "reparsed 0 responses" in shown.stderr, shown.stderr
+    finally:
+        for name in (again, f"{again}_none"):
+            db.client.drop_database(name)
+
 
 def test_what_was_written_is_on_disk_after_a_sync_and_a_file_rotates_at_its_size(tmp_path):
     from extensions.warc.files import WarcFiles
@@ -154,3 +198,112 @@ def test_what_was_written_is_on_disk_after_a_sync_and_a_file_rotates_at_its_size
         "warcinfo", "request", "response", "metadata"
     ]  # fmt: skip
     files.close()
+
+
+def archive_of(directory: Path, node: str, pages: dict[str, bytes], index, revisit_of=None):
+    """A node's file of ``pages`` (URL -> body), revisits where ``index`` (a
+    PayloadIndex) knows the payload, synced and entered as the frontier does."""
+    from extensions.warc.digests import payload_digest
+    from extensions.warc.files import WarcFiles
+
+    files = WarcFiles(directory, "site", node, max_size=10_000_000)
+    for url, body in pages.items():
+        records = files.records(url, "GET", [("Host", "a.test")], b"", "200 OK",
+                                [("Content-Type", "text/html")], body,
+                                {"spider": "site", "request": json.dumps({"url": url})},
+                                )  # fmt: skip
+        head = records[1].rec_headers
+        original = index.first(payload_digest(body), url, head.get_header("WARC-Date"),
+                               head.get_header("WARC-Record-ID"))  # fmt: skip
+        if original:
+            records[1] = files.revisit(records[1], payload_digest(body), original)
+        files.write_exchange(records)
+    files.sync()
+    index.publish()
+    return files
+
+
+def test_a_payload_enters_the_index_once_on_disk_and_a_revisit_is_read_from_its_original(
+    tmp_path, redis_client
+):
+    from extensions.warc.archive import Damage, Exchange, Originals, read_exchanges
+    from extensions.warc.digests import PayloadIndex, payload_digest
+
+    first, second = (PayloadIndex(redis_client, "site:warc_digests:") for _ in range(2))
+    body = b"<html>the same page</html>"
+    assert first.first(payload_digest(body), "http://a.test/1", "d", "r") is None
+    # not synced yet: another node does not refer to it, and archives it in full
+    assert second.first(payload_digest(body), "http://a.test/9", "d", "r") is None
+    first._new.clear(), second._new.clear()
+
+    one = archive_of(tmp_path, "n1", {"http://a.test/1": body, "http://a.test/2": b"<p>2"}, first)
+    two = archive_of(tmp_path, "n2", {"http://a.test/3": body}, second)  # a revisit of n1's
+    one.close(), two.close()
+    found = [e for path in (one.path, two.path) for e in read_exchanges(path)]
+    assert [(e.url, e.revisit_of is not None) for e in found] == [
+        ("http://a.test/1", False), ("http://a.test/2", False), ("http://a.test/3", True)
+    ]  # fmt: skip
+    assert all(json.loads(e.fields["request"])["url"] == e.url for e in found)
+    files = sorted(tmp_path.glob("*.warc.gz"))
+    assert Originals(files, "site").payload(*found[2].revisit_of) == body
+    # n1's index lost its lines (a kill before they were written): read from the file
+    Path(f"{one.path}.cdxj").write_text("")
+    assert Originals(files, "site").payload(*found[2].revisit_of) == body
+
+    # a file cut mid-record is read up to its last whole record, and the rest reported
+    data = one.path.read_bytes()
+    one.path.write_bytes(data[: len(data) - 40])
+    cut = list(read_exchanges(one.path))
+    assert [e.url for e in cut if isinstance(e, Exchange)] == ["http://a.test/1"]  # 2: its metadata
+    assert isinstance(cut[-1], Damage) and cut[-1].offset > 0
+    # garbage is not a WARC file: reported, nothing read
+    garbage = tmp_path / "site-20260101000000-x-1-00001.warc.gz"
+    garbage.write_bytes(b"not a warc file at all")
+    assert [type(e) for e in read_exchanges(garbage)] == [Damage]
+
+
+def test_a_hostile_archive_costs_only_its_own_records(tmp_path, redis_client):
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from scrapy import Spider
+
+    from extensions.warc.files import WarcFiles
+    from extensions.warc.replay import EXCHANGE, ReplaySource
+
+    class Stats(Counter):
+        def inc_value(self, key, count=1):
+            self[key] += count
+
+    class Site(Spider):
+        name = "site"
+
+        def parse_page(self, response):
+            pass
+
+    files = WarcFiles(tmp_path, "site", "n1", max_size=10_000_000)
+    pages = {  # URL -> (status, the metadata's fields)
+        "http://a.test/ok": ("200 OK", {"spider": "site", "request": json.dumps(
+            {"url": "http://a.test/ok", "callback": "parse_page", "meta": {"depth": 2}})}),
+        "http://a.test/garbage": ("200 OK", {"spider": "site", "request": "{not json"}),
+        "http://a.test/import": ("200 OK", {"spider": "site", "request": json.dumps(
+            {"url": "http://a.test/import", "callback": "__init__"})}),
+        "http://a.test/other": ("200 OK", {"spider": "shop"}),
+        "http://a.test/moved": ("301 Moved", {"spider": "site"}),
+    }  # fmt: skip
+    for url, (status, fields) in pages.items():
+        files.write_exchange(files.records(url, "GET", [], b"", status, [], b"<p>", fields))
+    files.close()
+    spider = Site()
+    spider.crawler = SimpleNamespace(stats=Stats())
+    requests = {
+        r.url.rpartition("/")[2]: r for r in ReplaySource(tmp_path, "site").requests(spider)
+    }
+    assert set(requests) == {"ok", "garbage", "import"}
+    assert requests["ok"].callback == spider.parse_page and requests["ok"].meta["depth"] == 2
+    # a request that is not one the frontier writes: the spider's default callback
+    assert requests["garbage"].callback is None and requests["import"].callback is None
+    assert all(request.meta[EXCHANGE].payload == b"<p>" for request in requests.values())
+    stats = spider.crawler.stats
+    assert stats["reparse/requests_unreadable"] == 2
+    assert stats["reparse/skipped/other_spider"] == 1 and stats["reparse/skipped/status"] == 1

@@ -4,6 +4,12 @@ rendering, the console, the overflow, levels, one page one URL, trust, host rank
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 from tools import (
     console_bench,
     crawls_bench,
@@ -33,6 +39,7 @@ from tools.bench_crawl import (
     CONCURRENCY,
     RUNS,
     Figures,
+    Sample,
     crawl_once,
 )
 from tools.bench_measures import (
@@ -46,6 +53,7 @@ from tools.bench_reports import (
     report_growth,
     report_sharding,
 )
+from tools.services import ROOT
 
 
 @section(12, "the dupefilter's AOF bytes, time and memory at 1M and 10M seen URLs")
@@ -282,15 +290,36 @@ class Ranks(Section):
         ranks_bench.report(self.result)
 
 
-WARC_VARIANTS = {"WARC off": {}, "WARC_ENABLED": {"WARC_ENABLED": "True",
-                                                   "WARC_DIR": "{workdir}/warc"}}  # fmt: skip
+WARC_VARIANTS = {
+    "WARC off": {},
+    "WARC_ENABLED": {"WARC_ENABLED": "True", "WARC_DIR": "{workdir}/warc"},
+    "WARC_ENABLED, WARC_REVISITS off": {"WARC_ENABLED": "True", "WARC_DIR": "{workdir}/warc",
+                                        "WARC_REVISITS": "False"},
+}  # fmt: skip
 
 
-@section(27, "WARC capture: CPU per page and pages/s with it on and off, bytes per page")
+def reparse_once(redis_url: str, work: Path) -> Sample:
+    """``scrapy reparse shop`` on what a crawl archived in ``work``: pages and
+    seconds as the command reports them (its engine's time), CPU of the process."""
+    command = [sys.executable, "-m", "scrapy", "reparse", "shop", "-s", f"WARC_DIR={work}/warc",
+               "-s", f"REDIS_URL={redis_url}", "-s", f"ITEMS_DIR={work}/reparsed",
+               "-s", "LOG_LEVEL=WARNING"]  # fmt: skip
+    log = work / "reparse.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(command, cwd=ROOT, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)  # its own CPU time
+    err = log.read_text()
+    found = re.search(r"reparsed (\d+) responses .* in ([\d.]+) s", err)
+    if os.waitstatus_to_exitcode(status) != 0 or found is None:
+        raise SystemExit(f"scrapy reparse failed:\n{err[-3000:]}")
+    return Sample(int(found[1]), float(found[2]), usage.ru_utime + usage.ru_stime, 0)
+
+
+@section(27, "WARC capture: CPU per page and pages/s with it on and off, bytes, reparse")
 class Warc(Section):
     def __init__(self) -> None:
-        self.figures = {name: Figures() for name in WARC_VARIANTS}
-        self.bytes_per_page: list[float] = []
+        self.figures = {name: Figures() for name in [*WARC_VARIANTS, "scrapy reparse"]}
+        self.bytes_per_page: dict[str, list[float]] = {name: [] for name in WARC_VARIANTS}
 
     def measure(self, bench: Bench, run: int) -> None:
         for name, settings in WARC_VARIANTS.items():
@@ -299,18 +328,24 @@ class Warc(Section):
             self.figures[name].samples.append(sample)
             if settings:
                 size = sum(path.stat().st_size for path in (work / "warc").glob("*.warc.gz"))
-                self.bytes_per_page.append(size / max(sample.pages, 1))
+                self.bytes_per_page[name].append(size / max(sample.pages, 1))
+            if name == "WARC_ENABLED":
+                self.figures["scrapy reparse"].samples.append(reparse_once(bench.redis_url, work))
 
     def report(self, bench: Bench) -> None:
         print(f"\n27. WARC capture, one node, the shop crawl, median of {RUNS}")
-        print(f"   {'variant':40s} {'pages/s':>8s} {'CPU ms/page':>12s}")
+        print(f"   {'variant':40s} {'pages/s':>8s} {'CPU ms/page':>12s} {'bytes/page':>11s}")
         for name, figures in self.figures.items():
-            print(f"   {name:40s} {figures.rate:8.0f} {figures.cpu_ms_per_page:12.2f}")
+            sizes = sorted(self.bytes_per_page.get(name) or [0])
+            size = f"{sizes[len(sizes) // 2]:11,.0f}" if sizes[-1] else f"{'':11s}"
+            print(f"   {name:40s} {figures.rate:8.0f} {figures.cpu_ms_per_page:12.2f} {size}")
         on, off = self.figures["WARC_ENABLED"], self.figures["WARC off"]
+        again = self.figures["scrapy reparse"]
         if off.rate and off.cpu_ms_per_page:
             print(f"   with WARC / without: {on.rate / off.rate:.2f}x pages/s, "
                   f"{on.cpu_ms_per_page / off.cpu_ms_per_page:.2f}x CPU per page")  # fmt: skip
-        if self.bytes_per_page:
-            middle = sorted(self.bytes_per_page)[len(self.bytes_per_page) // 2]
-            print(f"   on disk: {middle:,.0f} bytes a page (request, response and metadata "
-                  "records, gzip each)")  # fmt: skip
+        if on.rate and on.cpu_ms_per_page:
+            print(f"   reparse / the crawl that archived it: {again.rate / on.rate:.2f}x pages/s, "
+                  f"{again.cpu_ms_per_page / on.cpu_ms_per_page:.2f}x CPU per page")  # fmt: skip
+        print("   bytes: request, response and metadata records, gzip each; the shop serves few "
+              "duplicate payloads")  # fmt: skip

@@ -4,8 +4,9 @@ first (WARC/1.1's identical-payload-digest profile), whichever node archived it.
 
 ``NAME:warc_digests:BUCKET`` hashes (65,536 buckets by the digest's first two
 bytes, each a small listpack): the digest's other 18 bytes -> the first record's
-URL, date and id (a JSON object, about 150 bytes). One round trip a page: an
-HSETNX and an HGET in one pipeline.
+URL, date and id (a JSON object, about 150 bytes). One round trip a page (an
+HGET); a new payload's HSETNX waits for the node's next flush, one pipeline for
+all of them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import json
 from typing import Any
 
 URL_KEPT = 2000  # characters of the first record's URL kept
+# payloads waiting for their records' sync: more (Redis away a long time) are
+# archived in full without being entered, rather than held in memory
+MAX_UNPUBLISHED = 10_000
 
 
 def payload_digest(body: bytes) -> str:
@@ -24,30 +28,59 @@ def payload_digest(body: bytes) -> str:
 
 
 class PayloadIndex:
+    """The crawl's digest index, as one node reads and adds to it.
+
+    A payload is entered only once its record is on disk (``publish``, called
+    after the node's WARC files are synced, before its leases are released): a
+    revisit never refers to a record a killed node did not keep. Two nodes that
+    archive one payload before either publishes both write it in full.
+    """
+
     def __init__(self, server: Any, prefix: str):
         self.server = server
         self.prefix = prefix
         self.bad_records = 0  # stored values no node writes, since the last look
+        self._new: dict[tuple[str, bytes], tuple[str, bool]] = {}  # -> (value, replace)
+
+    def _where(self, digest: str) -> tuple[str, bytes]:
+        raw = base64.b32decode(digest.removeprefix("sha1:"))
+        return f"{self.prefix}{raw[:2].hex()}", raw[2:]
 
     def first(self, digest: str, url: str, date: str, record_id: str) -> dict[str, str] | None:
         """The first record of this payload (``u``, ``d``, ``r``), or None when
-        this one is the first (and now recorded). Raises redis.RedisError."""
-        raw = base64.b32decode(digest.removeprefix("sha1:"))
-        key, field = f"{self.prefix}{raw[:2].hex()}", raw[2:]
-        mine = json.dumps({"u": url[:URL_KEPT], "d": date, "r": record_id})
+        this one is to be the first (entered at the next ``publish``). Raises
+        redis.RedisError."""
+        where = self._where(digest)
+        if where in self._new:  # archived here since the last publish: earlier in
+            return dict(json.loads(self._new[where][0]))  # this node's files, synced with it
+        stored = self.server.hget(*where)
+        replace = False
+        if stored is not None:
+            try:
+                original = json.loads(stored)
+                if all(isinstance(original.get(name), str) for name in ("u", "d", "r")):
+                    return {name: original[name] for name in ("u", "d", "r")}
+            except (TypeError, ValueError):
+                pass
+            self.bad_records += 1  # another writer's value: replaced by this record
+            replace = True
+        if len(self._new) < MAX_UNPUBLISHED:
+            self._new[where] = (json.dumps({"u": url[:URL_KEPT], "d": date, "r": record_id}),
+                                replace)  # fmt: skip
+        return None
+
+    def publish(self) -> int:
+        """Enter the payloads archived since the last call (their records are on
+        disk now); how many. Raises redis.RedisError and keeps them for the next."""
+        if not self._new:
+            return 0
         pipe = self.server.pipeline(transaction=False)
-        pipe.hsetnx(key, field, mine)
-        pipe.hget(key, field)
-        created, stored = pipe.execute()
-        if created:
-            return None
-        try:
-            original = json.loads(stored)
-            if not all(isinstance(original.get(name), str) for name in ("u", "d", "r")):
-                raise ValueError("not a record")
-        except (TypeError, ValueError):
-            # another writer's value: this page is archived in full, and is the first now
-            self.bad_records += 1
-            self.server.hset(key, field, mine)
-            return None
-        return {name: original[name] for name in ("u", "d", "r")}
+        for (key, field), (value, replace) in self._new.items():
+            if replace:
+                pipe.hset(key, field, value)
+            else:
+                pipe.hsetnx(key, field, value)
+        pipe.execute()
+        count = len(self._new)
+        self._new.clear()
+        return count

@@ -94,6 +94,8 @@ class WarcFiles:
         if http is not None:
             fields["status"] = http.get_statuscode()
             fields["mime"] = (http.get_header("Content-Type") or "").split(";")[0].strip()
+        if record.rec_type == "revisit":
+            fields["mime"] = "warc/revisit"  # as pywb's indexer marks them
         digest = record.rec_headers.get_header("WARC-Payload-Digest")
         if digest:
             fields["digest"] = digest

@@ -6,11 +6,13 @@ signatures included) and the response as received, before decompression,
 redirects and retries: a 3xx, a 429 and a ban page are archived too. Twisted
 has taken the chunking off the body, so ``Transfer-Encoding`` is left out and
 a ``Content-Length`` given. A metadata record says which crawl, node and server
-address it was, and when.
+address it was, when, and the request as the frontier stores it (its callback
+by name, its meta): what ``scrapy reparse`` runs the page through again.
 
 With ``WARC_REVISITS`` (on by default) a 200 whose payload the crawl already
 archived, on any node, is written as a ``revisit`` record (``digests.py``); if
-Redis cannot say, the page is archived in full (``warc/digest_errors``).
+Redis cannot say, the page is archived in full (``warc/digest_errors``). A new
+payload enters the index once its record is on disk (``part.py``).
 
 A write that fails (a full disk, a directory gone) is logged and counted
 (``warc/write_errors``); the page goes on to its callback unarchived. (A sync
@@ -31,13 +33,15 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from extensions import connection
-from extensions.exceptions import ConfigError
+from extensions.exceptions import ConfigError, SerializationError
+from extensions.frontier.serializer import dumps_request
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.runtime import runtime_of
 from extensions.warc.digests import PayloadIndex, payload_digest
 from extensions.warc.files import WarcFiles
+from extensions.warc.part import publish_payloads
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -65,6 +69,7 @@ class WarcMiddleware:
         self.directory = directory
         self.max_size = max_size
         self.runtime = runtime_of(crawler)
+        self.runtime.warc_payloads = payloads
         crawler.signals.connect(self._closed, signals.spider_closed)
 
     @classmethod
@@ -99,6 +104,10 @@ class WarcMiddleware:
                   "fetched": datetime.now(UTC).isoformat(timespec="milliseconds"),
                   "crawl": str(request.meta.get(CRAWL_ID) or ""),
                   "ip": str(response.ip_address or "")}  # fmt: skip
+        try:
+            fields["request"] = dumps_request(request, self.crawler.spider).decode()
+        except SerializationError:  # reparsed with the spider's default callback
+            self.stats.inc_value("warc/requests_not_kept")
         known = response.status in HTTPStatus._value2member_map_
         reason = HTTPStatus(response.status).phrase if known else ""
         sent = _pairs(request.headers, set())
@@ -145,3 +154,4 @@ class WarcMiddleware:
     def _closed(self, spider: Any) -> None:
         if self.runtime.warc is not None:
             self.runtime.warc.close()
+            publish_payloads(self.crawler)
