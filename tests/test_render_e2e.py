@@ -21,6 +21,7 @@ from extensions.observability.status import crawl_status
 from extensions.render.browser import find_browser, process_tree
 from tests.conftest import read_items, scrapy, site_hits
 from tests.helpers import SECRET, proxied, wait_for, with_credentials
+from tests.test_warc import reparsed_from_warc
 from tools import services
 
 needs_browser = pytest.mark.skipif(
@@ -108,7 +109,9 @@ def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
 ):
     nodes = render_nodes
     seed(redis_url, demo_site.url + "/js/")
-    plain = nodes.start("jsshop", redis_url, NODE_ID="plain", USER_AGENT="plain-node", **SETTINGS)
+    warc = {"WARC_ENABLED": True, "WARC_DIR": str(tmp_path / "warc")}  # a rendered page's DOM
+    plain = nodes.start("jsshop", redis_url, NODE_ID="plain", USER_AGENT="plain-node", **SETTINGS,
+                        **warc)  # fmt: skip
     # alone, the plain node leases none of the render work, and waits for a render node
     wait_for(lambda: "wait for a render node" in nodes.log(0), 60, "the plain node waits")
     status = crawl_status(redis_client, SpiderKeys.for_spider("jsshop"))
@@ -121,7 +124,7 @@ def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
     assert plain.poll() is None  # past MAX_IDLE_TIME_BEFORE_CLOSE, still there
 
     render = nodes.start("jsshop", redis_url, NODE_ID="render", USER_AGENT="render-node",
-                         **RENDER, **SETTINGS)  # fmt: skip
+                         **RENDER, **SETTINGS, **warc)  # fmt: skip
     wait_for(
         lambda: crawl_status(redis_client, SpiderKeys.for_spider("jsshop"))["render_nodes"] == 1,
         60,
@@ -148,6 +151,12 @@ def test_a_plain_node_and_a_render_node_crawl_javascript_pages(
     assert nodes.stat(1, "render/pages_opened") == nodes.stat(1, "render/pages_closed") > 0
     assert nodes.stat(1, "playwright/page_count/max_concurrent") <= 4  # RENDER_MAX_PAGES
     wait_for(lambda: alive(browser) == [], 15, "the node's browser gone")
+
+    # each rendered page is archived as the DOM its callback saw, and reparsed from it
+    # into the same items, with no request to the site
+    doms = reparsed_from_warc("jsshop", tmp_path, redis_url, items, lambda: agents(demo_site))
+    assert set(doms) == JS_PAGES
+    assert f"{jspages.price(7)}".encode() in doms["/js/item/7"]  # written by the page's script
 
 
 @needs_browser

@@ -11,12 +11,13 @@ import os
 import signal
 import zlib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from extensions.warc.files import surt
-from tests.conftest import scrapy
+from tests.conftest import read_items, scrapy
 from tests.helpers import SMALL_SHOP_PAGES, page_hits, seed, wait_for
 
 
@@ -55,6 +56,29 @@ def own_reader(path: Path) -> list[tuple[str, str]]:
         fields = dict(line.split(": ", 1) for line in head[1:])
         found.append((fields["WARC-Type"], fields.get("WARC-Target-URI", "")))
     return found
+
+
+def reparsed_from_warc(spider, tmp_path, redis_url, items, site_calls) -> dict[str, bytes]:
+    """Reparse what the crawl in ``tmp_path`` archived: asserts the items are the
+    crawl's and ``site_calls()`` did not change; path -> each rendered page's DOM."""
+    doms = {}
+    for path in (tmp_path / "warc").glob(f"{spider}-*.warc.gz"):
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type == "resource":
+                    url = record.rec_headers.get_header("WARC-Target-URI")
+                    doms[urlsplit(url).path] = record.content_stream().read()
+    before = site_calls()
+    shown = scrapy("reparse", spider, "-s", f"WARC_DIR={tmp_path / 'warc'}", "-s",
+                   f"REDIS_URL={redis_url}", "-s", f"ITEMS_DIR={tmp_path / 'again'}")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert site_calls() == before
+    moment = ("_fetched_at", "_node", "fetched_at")
+    again = [{k: v for k, v in item.items() if k not in moment}
+             for item in read_items(tmp_path / "again")]  # fmt: skip
+    crawled = [{k: v for k, v in item.items() if k not in moment} for item in items]
+    assert sorted(again, key=str) == sorted(crawled, key=str)
+    return doms
 
 
 def test_a_surt_is_the_host_reversed():

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CACHED_INDEXES = 4
-PAYLOAD_RECORDS = ("response", "revisit")
+PAYLOAD_RECORDS = ("response", "revisit", "resource")
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Exchange:
     path: Path
     offset: int
     revisit_of: tuple[str, str, str] | None = None  # (URL, date, payload digest)
+    rendered: bool = False  # a DOM a browser rendered (a resource record)
     fields: dict[str, str] = field(default_factory=dict)  # the metadata record's
 
     @property
@@ -91,6 +92,12 @@ def _fields(payload: bytes) -> dict[str, str]:
 
 def _exchange(record: Any, path: Path) -> Exchange | None:
     http = record.http_headers
+    if record.rec_type == "resource":  # a rendered DOM: its status is in the metadata
+        kind = record.rec_headers.get_header("Content-Type") or "text/html"
+        return Exchange(url=record.rec_headers.get_header("WARC-Target-URI") or "",
+                        date=record.rec_headers.get_header("WARC-Date") or "", status=0,
+                        headers=[("Content-Type", kind)], payload=_content(record), path=path,
+                        offset=0, rendered=True)  # fmt: skip
     if http is None:
         return None
     try:
@@ -144,6 +151,8 @@ def read_exchanges(path: Path) -> Iterator[Exchange | Damage]:
                 elif kind == "metadata" and pending is not None:
                     if record.rec_headers.get_header("WARC-Concurrent-To") == pending_id:
                         pending.fields = _fields(_content(record))
+                        if pending.rendered and pending.fields.get("status", "").isdigit():
+                            pending.status = int(pending.fields["status"])
                     yield pending
                     pending = None
                 else:

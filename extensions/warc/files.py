@@ -28,6 +28,8 @@ from extensions import __version__
 
 logger = logging.getLogger(__name__)
 
+RENDERED_TYPE = "text/html; charset=utf-8"  # a rendered DOM, as scrapy-playwright encodes it
+
 
 def surt(url: str) -> str:
     """The SURT form CDXJ sorts by: ``com,example)/path?query`` (host reversed,
@@ -94,6 +96,8 @@ class WarcFiles:
         if http is not None:
             fields["status"] = http.get_statuscode()
             fields["mime"] = (http.get_header("Content-Type") or "").split(";")[0].strip()
+        else:  # a rendered DOM
+            fields["mime"] = (record.rec_headers.get_header("Content-Type") or "").split(";")[0]
         if record.rec_type == "revisit":
             fields["mime"] = "warc/revisit"  # as pywb's indexer marks them
         digest = record.rec_headers.get_header("WARC-Payload-Digest")
@@ -135,9 +139,11 @@ class WarcFiles:
     def records(
         self, url: str, method: str, request_headers: list[tuple[str, str]], request_body: bytes,
         status: str, response_headers: list[tuple[str, str]], body: bytes, fields: dict[str, str],
+        rendered: bool = False,
     ) -> list[Any]:  # fmt: skip
         """The request, response and metadata records of one fetch, built by the
-        writer of the current file (one is opened first if need be)."""
+        writer of the current file (one is opened first if need be). A page a
+        browser rendered has a ``resource`` record of its DOM for a response."""
         if self._writer is None:
             self._open()
         writer = self._writer
@@ -149,10 +155,16 @@ class WarcFiles:
             http_headers=StatusAndHeaders(f"{method} {target} HTTP/1.1", request_headers,
                                           is_http_request=True),
         )  # fmt: skip
-        response = writer.create_warc_record(
-            url, "response", payload=BytesIO(body), length=len(body),
-            http_headers=StatusAndHeaders(status, response_headers, protocol="HTTP/1.1"),
-        )  # fmt: skip
+        if rendered:
+            response = writer.create_warc_record(
+                url, "resource", payload=BytesIO(body), length=len(body),
+                warc_content_type=RENDERED_TYPE,
+            )  # fmt: skip
+        else:
+            response = writer.create_warc_record(
+                url, "response", payload=BytesIO(body), length=len(body),
+                http_headers=StatusAndHeaders(status, response_headers, protocol="HTTP/1.1"),
+            )  # fmt: skip
         response_id = response.rec_headers.get_header("WARC-Record-ID")
         request.rec_headers.add_header("WARC-Concurrent-To", response_id)
         text = "".join(f"{name}: {value}\r\n" for name, value in fields.items()).encode()

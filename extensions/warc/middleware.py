@@ -104,6 +104,9 @@ class WarcMiddleware:
                   "fetched": datetime.now(UTC).isoformat(timespec="milliseconds"),
                   "crawl": str(request.meta.get(CRAWL_ID) or ""),
                   "ip": str(response.ip_address or "")}  # fmt: skip
+        rendered = "playwright" in response.flags  # scrapy-playwright's mark
+        if rendered:  # the DOM the callbacks see: no bytes off the wire to keep
+            fields.update(rendered="true", status=str(response.status))
         try:
             fields["request"] = dumps_request(request, self.crawler.spider).decode()
         except SerializationError:  # reparsed with the spider's default callback
@@ -117,9 +120,9 @@ class WarcMiddleware:
             files = self._files()
             records = files.records(
                 response.url, request.method, sent, request.body or b"",
-                f"{response.status} {reason}".strip(), headers, body, fields,
+                f"{response.status} {reason}".strip(), headers, body, fields, rendered,
             )  # fmt: skip
-            if self.payloads is not None and response.status == 200 and body:
+            if self.payloads is not None and response.status == 200 and body and not rendered:
                 records[1] = self._revisit_or_not(files, records[1], body)
             files.write_exchange(records)
         except OSError as exc:

@@ -149,8 +149,9 @@ class ReplayHandler(BaseDownloadHandler):
         headers = Headers(exchange.headers)
         body = exchange.payload or b""
         cls = responsetypes.from_args(headers=headers, url=exchange.url, body=body)
+        flags = ["playwright"] if exchange.rendered else []  # as scrapy-playwright marks it
         return cls(url=exchange.url, status=exchange.status, headers=headers, body=body,
-                   request=request)  # fmt: skip
+                   request=request, flags=flags)  # fmt: skip
 
 
 class ReplayBanCheck:
