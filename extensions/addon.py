@@ -45,6 +45,8 @@ DOWNLOADER_MIDDLEWARES = {
     "extensions.downloadermiddlewares.botauth.BotAuthMiddleware": 950,
     # next to the downloader: the request as sent, the response as received
     "extensions.warc.middleware.WarcMiddleware": 960,
+    # what it could not archive goes back to the frontier, after the answer is counted
+    "extensions.warc.middleware.ParkUnarchived": 545,
 }
 # closest to the spider: counts what its callbacks yield before anything else
 SPIDER_MIDDLEWARES = {

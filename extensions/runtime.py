@@ -54,6 +54,8 @@ class Runtime:
     #: WARC_REVISITS: payloads archived in full, entered in the crawl's digest
     #: index once the part has synced their records (warc/digests.py)
     warc_payloads: Any = None
+    #: WARC writes that fail: the node parks what it fetched, leases nothing (warc/hold.py)
+    warc_hold: Any = None
     #: netloc -> the send slot of the page whose robots.txt is being fetched: the
     #: robots.txt goes at it, the page asks for a new one (robotstxt.py, pushback.py)
     robots_slots: dict[str, Any] = field(default_factory=dict)

@@ -240,8 +240,9 @@ class Nodes:
         self.logs: list[Path] = []
 
     def start(
-        self, spider: str, redis_url: str, spider_args: dict | None = None, **settings
-    ) -> subprocess.Popen:
+        self, spider: str, redis_url: str, spider_args: dict | None = None, *,
+        runner: str = "scrapy", **settings,
+    ) -> subprocess.Popen:  # fmt: skip
         log = self.tmp_path / f"node-{len(self.procs) + 1}.log"
         settings.setdefault("ITEMS_DIR", self.tmp_path / "items")
         # the journal is per machine (data/journal): each test keeps its own
@@ -250,7 +251,7 @@ class Nodes:
         settings.setdefault("STATS_CLASS", "tests.statsdump.DumpingStatsCollector")
         settings.setdefault("STATS_DUMP_FILE", log.with_suffix(".stats.json"))
         proc = services.start_node(
-            spider, redis_url, log=log, settings=settings, spider_args=spider_args
+            spider, redis_url, log=log, settings=settings, spider_args=spider_args, runner=runner
         )
         self.procs.append(proc)
         self.logs.append(log)

@@ -242,6 +242,7 @@ def archive_of(directory: Path, node: str, pages: dict[str, bytes], index, revis
         if original:
             records[1] = files.revisit(records[1], payload_digest(body), original)
         files.write_exchange(records)
+        index.kept()  # written: entered at the next publish
     files.sync()
     index.publish()
     return files
@@ -256,6 +257,7 @@ def test_a_payload_enters_the_index_once_on_disk_and_a_revisit_is_read_from_its_
     first, second = (PayloadIndex(redis_client, "site:warc_digests:") for _ in range(2))
     body = b"<html>the same page</html>"
     assert first.first(payload_digest(body), "http://a.test/1", "d", "r") is None
+    first.kept()
     # not synced yet: another node does not refer to it, and archives it in full
     assert second.first(payload_digest(body), "http://a.test/9", "d", "r") is None
     first._new.clear(), second._new.clear()
@@ -331,3 +333,37 @@ def test_a_hostile_archive_costs_only_its_own_records(tmp_path, redis_client):
     stats = spider.crawler.stats
     assert stats["reparse/requests_unreadable"] == 2
     assert stats["reparse/skipped/other_spider"] == 1 and stats["reparse/skipped/status"] == 1
+
+
+@pytest.mark.chaos
+def test_a_node_whose_disk_is_full_archives_nothing_half_and_loses_no_page(
+    redis_url, small_shop, nodes, tmp_path
+):
+    from extensions.warc.archive import Damage, read_exchanges
+
+    warc = tmp_path / "warc"
+    settings = {"WARC_ENABLED": True, "WARC_DIR": str(warc), "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
+    seed(redis_url, "shop", small_shop.url + "/")
+    # its WARC files fill at 256 kB: about a hundred pages, then writes fail
+    nodes.start("shop", redis_url, NODE_ID="small", runner="tests.small_disk", **settings)
+    nodes.start("shop", redis_url, NODE_ID="roomy", **settings)
+    said = []
+
+    def held_back() -> bool:
+        said.append(scrapy("status", "shop", "-s", f"REDIS_URL={redis_url}").stdout)
+        return "held back: WARC_DIR takes no writes" in said[-1]
+
+    wait_for(held_back, 90, "scrapy status saying the small node is held back")
+    assert nodes.wait(240) == [0, 0], nodes.tail()
+    assert nodes.stat(0, "warc/write_errors") >= 1 and nodes.stat(0, "warc/parked") >= 1
+    # every page was archived whole by one node or the other, and every file,
+    # the small node's too, reads to its end: a failed write left nothing behind
+    archived = set()
+    for path in warc.glob("*.warc.gz"):
+        for found in read_exchanges(path):
+            assert not isinstance(found, Damage), found
+            archived.add(found.url.removeprefix(small_shop.url))
+    assert archived >= SMALL_SHOP_PAGES
+    # a page sent back was parsed once, after it was archived: each item once
+    items = [item["url"] for item in read_items(tmp_path / "items")]
+    assert len(items) == len(set(items)) == len([p for p in SMALL_SHOP_PAGES if "/product/" in p])

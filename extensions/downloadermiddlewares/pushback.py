@@ -57,7 +57,6 @@ from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import (
     BAN_RETRIES,
-    DELAY_UNTIL,
     FIRST_FAILURE,
     HOST_WAITS,
     HOST_WATCHED,
@@ -207,14 +206,7 @@ class PushbackMiddleware:
         return self._park(request, until)
 
     def _park(self, request: Request, until: float) -> Request:
-        parked = request.copy()
-        parked.dont_filter = True
-        self.as_leased.drop_downloader_headers(request, parked)
-        self.as_leased.drop_downloader_meta(request, parked)  # a new proxy and slot next time
-        for key in (SEND_SLOT, HOST_WATCHED):
-            parked.meta.pop(key, None)
-        parked.meta[DELAY_UNTIL] = max(until, time.time())
-        return parked
+        return self.as_leased.parked(request, until)
 
     async def process_response(
         self, request: Request, response: Response, spider: Any = None

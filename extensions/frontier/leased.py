@@ -10,12 +10,13 @@ own, so one fetch's identity is never pinned to the next.
 from __future__ import annotations
 
 import json
+import time
 import weakref
 from typing import TYPE_CHECKING, NamedTuple
 
 from extensions.exceptions import SerializationError
 from extensions.frontier.serializer import loads_request
-from extensions.meta import HOST_WATCHED, SEND_SLOT
+from extensions.meta import DELAY_UNTIL, HOST_WATCHED, SEND_SLOT
 from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
@@ -65,6 +66,19 @@ class LeasedRequests:
             return
         for key in [key for key in request.meta if key not in names[1]]:
             del request.meta[key]
+
+    def parked(self, leased: Request, until: float) -> Request:
+        """A copy of ``leased`` that goes back to the frontier to wait until
+        ``until`` (its lease is released once the copy is queued): fetched again
+        from scratch, by whichever node leases it then."""
+        parked = leased.copy()
+        parked.dont_filter = True
+        self.drop_downloader_headers(leased, parked)
+        self.drop_downloader_meta(leased, parked)  # a new proxy and slot next time
+        for key in (SEND_SLOT, HOST_WATCHED):
+            parked.meta.pop(key, None)
+        parked.meta[DELAY_UNTIL] = max(until, time.time())
+        return parked
 
 
 def leased_for(crawler: Crawler) -> LeasedRequests:

@@ -41,6 +41,8 @@ class PayloadIndex:
         self.prefix = prefix
         self.bad_records = 0  # stored values no node writes, since the last look
         self._new: dict[tuple[str, bytes], tuple[str, bool]] = {}  # -> (value, replace)
+        # the payload the last ``first`` found new, until its record is written (``kept``)
+        self._candidate: tuple[tuple[str, bytes], tuple[str, bool]] | None = None
 
     def _where(self, digest: str) -> tuple[str, bytes]:
         raw = base64.b32decode(digest.removeprefix("sha1:"))
@@ -48,8 +50,9 @@ class PayloadIndex:
 
     def first(self, digest: str, url: str, date: str, record_id: str) -> dict[str, str] | None:
         """The first record of this payload (``u``, ``d``, ``r``), or None when
-        this one is to be the first (entered at the next ``publish``). Raises
-        redis.RedisError."""
+        this one is to be the first (entered at the next ``publish`` once
+        ``kept`` says its record was written). Raises redis.RedisError."""
+        self._candidate = None
         where = self._where(digest)
         if where in self._new:  # archived here since the last publish: earlier in
             return dict(json.loads(self._new[where][0]))  # this node's files, synced with it
@@ -64,10 +67,16 @@ class PayloadIndex:
                 pass
             self.bad_records += 1  # another writer's value: replaced by this record
             replace = True
-        if len(self._new) < MAX_UNPUBLISHED:
-            self._new[where] = (json.dumps({"u": url[:URL_KEPT], "d": date, "r": record_id}),
-                                replace)  # fmt: skip
+        value = json.dumps({"u": url[:URL_KEPT], "d": date, "r": record_id})
+        self._candidate = (where, (value, replace))
         return None
+
+    def kept(self) -> None:
+        """The record ``first`` last found new is in the node's file."""
+        if self._candidate is not None and len(self._new) < MAX_UNPUBLISHED:
+            where, entry = self._candidate
+            self._new[where] = entry
+        self._candidate = None
 
     def publish(self) -> int:
         """Enter the payloads archived since the last call (their records are on

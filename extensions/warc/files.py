@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import time
+from contextlib import suppress
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,15 @@ from extensions import __version__
 logger = logging.getLogger(__name__)
 
 RENDERED_TYPE = "text/html; charset=utf-8"  # a rendered DOM, as scrapy-playwright encodes it
+
+
+def _write_all(handle: Any, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = handle.write(view)
+        if not written:
+            raise OSError("the write took nothing")
+        view = view[written:]
 
 
 def surt(url: str) -> str:
@@ -45,6 +55,11 @@ def surt(url: str) -> str:
 
 
 class WarcFiles:
+    """One node's current WARC file and its index. An exchange is written whole
+    or not at all: its records are encoded in memory and appended in one write;
+    a write that fails (a full disk) is cut back off the file and the index,
+    which stay readable to their end, and the next exchange starts a new file."""
+
     def __init__(self, directory: Path, spider: str, node: str, max_size: int):
         self.directory = directory
         self.spider = spider
@@ -52,8 +67,11 @@ class WarcFiles:
         self.max_size = max_size
         self.sequence = 0
         self.path: Path | None = None
-        self._file: Any = None
+        self._file: Any = None  # unbuffered: what a write returns is in the OS's hands
         self._index: Any = None
+        self._size = 0
+        self._index_size = 0
+        # builds the records; each exchange is encoded by a writer of its own
         self._writer: WARCWriter | None = None
         self.bytes_written = 0
 
@@ -64,28 +82,54 @@ class WarcFiles:
         name = f"{self.spider}-{stamp}-{self.node}-{os.getpid()}-{self.sequence:05d}.warc.gz"
         self.path = self.directory / name
         # kept open across writes; "x": never another node's file
-        self._file = open(self.path, "xb")  # noqa: SIM115
-        self._index = open(str(self.path) + ".cdxj", "x", encoding="utf-8")  # noqa: SIM115
-        self._writer = WARCWriter(self._file, gzip=True, warc_version="1.1")
+        self._file = open(self.path, "xb", buffering=0)  # noqa: SIM115
+        self._size = self._index_size = 0
+        self._writer = self._writer or WARCWriter(BytesIO(), gzip=True, warc_version="1.1")
         info = {"software": f"crawler {__version__} (Scrapy, warcio)", "format": "WARC/1.1",
                 "isPartOf": self.spider, "node": self.node}  # fmt: skip
-        self._writer.write_record(self._writer.create_warcinfo_record(name, info))
+        try:
+            self._index = open(f"{self.path}.cdxj", "xb", buffering=0)  # noqa: SIM115
+            self._append([self._writer.create_warcinfo_record(name, info)])
+        except OSError:
+            self.close()
+            raise
         logger.info("writing %s", self.path)
 
     def write_exchange(self, records: list[Any]) -> None:
         """Write one fetch's records (request, response, metadata), opening or
-        rotating the file as needed; each response is indexed."""
-        if self._writer is None or self._file.tell() >= self.max_size:
+        rotating the file as needed; each response is indexed. Raises OSError,
+        and then nothing of the exchange is in the file."""
+        if self._file is None or self._size >= self.max_size:
             self.close()
             self._open()
-        assert self._writer is not None and self.path is not None
+        try:
+            self._append(records)
+        except OSError:
+            self.close()  # a new file next time: this one may be where the disk is full
+            raise
+
+    def _append(self, records: list[Any]) -> None:
+        buffer = BytesIO()
+        writer = WARCWriter(buffer, gzip=True, warc_version="1.1")
+        lines = []
         for record in records:
-            offset = self._file.tell()
-            self._writer.write_record(record)
-            length = self._file.tell() - offset
-            self.bytes_written += length
+            offset = buffer.tell()
+            writer.write_record(record)
             if record.rec_type in ("response", "revisit", "resource"):
-                self._index.write(self._cdxj_line(record, offset, length) + "\n")
+                line = self._cdxj_line(record, self._size + offset, buffer.tell() - offset)
+                lines.append(line + "\n")
+        data, index = buffer.getvalue(), "".join(lines).encode()
+        try:
+            _write_all(self._file, data)
+            _write_all(self._index, index)
+        except OSError:
+            for handle, size in ((self._file, self._size), (self._index, self._index_size)):
+                with suppress(OSError):
+                    os.ftruncate(handle.fileno(), size)  # frees space: works on a full disk
+            raise
+        self._size += len(data)
+        self._index_size += len(index)
+        self.bytes_written += len(data)
 
     def _cdxj_line(self, record: Any, offset: int, length: int) -> str:
         url = record.rec_headers.get_header("WARC-Target-URI")
@@ -116,15 +160,19 @@ class WarcFiles:
     def close(self) -> None:
         if self._file is None:
             return
-        self.sync()
-        self._file.close()
-        self._index.close()
-        self._file = self._index = self._writer = None
+        try:
+            self.sync()
+        finally:
+            for handle in (self._file, self._index):
+                if handle is not None:
+                    handle.close()
+            self._file = self._index = None
 
     def revisit(self, response: Any, digest: str, original: dict[str, str]) -> Any:
         """``response`` as a revisit of the first record of its payload: same id
         and headers, no payload."""
-        assert self._writer is not None
+        if self._writer is None:
+            self._writer = WARCWriter(BytesIO(), gzip=True, warc_version="1.1")
         url = response.rec_headers.get_header("WARC-Target-URI")
         record = self._writer.create_revisit_record(
             url, digest, original["u"], original["d"], http_headers=response.http_headers
@@ -145,7 +193,7 @@ class WarcFiles:
         writer of the current file (one is opened first if need be). A page a
         browser rendered has a ``resource`` record of its DOM for a response."""
         if self._writer is None:
-            self._open()
+            self._writer = WARCWriter(BytesIO(), gzip=True, warc_version="1.1")
         writer = self._writer
         assert writer is not None
         parts = urlsplit(url)

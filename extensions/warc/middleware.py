@@ -1,6 +1,6 @@
 """Writes each fetch to the node's WARC files as it comes off the wire.
 
-Next to the downloader (``WARC_ORDER``, above every middleware that sets a
+Next to the downloader (at 960, above every middleware that sets a
 header or answers a response): the request as sent (cookies, user agent,
 signatures included) and the response as received, before decompression,
 redirects and retries: a 3xx, a 429 and a ban page are archived too. Twisted
@@ -14,14 +14,16 @@ archived, on any node, is written as a ``revisit`` record (``digests.py``); if
 Redis cannot say, the page is archived in full (``warc/digest_errors``). A new
 payload enters the index once its record is on disk (``part.py``).
 
-A write that fails (a full disk, a directory gone) is logged and counted
-(``warc/write_errors``); the page goes on to its callback unarchived. (A sync
-that fails holds the node's leases: ``part.py``.)
+A write that fails (a full disk, a directory gone) leaves nothing of the page
+in the file, is logged and counted (``warc/write_errors``), and holds the node
+(``hold.py``): the page goes back to the frontier unparsed, for any node to
+fetch and archive. (A sync that fails holds the node's leases: ``part.py``.)
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from http import HTTPStatus
 from pathlib import Path
@@ -34,6 +36,7 @@ from scrapy.exceptions import NotConfigured
 
 from extensions import connection
 from extensions.exceptions import ConfigError, SerializationError
+from extensions.frontier.leased import leased_for
 from extensions.frontier.serializer import dumps_request
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
@@ -41,6 +44,7 @@ from extensions.meta import CRAWL_ID
 from extensions.runtime import runtime_of
 from extensions.warc.digests import PayloadIndex, payload_digest
 from extensions.warc.files import WarcFiles
+from extensions.warc.hold import hold_for
 from extensions.warc.part import publish_payloads
 
 if TYPE_CHECKING:
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SKIPPED_HEADERS = {b"transfer-encoding"}  # the body is stored de-chunked
+UNARCHIVED = "warc:unarchived"  # a response's flag: the page goes back to the frontier
 
 
 def _pairs(headers: Any, skip: set[bytes] = SKIPPED_HEADERS) -> list[tuple[str, str]]:
@@ -70,6 +75,8 @@ class WarcMiddleware:
         self.max_size = max_size
         self.runtime = runtime_of(crawler)
         self.runtime.warc_payloads = payloads
+        self.hold = hold_for(crawler)
+        self.as_leased = leased_for(crawler)
         crawler.signals.connect(self._closed, signals.spider_closed)
 
     @classmethod
@@ -116,6 +123,8 @@ class WarcMiddleware:
         sent = _pairs(request.headers, set())
         if b"Host" not in request.headers:  # the HTTP client adds it after every middleware
             sent.insert(0, ("Host", urlsplit(request.url).netloc))
+        if self.hold.waiting():
+            return self._not_archived(request, response)
         try:
             files = self._files()
             records = files.records(
@@ -127,10 +136,26 @@ class WarcMiddleware:
             files.write_exchange(records)
         except OSError as exc:
             self.stats.inc_value("warc/write_errors")
-            logger.error("could not archive %s: %s", response.url[:200], exc)
-            return response
+            self.hold.failed(f"{type(exc).__name__}: {exc}")
+            logger.error("cannot write %s (%s): this node leases nothing for %.0f s, and what "
+                         "it fetched goes back to the frontier", self.directory, exc,
+                         self.hold.until - time.time())  # fmt: skip
+            return self._not_archived(request, response)
+        if self.payloads is not None:
+            self.payloads.kept()
+        if self.hold.wrote():
+            logger.info("%s takes writes again: leasing again", self.directory)
         self.stats.inc_value("warc/pages")
         self.stats.inc_value("warc/records", len(records))
+        return response
+
+    def _not_archived(self, request: Request, response: Response) -> Any:
+        """A page this node cannot archive is marked for ``ParkUnarchived``; one
+        not from the frontier (robots.txt) goes on, unarchived."""
+        if request in self.as_leased:
+            response.flags.append(UNARCHIVED)
+        else:
+            self.stats.inc_value("warc/not_archived")
         return response
 
     def _revisit_or_not(self, files: WarcFiles, record: Any, body: bytes) -> Any:
@@ -158,3 +183,26 @@ class WarcMiddleware:
         if self.runtime.warc is not None:
             self.runtime.warc.close()
             publish_payloads(self.crawler)
+
+
+class ParkUnarchived:
+    """Sends a page the node could not archive back to the frontier, unparsed,
+    for any node to fetch and archive (at 545, below the
+    middlewares that account for an answer: pushback's send slots, the retry
+    middleware), so its callback never runs on a page the archive lacks."""
+
+    def __init__(self, crawler: Crawler):
+        self.stats = crawler.stats
+        self.as_leased = leased_for(crawler)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ParkUnarchived:
+        if not crawler.settings.getbool("WARC_ENABLED"):
+            raise NotConfigured("WARC_ENABLED is off")
+        return cls(crawler)
+
+    def process_response(self, request: Request, response: Response, spider: Any = None) -> Any:
+        if UNARCHIVED not in response.flags:
+            return response
+        self.stats.inc_value("warc/parked")
+        return self.as_leased.parked(request, time.time())

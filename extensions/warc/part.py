@@ -14,6 +14,7 @@ from scrapy.exceptions import NotConfigured
 from extensions import connection
 from extensions.frontier.part import FrontierPart
 from extensions.runtime import runtime_of
+from extensions.warc.hold import hold_for
 
 if TYPE_CHECKING:
     from extensions.frontier.node import NodeFrontier
@@ -23,6 +24,30 @@ class WarcPart(FrontierPart):
     def __init__(self, node: NodeFrontier):
         self.crawler = node.crawler
         self.runtime = runtime_of(node.crawler)
+        self.hold = hold_for(node.crawler)
+        self.look_again_now = node.polling.look_again_now
+        self._waiting = False
+
+    @classmethod
+    def node_status(cls, record: dict[str, str]) -> dict[str, Any]:
+        return {"warc_held": record.get("warc_held") == "1"}
+
+    @classmethod
+    def node_notes(cls, row: dict[str, Any]) -> list[str]:
+        return ["held back: WARC_DIR takes no writes"] if row.get("warc_held") else []
+
+    def lease_room(self, room: int) -> int:
+        # the disk takes no writes: nothing leased until the hold's time is up
+        self._waiting = self.hold.waiting()
+        return 0 if self._waiting else room
+
+    def heartbeat(self) -> None:
+        if self._waiting and not self.hold.waiting():
+            self._waiting = False
+            self.look_again_now()  # the next page tries the disk
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"warc_held": int(self.hold.held)}
 
     @classmethod
     def from_node(cls, node: NodeFrontier) -> WarcPart:
