@@ -219,6 +219,7 @@ CHECKS: dict[str, Check] = {
     "WARC_ENABLED": _flag,
     "WARC_REVISITS": _flag,
     "WARC_MAX_SIZE": _number(int, 1_000_000),
+    "WARC_DIGESTS_IN_REDIS": _number(int, 0),
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),
     "CLUSTER_IP_RATE": _number(float, 0),

@@ -200,6 +200,10 @@ WARC_ENABLED = False  # every fetch's request, response and metadata into WARC/1
 WARC_DIR = "data/warc"  # a local directory, shared by the nodes or each its own
 WARC_MAX_SIZE = 1_000_000_000  # bytes: a file is rotated past this
 WARC_REVISITS = True  # a payload the crawl already archived: a revisit record (Redis index)
+# payloads the revisit index keeps in Redis (about 150 bytes each); past it, with
+# MONGO_URI, the index grows in MongoDB (NAME_warc_digests), else new payloads
+# are archived in full without being entered
+WARC_DIGESTS_IN_REDIS = 2_000_000
 REPARSE_FOLLOW = False  # scrapy reparse --follow: links found go to the start list
 # host ranks (extensions/frontier/ranks/): "importance" gives hosts that more
 # registered domains link to more of the lease turns; "discovery" is priority, then

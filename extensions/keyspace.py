@@ -184,7 +184,9 @@ key                            type    holds
                                        12 KB at most)
 ``NAME:warc_digests:BUCKET``   hash    WARC_ENABLED: 18 bytes of an archived payload's SHA-1
                                        (its first 2 name the bucket) -> the first record
-                                       of it (URL, date, id), for revisit records
+                                       of it (URL, date, id), for revisit records; the
+                                       ``count`` "bucket": a string, how many are entered
+                                       (at most WARC_DIGESTS_IN_REDIS)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,

@@ -5,8 +5,14 @@ first (WARC/1.1's identical-payload-digest profile), whichever node archived it.
 ``NAME:warc_digests:BUCKET`` hashes (65,536 buckets by the digest's first two
 bytes, each a small listpack): the digest's other 18 bytes -> the first record's
 URL, date and id (a JSON object, about 150 bytes). One round trip a page (an
-HGET); a new payload's HSETNX waits for the node's next flush, one pipeline for
-all of them.
+HGET, and a GET of ``NAME:warc_digests:count``); a new payload's HSETNX waits
+for the node's next flush, one pipeline for all of them.
+
+Redis holds at most ``WARC_DIGESTS_IN_REDIS`` payloads. Past that, with
+``MONGO_URI``, the index grows in MongoDB (collection ``NAME_warc_digests``,
+``_id`` the digest; first writer wins as with HSETNX) and a payload Redis does not
+know is looked for there too; without MongoDB a new payload is archived in full
+and not entered (``warc/digests_not_entered``).
 """
 
 from __future__ import annotations
@@ -36,13 +42,19 @@ class PayloadIndex:
     archive one payload before either publishes both write it in full.
     """
 
-    def __init__(self, server: Any, prefix: str):
+    def __init__(self, server: Any, prefix: str, most_in_redis: int, beyond: Any = None):
         self.server = server
         self.prefix = prefix
+        self.count_key = f"{prefix}count"
+        self.most_in_redis = most_in_redis
+        self.beyond = beyond  # a pymongo collection, or None
+        self.full = False  # Redis holds its share: new payloads go beyond it
         self.bad_records = 0  # stored values no node writes, since the last look
-        self._new: dict[tuple[str, bytes], tuple[str, bool]] = {}  # -> (value, replace)
+        self.not_entered = 0  # payloads past Redis's share with nowhere to go
+        # (key, field) -> (value, replace, digest)
+        self._new: dict[tuple[str, bytes], tuple[str, bool, str]] = {}
         # the payload the last ``first`` found new, until its record is written (``kept``)
-        self._candidate: tuple[tuple[str, bytes], tuple[str, bool]] | None = None
+        self._candidate: tuple[tuple[str, bytes], tuple[str, bool, str]] | None = None
 
     def _where(self, digest: str) -> tuple[str, bytes]:
         raw = base64.b32decode(digest.removeprefix("sha1:"))
@@ -56,7 +68,13 @@ class PayloadIndex:
         where = self._where(digest)
         if where in self._new:  # archived here since the last publish: earlier in
             return dict(json.loads(self._new[where][0]))  # this node's files, synced with it
-        stored = self.server.hget(*where)
+        pipe = self.server.pipeline(transaction=False)
+        pipe.hget(*where)
+        pipe.get(self.count_key)
+        stored, count = pipe.execute()
+        self.full = int(count or 0) >= self.most_in_redis
+        if stored is None and self.full and self.beyond is not None:
+            stored = self._beyond(digest)
         replace = False
         if stored is not None:
             try:
@@ -68,8 +86,16 @@ class PayloadIndex:
             self.bad_records += 1  # another writer's value: replaced by this record
             replace = True
         value = json.dumps({"u": url[:URL_KEPT], "d": date, "r": record_id})
-        self._candidate = (where, (value, replace))
+        self._candidate = (where, (value, replace, digest))
         return None
+
+    def _beyond(self, digest: str) -> str | None:
+        """The first record of ``digest`` as MongoDB has it, in Redis's form.
+        Raises pymongo's errors."""
+        document = self.beyond.find_one({"_id": digest})
+        if document is None:
+            return None
+        return json.dumps({name: document.get(name) for name in ("u", "d", "r")})
 
     def kept(self) -> None:
         """The record ``first`` last found new is in the node's file."""
@@ -80,16 +106,36 @@ class PayloadIndex:
 
     def publish(self) -> int:
         """Enter the payloads archived since the last call (their records are on
-        disk now); how many. Raises redis.RedisError and keeps them for the next."""
+        disk now); how many. Raises redis.RedisError (or pymongo's errors) and
+        keeps them for the next."""
         if not self._new:
             return 0
-        pipe = self.server.pipeline(transaction=False)
-        for (key, field), (value, replace) in self._new.items():
-            if replace:
-                pipe.hset(key, field, value)
-            else:
-                pipe.hsetnx(key, field, value)
-        pipe.execute()
+        if self.full:
+            self._publish_beyond()
+        else:
+            pipe = self.server.pipeline(transaction=False)
+            for (key, field), (value, replace, _) in self._new.items():
+                if replace:
+                    pipe.hset(key, field, value)
+                else:
+                    pipe.hsetnx(key, field, value)
+            created = sum(1 for answer in pipe.execute() if answer)
+            if created:
+                self.server.incrby(self.count_key, created)
         count = len(self._new)
         self._new.clear()
         return count
+
+    def _publish_beyond(self) -> None:
+        if self.beyond is None:
+            self.not_entered += len(self._new)
+            return
+        from pymongo.errors import BulkWriteError
+
+        documents = [{"_id": digest, **json.loads(value)}
+                     for value, _, digest in self._new.values()]  # fmt: skip
+        try:
+            self.beyond.insert_many(documents, ordered=False)
+        except BulkWriteError as exc:  # another node's first: it stays the first
+            if any(error.get("code") != 11000 for error in exc.details.get("writeErrors", [])):
+                raise

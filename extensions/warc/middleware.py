@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import redis
+from pymongo.errors import PyMongoError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
@@ -90,8 +91,14 @@ class WarcMiddleware:
             raise ConfigError(f"WARC_DIR: {where!r} is a URL; a local directory is needed")
         payloads = None
         if settings.getbool("WARC_REVISITS"):
-            prefix = SpiderKeys.for_crawler(crawler).warc_digests_prefix
-            payloads = PayloadIndex(connection.client_for(crawler), prefix)
+            keys = SpiderKeys.for_crawler(crawler)
+            beyond = None
+            if settings.get("MONGO_URI"):  # the index outgrows Redis there
+                client = connection.mongo_client(settings.get("MONGO_URI"))
+                name = f"{crawler.spidercls.name}_warc_digests"
+                beyond = client[settings.get("MONGO_DATABASE")][name]
+            payloads = PayloadIndex(connection.client_for(crawler), keys.warc_digests_prefix,
+                                    settings.getint("WARC_DIGESTS_IN_REDIS"), beyond)  # fmt: skip
         return cls(crawler, Path(where), settings.getint("WARC_MAX_SIZE"), payloads)
 
     def _files(self) -> WarcFiles:
@@ -170,6 +177,10 @@ class WarcMiddleware:
         except redis.RedisError as exc:
             self.stats.inc_value("warc/digest_errors")
             connection.health_for(self.crawler).failed(exc)
+            return record
+        except PyMongoError as exc:
+            self.stats.inc_value("warc/digest_errors")
+            logger.warning("the digest index in MongoDB did not answer: %s", exc)
             return record
         if self.payloads.bad_records:
             self.stats.inc_value("warc/bad_digest_records", self.payloads.bad_records)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import redis
+from pymongo.errors import PyMongoError
 from scrapy.exceptions import NotConfigured
 
 from extensions import connection
@@ -74,5 +75,11 @@ def publish_payloads(crawler: Any) -> None:
         crawler.stats.inc_value("warc/digest_errors")
         connection.health_for(crawler).failed(exc)
         return
+    except PyMongoError:
+        crawler.stats.inc_value("warc/digest_errors")
+        return
     if entered:
         crawler.stats.inc_value("warc/payloads_entered", entered)
+    if payloads.not_entered:
+        crawler.stats.inc_value("warc/digests_not_entered", payloads.not_entered)
+        payloads.not_entered = 0
