@@ -197,7 +197,8 @@ FRONTIER_SCORE_SCALE = 100.0
 SCORER_KEYWORDS: list[str] = []  # AnchorKeywordScorer's words
 # --- WARC capture (extensions/warc/) ---
 WARC_ENABLED = False  # every fetch's request, response and metadata into WARC/1.1 files
-WARC_DIR = "data/warc"  # a local directory, shared by the nodes or each its own
+WARC_DIR = "data/warc"  # a local directory (shared or each node's own), or s3://BUCKET/PREFIX
+WARC_SPOOL_DIR = "data/warc-spool"  # with s3://: files being written, until uploaded
 WARC_MAX_SIZE = 1_000_000_000  # bytes: a file is rotated past this
 WARC_REVISITS = True  # a payload the crawl already archived: a revisit record (Redis index)
 # payloads the revisit index keeps in Redis (about 150 bytes each); past it, with

@@ -58,6 +58,9 @@ BAD_VALUES = [
     ("FRONTIER_SCORE_SCALE", -1),
     ("SCORER_KEYWORDS", [3]),
     ("FRONTIER_SCORER", "extensions.scoring.AnchorKeywordScorer"),  # and no keywords
+    ("WARC_DIR", "ftp://archive/warc"),
+    ("WARC_DIR", "s3:///no-bucket"),
+    ("WARC_DIGESTS_IN_REDIS", -1),
 ]
 
 

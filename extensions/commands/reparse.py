@@ -5,7 +5,6 @@ stores them, no request sent (``extensions/warc/replay.py``)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import BaseRunSpiderCommand
@@ -13,8 +12,10 @@ from scrapy.exceptions import UsageError
 
 from extensions import addon, installed
 from extensions.crawlid import crawl_id_problem
+from extensions.exceptions import ConfigError
 from extensions.warc.archive import parse_date
 from extensions.warc.replay import ReplaySource, replayed_start, since_problem
+from extensions.warc.storage import archive_for
 
 if TYPE_CHECKING:
     import argparse
@@ -79,7 +80,8 @@ class Command(BaseRunSpiderCommand):
 
     def long_desc(self) -> str:
         return (
-            "Reads the spider's WARC files in WARC_DIR (WARC_ENABLED wrote them) and runs "
+            "Reads the spider's WARC files in WARC_DIR (a directory or s3://BUCKET/PREFIX; "
+            "WARC_ENABLED wrote them) and runs "
             "each archived 2xx response through the callback its request had, with the "
             "item pipelines of a crawl: a fixed callback gives corrected items without "
             "fetching again. Links found are counted, not queued, unless --follow pushes "
@@ -119,22 +121,26 @@ class Command(BaseRunSpiderCommand):
         ):
             if problem:
                 raise UsageError(str(problem))
-        directory = Path(installed.effective(self.settings).get("WARC_DIR"))
-        if not directory.is_dir():
-            raise UsageError(f"WARC_DIR {directory} is not a directory")
+        try:
+            archive = archive_for(installed.effective(self.settings))
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
         try:
             spidercls = self.crawler_process.spider_loader.load(args[0])
         except KeyError:
             raise UsageError(f"Spider not found: {args[0]}") from None
         since = parse_date(opts.since) if opts.since else None
-        source = ReplaySource(directory, spidercls.name, opts.crawl, since)
+        source = ReplaySource(archive, spidercls.name, opts.crawl, since)
         if not source.files:
-            print(f"no WARC files of {spidercls.name} in {directory}", file=sys.stderr)
+            print(f"no WARC files of {spidercls.name} in {archive}", file=sys.stderr)
             self.exitcode = 1
             return
         crawler = self.crawler_process.create_crawler(replaying(spidercls, source))
         self.crawler_process.crawl(crawler, **opts.spargs)
-        self.crawler_process.start()
+        try:
+            self.crawler_process.start()
+        finally:
+            archive.close()
         stats = crawler.stats.get_stats() if crawler.stats else {}
         print(
             f"reparsed {stats.get('reparse/responses', 0)} responses of "
@@ -147,7 +153,7 @@ class Command(BaseRunSpiderCommand):
             file=sys.stderr,
         )
         for damage in source.damaged:
-            print(f"{damage.path}: read up to byte {damage.offset}; the rest cannot be "
+            print(f"{damage.path.name}: read up to byte {damage.offset}; the rest cannot be "
                   f"read ({damage.error})", file=sys.stderr)  # fmt: skip
         if getattr(self.crawler_process, "bootstrap_failed", False):
             self.exitcode = 1

@@ -4,25 +4,29 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 
 from extensions import installed
 from extensions.cli import ProjectCommand
+from extensions.exceptions import ConfigError
 from extensions.warc.files import surt
+from extensions.warc.storage import LocalArchive, S3Archive, archive_for
 
 if TYPE_CHECKING:
     import argparse
 
 
-def lookup(directory: Path, spider: str, url: str) -> tuple[list[dict], int]:
-    """The index entries of ``url`` in the spider's files under ``directory``,
+def lookup(archive: LocalArchive | S3Archive, spider: str, url: str) -> tuple[list[dict], int]:
+    """The index entries of ``url`` in the spider's files in ``archive``,
     oldest first, and how many index lines could not be read."""
     key = surt(url)
     found, bad = [], 0
-    for index in sorted(directory.glob(f"{spider}-*.warc.gz.cdxj")):
+    for name in archive.names(spider, ".warc.gz.cdxj"):
+        index = archive.fetch(name)
+        if index is None:
+            continue
         with index.open(encoding="utf-8", errors="replace") as lines:
             for line in lines:
                 if not line.startswith(key + " "):
@@ -48,8 +52,9 @@ class Command(ProjectCommand):
     def long_desc(self) -> str:
         return (
             "Reads the CDXJ index beside each of the spider's WARC files in WARC_DIR "
-            "(a directory the nodes share, or one node's) and prints each record of "
-            "URL: when it was fetched, its status, the file and the offset of the record."
+            "(a directory the nodes share, one node's, or s3://BUCKET/PREFIX) and prints "
+            "each record of URL: when it was fetched, its status, the file and the offset "
+            "of the record."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -60,10 +65,14 @@ class Command(ProjectCommand):
         if len(args) != 3 or args[1] != "lookup":
             raise UsageError("expected: scrapy warc NAME lookup URL")
         assert self.settings is not None
-        directory = Path(installed.effective(self.settings).get("WARC_DIR"))
-        if not directory.is_dir():
-            raise UsageError(f"WARC_DIR {directory} is not a directory")
-        found, bad = lookup(directory, args[0], args[2])
+        try:
+            archive = archive_for(installed.effective(self.settings))
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            found, bad = lookup(archive, args[0], args[2])
+        finally:
+            archive.close()
         for entry in found:
             if opts.json:
                 print(json.dumps(entry))
@@ -73,5 +82,5 @@ class Command(ProjectCommand):
         if bad:
             print(f"skipped {bad} index lines that could not be read", file=sys.stderr)
         if not found:
-            print(f"no record of {args[2]} in {directory}", file=sys.stderr)
+            print(f"no record of {args[2]} in {archive}", file=sys.stderr)
             self.exitcode = 1

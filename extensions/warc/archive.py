@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from warcio.archiveiterator import ArchiveIterator
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 logger = logging.getLogger(__name__)
 
@@ -189,50 +189,52 @@ NAME = re.compile(r"^(?P<stamp>\d{14})-(?P<writer>.+)-(?P<sequence>\d+)\.warc\.g
 class Originals:
     """Finds the payload a revisit refers to, in a spider's files."""
 
-    def __init__(self, files: list[Path], spider: str):
-        self.chains: dict[str, list[tuple[str, int, Path]]] = {}
-        for path in files:
-            match = NAME.match(path.name.removeprefix(spider + "-"))
+    def __init__(self, names: list[str], spider: str, fetch: Callable[[str], Path | None]):
+        self.fetch = fetch  # a file of the archive by name, on disk (storage.py)
+        self.chains: dict[str, list[tuple[str, int, str]]] = {}
+        for name in names:
+            match = NAME.match(name.removeprefix(spider + "-"))
             if match:
                 chain = self.chains.setdefault(match["writer"], [])
-                chain.append((match["stamp"], int(match["sequence"]), path))
+                chain.append((match["stamp"], int(match["sequence"]), name))
         for chain in self.chains.values():
             chain.sort()
-        self._indexes: OrderedDict[Path, dict[str, list[int]]] = OrderedDict()
+        self._indexes: OrderedDict[str, dict[str, list[int]]] = OrderedDict()
 
     def payload(self, url: str, date: str, digest: str) -> bytes | None:
         stamp = "".join(ch for ch in date if ch.isdigit())[:14]
         for chain in self.chains.values():
             # the writer's file open at that date: the last opened before it, or
             # one opened in the same second (names have whole seconds)
-            for opened, _, path in reversed(chain):
+            for opened, _, name in reversed(chain):
                 if opened > stamp:
                     continue
-                body = self._find(path, url, digest)
+                body = self._find(name, digest)
                 if body is not None:
                     return body
                 if opened < stamp:
                     break
         return None
 
-    def _find(self, path: Path, url: str, digest: str) -> bytes | None:
-        for offset in self._index(path).get(digest, ()):
-            body = _record_at(path, offset, digest)
+    def _find(self, name: str, digest: str) -> bytes | None:
+        for offset in self._index(name).get(digest, ()):
+            path = self.fetch(name)
+            body = _record_at(path, offset, digest) if path else None
             if body is not None:
                 return body
         return None
 
-    def _index(self, path: Path) -> dict[str, list[int]]:
+    def _index(self, name: str) -> dict[str, list[int]]:
         """Payload digest -> offsets of the file's response records: its CDXJ
         index, and what the index lacks (a writer killed before its line) read
         from the file itself."""
-        if path in self._indexes:
-            self._indexes.move_to_end(path)
-            return self._indexes[path]
+        if name in self._indexes:
+            self._indexes.move_to_end(name)
+            return self._indexes[name]
         offsets: dict[str, list[int]] = {}
         covered = 0
-        index = Path(f"{path}.cdxj")
-        if index.exists():
+        index = self.fetch(f"{name}.cdxj")
+        if index is not None:
             with index.open(encoding="utf-8", errors="replace") as lines:
                 for line in lines:
                     try:
@@ -243,8 +245,10 @@ class Originals:
                     covered = max(covered, offset + length)
                     if entry.get("mime") != "warc/revisit" and entry.get("digest"):
                         offsets.setdefault(str(entry["digest"]), []).append(offset)
-        self._read_rest(path, covered, offsets)
-        self._indexes[path] = offsets
+        path = self.fetch(name)
+        if path is not None:
+            self._read_rest(path, covered, offsets)
+        self._indexes[name] = offsets
         if len(self._indexes) > CACHED_INDEXES:
             self._indexes.popitem(last=False)
         return offsets

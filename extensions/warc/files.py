@@ -74,6 +74,7 @@ class WarcFiles:
         # builds the records; each exchange is encoded by a writer of its own
         self._writer: WARCWriter | None = None
         self.bytes_written = 0
+        self.closed: list[Path] = []  # files closed since the storage last took them
 
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -167,6 +168,8 @@ class WarcFiles:
                 if handle is not None:
                     handle.close()
             self._file = self._index = None
+            if self.path is not None:
+                self.closed.append(self.path)
 
     def revisit(self, response: Any, digest: str, original: dict[str, str]) -> Any:
         """``response`` as a revisit of the first record of its payload: same id

@@ -26,7 +26,6 @@ import logging
 import time
 from datetime import UTC, datetime
 from http import HTTPStatus
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -34,9 +33,11 @@ import redis
 from pymongo.errors import PyMongoError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from twisted.internet import threads
+from twisted.internet.defer import Deferred, DeferredList
 
 from extensions import connection
-from extensions.exceptions import ConfigError, SerializationError
+from extensions.exceptions import SerializationError
 from extensions.frontier.leased import leased_for
 from extensions.frontier.serializer import dumps_request
 from extensions.installed import require_addon
@@ -47,6 +48,7 @@ from extensions.warc.digests import PayloadIndex, payload_digest
 from extensions.warc.files import WarcFiles
 from extensions.warc.hold import hold_for
 from extensions.warc.part import publish_payloads
+from extensions.warc.storage import LocalArchive, S3Archive, archive_for
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -67,18 +69,22 @@ def _pairs(headers: Any, skip: set[bytes] = SKIPPED_HEADERS) -> list[tuple[str, 
 
 class WarcMiddleware:
     def __init__(
-        self, crawler: Crawler, directory: Path, max_size: int, payloads: PayloadIndex | None
-    ):
+        self, crawler: Crawler, archive: LocalArchive | S3Archive, max_size: int,
+        payloads: PayloadIndex | None,
+    ):  # fmt: skip
         self.crawler = crawler
         self.payloads = payloads
         self.stats = crawler.stats
-        self.directory = directory
+        self.archive = archive
+        self.directory = archive.writes_to
+        self.uploads: set[Deferred] = set()
         self.max_size = max_size
         self.runtime = runtime_of(crawler)
         self.runtime.warc_payloads = payloads
         self.hold = hold_for(crawler)
         self.as_leased = leased_for(crawler)
         crawler.signals.connect(self._closed, signals.spider_closed)
+        crawler.signals.connect(self._opened, signals.spider_opened)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> WarcMiddleware:
@@ -86,9 +92,7 @@ class WarcMiddleware:
         settings = crawler.settings
         if not settings.getbool("WARC_ENABLED"):
             raise NotConfigured("WARC_ENABLED is off")
-        where = settings.get("WARC_DIR")
-        if "://" in where:
-            raise ConfigError(f"WARC_DIR: {where!r} is a URL; a local directory is needed")
+        archive = archive_for(settings)  # ConfigError: the node stops with one line
         payloads = None
         if settings.getbool("WARC_REVISITS"):
             keys = SpiderKeys.for_crawler(crawler)
@@ -99,7 +103,7 @@ class WarcMiddleware:
                 beyond = client[settings.get("MONGO_DATABASE")][name]
             payloads = PayloadIndex(connection.client_for(crawler), keys.warc_digests_prefix,
                                     settings.getint("WARC_DIGESTS_IN_REDIS"), beyond)  # fmt: skip
-        return cls(crawler, Path(where), settings.getint("WARC_MAX_SIZE"), payloads)
+        return cls(crawler, archive, settings.getint("WARC_MAX_SIZE"), payloads)
 
     def _files(self) -> WarcFiles:
         if self.runtime.warc is None:
@@ -142,12 +146,15 @@ class WarcMiddleware:
                 records[1] = self._revisit_or_not(files, records[1], body)
             files.write_exchange(records)
         except OSError as exc:
+            self._store_closed()
             self.stats.inc_value("warc/write_errors")
             self.hold.failed(f"{type(exc).__name__}: {exc}")
             logger.error("cannot write %s (%s): this node leases nothing for %.0f s, and what "
                          "it fetched goes back to the frontier", self.directory, exc,
                          self.hold.until - time.time())  # fmt: skip
             return self._not_archived(request, response)
+        if files.closed:  # rotated
+            self._store_closed()
         if self.payloads is not None:
             self.payloads.kept()
         if self.hold.wrote():
@@ -190,10 +197,26 @@ class WarcMiddleware:
         self.stats.inc_value("warc/revisits")
         return files.revisit(record, digest, original)
 
-    def _closed(self, spider: Any) -> None:
+    def _opened(self, spider: Any) -> Deferred:
+        # what a killed node left in the spool goes first (S3; nothing to do locally)
+        return threads.deferToThread(self.archive.leftovers, spider.name)
+
+    def _store_closed(self) -> None:
+        files = self.runtime.warc
+        while files is not None and files.closed:
+            upload = threads.deferToThread(self.archive.on_closed, files.closed.pop(0))
+            self.uploads.add(upload)
+            upload.addBoth(self._uploaded, upload)
+
+    def _uploaded(self, result: Any, upload: Deferred) -> None:
+        self.uploads.discard(upload)  # a failure is the archive's to log
+
+    def _closed(self, spider: Any) -> Deferred:
         if self.runtime.warc is not None:
             self.runtime.warc.close()
             publish_payloads(self.crawler)
+            self._store_closed()
+        return DeferredList(list(self.uploads))  # the node stops once they are stored
 
 
 class ParkUnarchived:

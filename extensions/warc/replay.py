@@ -35,11 +35,11 @@ from extensions.frontier.start_urls import EntryRules
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.warc.archive import Damage, Exchange, Originals, parse_date, read_exchanges
+from extensions.warc.storage import LocalArchive, S3Archive
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
     from datetime import datetime
-    from pathlib import Path
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -54,13 +54,15 @@ class ReplaySource:
     """The exchanges of a spider's files a reparse takes, oldest file first."""
 
     def __init__(
-        self, directory: Path, spider: str, crawl: str | None = None, since: datetime | None = None
-    ):
+        self, archive: LocalArchive | S3Archive, spider: str, crawl: str | None = None,
+        since: datetime | None = None,
+    ):  # fmt: skip
+        self.archive = archive
         self.spider = spider
-        self.files = sorted(directory.glob(f"{spider}-*.warc.gz"))
+        self.files = archive.names(spider)
         self.crawl = crawl
         self.since = since
-        self.originals = Originals(self.files, spider)
+        self.originals = Originals(self.files, spider, archive.fetch)
         self.damaged: list[Damage] = []
 
     def _taken(self, exchange: Exchange, stats: Any) -> bool:
@@ -80,7 +82,10 @@ class ReplaySource:
         return False
 
     def exchanges(self, stats: Any) -> Iterator[Exchange]:
-        for path in self.files:
+        for name in self.files:
+            path = self.archive.fetch(name)
+            if path is None:
+                continue  # gone since it was listed: said by the archive
             for found in read_exchanges(path):
                 if isinstance(found, Damage):
                     self.damaged.append(found)
