@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from extensions.warc.archive import read_exchanges
 from extensions.warc.files import surt
 from tests.conftest import read_items, scrapy
 from tests.helpers import SMALL_SHOP_PAGES, page_hits, seed, wait_for
@@ -151,6 +152,11 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies_and_reparsed_without_a_
         indexed = ("response", "revisit")
         responses = [u for k, u, _, _ in warcio_records(path)[0] if k in indexed]
         assert [entry["url"] for entry in index] == responses
+    # each page's metadata names its node and the lease it was fetched under
+    for found in read_exchanges(peer_files[0]):
+        assert found.fields["node"] == "peer" and found.fields["spider"] == "shop"
+        leased = not found.url.endswith("/robots.txt")  # robots.txt is no lease's
+        assert (len(found.fields["lease"].split(" ")) == 2) == leased, found.fields
     # scrapy warc finds a URL's records across both nodes' files
     shown = scrapy("warc", "shop", "lookup", small_shop.url + "/category/books?page=2",
                    "--json", "-s", f"WARC_DIR={warc}")  # fmt: skip
@@ -229,7 +235,7 @@ def test_what_was_written_is_on_disk_after_a_sync_and_a_file_rotates_at_its_size
 def test_a_node_whose_disk_is_full_archives_nothing_half_and_loses_no_page(
     redis_url, small_shop, nodes, tmp_path
 ):
-    from extensions.warc.archive import Damage, read_exchanges
+    from extensions.warc.archive import Damage
 
     warc = tmp_path / "warc"
     settings = {"WARC_ENABLED": True, "WARC_DIR": str(warc), "MAX_IDLE_TIME_BEFORE_CLOSE": 3}

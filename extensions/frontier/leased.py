@@ -34,9 +34,16 @@ class LeasedRequests:
         self._names: weakref.WeakKeyDictionary[Request, tuple[frozenset[bytes], frozenset[str]]] = (
             weakref.WeakKeyDictionary()
         )
+        self._leases: weakref.WeakKeyDictionary[Request, bytes] = weakref.WeakKeyDictionary()
 
-    def remember(self, request: Request) -> None:
+    def remember(self, request: Request, lease: bytes = b"") -> None:
         self._names[request] = (frozenset(request.headers), frozenset(request.meta))
+        if lease:
+            self._leases[request] = lease
+
+    def lease_of(self, request: Request) -> str:
+        """The lease (``GROUP ID``) the request was leased under, or ''."""
+        return self._leases.get(request, b"").decode("utf-8", "replace").replace("\n", " ")
 
     def __contains__(self, request: Request) -> bool:
         """Whether ``request`` came from the scheduler (not robots.txt, not

@@ -199,7 +199,7 @@ class NodeFrontier:
         self.leased[request] = data
         if self.parts.takes:
             self.parts.took(request)
-        self.as_leased.remember(request)
+        self.as_leased.remember(request, data)
         self.counts.dequeued += 1
         return request
 

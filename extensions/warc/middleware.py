@@ -5,9 +5,9 @@ header or answers a response): the request as sent (cookies, user agent,
 signatures included) and the response as received, before decompression,
 redirects and retries: a 3xx, a 429 and a ban page are archived too. Twisted
 has taken the chunking off the body, so ``Transfer-Encoding`` is left out and
-a ``Content-Length`` given. A metadata record says which crawl, node and server
-address it was, when, and the request as the frontier stores it (its callback
-by name, its meta): what ``scrapy reparse`` runs the page through again.
+a ``Content-Length`` given. A metadata record says which crawl, node, lease and
+server address it was, when, and the request as the frontier stores it (its
+callback by name, its meta): what ``scrapy reparse`` runs the page through again.
 
 With ``WARC_REVISITS`` (on by default) a 200 whose payload the crawl already
 archived, on any node, is written as a ``revisit`` record (``digests.py``); if
@@ -121,7 +121,8 @@ class WarcMiddleware:
         fields = {"spider": self._files().spider, "node": self._files().node,
                   "fetched": datetime.now(UTC).isoformat(timespec="milliseconds"),
                   "crawl": str(request.meta.get(CRAWL_ID) or ""),
-                  "ip": str(response.ip_address or "")}  # fmt: skip
+                  "ip": str(response.ip_address or ""),
+                  "lease": self.as_leased.lease_of(request)}  # fmt: skip
         rendered = "playwright" in response.flags  # scrapy-playwright's mark
         if rendered:  # the DOM the callbacks see: no bytes off the wire to keep
             fields.update(rendered="true", status=str(response.status))
@@ -166,8 +167,8 @@ class WarcMiddleware:
     def _not_archived(self, request: Request, response: Response) -> Any:
         """A page this node cannot archive is marked for ``ParkUnarchived``; one
         not from the frontier (robots.txt) goes on, unarchived."""
-        if request in self.as_leased:
-            response.flags.append(UNARCHIVED)
+        if request in self.as_leased or request.meta.get("redirect_urls"):
+            response.flags.append(UNARCHIVED)  # (a redirect's hop: its leased request's)
         else:
             self.stats.inc_value("warc/not_archived")
         return response
