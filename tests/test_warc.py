@@ -157,6 +157,7 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies_and_reparsed_without_a_
         assert found.fields["node"] == "peer" and found.fields["spider"] == "shop"
         leased = not found.url.endswith("/robots.txt")  # robots.txt is no lease's
         assert (len(found.fields["lease"].split(" ")) == 2) == leased, found.fields
+        assert ("request" in found.fields) == leased != (found.fields.get("callback") == "none")
     # scrapy warc finds a URL's records across both nodes' files
     shown = scrapy("warc", "shop", "lookup", small_shop.url + "/category/books?page=2",
                    "--json", "-s", f"WARC_DIR={warc}")  # fmt: skip
@@ -240,16 +241,16 @@ def test_a_node_whose_disk_is_full_archives_nothing_half_and_loses_no_page(
     warc = tmp_path / "warc"
     settings = {"WARC_ENABLED": True, "WARC_DIR": str(warc), "MAX_IDLE_TIME_BEFORE_CLOSE": 3}
     seed(redis_url, "shop", small_shop.url + "/")
-    # its WARC files fill at 256 kB: about a hundred pages, then writes fail
+    # its WARC file fills at 256 kB: about a hundred pages, then writes fail
     nodes.start("shop", redis_url, NODE_ID="small", runner="tests.small_disk", **settings)
-    nodes.start("shop", redis_url, NODE_ID="roomy", **settings)
-    said = []
+    wait_for(lambda: "cannot write" in nodes.log(0), 90, "the small node's disk full")
 
     def held_back() -> bool:
-        said.append(scrapy("status", "shop", "-s", f"REDIS_URL={redis_url}").stdout)
-        return "held back: WARC_DIR takes no writes" in said[-1]
+        shown = scrapy("status", "shop", "-s", f"REDIS_URL={redis_url}").stdout
+        return "held back: WARC_DIR takes no writes" in shown
 
-    wait_for(held_back, 90, "scrapy status saying the small node is held back")
+    wait_for(held_back, 60, "scrapy status saying the small node is held back")
+    nodes.start("shop", redis_url, NODE_ID="roomy", **settings)
     assert nodes.wait(240) == [0, 0], nodes.tail()
     assert nodes.stat(0, "warc/write_errors") >= 1 and nodes.stat(0, "warc/parked") >= 1
     # every page was archived whole by one node or the other, and every file,

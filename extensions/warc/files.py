@@ -58,7 +58,7 @@ class WarcFiles:
     """One node's current WARC file and its index. An exchange is written whole
     or not at all: its records are encoded in memory and appended in one write;
     a write that fails (a full disk) is cut back off the file and the index,
-    which stay readable to their end, and the next exchange starts a new file."""
+    which stay readable to their end and take the next exchange."""
 
     def __init__(self, directory: Path, spider: str, node: str, max_size: int):
         self.directory = directory
@@ -103,11 +103,7 @@ class WarcFiles:
         if self._file is None or self._size >= self.max_size:
             self.close()
             self._open()
-        try:
-            self._append(records)
-        except OSError:
-            self.close()  # a new file next time: this one may be where the disk is full
-            raise
+        self._append(records)
 
     def _append(self, records: list[Any]) -> None:
         buffer = BytesIO()

@@ -33,6 +33,7 @@ import redis
 from pymongo.errors import PyMongoError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from scrapy.http.request import NO_CALLBACK
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList
 
@@ -126,10 +127,13 @@ class WarcMiddleware:
         rendered = "playwright" in response.flags  # scrapy-playwright's mark
         if rendered:  # the DOM the callbacks see: no bytes off the wire to keep
             fields.update(rendered="true", status=str(response.status))
-        try:
-            fields["request"] = dumps_request(request, self.crawler.spider).decode()
-        except SerializationError:  # reparsed with the spider's default callback
-            self.stats.inc_value("warc/requests_not_kept")
+        if request.callback is NO_CALLBACK:  # robots.txt and the like: for no callback
+            fields["callback"] = "none"
+        else:
+            try:
+                fields["request"] = dumps_request(request, self.crawler.spider).decode()
+            except SerializationError:  # reparsed with the spider's default callback
+                self.stats.inc_value("warc/requests_not_kept")
         known = response.status in HTTPStatus._value2member_map_
         reason = HTTPStatus(response.status).phrase if known else ""
         sent = _pairs(request.headers, set())

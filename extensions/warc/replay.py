@@ -75,8 +75,8 @@ class ReplaySource:
             stats.inc_value("reparse/skipped/since")
         elif not 200 <= exchange.status < 300:
             stats.inc_value("reparse/skipped/status")
-        elif urlsplit(exchange.url).path == "/robots.txt":
-            stats.inc_value("reparse/skipped/robots_txt")
+        elif fields.get("callback") == "none" or urlsplit(exchange.url).path == "/robots.txt":
+            stats.inc_value("reparse/skipped/no_callback")  # robots.txt and the like
         else:
             return True
         return False
