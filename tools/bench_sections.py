@@ -322,8 +322,8 @@ class Warc(Section):
         self.bytes_per_page: dict[str, list[float]] = {name: [] for name in WARC_VARIANTS}
 
     def measure(self, bench: Bench, run: int) -> None:
-        for name, settings in WARC_VARIANTS.items():
-            work = bench.work / f"warc-{run}-{len(self.figures[name].samples)}"
+        for number, (name, settings) in enumerate(WARC_VARIANTS.items()):
+            work = bench.work / f"warc-{run}-{number}"  # each variant's files its own
             sample = crawl_once(bench.redis_url, settings, 1, work)
             self.figures[name].samples.append(sample)
             if settings:
@@ -347,5 +347,5 @@ class Warc(Section):
         if on.rate and on.cpu_ms_per_page:
             print(f"   reparse / the crawl that archived it: {again.rate / on.rate:.2f}x pages/s, "
                   f"{again.cpu_ms_per_page / on.cpu_ms_per_page:.2f}x CPU per page")  # fmt: skip
-        print("   bytes: request, response and metadata records, gzip each; the shop serves few "
-              "duplicate payloads")  # fmt: skip
+        print("   bytes: request, response and metadata records, gzip each; one node on the "
+              "shop meets no duplicate payload, so revisits save nothing here")  # fmt: skip

@@ -5,8 +5,8 @@ first (WARC/1.1's identical-payload-digest profile), whichever node archived it.
 ``NAME:warc_digests:BUCKET`` hashes (65,536 buckets by the digest's first two
 bytes, each a small listpack): the digest's other 18 bytes -> the first record's
 URL, date and id (a JSON object, about 150 bytes). One round trip a page (an
-HGET, and a GET of ``NAME:warc_digests:count``); a new payload's HSETNX waits
-for the node's next flush, one pipeline for all of them.
+HGET); a new payload's HSETNX waits for the node's next flush, one pipeline for
+all of them, which also reads ``NAME:warc_digests:count``.
 
 Redis holds at most ``WARC_DIGESTS_IN_REDIS`` payloads. Past that, with
 ``MONGO_URI``, the index grows in MongoDB (collection ``NAME_warc_digests``,
@@ -48,7 +48,8 @@ class PayloadIndex:
         self.count_key = f"{prefix}count"
         self.most_in_redis = most_in_redis
         self.beyond = beyond  # a pymongo collection, or None
-        self.full = False  # Redis holds its share: new payloads go beyond it
+        # Redis holds its share (as the last publish saw): new payloads go beyond it
+        self.full: bool | None = None
         self.bad_records = 0  # stored values no node writes, since the last look
         self.not_entered = 0  # payloads past Redis's share with nowhere to go
         # (key, field) -> (value, replace, digest)
@@ -68,11 +69,9 @@ class PayloadIndex:
         where = self._where(digest)
         if where in self._new:  # archived here since the last publish: earlier in
             return dict(json.loads(self._new[where][0]))  # this node's files, synced with it
-        pipe = self.server.pipeline(transaction=False)
-        pipe.hget(*where)
-        pipe.get(self.count_key)
-        stored, count = pipe.execute()
-        self.full = int(count or 0) >= self.most_in_redis
+        if self.full is None:  # a node's first look: from then on, each publish says
+            self.full = int(self.server.get(self.count_key) or 0) >= self.most_in_redis
+        stored = self.server.hget(*where)
         if stored is None and self.full and self.beyond is not None:
             stored = self._beyond(digest)
         replace = False
@@ -119,9 +118,12 @@ class PayloadIndex:
                     pipe.hset(key, field, value)
                 else:
                     pipe.hsetnx(key, field, value)
-            created = sum(1 for answer in pipe.execute() if answer)
+            pipe.get(self.count_key)
+            *answers, count = pipe.execute()
+            created = sum(1 for answer in answers if answer)
             if created:
-                self.server.incrby(self.count_key, created)
+                count = self.server.incrby(self.count_key, created)
+            self.full = int(count or 0) >= self.most_in_redis
         count = len(self._new)
         self._new.clear()
         return count
