@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -84,7 +85,6 @@ def test_a_payload_enters_the_index_once_on_disk_and_a_revisit_is_read_from_its_
 
 
 def test_a_hostile_archive_costs_only_its_own_records(tmp_path, redis_client):
-
     class Stats(Counter):
         def inc_value(self, key, count=1):
             self[key] += count
@@ -104,16 +104,20 @@ def test_a_hostile_archive_costs_only_its_own_records(tmp_path, redis_client):
             {"url": "http://a.test/import", "callback": "__init__"})}),
         "http://a.test/other": ("200 OK", {"spider": "shop"}),
         "http://a.test/moved": ("301 Moved", {"spider": "site"}),
+        "http://a.test/undated": ("200 OK", {"spider": "site"}),
+        "no-scheme/page": ("200 OK", {"spider": "site"}),
     }  # fmt: skip
     for url, (status, fields) in pages.items():
-        files.write_exchange(files.records(url, "GET", [], b"", status, [], b"<p>", fields))
+        records = files.records(url, "GET", [], b"", status, [], b"<p>", fields)
+        if url.endswith("undated"):
+            records[1].rec_headers.replace_header("WARC-Date", "the day before yesterday")
+        files.write_exchange(records)
     files.close()
     spider = Site()
     spider.crawler = SimpleNamespace(stats=Stats())
-    requests = {
-        r.url.rpartition("/")[2]: r
-        for r in ReplaySource(LocalArchive(tmp_path), "site").requests(spider)
-    }
+    since = datetime(2000, 1, 1, tzinfo=UTC)  # every date is read
+    replayed = ReplaySource(LocalArchive(tmp_path), "site", since=since).requests(spider)
+    requests = {request.url.rpartition("/")[2]: request for request in replayed}
     assert set(requests) == {"ok", "garbage", "import"}
     assert requests["ok"].callback == spider.parse_page and requests["ok"].meta["depth"] == 2
     # a request that is not one the frontier writes: the spider's default callback
@@ -121,11 +125,12 @@ def test_a_hostile_archive_costs_only_its_own_records(tmp_path, redis_client):
     assert all(request.meta[EXCHANGE].payload == b"<p>" for request in requests.values())
     stats = spider.crawler.stats
     assert stats["reparse/requests_unreadable"] == 2
-    assert stats["reparse/skipped/other_spider"] == 1 and stats["reparse/skipped/status"] == 1
+    # a date no writer wrote, a URL that is not http(s): skipped, counted, the rest goes on
+    assert stats["reparse/skipped/other_spider"] == 1 and stats["reparse/skipped/status"] == 2
+    assert stats["reparse/skipped/unreadable"] == 1 and stats["reparse/archived"] == len(pages)
 
 
 def test_the_digest_index_keeps_its_share_in_redis_and_grows_in_mongodb(redis_client, mongo_db):
-
     _, _, db = mongo_db
     prefix = "site:warc_digests:"
 

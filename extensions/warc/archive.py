@@ -90,7 +90,7 @@ def _fields(payload: bytes) -> dict[str, str]:
     return found
 
 
-def _exchange(record: Any, path: Path) -> Exchange | None:
+def _exchange(record: Any, path: Path) -> Exchange:
     http = record.http_headers
     if record.rec_type == "resource":  # a rendered DOM: its status is in the metadata
         kind = record.rec_headers.get_header("Content-Type") or "text/html"
@@ -98,18 +98,16 @@ def _exchange(record: Any, path: Path) -> Exchange | None:
                         date=record.rec_headers.get_header("WARC-Date") or "", status=0,
                         headers=[("Content-Type", kind)], payload=_content(record), path=path,
                         offset=0, rendered=True)  # fmt: skip
-    if http is None:
-        return None
-    try:
-        status = int(http.get_statuscode())
+    try:  # warcio parses no HTTP headers of a URL that is not http(s): no status
+        status = int(http.get_statuscode()) if http is not None else 0
     except (TypeError, ValueError):
-        return None
+        status = 0
     headers = record.rec_headers
     exchange = Exchange(
         url=headers.get_header("WARC-Target-URI") or "",
         date=headers.get_header("WARC-Date") or "",
         status=status,
-        headers=list(http.headers),
+        headers=list(http.headers) if http is not None else [],
         payload=None,
         path=path,
         offset=0,

@@ -66,6 +66,13 @@ class ReplaySource:
         self.damaged: list[Damage] = []
 
     def _taken(self, exchange: Exchange, stats: Any) -> bool:
+        try:
+            return self._wanted(exchange, stats)
+        except ValueError:  # a WARC-Date or URL no writer of ours wrote
+            stats.inc_value("reparse/skipped/unreadable")
+            return False
+
+    def _wanted(self, exchange: Exchange, stats: Any) -> bool:
         fields = exchange.fields
         if fields.get("spider", self.spider) != self.spider:
             stats.inc_value("reparse/skipped/other_spider")
@@ -118,10 +125,14 @@ class ReplaySource:
                     stats.inc_value("reparse/requests_unreadable")
                     logger.warning("%s: archived request unreadable (%s); the default "
                                    "callback takes it", exchange.url[:200], exc)  # fmt: skip
-            if request is None:
-                request = Request(exchange.url)
-            meta = {**request.meta, EXCHANGE: exchange}
-            yield request.replace(url=exchange.url, dont_filter=True, meta=meta)
+            try:
+                if request is None:
+                    request = Request(exchange.url)
+                meta = {**request.meta, EXCHANGE: exchange}
+                yield request.replace(url=exchange.url, dont_filter=True, meta=meta)
+            except ValueError as exc:  # a URL Scrapy refuses
+                stats.inc_value("reparse/skipped/unreadable")
+                logger.warning("an archived URL Scrapy refuses: %s", str(exc)[:200])
 
 
 async def replayed_start(spider: Any, source: ReplaySource) -> AsyncIterator[Request]:
