@@ -5,6 +5,7 @@ reparse reads them."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -155,3 +156,33 @@ def test_the_digest_index_keeps_its_share_in_redis_and_grows_in_mongodb(redis_cl
     alone = PayloadIndex(redis_client, prefix, 3)
     assert enter(alone, 9) is None and alone.not_entered == 1
     assert enter(alone, 9) is None and int(redis_client.get(f"{prefix}count")) == 3
+
+
+def test_a_write_the_disk_refuses_leaves_no_trace_and_the_next_one_goes_on(tmp_path):
+    import resource
+
+    files = WarcFiles(tmp_path, "site", "n1", max_size=10_000_000)
+    body = b"<html>" + os.urandom(10_000)  # 10 kB gzip cannot shrink
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    written, refused = 0, 0
+    try:  # the disk is "full" at 64 kB: writes past it fail part-way (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64_000, hard))
+        for n in range(12):
+            records = files.records(f"http://a.test/{n}", "GET", [], b"", "200 OK", [], body,
+                                    {"spider": "site"})  # fmt: skip
+            try:
+                files.write_exchange(records)
+                written += 1
+            except OSError:
+                refused += 1
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert written and refused
+    # room again: the next page goes in right after the last whole one
+    files.write_exchange(files.records("http://a.test/after", "GET", [], b"", "200 OK", [],
+                                       body, {"spider": "site"}))  # fmt: skip
+    files.close()
+    found = list(read_exchanges(files.path))
+    assert not [e for e in found if isinstance(e, Damage)], found
+    assert [e.url for e in found][-1] == "http://a.test/after" and len(found) == written + 1
+    assert all(e.payload == body for e in found)

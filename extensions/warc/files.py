@@ -123,6 +123,7 @@ class WarcFiles:
             for handle, size in ((self._file, self._size), (self._index, self._index_size)):
                 with suppress(OSError):
                     os.ftruncate(handle.fileno(), size)  # frees space: works on a full disk
+                    handle.seek(size)  # a part written moved the offset: no hole next time
             raise
         self._size += len(data)
         self._index_size += len(index)
