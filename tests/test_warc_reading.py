@@ -62,6 +62,8 @@ def test_a_payload_enters_the_index_once_on_disk_and_a_revisit_is_read_from_its_
     ]  # fmt: skip
     assert all(json.loads(e.fields["request"])["url"] == e.url for e in found)
     archive = LocalArchive(tmp_path)
+    (tmp_path / "site-extra-20260101000000-n3-1-00001.warc.gz").write_bytes(b"")  # not site's
+    assert archive.names("site") == [one.path.name, two.path.name]
     assert (
         Originals(archive.names("site"), "site", archive.fetch).payload(*found[2].revisit_of)
         == body

@@ -35,6 +35,12 @@ CACHED_FILES = 3
 WRITER_PID = re.compile(r"-(\d+)-\d+\.warc\.gz$")
 
 
+def of_spider(name: str, spider: str) -> bool:
+    """Whether a file name is one of ``spider``'s (not of a spider whose name
+    starts with it: ``shop-extra``)."""
+    return re.match(rf"{re.escape(spider)}-\d{{14}}-", name) is not None
+
+
 def location_problem(where: str) -> str | None:
     """Why a WARC_DIR cannot be used, or None."""
     if "://" not in where:
@@ -64,7 +70,8 @@ class LocalArchive:
     def names(self, spider: str, suffix: str = ".warc.gz") -> list[str]:
         if not self.directory.is_dir():
             return []
-        return sorted(path.name for path in self.directory.glob(f"{spider}-*{suffix}"))
+        found = (path.name for path in self.directory.glob(f"{spider}-*{suffix}"))
+        return sorted(name for name in found if of_spider(name, spider))
 
     def fetch(self, name: str) -> Path | None:
         path = self.directory / name
@@ -126,7 +133,7 @@ class S3Archive:
         for page in pages.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}{spider}-"):
             for entry in page.get("Contents", []):
                 name = entry["Key"][len(self.prefix) :]
-                if name.endswith(suffix) and "/" not in name:
+                if name.endswith(suffix) and "/" not in name and of_spider(name, spider):
                     found.append(name)
         return sorted(found)
 
