@@ -94,3 +94,18 @@ def test_a_crawl_archived_into_s3_loses_nothing_to_a_kill_and_is_reparsed_from_t
                 for item in items}  # fmt: skip
 
     assert by_url(read_items(tmp_path / "again")) == by_url(read_items(tmp_path / "items"))
+
+
+@pytest.mark.spawns
+def test_a_spool_gives_up_the_files_of_writers_that_are_gone(bucket, tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    writers = {"gone": int(gone.stdout), "alive": os.getppid(), "restarted": os.getpid()}
+    for name, pid in writers.items():  # the last: a former process with this one's pid
+        (spool / f"shop-20261204000000-{name}-{pid}-00001.warc.gz").write_bytes(b"x")
+    archive = S3Archive(bucket, spool)
+    assert archive.leftovers("shop") == 2
+    assert [path.name.split("-")[2] for path in spool.iterdir()] == ["alive"]
+    assert {name.split("-")[2] for name in archive.names("shop")} == {"gone", "restarted"}

@@ -3,9 +3,10 @@
 
 With S3 a node writes its files in ``WARC_SPOOL_DIR`` on its own disk (synced
 there before its leases are released, as in a local directory) and uploads
-each file and its index when it is closed: at ``WARC_MAX_SIZE``, at a failed
-write, when the node stops. A node killed with its files in the spool leaves
-them to the next node started on that spool, which uploads them first.
+each file and its index when it is closed: at ``WARC_MAX_SIZE``, when the node
+stops. A node killed with its files in the spool leaves them to the next node
+started on that spool, which uploads them first (files whose writer process is
+gone, or has this process's pid: a restarted container).
 botocore finds the credentials, region and endpoint as the AWS tools do
 (``AWS_ACCESS_KEY_ID``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL_S3``, ...).
 
@@ -119,7 +120,12 @@ class S3Archive:
         uploaded = 0
         for path in sorted(self.writes_to.glob(f"{spider}-*.warc.gz")):
             match = WRITER_PID.search(path.name)
-            if match is None or _alive(int(match[1])):
+            if match is None or not of_spider(path.name, spider):
+                continue
+            writer = int(match[1])
+            # this process has written nothing yet: a file of its pid is a former
+            # process's (a container restarted: pids start over)
+            if writer != os.getpid() and _alive(writer):
                 continue
             self.on_closed(path)
             uploaded += not path.exists()
