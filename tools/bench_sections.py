@@ -25,6 +25,7 @@ from tools import (
     shard_spread,
     trust_bench,
     urls_bench,
+    warc_bench,
 )
 from tools.bench_base import (
     CRAWL_ID_VARIANTS,
@@ -320,6 +321,7 @@ class Warc(Section):
     def __init__(self) -> None:
         self.figures = {name: Figures() for name in [*WARC_VARIANTS, "scrapy reparse"]}
         self.bytes_per_page: dict[str, list[float]] = {name: [] for name in WARC_VARIANTS}
+        self.real: dict | None = None
 
     def measure(self, bench: Bench, run: int) -> None:
         for number, (name, settings) in enumerate(WARC_VARIANTS.items()):
@@ -331,6 +333,8 @@ class Warc(Section):
                 self.bytes_per_page[name].append(size / max(sample.pages, 1))
             if name == "WARC_ENABLED":
                 self.figures["scrapy reparse"].samples.append(reparse_once(bench.redis_url, work))
+        if run == 0:  # real pages, once: larger, and what the shop's are not
+            self.real = warc_bench.measure(bench.redis_url, bench.work / "warc-real")
 
     def report(self, bench: Bench) -> None:
         print(f"\n27. WARC capture, one node, the shop crawl, median of {RUNS}")
@@ -349,3 +353,4 @@ class Warc(Section):
                   f"{again.cpu_ms_per_page / on.cpu_ms_per_page:.2f}x CPU per page")  # fmt: skip
         print("   bytes: request, response and metadata records, gzip each; one node on the "
               "shop meets no duplicate payload, so revisits save nothing here")  # fmt: skip
+        warc_bench.report(self.real)

@@ -1,0 +1,68 @@
+"""``make bench`` section 27, on real pages: WARC capture's cost and bytes per page
+on python3-doc's library pages (Debian's, served by nginx, no limit), one node of
+the ``site`` spider, WARC off and on. Skipped when python3-doc or nginx is missing
+(``make system-tools`` installs them)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import redis
+
+from tools import services
+from tools.nginx import PYTHON_DOCS, start_nginx
+
+ALLOW = r"/library/[\w.]+\.html$"
+UNLIMITED = 100_000  # nginx's limit_req, requests/s: none in effect
+
+
+def _crawl(redis_url: str, settings: dict[str, str], workdir: Path, start: str) -> dict:
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()
+    client.lpush("site:start_urls", start)
+    client.close()
+    proc = services.start_node(
+        "site", redis_url, log=workdir / "node.log",
+        settings={"MAX_IDLE_TIME_BEFORE_CLOSE": "2", "LOG_LEVEL": "WARNING",
+                  "ITEMS_DIR": str(workdir / "items"), **settings},
+        spider_args={"allow": ALLOW},
+    )  # fmt: skip
+    _, status, usage = os.wait4(proc.pid, 0)  # the node's own CPU time
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"a bench node failed:\n{(workdir / 'node.log').read_text()[-3000:]}")
+    pages = sum(len(path.read_text().splitlines()) for path in workdir.rglob("*.jsonl"))
+    warc = sum(path.stat().st_size for path in workdir.glob("warc/*.warc.gz"))
+    return {"pages": pages, "cpu": usage.ru_utime + usage.ru_stime, "warc_bytes": warc}
+
+
+def measure(redis_url: str, workdir: Path) -> dict[str, dict] | None:
+    if not PYTHON_DOCS.is_dir() or not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
+        return None
+    nginx = start_nginx(workdir / "nginx", PYTHON_DOCS, rate=UNLIMITED, burst=UNLIMITED)
+    try:
+        start = nginx.url + "/library/index.html"
+        return {
+            "WARC off": _crawl(redis_url, {}, workdir / "off", start),
+            "WARC_ENABLED": _crawl(redis_url, {"WARC_ENABLED": "True",
+                                               "WARC_DIR": str(workdir / "on" / "warc")},
+                                   workdir / "on", start),
+        }  # fmt: skip
+    finally:
+        nginx.stop()
+
+
+def report(result: dict[str, dict] | None) -> None:
+    if result is None:
+        print("   real pages: skipped (python3-doc or nginx missing: make system-tools)")
+        return
+    print("   real pages: python3-doc's library, one node of the site spider, one crawl each")
+    for name, row in result.items():
+        per_page = f"{row['warc_bytes'] / max(row['pages'], 1):11,.0f}" if row["warc_bytes"] else ""
+        # no pages/s: a crawl this short is mostly the node's start and idle close
+        print(f"   {name:40s} {'':8s} {1000 * row['cpu'] / max(row['pages'], 1):12.2f} "
+              f"{per_page:>11s}   ({row['pages']} pages)")  # fmt: skip
+    on, off = result["WARC_ENABLED"], result["WARC off"]
+    cpu_on, cpu_off = on["cpu"] / max(on["pages"], 1), off["cpu"] / max(off["pages"], 1)
+    print(f"   with WARC / without, real pages: {cpu_on / cpu_off:.2f}x CPU per page")
