@@ -115,6 +115,8 @@ class WarcMiddleware:
         return self.runtime.warc
 
     def process_response(self, request: Request, response: Response, spider: Any = None) -> Any:
+        if self.hold.waiting():
+            return self._not_archived(request, response)
         body = response.body
         headers = _pairs(response.headers)
         if not response.headers.get(b"Content-Length"):
@@ -139,8 +141,6 @@ class WarcMiddleware:
         sent = _pairs(request.headers, set())
         if b"Host" not in request.headers:  # the HTTP client adds it after every middleware
             sent.insert(0, ("Host", urlsplit(request.url).netloc))
-        if self.hold.waiting():
-            return self._not_archived(request, response)
         try:
             files = self._files()
             records = files.records(

@@ -1,5 +1,5 @@
 """Where WARC files are kept: ``WARC_DIR``, a local directory, or an S3 bucket
-(``s3://BUCKET/PREFIX``, any S3-compatible store, through botocore).
+(``s3://BUCKET/PREFIX``, any S3-compatible store, through boto3).
 
 With S3 a node writes its files in ``WARC_SPOOL_DIR`` on its own disk (synced
 there before its leases are released, as in a local directory) and uploads
@@ -7,7 +7,7 @@ each file and its index when it is closed: at ``WARC_MAX_SIZE``, when the node
 stops. A node killed with its files in the spool leaves them to the next node
 started on that spool, which uploads them first (files whose writer process is
 gone, or has this process's pid: a restarted container).
-botocore finds the credentials, region and endpoint as the AWS tools do
+boto3 finds the credentials, region and endpoint as the AWS tools do
 (``AWS_ACCESS_KEY_ID``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL_S3``, ...).
 
 Readers (``scrapy warc lookup``, ``scrapy reparse``) list the spider's files
@@ -107,7 +107,7 @@ class S3Archive:
             for local in (index, path):  # the file last: its presence means both are in
                 if local.exists():
                     self.client.upload_file(str(local), self.bucket, self.prefix + local.name)
-        except Exception as exc:  # botocore's errors, a network that went away
+        except Exception as exc:  # boto3's errors, a network that went away
             logger.error("could not upload %s to %s (it stays in %s): %s",
                          path.name, self.url, self.writes_to, exc)  # fmt: skip
             return
@@ -179,55 +179,14 @@ def _alive(pid: int) -> bool:
 
 
 def s3_client() -> Any:
+    """boto3's S3 client: its upload_file and download_file (s3transfer) do the
+    multipart uploads and ranged downloads of big files."""
     try:
-        import botocore.session
+        import boto3.session
     except ImportError:
-        raise ConfigError("WARC_DIR = s3://... needs botocore (pip install botocore)") from None
-    session = botocore.session.get_session()
-    region = session.get_config_variable("region") or "us-east-1"
-    return _Transfers(session.create_client("s3", region_name=region))
-
-
-class _Transfers:
-    """botocore's S3 client with upload_file and download_file (boto3's names)."""
-
-    PART = 64 * 2**20  # bytes a part of a multipart upload
-
-    def __init__(self, client: Any):
-        self.client = client
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
-
-    def upload_file(self, filename: str, bucket: str, key: str) -> None:
-        size = os.path.getsize(filename)
-        with open(filename, "rb") as source:
-            if size <= self.PART:
-                self.client.put_object(Bucket=bucket, Key=key, Body=source.read())
-                return
-            upload = self.client.create_multipart_upload(Bucket=bucket, Key=key)
-            parts = []
-            try:
-                for number, chunk in enumerate(iter(lambda: source.read(self.PART), b""), 1):
-                    answer = self.client.upload_part(Bucket=bucket, Key=key, Body=chunk,
-                                                     UploadId=upload["UploadId"],
-                                                     PartNumber=number)  # fmt: skip
-                    parts.append({"ETag": answer["ETag"], "PartNumber": number})
-                self.client.complete_multipart_upload(
-                    Bucket=bucket, Key=key, UploadId=upload["UploadId"],
-                    MultipartUpload={"Parts": parts},
-                )  # fmt: skip
-            except Exception:
-                self.client.abort_multipart_upload(
-                    Bucket=bucket, Key=key, UploadId=upload["UploadId"]
-                )
-                raise
-
-    def download_file(self, bucket: str, key: str, filename: str) -> None:
-        body = self.client.get_object(Bucket=bucket, Key=key)["Body"]
-        with open(filename, "wb") as target:
-            for chunk in iter(lambda: body.read(2**20), b""):
-                target.write(chunk)
+        raise ConfigError("WARC_DIR = s3://... needs boto3 (pip install boto3)") from None
+    session = boto3.session.Session()
+    return session.client("s3", region_name=session.region_name or "us-east-1")
 
 
 def archive_for(settings: Any) -> LocalArchive | S3Archive:
