@@ -120,8 +120,12 @@ DUPEFILTER_MODE = "exact"  # "exact" (14-byte fingerprints, ~17 B/URL) or "bloom
 DUPEFILTER_BLOOM_CAPACITY = 10_000_000  # URLs the Bloom filter is sized for (memory: ~1.8 B each)
 DUPEFILTER_BLOOM_ERROR_RATE = 0.001  # Bloom false-positive rate: new URLs taken as seen
 # fingerprints a node remembers having sent, so links it meets again (most of them)
-# are dropped without a trip to Redis; 0 = off. Memory: up to ~160 B each, two generations
+# are dropped without a trip to Redis, and their URLs, so the link path skips them
+# before building a request; 0 = off. Memory: up to ~300 B a link, two generations
 DUPEFILTER_LOCAL_CACHE = 100_000
+# links the link path (extensions/follow.py) keeps resolved, per extractor: an href
+# met again on a page of the same directory costs a dictionary lookup, not a urljoin
+FOLLOW_RESOLVED_CACHE = 50_000
 FRONTIER_FETCH_BATCH = 16  # requests leased per round trip into the local buffer
 # requests a node holds leased and unconfirmed at most (buffered, being fetched, parsed
 # and waiting for the item store): what a kill -9 fetches again; 0 = twice

@@ -69,6 +69,9 @@ class Runtime:
     #: the URL normalizer chain as this node runs it, one for the admission and the
     #: canonical middleware (its learned parameters read once): urlnorm/chain.py
     normalizing: Any = None
+    #: fingerprints and URLs this node sent to the shared dupefilter: the
+    #: admission writes them, the link path reads them (frontier/sent.py, sent_for)
+    sent: Any = None
     #: request -> its parked copy when its host is held as the downloader is about
     #: to send it, else None (downloader.py; the pushback middleware's)
     send_gate: Any = None

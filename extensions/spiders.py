@@ -27,11 +27,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
+from scrapy.http import HtmlResponse
+from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, SitemapSpider
 
 from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
 from extensions.exceptions import InvalidStartURL
+from extensions.follow import follower_for
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry, tracker_for
 from extensions.installed import with_defaults
@@ -42,6 +45,8 @@ from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.http import Response, TextResponse
+    from scrapy.link import Link
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +101,26 @@ class DistributedMixin(SitemapReading):
                 return
             for request in batch:
                 yield request
+
+    def new_links(
+        self, response: TextResponse, extractor: LinkExtractor | None = None
+    ) -> list[Link]:
+        """The links ``extractor`` (by default every ``<a href>`` and ``<area
+        href>``) finds on ``response``, less those this node already sent to the
+        frontier for the page's crawl: Scrapy's ``Link`` objects, in page order
+        (``extensions/follow.py``)."""
+        if extractor is None:
+            extractor = self.__dict__.setdefault("_every_link", LinkExtractor())
+        return follower_for(self, extractor).new_links(response)
+
+    def follow_links(
+        self, response: TextResponse, extractor: LinkExtractor | None = None, **kwargs: Any
+    ) -> Iterator[Request]:
+        """``response.follow(link, **kwargs)`` for each of ``new_links``: the link
+        path at a cost per new link (callback, meta, priority and the rest as
+        ``response.follow`` takes them)."""
+        for link in self.new_links(response, extractor):
+            yield response.follow(link, **kwargs)
 
     def _own_start_requests(self) -> Iterable[Any]:
         own = (
@@ -186,7 +211,23 @@ class DistributedSpider(DistributedMixin, Spider):
 
 
 class DistributedCrawlSpider(DistributedMixin, CrawlSpider):
-    """A ``CrawlSpider`` (rules) fed from Redis."""
+    """A ``CrawlSpider`` (rules) fed from Redis. Its rules take their links through
+    the link path (``new_links``): a link this node already sent is not handed to
+    ``process_links`` or built into a request again."""
+
+    def _requests_to_follow(self, response: Response) -> Iterable[Request | None]:
+        if not isinstance(response, HtmlResponse):
+            return
+        seen: set[Link] = set()
+        for rule_index, rule in enumerate(self._rules):
+            links = [link for link in self.new_links(response, rule.link_extractor)
+                     if link not in seen]  # fmt: skip
+            process_links: Any = rule.process_links  # a name, resolved by CrawlSpider
+            process_request: Any = rule.process_request
+            for link in process_links(links):
+                seen.add(link)
+                request = self._build_request(rule_index, link)
+                yield process_request(request, response)
 
 
 class DistributedSitemapSpider(DistributedMixin, SitemapSpider):

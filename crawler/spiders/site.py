@@ -2,7 +2,9 @@
 
 Follows links within the host of the start URL it descends from (the host
 travels in ``meta["root_host"]``, so any node can carry on from any page),
-obeys robots.txt, and stores one item per HTML page fetched. Sitemaps pushed
+obeys robots.txt, and stores one item per HTML page fetched. Its links take the
+link path (``DistributedSpider.new_links``): those this node sent already cost a
+dictionary lookup, not a request. Sitemaps pushed
 with ``scrapy seed site --sitemap URL`` (and, with ``SITEMAP_FROM_ROBOTS``, those
 robots.txt names) are read too: their pages go to ``parse`` like any other.
 
@@ -70,7 +72,7 @@ class SiteSpider(DistributedSpider):
                     self.crawler.stats, response.url, self.link_limit, anchors - self.link_limit
                 )
         root_host = response.meta.get("root_host") or urlsplit(response.url).hostname
-        for link in self.link_extractor.extract_links(response):
+        for link in self.new_links(response, self.link_extractor):
             if urlsplit(link.url).hostname == root_host:
                 meta = {"root_host": root_host}
                 if self.keep_link_text:

@@ -66,6 +66,7 @@ class Admission:
     def admit(
         self, request: Request, spider: Spider, fingerprinter: Any, from_start_entry: bool = False
     ) -> Admitted | None:
+        written = request.url  # as the spider wrote it: the link path looks it up
         if self.normalize is not None and DELAY_UNTIL not in request.meta:
             # (a parked copy was normalized when it was first queued)
             url = self.normalize(request.url)
@@ -107,6 +108,8 @@ class Admission:
         fingerprint: str | bytes = ""
         if due is None and not request.dont_filter:
             fingerprint = crawl_fingerprint(fingerprinter.fingerprint(request), crawl)
+            if not request.meta.get("verbatim_url"):  # its fingerprint is the URL as is
+                self.sent.add_url(crawl, written)
             if not self.sent.add(fingerprint):
                 self.stats.inc_value("dupefilter/filtered")
                 self.stats.inc_value("dupefilter/filtered_locally")

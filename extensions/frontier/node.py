@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy import signals
+from scrapy.utils.request import RequestFingerprinter
 from twisted.internet import task
 
 from extensions import compat, connection, engine, sharding
@@ -42,7 +43,7 @@ from extensions.frontier.lostleases import LostLeases
 from extensions.frontier.part import build_parts
 from extensions.frontier.pending import PendingWrites
 from extensions.frontier.results import Lease
-from extensions.frontier.sent import SentFingerprints
+from extensions.frontier.sent import sent_for
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.keys import SpiderKeys
 from extensions.recrawl.revisits import revisits_for
@@ -73,7 +74,7 @@ class NodeFrontier:
         # Scrapy's, unless the crawl was carried over from scrapy-redis (see open)
         self.fingerprinter: Any = crawler.request_fingerprinter
         self.start_entries = tracker_for(crawler)
-        self._sent = SentFingerprints(config.local_cache)
+        self._sent = sent_for(crawler)
         self.admission = Admission(
             UrlPolicy.from_settings(crawler.settings),
             crawler.stats,
@@ -129,6 +130,8 @@ class NodeFrontier:
         # before anything reads the crawl's state (leases handed back too)
         self.frontier.upgrade_crawl(config.queue_by)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
+        # Scrapy's own fingerprint leaves the fragment out: so may the link path
+        self._sent.fragments_matter = type(self.fingerprinter) is not RequestFingerprinter
         self.duties.join(spider)
         self.parts.call("open", spider)
         logger.info("node %s joined the crawl of %s", self.node_id, spider.name)

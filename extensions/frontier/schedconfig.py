@@ -34,7 +34,6 @@ class SchedulerConfig:
     node_forget_after: float
     log_interval: float
     bloom: BloomParams | None
-    local_cache: int
     max_delay: float
     queue_by: str
     host_page_budget: int | RankBudget  # HOST_PAGE_BUDGET, or HOST_BUDGET_BY_RANK when set
@@ -64,7 +63,6 @@ class SchedulerConfig:
             node_forget_after=s.getfloat("NODE_FORGET_AFTER"),
             log_interval=s.getfloat("LOGSTATS_INTERVAL"),  # Scrapy's own setting
             bloom=bloom_from_settings(s),
-            local_cache=s.getint("DUPEFILTER_LOCAL_CACHE"),
             max_delay=s.getfloat("FRONTIER_MAX_DELAY"),
             queue_by=s.get("FRONTIER_QUEUE_BY"),
             host_page_budget=RankBudget.from_settings(s) or s.getint("HOST_PAGE_BUDGET"),

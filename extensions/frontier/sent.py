@@ -1,6 +1,37 @@
-"""The fingerprints a node already sent to the shared dupefilter."""
+"""What a node already sent to the shared dupefilter: fingerprints, and the
+URLs as its spider wrote them (``extensions/follow.py`` reads those)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from extensions.runtime import runtime_of
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+
+class _Generations:
+    """A set bounded by two generations of at most ``size``: what it forgets only
+    costs the work it would have cost anyway."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._current: set[object] = set()
+        self._previous: set[object] = set()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._current or key in self._previous
+
+    def add(self, key: object) -> None:
+        if self.size <= 0:
+            return
+        if len(self._current) >= self.size:
+            self._previous, self._current = self._current, set()
+        self._current.add(key)
+
+    def clear(self) -> None:
+        self._current, self._previous = set(), set()
 
 
 class SentFingerprints:
@@ -10,23 +41,49 @@ class SentFingerprints:
     are dropped here, before being serialized and sent to Redis to be dropped
     there. Two generations of at most ``size`` bound the memory; a fingerprint
     forgotten only costs the trip to Redis it would have cost anyway.
+
+    The URLs of those requests are kept too, per crawl, as the spider wrote
+    them: the link path skips a link it finds here before building a request for
+    it (``extensions/follow.py``).
     """
 
     def __init__(self, size: int):
         self.size = size
-        self._current: set[bytes | str] = set()
-        self._previous: set[bytes | str] = set()
+        self._fingerprints = _Generations(size)
+        self._urls = _Generations(size)
+        #: the node says at open whether its fingerprints read a URL's fragment
+        #: (Scrapy's default does not): if not, URLs are kept without one
+        self.fragments_matter = True
 
     def add(self, fingerprint: bytes | str) -> bool:
         """Remember ``fingerprint``; False if it was sent before."""
-        if fingerprint in self._current or fingerprint in self._previous:
+        if fingerprint in self._fingerprints:
             return False
-        if self.size <= 0:
-            return True
-        if len(self._current) >= self.size:
-            self._previous, self._current = self._current, set()
-        self._current.add(fingerprint)
+        self._fingerprints.add(fingerprint)
         return True
 
+    def add_url(self, crawl: str, url: str) -> None:
+        """A request for ``url`` of ``crawl`` reached the dupefilter from this node."""
+        self._urls.add(self._url_key(crawl, url))
+
+    def has_url(self, crawl: str, url: str) -> bool:
+        return self._url_key(crawl, url) in self._urls
+
+    def _url_key(self, crawl: str, url: str) -> object:
+        if not self.fragments_matter:
+            url = url.partition("#")[0]
+        return (crawl, url) if crawl else url
+
     def clear(self) -> None:
-        self._current, self._previous = set(), set()
+        self._fingerprints.clear()
+        self._urls.clear()
+
+
+def sent_for(crawler: Crawler) -> SentFingerprints:
+    """The crawler's memory of what it sent: the admission writes it, the link
+    path reads it (``DUPEFILTER_LOCAL_CACHE`` entries a generation)."""
+    runtime = runtime_of(crawler)
+    if runtime.sent is None:
+        runtime.sent = SentFingerprints(crawler.settings.getint("DUPEFILTER_LOCAL_CACHE"))
+    sent: SentFingerprints = runtime.sent
+    return sent
