@@ -155,3 +155,39 @@ def test_only_what_reached_the_dupefilter_counts_as_sent():
     assert not sent.has_url("", "http://h.test/raw")
     sent.clear()  # the crawl is over: the shared dupefilter alone decides
     assert len(path.new_links(page)) == 2
+
+
+def test_a_crawl_spiders_rules_see_only_the_links_the_node_did_not_send():
+    from scrapy.spiders import Rule
+
+    from extensions.frontier.sent import sent_for
+    from extensions.spiders import DistributedCrawlSpider
+
+    handed: list[list[str]] = []
+
+    class Rules(DistributedCrawlSpider):
+        name = "rules"
+        rules = (
+            Rule(LinkExtractor(allow=r"/a/"), process_links="seen_links", follow=True),
+            Rule(LinkExtractor(allow=r"/b/"), callback="parse_b"),
+        )
+
+        def seen_links(self, links):
+            handed.append([link.url for link in links])
+            return links
+
+        def parse_b(self, response):
+            return None
+
+    crawler = get_crawler(Rules, {"DUPEFILTER_LOCAL_CACHE": 100, "FOLLOW_RESOLVED_CACHE": 100})
+    spider = Rules()
+    spider._set_crawler(crawler)  # (from_crawler would connect to Redis too)
+    sent = sent_for(crawler)
+    sent.add_url("", "http://h.test/a/1")
+    sent.add_url("", "http://h.test/b/1")
+    page = html("http://h.test/", b'<a href="/a/1">1</a><a href="/a/2">2</a>'
+                                  b'<a href="/b/1">1</a><a href="/b/2">2</a>')  # fmt: skip
+    requests = list(spider._requests_to_follow(page))
+    assert [request.url for request in requests] == ["http://h.test/a/2", "http://h.test/b/2"]
+    assert requests[1].callback == spider._callback and requests[1].meta["rule"] == 1
+    assert handed == [["http://h.test/a/2"]]

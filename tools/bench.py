@@ -21,7 +21,8 @@ import pymongo
 import redis
 
 from tools import (
-    bench_sections,  # noqa: F401  (sections 12 to 22 register)
+    bench_sections,  # noqa: F401  (sections 12 to 27 register)
+    links_bench,  # noqa: F401  (section 28 registers)
     services,
 )
 from tools.bench_base import (

@@ -6,6 +6,7 @@ from scrapy_redis.spiders import RedisSpider
 
 from crawler.spiders.jsshop import JsShopSpider
 from crawler.spiders.shop import ShopSpider
+from extensions.spiders import DistributedSpider
 
 
 class StockIdleSpider(RedisSpider):
@@ -125,3 +126,19 @@ class MixedSpider(JsShopSpider):
             yield {"url": response.url, "title": response.css("h1::text").get()}
             return
         yield from super().parse(response)
+
+
+class FollowSiteSpider(DistributedSpider):
+    """A DistributedSpider written as ``plain_site`` is, with the link path
+    (``follow_links``): it stores a page's URL and title and follows its links
+    matching ``-a allow=REGEX``; start URLs from Redis."""
+
+    name = "follow_site"
+
+    def __init__(self, *args, allow: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.link_extractor = LinkExtractor(allow=[p for p in allow.split(",") if p])
+
+    def parse(self, response):
+        yield {"url": response.url, "title": response.css("title::text").get()}
+        yield from self.follow_links(response, self.link_extractor)

@@ -1,0 +1,122 @@
+"""``make bench`` section 28: the link path on real HTML. Python's documentation
+(Debian's python3-doc) served by nginx on three loopback addresses, crawled whole by
+plain Scrapy with a feed export (what a user runs instead), plain Scrapy with the
+node's collector tuning, the ``site`` spider, and a DistributedSpider written as the
+plain one is but with ``follow_links``. CPU is the crawling process's own; pages/s
+from the first to the last request nginx logged. Skipped without python3-doc or
+nginx (``make system-tools`` installs them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+from pathlib import Path
+
+import redis
+from scrapy.http import HtmlResponse, Request
+from scrapy.linkextractors import LinkExtractor
+
+from tools import services
+from tools.bench_base import Bench, Section, section
+from tools.bench_crawl import BENCH_SPIDERS, NO_ADDON, RUNS
+from tools.nginx import PYTHON_DOCS, start_nginx
+
+HOSTS = ["127.0.0.81", "127.0.0.82", "127.0.0.83"]
+ALLOW = r"^http://127\.0\.0\.8\d:\d+/"  # the three copies, no link out
+UNLIMITED = 100_000
+PLAIN, TUNED = "plain Scrapy (feed export)", "plain Scrapy + the node's collector tuning"
+SITE, FOLLOW = "the site spider", "a DistributedSpider with follow_links"
+TUNING = {
+    "EXTENSIONS": '{"extensions.gctuning.GarbageCollectorTuning": 100}',
+    "SPIDER_MIDDLEWARES": '{"extensions.gctuning.ResponseRelease": 25}',
+}
+
+
+def _crawl(name: str, redis_url: str, starts: list[str], work: Path, logs: list[Path]) -> dict:
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()
+    for log in logs:
+        log.write_text("")
+    settings: dict[str, str] = {"MAX_IDLE_TIME_BEFORE_CLOSE": "2", "LOG_LEVEL": "WARNING",
+                                "ITEMS_DIR": str(work / "items")}  # fmt: skip
+    args = {"allow": ALLOW}
+    spider = {PLAIN: "plain_site", TUNED: "plain_site", SITE: "site", FOLLOW: "follow_site"}[name]
+    if spider == "plain_site":
+        feed = {str(work / "items" / "items.jsonl"): {"format": "jsonlines", "overwrite": True}}
+        settings.update(ADDONS=NO_ADDON, FEEDS=json.dumps(feed))
+        settings.update(TUNING if name == TUNED else {})
+        args["start"] = ",".join(starts)
+    else:
+        client.lpush(f"{spider}:start_urls", *starts)
+    settings["SPIDER_MODULES"] = BENCH_SPIDERS
+    client.close()
+    node = services.start_node(spider, redis_url, log=work / "node.log", settings=settings,
+                               spider_args=args)  # fmt: skip
+    _, status, usage = os.wait4(node.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"a bench crawl failed:\n{(work / 'node.log').read_text()[-3000:]}")
+    stored = {json.loads(line)["url"] for path in (work / "items").rglob("*.jsonl")
+              for line in path.read_text().splitlines()}  # fmt: skip
+    times = [float(line.split()[0]) for log in logs for line in log.read_text().splitlines()]
+    seconds = max(times) - min(times) if times else 0.0
+    return {"pages": len(stored), "stored": stored, "cpu": usage.ru_utime + usage.ru_stime,
+            "rate": (len(times) - 1) / seconds if seconds else 0.0}  # fmt: skip
+
+
+def links_per_page(sample: int = 60) -> float:
+    """The links Scrapy's extractor finds on a page of the docs, every tenth page."""
+    pages = sorted(PYTHON_DOCS.rglob("*.html"))[::10][:sample]
+    extractor, total = LinkExtractor(), 0
+    for page in pages:
+        url = "http://127.0.0.81:8080/" + str(page.relative_to(PYTHON_DOCS))
+        total += len(extractor.extract_links(
+            HtmlResponse(url, body=page.read_bytes(), request=Request(url))))  # fmt: skip
+    return total / max(len(pages), 1)
+
+
+@section(28, "the link path on real HTML: CPU ms per page against plain Scrapy, pages/s")
+class LinkPath(Section):
+    def __init__(self) -> None:
+        self.samples: dict[str, list[dict]] = {name: [] for name in (PLAIN, TUNED, SITE, FOLLOW)}
+        self.skipped = not PYTHON_DOCS.is_dir() or not (
+            shutil.which("nginx") or Path("/usr/sbin/nginx").exists()
+        )
+
+    def measure(self, bench: Bench, run: int) -> None:
+        if self.skipped:
+            return
+        dirs = [bench.work / f"links-nginx-{run}-{n}" for n in range(len(HOSTS))]
+        hosts = [start_nginx(workdir, PYTHON_DOCS, rate=UNLIMITED, burst=UNLIMITED, host=host)
+                 for workdir, host in zip(dirs, HOSTS, strict=True)]  # fmt: skip
+        try:
+            starts = [nginx.url + "/index.html" for nginx in hosts]
+            logs = [workdir / "access.log" for workdir in dirs]
+            for number, name in enumerate(self.samples):
+                work = bench.work / f"links-{run}-{number}"
+                self.samples[name].append(_crawl(name, bench.redis_url, starts, work, logs))
+        finally:
+            for nginx in hosts:
+                nginx.stop()
+
+    def report(self, bench: Bench) -> None:
+        print(f"\n28. The link path on real HTML: python3-doc on 3 hosts, one process, "
+              f"median of {RUNS}")  # fmt: skip
+        if self.skipped:
+            print("   skipped: python3-doc or nginx missing (make system-tools)")
+            return
+        links = links_per_page()
+        print(f"   {'variant':44s} {'pages':>6s} {'pages/s':>8s} {'CPU ms/page':>12s} "
+              f"{'x plain':>8s} {'us/link':>8s}")  # fmt: skip
+        plain_cpu = 0.0
+        for name, samples in self.samples.items():
+            cpu = statistics.median(1000 * s["cpu"] / max(s["pages"], 1) for s in samples)
+            rate = statistics.median(s["rate"] for s in samples)
+            plain_cpu = plain_cpu or cpu
+            print(f"   {name:44s} {samples[0]['pages']:6d} {rate:8.0f} {cpu:12.2f} "
+                  f"{cpu / plain_cpu:7.2f}x {1000 * cpu / links:8.1f}")  # fmt: skip
+        same = all(s["stored"] == self.samples[PLAIN][0]["stored"]
+                   for samples in self.samples.values() for s in samples)  # fmt: skip
+        print(f"   {links:.0f} links a page (Scrapy's extractor); the same pages stored by "
+              f"each: {'yes' if same else 'NO'}")  # fmt: skip
