@@ -115,6 +115,10 @@ class LinkFollower:
             roots = [selector.root]
         sent, restrict_text = self.sent, extractor.restrict_text
         skip_other_hosts = self.other_hosts_known
+        # links to a part of a page (#...) are the page when fingerprints leave
+        # fragments out: one whose page was sent needs no resolving of its own
+        by_stem = sent is not None and not sent.fragments_matter
+        resolved = self._resolved_url
         emitted: set[str] = set()
         links: list[Link] = []
         known = 0
@@ -126,13 +130,17 @@ class LinkFollower:
                 if href is None:
                     continue
                 # a reference that is a path resolves against the page's directory
-                key = (whole if href[:1] in _WHOLE_BASE else directory, href)
-                url = self._resolved.get(key)
-                if url is None:
-                    url = self._resolved_before.get(key)
-                    if url is None:
-                        url = self._resolve(href, base, response.url, encoding)
-                    self._remember(key, url)
+                prefix = whole if href[:1] in _WHOLE_BASE else directory
+                if by_stem and (cut := href.find("#")) > 0:
+                    stem = resolved(prefix, href[:cut], base, response.url, encoding)
+                    if (
+                        stem
+                        and sent.has_url(crawl, stem)  # type: ignore[union-attr]
+                        and (skip_other_hosts or stem.startswith(page_origin))
+                    ):
+                        known += 1
+                        continue
+                url = resolved(prefix, href, base, response.url, encoding)
                 if not url or url in first_in_root:
                     continue
                 first_in_root.add(url)
@@ -173,6 +181,17 @@ class LinkFollower:
                 self.stats.inc_value("links/known", known)
             if new:
                 self.stats.inc_value("links/new", new)
+
+    def _resolved_url(self, prefix: str, href: str, base: str, page_url: str, encoding: str) -> str:
+        """``_resolve``, kept: an ``href`` resolves the same under one prefix."""
+        key = (prefix, href)
+        url = self._resolved.get(key)
+        if url is None:
+            url = self._resolved_before.get(key)
+            if url is None:
+                url = self._resolve(href, base, page_url, encoding)
+            self._remember(key, url)
+        return url
 
     def _resolve(self, href: str, base: str, page_url: str, encoding: str) -> str:
         """The URL ``href`` is, exactly as Scrapy's extractor makes it, or _REFUSED
