@@ -131,7 +131,7 @@ class LinkFollower:
                     continue
                 # a reference that is a path resolves against the page's directory
                 prefix = whole if href[:1] in _WHOLE_BASE else directory
-                if by_stem and (cut := href.find("#")) > 0:
+                if by_stem and (cut := href.find("#")) >= 0:
                     stem = resolved(prefix, href[:cut], base, response.url, encoding)
                     if (
                         stem

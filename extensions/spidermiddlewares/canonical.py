@@ -55,7 +55,9 @@ def header_canonical(response: Response) -> str | None:
 def html_canonical(response: Response) -> str | None:
     if not isinstance(response, HtmlResponse):
         return None
-    href = response.xpath("//head/link[@href][contains(concat(' ', translate(@rel, "
+    # /html/head, not //head: lxml puts a document's head there (a <link> written in
+    # the body too), and // walks the whole page (150 us a page of Python's docs, not 30)
+    href = response.xpath("/html/head/link[@href][contains(concat(' ', translate(@rel, "
                           "'CANONIL', 'canonil'), ' '), ' canonical ')]/@href").get()  # fmt: skip
     return href.strip() if href is not None else None
 
