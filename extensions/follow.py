@@ -218,7 +218,8 @@ class LinkFollower:
             return False
         if extractor.deny_domains and url_is_from_any_domain(parsed, extractor.deny_domains):
             return False
-        return not (extractor.deny_extensions and _has_extension(parsed.path, extractor))
+        extensions = extractor.deny_extensions
+        return not (extensions and _has_extension(parsed.path, extensions))
 
     def _remember(self, key: tuple[str, str], url: str) -> None:
         if len(self._resolved) >= self._size:
@@ -226,12 +227,11 @@ class LinkFollower:
         self._resolved[key] = url
 
 
-def _has_extension(path: str, extractor: LinkExtractor) -> bool:
+def _has_extension(path: str, extensions: set[str]) -> bool:
     """``url_has_any_extension``: each extension starts with "." and holds no
     "/", so a path ends with one only from one of its dots on: a set lookup per
     dot instead of an ``endswith`` per extension."""
     path = path.lower()
-    extensions = extractor.deny_extensions
     dot = path.find(".")
     while dot >= 0:
         if path[dot:] in extensions:

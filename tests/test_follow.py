@@ -41,6 +41,10 @@ TRICKY = """<html><head><base href="{base}"></head><body>
 </body></html>"""
 
 
+def project_defaults() -> dict:
+    return {name: getattr(defaults, name) for name in dir(defaults) if name.isupper()}
+
+
 def html(url: str, body: str | bytes, encoding: str = "utf-8") -> HtmlResponse:
     return HtmlResponse(url, body=body, encoding=encoding, request=Request(url))
 
@@ -136,7 +140,7 @@ def test_an_extractor_the_fast_path_does_not_reproduce_is_run_and_filtered():
 def test_only_what_reached_the_dupefilter_counts_as_sent():
     """A link a middleware dropped before the scheduler (a depth limit, a link
     limit, a trap) is not skipped when another page has it again."""
-    settings = Settings({name: getattr(defaults, name) for name in dir(defaults) if name.isupper()})
+    settings = Settings(project_defaults())
     sent = SentFingerprints(100)
     sent.fragments_matter = False
     stats = MemoryStatsCollector(get_crawler(Spider))
@@ -179,7 +183,7 @@ def test_a_crawl_spiders_rules_see_only_the_links_the_node_did_not_send():
         def parse_b(self, response):
             return None
 
-    crawler = get_crawler(Rules, {"DUPEFILTER_LOCAL_CACHE": 100, "FOLLOW_RESOLVED_CACHE": 100})
+    crawler = get_crawler(Rules, project_defaults())  # as the add-on installs them
     spider = Rules()
     spider._set_crawler(crawler)  # (from_crawler would connect to Redis too)
     sent = sent_for(crawler)

@@ -173,12 +173,7 @@ def crawl_once(
             )
         cpu = 0.0
         for proc, log in zip(procs, logs, strict=True):
-            # wait4 gives this node's own CPU time, not the demo site's
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            cpu += usage.ru_utime + usage.ru_stime
-            if proc.returncode != 0:
-                raise SystemExit(f"a bench node failed:\n{log.read_text()[-3000:]}")
+            cpu += services.wait_node(proc, log)  # each node's own, not the demo site's
         with urllib.request.urlopen(site.url + "/__times", timeout=10) as response:
             times = json.load(response)
         stamps = sorted(t for path, ts in times.items() if path != "/robots.txt" for t in ts)

@@ -9,7 +9,6 @@ nginx (``make system-tools`` installs them)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 from pathlib import Path
@@ -54,14 +53,12 @@ def _crawl(name: str, redis_url: str, starts: list[str], work: Path, logs: list[
     client.close()
     node = services.start_node(spider, redis_url, log=work / "node.log", settings=settings,
                                spider_args=args)  # fmt: skip
-    _, status, usage = os.wait4(node.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"a bench crawl failed:\n{(work / 'node.log').read_text()[-3000:]}")
+    cpu = services.wait_node(node, work / "node.log")
     stored = {json.loads(line)["url"] for path in (work / "items").rglob("*.jsonl")
               for line in path.read_text().splitlines()}  # fmt: skip
     times = [float(line.split()[0]) for log in logs for line in log.read_text().splitlines()]
     seconds = max(times) - min(times) if times else 0.0
-    return {"pages": len(stored), "stored": stored, "cpu": usage.ru_utime + usage.ru_stime,
+    return {"pages": len(stored), "stored": stored, "cpu": cpu,
             "rate": (len(times) - 1) / seconds if seconds else 0.0}  # fmt: skip
 
 

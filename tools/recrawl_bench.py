@@ -10,7 +10,6 @@ bytes each page's recrawl state takes there.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import urllib.request
 import uuid
@@ -35,9 +34,7 @@ def _crawl(redis_url: str, settings: dict[str, str], workdir: Path, site_url: st
         before = {path: len(stamps) for path, stamps in json.load(answer).items()}
     log = workdir / f"node-{uuid.uuid4().hex[:6]}.log"
     proc = services.start_node("shop", redis_url, log=log, settings=settings)
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"a bench node failed:\n{log.read_text()[-3000:]}")
+    cpu = services.wait_node(proc, log)
     with urllib.request.urlopen(site_url + "/__times", timeout=10) as answer:
         times = json.load(answer)
     stamps = sorted(
@@ -46,7 +43,7 @@ def _crawl(redis_url: str, settings: dict[str, str], workdir: Path, site_url: st
     return {
         "pages": len(stamps),
         "seconds": stamps[-1] - stamps[0],
-        "cpu": usage.ru_utime + usage.ru_stime,
+        "cpu": cpu,
     }
 
 

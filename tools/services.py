@@ -241,6 +241,17 @@ def start_node(
         )
 
 
+def wait_node(proc: subprocess.Popen, log: Path) -> float:
+    """Wait for a node ``start_node`` started; its own CPU seconds (``wait4``:
+    not its children's, not the servers'). A node that failed stops the bench
+    with the end of its log."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"a bench node failed:\n{log.read_text()[-3000:]}")
+    return usage.ru_utime + usage.ru_stime
+
+
 def start_mongo_wire(workdir: Path, port: int | None = None) -> Service:
     """``nx-27017``: a MongoDB wire-protocol server over SQLite, for tests and demos."""
     port = port or free_port()

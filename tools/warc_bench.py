@@ -5,7 +5,6 @@ the ``site`` spider, WARC off and on. Skipped when python3-doc or nginx is missi
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -29,12 +28,10 @@ def _crawl(redis_url: str, settings: dict[str, str], workdir: Path, start: str) 
                   "ITEMS_DIR": str(workdir / "items"), **settings},
         spider_args={"allow": ALLOW},
     )  # fmt: skip
-    _, status, usage = os.wait4(proc.pid, 0)  # the node's own CPU time
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"a bench node failed:\n{(workdir / 'node.log').read_text()[-3000:]}")
+    cpu = services.wait_node(proc, workdir / "node.log")
     pages = sum(len(path.read_text().splitlines()) for path in workdir.rglob("*.jsonl"))
     warc = sum(path.stat().st_size for path in workdir.glob("warc/*.warc.gz"))
-    return {"pages": pages, "cpu": usage.ru_utime + usage.ru_stime, "warc_bytes": warc}
+    return {"pages": pages, "cpu": cpu, "warc_bytes": warc}
 
 
 def measure(redis_url: str, workdir: Path) -> dict[str, dict] | None:
