@@ -171,6 +171,24 @@ def test_journal_left_at_close_is_replayed_at_the_next_start(own_mongo, tmp_path
     client.close()
 
 
+def test_a_crawl_ending_once_mongodb_is_back_replays_the_journal_at_close(own_mongo, tmp_path):
+    import pymongo
+
+    uri = own_mongo["service"].url
+    store = MongoStore(uri, "crawl", "items", journal_dir=tmp_path / "journal", retry_time=0.5,
+                       server_selection_timeout=0.5)  # fmt: skip
+    store.open()
+    own_mongo["service"].stop()
+    assert store.write(docs(6)).spilled == 6  # the crawl's last items, in the outage
+    restart(own_mongo, tmp_path)
+    wait_for(store._answers, 30, "MongoDB answering again")
+    assert store.close().replayed == 6  # no write came after: close asks
+    assert store.journal.pending() == []
+    client = pymongo.MongoClient(uri)
+    assert client.crawl.items.count_documents({}) == 6
+    client.close()
+
+
 def test_documents_mongodb_keeps_asking_to_write_again_pause_and_end_in_the_journal(
     make_store, mongo_db, tmp_path
 ):

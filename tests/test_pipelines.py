@@ -55,7 +55,9 @@ def test_mongodb_stopped_mid_crawl_loses_no_item(redis_url, redis_client, tmp_pa
         client = pymongo.MongoClient(own["service"].url)
         stored = {d["url"].removeprefix(site.url) for d in client.crawl.site.find({}, {"url": 1})}
         client.close()
-        assert stored == {p for p in good_pages() if not p.startswith("/flaky/")}
+        mongo_stats = {k: v for k, v in nodes.stats(0).items() if k.startswith(("mongo/", "item"))}
+        expected = {p for p in good_pages() if not p.startswith("/flaky/")}
+        assert stored == expected, (len(stored), mongo_stats, nodes.tail(60))
         log = nodes.log(0)
         assert nodes.stat(0, "mongo/spilled") > 0
         assert nodes.stat(0, "mongo/replayed") == nodes.stat(0, "mongo/spilled")

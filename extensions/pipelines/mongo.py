@@ -108,6 +108,9 @@ class MongoStore:
         return self.replay_journal()
 
     def close(self) -> WriteReport:
+        # a crawl may end in an outage over by then, which no write saw end
+        if self._outage_since is not None and self.client is not None and self._answers():
+            self._outage_since = None
         report = self.replay_journal() if self._outage_since is None else WriteReport()
         left = len(self.journal.pending())
         if left:
