@@ -173,6 +173,11 @@ local function refused(group, kind, retry_after, jitter, history)
     elseif peak and last and arate >= 0.99 * peak and answered - last <= 4 / share then
       host_level = true
       kind = 'push'  -- the host's refusal, whichever page it fell on
+    elseif peak and arate > 0.905 * peak then
+      -- climbed back close to its ceiling (a cut leaves it at 90 % at most):
+      -- the limiter again, whichever page it fell on
+      host_level = true
+      kind = 'push'
     elseif not peak or arate < peak then
       redis.call('HSET', key, 'peak', fmt(arate), 'probe', 0)
     end
