@@ -99,9 +99,14 @@ def test_kill_9_during_spills_and_refills_and_a_mongodb_outage_lose_nothing(
     mongo.close()
 
     # MongoDB goes away: spills wait in Redis; past the bound the peer leases nothing
+    found = len(page_hits(demo_site))
     own_mongo["service"].stop()
-    wait_for(lambda: redis_client.hget("site:node:peer", "spill_held") == b"1", 60,
-             "the peer held back")  # fmt: skip
+    try:
+        wait_for(lambda: redis_client.hget("site:node:peer", "spill_held") == b"1", 60,
+                 "the peer held back")  # fmt: skip
+    except pytest.fail.Exception:
+        raise AssertionError((found, len(page_hits(demo_site)), redis_client.llen("site:spill"),
+                              nodes.tail(80))) from None  # fmt: skip
     leased = redis_client.hget("site:host:127.0.0.1", "leased")
     time.sleep(2)
     assert redis_client.hget("site:host:127.0.0.1", "leased") == leased
