@@ -27,6 +27,9 @@ console: venv
 # marked paced) run after them, PACED_WORKERS at a time: each mostly waits on the
 # rate it measures, and three of them load the CPU about a third as much as the
 # others. A test that loads the CPU on purpose (marked alone) runs by itself, last.
+# --maxschedchunk 1: a worker is handed tests one at a time as it finishes them;
+# xdist's default hands out runs of dozens, and the workers that drew the long
+# crawls kept going for minutes after the others were done.
 TEST_WORKERS ?= 5
 PACED_WORKERS ?= 3
 test: venv system-tools
@@ -34,7 +37,7 @@ test: venv system-tools
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "not paced and not alone"
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1 -m "not paced and not alone"
 	$(PY) -m pytest -n $(PACED_WORKERS) -m paced
 	$(PY) -m pytest -m alone
 	$(MAKE) --no-print-directory test-redis6
