@@ -74,9 +74,10 @@ class RedisCeiling(Section):
 
     def measure(self, bench: Bench, run: int) -> None:
         self.rows = [redis_ceiling.measure(bench.redis_url, n, 8.0) for n in (1, 2, 3)]
+        self.aof = redis_ceiling.aof_bytes_per_page(bench.redis_url)
 
     def report(self, bench: Bench) -> None:
-        redis_ceiling.report(self.rows)
+        redis_ceiling.report(self.rows, self.aof)
 
 
 @section(14, "one crawl's spread over a three-primary Redis Cluster")

@@ -151,8 +151,12 @@ def measure(
     stats: dict[str, dict] = {}
     for client in primaries:
         for name, values in client.info("commandstats").items():
-            stats.setdefault(name, {"usec": 0})["usec"] += values["usec"]
+            counted = stats.setdefault(name, {"usec": 0, "calls": 0})
+            counted["usec"] += values["usec"]
+            counted["calls"] += values["calls"]
         client.close()
+    scripts = sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in SCRIPT_CALLS)
+    inside = sum(v["calls"] for k, v in stats.items() if k not in TRANSPORT_STATS)
     total_usec = sum(v["usec"] for v in stats.values()) or 1
     top = sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:4]
     server.close()
@@ -163,8 +167,41 @@ def measure(
         "redis_core": busy,
         "per_primary": per_primary,
         "ceiling": pages / took / busy if busy else 0.0,
+        # what Redis runs per page (a script's own commands included), and the
+        # calls the clients make for it (script calls, the transaction's others)
+        "commands_per_page": inside / pages if pages else 0.0,
+        "scripts_per_page": scripts / pages if pages else 0.0,
         "time_share": {k.removeprefix("cmdstat_"): v["usec"] / total_usec for k, v in top},
     }
+
+
+SCRIPT_CALLS = ("eval", "evalsha")
+# what carries commands rather than being one (the ceiling counts scripts' insides)
+TRANSPORT_STATS = {f"cmdstat_{name}" for name in (*SCRIPT_CALLS, "multi", "exec")}
+
+
+def aof_bytes_per_page(url: str, seconds: float = 3.0) -> float:
+    """What the append-only file grows by per page, one client driving the
+    frontier for ``seconds`` with AOF switched on for the while (the replicas'
+    stream is the same commands)."""
+    server = redis.Redis.from_url(url)
+    try:
+        server.config_set("appendonly", "yes")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the first rewrite writes what is there
+            persistence = server.info("persistence")
+            if persistence["aof_enabled"] and not persistence["aof_rewrite_in_progress"]:
+                break
+            time.sleep(0.05)
+        before = int(server.info("persistence")["aof_current_size"])
+        out: multiprocessing.Queue = multiprocessing.Queue()
+        drive(url, 99, seconds, out)
+        pages = out.get(timeout=60)
+        grown = int(server.info("persistence")["aof_current_size"]) - before
+        return grown / pages if pages else 0.0
+    finally:
+        server.config_set("appendonly", "no")
+        server.close()
 
 
 def _primaries(server) -> list[redis.Redis]:
@@ -181,7 +218,7 @@ def _redis_cpu(server: redis.Redis) -> float:
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
-def report(rows: list[dict]) -> None:
+def report(rows: list[dict], aof_per_page: float | None = None) -> None:
     print(f"\n13. The Redis ceiling: client processes driving the frontier's scripts, no Scrapy, "
           f"{LINKS_PER_PAGE} links a page ({NEW_SHARE:.0%} new), {HOSTS} hosts, "
           f"{multiprocessing.cpu_count()} cores shared by Redis and the clients")  # fmt: skip
@@ -191,6 +228,10 @@ def report(rows: list[dict]) -> None:
         print(f"   {row['clients']} clients: {row['pages_per_s']:8.0f} pages/s, Redis "
               f"{row['redis_core']:.0%} of a core -> {row['ceiling']:8.0f} pages/s at a full "
               f"core; its time: {share}")  # fmt: skip
+    row = rows[0]
+    print(f"   per page: {row['commands_per_page']:.0f} Redis commands (those scripts run "
+          f"included) from {row['scripts_per_page']:.2f} script calls", end="")  # fmt: skip
+    print(f"; AOF {aof_per_page:.0f} bytes" if aof_per_page is not None else "")
 
 
 def main() -> None:
@@ -202,9 +243,10 @@ def main() -> None:
         server = services.start_redis(Path(tmp) / "redis")
         try:
             rows = [measure(server.url, int(n), args.seconds) for n in args.clients.split(",")]
+            aof = aof_bytes_per_page(server.url)
         finally:
             server.stop()
-    report(rows)
+    report(rows, aof)
 
 
 if __name__ == "__main__":
