@@ -16,7 +16,7 @@
 -- over_budget (the group of each request dropped over budget), over_crawl_budget
 -- (requests dropped over their crawl's budget)
 --
--- Why levels: each new fingerprint is one small HSET, so what Redis writes to its
+-- Why levels: each new fingerprint is one small HSETNX, so what Redis writes to its
 -- AOF and replicas per URL stays the same however many URLs were seen. A bucket
 -- stays a compact listpack of at most ~128 fields (~12 bytes per URL); a check
 -- looks in every level so far: one more HEXISTS each time the filter grows 4x.
@@ -33,12 +33,14 @@ local added, over, crawl_over = 0, {}, 0
 
 local top = level_for(tonumber(redis.call('HGET', K.dupefilter, 'n') or '0'))
 
+-- whether fp was seen before, recording it if not: the full levels are looked in,
+-- the top one written to at once (HSETNX: one call for the check and the write)
 local function seen_before(fp)
   local field = fingerprint_field(fp)
-  for level = 0, top do
+  for level = 0, top - 1 do
     if redis.call('HEXISTS', bucket_key(level_prefix, fp, level), field) == 1 then return true end
   end
-  return false
+  return redis.call('HSETNX', bucket_key(level_prefix, fp, top), field, '') == 0
 end
 
 local new_fingerprints = 0
@@ -50,7 +52,6 @@ for i = 1, #L - 3, 4 do
     if seen_before(fp) then
       new = false
     else
-      redis.call('HSET', bucket_key(level_prefix, fp, top), fingerprint_field(fp), '')
       new_fingerprints = new_fingerprints + 1
     end
   end
