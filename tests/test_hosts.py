@@ -203,6 +203,24 @@ def test_a_slowed_host_refusing_again_at_the_same_pace_is_cut_again(redis_client
     assert cut.why == "push" and cut.rate == pytest.approx(first * 0.85, rel=0.01)
 
 
+def test_a_slowed_host_refused_once_it_climbed_back_near_its_ceiling_is_cut_at_once(
+    redis_client, keys
+):
+    """A limiter with a burst refuses once the burst is spent: past 90 % of the
+    ceiling, one refusal is the limiter's, not a page's."""
+    states = HostStates(redis_client, keys)
+    redis_client.hset(keys.rates, mapping={"*": 0, "h": 10})
+    refusals(states, "h", 4, history=4.0)
+    key = keys.host("h")
+    peak = float(host(redis_client, keys, "h")["peak"])
+    climbed = round(peak * 0.95, 3)
+    redis_client.hset(key, mapping={"arate": climbed, "hold": now_ms() - 1,
+                                    "cutat": now_ms() - 10_000})  # fmt: skip
+    [cut] = states.report([Event("h", PUSH)])
+    assert cut.why == "push" and cut.rate == pytest.approx(climbed * 0.85, rel=0.01)
+    assert float(host(redis_client, keys, "h")["peak"]) == climbed  # where it refused
+
+
 def test_every_node_hears_of_a_hold_at_its_next_poll_and_a_malformed_entry_is_skipped(
     redis_client, keys
 ):
