@@ -8,12 +8,10 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-# --no-compile: Python writes the bytecode of a module when it is first imported;
-# compiling every module of every package at install took half the install's time
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -r requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
 demo: venv
