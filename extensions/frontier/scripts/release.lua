@@ -9,14 +9,20 @@
 local K, A, L = named_input()
 local F = {data_prefix = A.data_prefix}
 local gone, ids_of, done = {}, {}, {}  -- done: finished per crawl under an id
-for _, member in ipairs(L) do
-  if redis.call('ZSCORE', K.leases, member) then
-    gone[#gone + 1] = member
-    local group, id = split_item(member)
-    ids_of[group] = ids_of[group] or {}
-    table.insert(ids_of[group], id)
-    local crawl = crawl_of(group)
-    if crawl ~= '' then done[crawl] = (done[crawl] or 0) + 1 end
+-- which are still leased: one ZMSCORE (Redis 6.2) per 1,000 members
+for from = 1, #L, 1000 do
+  local last = math.min(from + 999, #L)
+  local scores = redis.call('ZMSCORE', K.leases, unpack(L, from, last))
+  for at = from, last do
+    if scores[at - from + 1] then
+      local member = L[at]
+      gone[#gone + 1] = member
+      local group, id = split_item(member)
+      ids_of[group] = ids_of[group] or {}
+      table.insert(ids_of[group], id)
+      local crawl = crawl_of(group)
+      if crawl ~= '' then done[crawl] = (done[crawl] or 0) + 1 end
+    end
   end
 end
 -- one command per key, in chunks that fit Lua's stack
