@@ -18,7 +18,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 # images often set it) every node and scrapy command would otherwise compile the
 # project from source at each start, about half a second of CPU each
 bytecode: venv
-	$(PY) -m compileall -q -j 0 extensions crawler demosite tools tests > /dev/null
+	$(PY) -m compileall -q -j 0 extensions crawler demosite tools tests
 
 demo: venv bytecode
 	$(PY) -m tools.demo
