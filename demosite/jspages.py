@@ -8,7 +8,7 @@ writes the content and the links:
 * ``/js/list`` is an endless list: LIST_PAGE items at first, the next page
   loaded from ``/js/api/list?page=K`` each time it is scrolled to the bottom,
   LIST_PAGES pages in all (items 1 .. JS_ITEMS, the last ones linked from
-  nowhere else);
+  nowhere else); ``/js/list?slow=MS`` has each page answer MS ms late;
 * ``/js/data`` loads ``/js/api/data.json`` with ``fetch`` and shows it as a table.
 
 ``/js/hostile/`` (linked from nowhere) holds pages that attack a browser:
@@ -65,6 +65,9 @@ async def item(request: web.Request) -> web.Response:
 
 
 async def endless_list(request: web.Request) -> web.Response:
+    # ?slow=MS: the list's API answers that late (a slow server)
+    slow = request.query.get("slow", "")
+    delay = f"&delay={int(slow)}" if slow.isdigit() else ""
     return shell(
         "All items",
         "const app = document.getElementById('app');"
@@ -72,7 +75,7 @@ async def endless_list(request: web.Request) -> web.Response:
         "let next = 0, loading = false;"
         "async function more() {"
         f"  if (loading || next >= {LIST_PAGES}) return; loading = true;"
-        "  const answer = await fetch(`/js/api/list?page=${next}`);"
+        f"  const answer = await fetch(`/js/api/list?page=${{next}}{delay}`);"
         "  const items = await answer.json(); next += 1;"
         "  document.getElementById('items').insertAdjacentHTML('beforeend', items.map(n =>"
         "    `<li style='height: 300px'><a class='item' href='/js/item/${n}'>Item ${n}</a></li>`"
@@ -93,6 +96,9 @@ async def list_api(request: web.Request) -> web.Response:
         raise web.HTTPBadRequest() from None
     if not 0 <= page < LIST_PAGES:
         return web.json_response([])
+    delay = request.query.get("delay", "")
+    if delay.isdigit():
+        await asyncio.sleep(min(int(delay), 10_000) / 1000)
     return web.json_response(list(range(page * LIST_PAGE + 1, (page + 1) * LIST_PAGE + 1)))
 
 

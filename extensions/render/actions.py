@@ -20,6 +20,7 @@ MAX_ACTIONS = 20
 MAX_TEXT = 2000  # characters of one argument (a selector, text to type)
 MAX_SCROLLS = 50
 MAX_WAIT_MS = 60_000
+LOADING_WAITS = 4  # scroll: more waits for a page whose requests are still answering
 
 #: Playwright page methods a queue entry may name, and how many positional
 #: arguments each takes at most
@@ -167,20 +168,48 @@ def spider_scripts(spider: Any) -> dict[str, str]:
 
 async def scroll(page: Any, times: int = 1, wait: int = 1000) -> None:
     """Scroll to the bottom up to ``times`` times, each time waiting up to ``wait``
-    ms for the page to grow (an endless list loading more); stops when it did not."""
-    for _ in range(times):
-        height = await page.evaluate("document.scrollingElement.scrollHeight")
-        await page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
+    ms for the page to grow (an endless list loading more); stops when it did not
+    and nothing the page asked for is still loading. An answer still on its way
+    (a slow server, a busy machine) is waited for, up to LOADING_WAITS more
+    ``wait``s, before the list is taken as whole (RENDER_PAGE_TIMEOUT bounds it all)."""
+    loading: set[Any] = set()
+
+    def started(request: Any) -> None:
+        loading.add(request)
+
+    def ended(request: Any) -> None:
+        loading.discard(request)
+
+    # (functions of their own: Playwright marks a listener, a bound builtin it cannot)
+    handlers = {"request": started, "requestfinished": ended, "requestfailed": ended}
+    for event, handler in handlers.items():
+        page.on(event, handler)
+    try:
+        for _ in range(times):
+            height = await page.evaluate("document.scrollingElement.scrollHeight")
+            await page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
+            if not await _grew(page, height, wait, loading):
+                return
+    finally:
+        for event, handler in handlers.items():
+            page.remove_listener(event, handler)
+
+
+async def _grew(page: Any, height: int, wait: int, loading: set[Any]) -> bool:
+    for _ in range(1 + LOADING_WAITS):
         try:
             await page.wait_for_function(
                 "height => document.scrollingElement.scrollHeight > height",
                 arg=height,
                 timeout=wait,
             )
-        except Exception as exc:  # Playwright's TimeoutError: the page is whole
+            return True
+        except Exception as exc:  # Playwright's TimeoutError: not grown yet
             if "Timeout" not in type(exc).__name__:
                 raise
-            return
+        if not loading:
+            return False
+    return False
 
 
 def page_methods(actions: list[dict[str, Any]], scripts: Mapping[str, str]) -> list[Any]:
