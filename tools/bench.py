@@ -76,7 +76,7 @@ class OneNode(Section):
         bench.crawl_one_node(run)
 
     def report(self, bench: Bench) -> None:
-        report(bench.one_node)
+        report(bench.one_node, bench.start_cpu)
 
 
 @section(2, "one and two nodes on one Redis")

@@ -12,6 +12,7 @@ from tools.bench_crawl import (
     crawl_once,
 )
 
+NO_SUCH_PAGE = "/__bench_no_such_page"
 WITHOUT_CRAWL_ID = "without a crawl id (as before)"
 WITH_CRAWL_ID = "under a crawl id (seeded with --crawl)"
 CRAWL_ID_VARIANTS = {WITHOUT_CRAWL_ID: "", WITH_CRAWL_ID: "bench"}
@@ -27,6 +28,9 @@ class Bench:
         self.proxy_url = proxy_url
         self.mongo_uri = mongo_uri
         self.one_node = {name: Figures() for name in VARIANTS}
+        # each variant's CPU to start and stop around one 404: what a long crawl
+        # spreads over its pages, apart from what each page costs
+        self.start_cpu: dict[str, list[float]] = {name: [] for name in VARIANTS}
         self._one_node_runs: set[int] = set()
 
     def crawl_one_node(self, run: int) -> None:
@@ -39,6 +43,10 @@ class Bench:
             self.one_node[name].samples.append(
                 crawl_once(self.redis_url, settings, 1, self.work / f"items-{run}", spider=spider)
             )
+            self.start_cpu[name].append(
+                crawl_once(self.redis_url, settings, 1, self.work / f"start-{run}", spider=spider,
+                           start_path=NO_SUCH_PAGE).cpu
+            )  # fmt: skip
 
 
 class Section:

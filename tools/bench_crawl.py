@@ -128,8 +128,11 @@ def crawl_once(
     env: dict[str, str] | None = None,
     cluster: bool = False,
     crawl: str = "",
+    start_path: str = "/",
 ) -> Sample:
-    """One measured crawl of the demo shop (``crawl``: seeded under that crawl id)."""
+    """One measured crawl of the demo shop (``crawl``: seeded under that crawl id;
+    ``start_path`` a page the shop does not have: what a node costs to start and
+    stop, one 404 fetched)."""
     client: redis.Redis | RedisCluster
     if cluster:
         client = RedisCluster.from_url(redis_url)
@@ -142,10 +145,11 @@ def crawl_once(
         client.config_resetstat()
     site = services.start_demo_site()
     try:
-        start = json.dumps({"url": site.url + "/", "crawl": crawl}) if crawl else site.url + "/"
+        url = site.url + start_path
+        start = json.dumps({"url": url, "crawl": crawl}) if crawl else url
         client.lpush(f"{{{spider}}}:start_urls" if cluster else f"{spider}:start_urls", start)
         if spider == "plain_shop":  # no Redis: its start URL is an argument
-            spider_args = {**(spider_args or {}), "start": site.url + "/"}
+            spider_args = {**(spider_args or {}), "start": url}
         settings = {k: v.replace("{workdir}", str(workdir)) for k, v in settings.items()}
         common = {
             "CONCURRENT_REQUESTS": CONCURRENCY,
@@ -177,6 +181,7 @@ def crawl_once(
         with urllib.request.urlopen(site.url + "/__times", timeout=10) as response:
             times = json.load(response)
         stamps = sorted(t for path, ts in times.items() if path != "/robots.txt" for t in ts)
+        stamps = stamps or [0.0]  # a start page the shop has not: no page counted
         counted = [json.loads(path.read_text()) for path in trips]
         return Sample(
             len(stamps),

@@ -116,17 +116,23 @@ def report_store(stores: dict[str, list[float]], crawls: dict[str, Figures], ser
         print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / jsonl:6.2f}x")
 
 
-def report(results: dict[str, Figures]) -> None:
+def report(results: dict[str, Figures], start_cpu: dict[str, list[float]]) -> None:
     pages = int(next(iter(results.values())).median("pages"))
     print(f"\n1. One node, {pages} pages of the demo shop, CONCURRENT_REQUESTS={CONCURRENCY}, "
           f"median of {RUNS} alternating runs, {os.cpu_count()} cores")  # fmt: skip
     print(f"   {'variant':52s} {'pages/s':>8s} {'ratio':>7s} {'CPU ms/page':>12s} "
-          f"{'Redis cmds/page':>16s}")  # fmt: skip
+          f"{'Redis cmds/page':>16s} {'start CPU s':>12s} {'ms/page past it':>16s}")  # fmt: skip
     plain = results[PLAIN].rate
+    past_start = {}
     for name, figures in results.items():
         calls = f"{figures.calls_per_page:16.2f}" if figures.calls_per_page else f"{'-':>16s}"
+        start = statistics.median(start_cpu[name]) if start_cpu.get(name) else 0.0
+        past_start[name] = statistics.median(
+            1000 * (sample.cpu - start) / sample.pages for sample in figures.samples
+        )
         print(f"   {name:52s} {figures.rate:8.0f} {figures.rate / plain:6.2f}x "
-              f"{figures.cpu_ms_per_page:12.2f} {calls}")  # fmt: skip
+              f"{figures.cpu_ms_per_page:12.2f} {calls} {start:12.2f} "
+              f"{past_start[name]:16.2f}")  # fmt: skip
     ours = results["this project (leases, delayed retries, checkpoints)"].rate
     stock = results[STOCK].rate
     print(f"   this project vs stock scrapy-redis: {ours / stock:.2f}x; "
@@ -138,6 +144,12 @@ def report(results: dict[str, Figures]) -> None:
     print(f"   the distributed layer's own cost, against plain Scrapy with the same tuning: "
           f"{layer:+.2f} ms CPU a page ({layer / tuned.cpu_ms_per_page:+.0%}), "
           f"{results[OURS].rate / tuned.rate:.2f}x its rate")  # fmt: skip
+    if start_cpu.get(OURS) and start_cpu.get(PLAIN_TUNED):
+        per_page = past_start[OURS] - past_start[PLAIN_TUNED]
+        print(f"   of which starting and stopping (one 404 each): "
+              f"{statistics.median(start_cpu[OURS]):.2f} s against "
+              f"{statistics.median(start_cpu[PLAIN_TUNED]):.2f} s; past it "
+              f"{per_page:+.2f} ms a page ({per_page / past_start[PLAIN_TUNED]:+.0%})")  # fmt: skip
 
 
 def report_sharding(sharding: dict[str, Figures], ceiling: list[dict]) -> None:
