@@ -39,9 +39,10 @@ def scrolled(url: str, times: int, wait: int) -> int:
 
 @pytest.mark.spawns
 def test_a_list_whose_next_page_is_slow_is_waited_for_and_the_end_is_found(demo_site):
-    # each page answers 1 s late, past the 0.5 s a scroll waits to see the
-    # page grow: the request still on its way keeps the wait going
-    slow = scrolled(demo_site.url + "/js/list?slow=1000", times=10, wait=500)
+    # each page answers 2 s late, past the 1 s a scroll waits to see the page
+    # grow: the request still on its way keeps the wait going (the second is
+    # long enough, on a loaded machine, for the page to have asked for more)
+    slow = scrolled(demo_site.url + "/js/list?slow=2000", times=10, wait=1000)
     assert slow == jspages.JS_ITEMS
     # an answer later than every wait allowed: the list is taken as it stands
     late = (1 + LOADING_WAITS) * 200 + 1000
