@@ -39,12 +39,12 @@ def scrolled(url: str, times: int, wait: int) -> int:
 
 @pytest.mark.spawns
 def test_a_list_whose_next_page_is_slow_is_waited_for_and_the_end_is_found(demo_site):
-    # each page answers 2 s late, past the 1 s a scroll waits to see the page
+    # each page answers 1.5 s late, past the 1 s a scroll waits to see the page
     # grow: the request still on its way keeps the wait going (the second is
     # long enough, on a loaded machine, for the page to have asked for more)
-    slow = scrolled(demo_site.url + "/js/list?slow=2000", times=10, wait=1000)
+    slow = scrolled(demo_site.url + "/js/list?slow=1500", times=10, wait=1000)
     assert slow == jspages.JS_ITEMS
     # an answer later than every wait allowed: the list is taken as it stands
-    late = (1 + LOADING_WAITS) * 200 + 1000
+    late = (2 + LOADING_WAITS) * 200 + 1000
     cut = scrolled(demo_site.url + f"/js/list?slow={late}", times=10, wait=200)
     assert cut < jspages.JS_ITEMS

@@ -169,19 +169,13 @@ def spider_scripts(spider: Any) -> dict[str, str]:
 async def scroll(page: Any, times: int = 1, wait: int = 1000) -> None:
     """Scroll to the bottom up to ``times`` times, each time waiting up to ``wait``
     ms for the page to grow (an endless list loading more); stops when it did not
-    and nothing the page asked for is still loading. An answer still on its way
-    (a slow server, a busy machine) is waited for, up to LOADING_WAITS more
-    ``wait``s, before the list is taken as whole (RENDER_PAGE_TIMEOUT bounds it all)."""
-    loading: set[Any] = set()
-
-    def started(request: Any) -> None:
-        loading.add(request)
-
-    def ended(request: Any) -> None:
-        loading.discard(request)
-
-    # (functions of their own: Playwright marks a listener, a bound builtin it cannot)
-    handlers = {"request": started, "requestfinished": ended, "requestfailed": ended}
+    and nothing the page asked for was loading. An answer still on its way, or
+    one that came in during the wait (the page has yet to show it), is waited
+    for: up to LOADING_WAITS more ``wait``s before the list is taken as whole (a
+    slow server, a busy machine; RENDER_PAGE_TIMEOUT bounds it all)."""
+    loading = _Loading()
+    handlers = {"request": loading.started, "requestfinished": loading.ended,
+                "requestfailed": loading.ended}  # fmt: skip
     for event, handler in handlers.items():
         page.on(event, handler)
     try:
@@ -195,8 +189,24 @@ async def scroll(page: Any, times: int = 1, wait: int = 1000) -> None:
             page.remove_listener(event, handler)
 
 
-async def _grew(page: Any, height: int, wait: int, loading: set[Any]) -> bool:
+class _Loading:
+    """The page's requests not answered yet, and how many were answered."""
+
+    def __init__(self) -> None:
+        self.pending: set[Any] = set()
+        self.answered = 0
+
+    def started(self, request: Any) -> None:
+        self.pending.add(request)
+
+    def ended(self, request: Any) -> None:
+        self.pending.discard(request)
+        self.answered += 1
+
+
+async def _grew(page: Any, height: int, wait: int, loading: _Loading) -> bool:
     for _ in range(1 + LOADING_WAITS):
+        answered = loading.answered
         try:
             await page.wait_for_function(
                 "height => document.scrollingElement.scrollHeight > height",
@@ -207,7 +217,7 @@ async def _grew(page: Any, height: int, wait: int, loading: set[Any]) -> bool:
         except Exception as exc:  # Playwright's TimeoutError: not grown yet
             if "Timeout" not in type(exc).__name__:
                 raise
-        if not loading:
+        if not loading.pending and loading.answered == answered:
             return False
     return False
 
