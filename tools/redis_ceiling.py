@@ -182,9 +182,11 @@ TRANSPORT_STATS = {f"cmdstat_{name}" for name in (*SCRIPT_CALLS, "multi", "exec"
 
 def aof_bytes_per_page(url: str, seconds: float = 3.0) -> float:
     """What the append-only file grows by per page, one client driving the
-    frontier for ``seconds`` with AOF switched on for the while (the replicas'
-    stream is the same commands)."""
+    frontier for ``seconds`` with AOF switched on for the while, then set back
+    (the replicas' stream is the same commands). It leases what ``measure`` queued:
+    call it after."""
     server = redis.Redis.from_url(url)
+    was = server.config_get("appendonly").get("appendonly", "no")
     try:
         server.config_set("appendonly", "yes")
         deadline = time.monotonic() + 60
@@ -200,7 +202,7 @@ def aof_bytes_per_page(url: str, seconds: float = 3.0) -> float:
         grown = int(server.info("persistence")["aof_current_size"]) - before
         return grown / pages if pages else 0.0
     finally:
-        server.config_set("appendonly", "no")
+        server.config_set("appendonly", was)  # as it was: a server kept in AOF stays so
         server.close()
 
 
