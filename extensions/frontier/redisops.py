@@ -27,12 +27,34 @@ INCLUDE = "--! include "
 
 @functools.cache  # read once a process: a status or health call registers scripts anew
 def load_script(name: str) -> str:
+    """The script ``name`` as Redis gets it: ``script_source`` without its
+    comments and indentation. Redis hashes the whole text of every EVAL (a
+    transaction's scripts go so: ``run_script``), and the comments were two
+    fifths of it; each line stays where it was, so Redis's errors name the
+    source's line numbers."""
+    return "\n".join(_code_of(line) for line in script_source(name).split("\n"))
+
+
+def script_source(name: str) -> str:
     """The script ``name`` with the shared pieces it uses, and theirs, before it
     (Lua scripts cannot import one another), each once, a piece before those
     that use it."""
     sources: dict[str, str] = {}
     _add_with_pieces(name, sources, ())
     return "".join(sources.values())
+
+
+def _code_of(line: str) -> str:
+    """A Lua line less its indentation and its comment (a ``--`` outside
+    quotes: the scripts use no long strings nor escaped quotes)."""
+    line = line.strip()
+    at = line.find("--")
+    while at >= 0:
+        before = line[:at]
+        if before.count("'") % 2 == 0 and before.count('"') % 2 == 0:
+            return before.rstrip()
+        at = line.find("--", at + 2)
+    return line
 
 
 def _add_with_pieces(name: str, sources: dict[str, str], using: tuple[str, ...]) -> None:

@@ -23,7 +23,7 @@ local function bucket_key(level_prefix, fp, level)
   local b1, b2, b3, b4 = string.byte(fp, 1, 4)
   local word = ((b1 * 256 + b2) * 256 + b3) * 256 + b4
   local bits = 12 + 2 * level
-  return level_prefix .. level .. ':' .. math.floor(word / 2 ^ (32 - bits))
+  return string.format('%s%d:%d', level_prefix, level, math.floor(word / 2 ^ (32 - bits)))
 end
 
 local function fingerprint_field(fp)

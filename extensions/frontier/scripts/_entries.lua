@@ -10,6 +10,17 @@ local function order_score(priority, seq)
   return -p * SEQ_SPAN + (seq % SEQ_SPAN)
 end
 
+-- An order as Redis is given it: an integral one (every order this code makes)
+-- in integer digits, which Lua writes several times faster than the float
+-- (%.17g) Redis would write a number in; any other as it is.
+local EXACT = 2 ^ 53
+local function order_arg(score)
+  if score == math.floor(score) and score > -EXACT and score < EXACT then
+    return string.format('%d', score)
+  end
+  return score
+end
+
 -- The order of a request read back from its JSON (a retry due, a lease handed
 -- back): its priority, ahead of the requests of that priority found since.
 local function priority_score(item)
@@ -44,7 +55,7 @@ local function new_ids(F, n)
   local last = redis.call('HINCRBY', F.frontier, 'seq', n)
   local ids = {}
   for i = 1, n do
-    ids[i] = string.format('%.0f', last - n + i)
+    ids[i] = string.format('%d', last - n + i)
   end
   return ids
 end

@@ -1,4 +1,4 @@
---! include _crawls _ranks
+--! include _entries _crawls _ranks
 -- Adding a request to its group's queue (push, settle) and sending it out of
 -- Redis when its queue is over its bound.
 
@@ -101,7 +101,7 @@ local function push(F, group, score, id, item)
     redis.call('HSET', F.data_prefix .. group, id, item)
   end
   local queue = F.queue_prefix .. group
-  if redis.call('ZADD', queue, score, member) == 1 then
+  if redis.call('ZADD', queue, order_arg(score), member) == 1 then
     local best = F.added[group]
     F.added[group] = (best and math.min(best, score)) or score
     if not F.refilling then count_queued(F, group, crawl) end

@@ -60,7 +60,7 @@ while i + stride - 1 <= #L do
       else
         seq_base = seq_base or redis.call('HINCRBY', K.frontier, 'seq', count) - count
         local id = seq_base + seq
-        push(F, group, order_score(tonumber(L[i + k + 2]), id), string.format('%.0f', id), item)
+        push(F, group, order_score(tonumber(L[i + k + 2]), id), string.format('%d', id), item)
       end
     end
   end
