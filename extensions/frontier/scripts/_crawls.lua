@@ -9,8 +9,16 @@
 -- with work ready -> how much they were given, by weight), NAME:crawl:ID (its
 -- counters and settings), NAME:crawl:ID:ready (its groups ready: the crawl with
 -- no id keeps NAME:ready) and NAME:crawl:ID:groups (every group it queued in).
+-- (crawl_of and lane_of remember their answers for the script's run: a flush
+-- names each group many times, and a pattern match costs more than a look-up)
+local crawl_of_group, lane_of_group = {}, {}
 local function crawl_of(group)
-  return string.match(group, '#(%w[%w_.-]*)$') or ''
+  local crawl = crawl_of_group[group]
+  if not crawl then
+    crawl = string.match(group, '#(%w[%w_.-]*)$') or ''
+    crawl_of_group[group] = crawl
+  end
+  return crawl
 end
 
 -- Render lane: a group HOST!render (HOST!render#CRAWL in a crawl) holds the
@@ -24,11 +32,16 @@ local function job_part(group)
 end
 
 local function lane_of(group)
-  local job = job_part(group)
-  if #job > #RENDER_MARK and string.sub(job, -#RENDER_MARK) == RENDER_MARK then
-    return 'render'
+  local lane = lane_of_group[group]
+  if not lane then
+    local job = job_part(group)
+    lane = ''
+    if #job > #RENDER_MARK and string.sub(job, -#RENDER_MARK) == RENDER_MARK then
+      lane = 'render'
+    end
+    lane_of_group[group] = lane
   end
-  return ''
+  return lane
 end
 
 local function host_part(group)

@@ -117,6 +117,7 @@ end
 -- The queued counts (render_queued: those in render groups), and each group
 -- that got work among its crawl's ready ones (unless politeness holds it back):
 -- once per script and group, not per request.
+local SETTLE_CHUNK = 1000  -- groups a command names at most (Lua's unpack is bounded)
 local function settle(F)
   if F.count then
     redis.call('HINCRBY', F.frontier, 'queued', F.count)
@@ -126,16 +127,52 @@ local function settle(F)
   for crawl, n in pairs(F.crawl_count or {}) do
     count_crawl(F, crawl, 'queued', n)
   end
+  -- a command per key, not per group: one ZMSCORE says which are waiting, one
+  -- ZADD a ready set takes the rest, one SADD a crawl's groups (a flush names
+  -- dozens of hosts; Redis's cost is mostly per command, not per member)
+  local groups, scores = {}, {}
   for group, score in pairs(F.added) do
-    local crawl = crawl_of(group)
-    if crawl ~= '' then
-      redis.call('SADD', crawl_key(F, crawl, 'groups'), group)
+    groups[#groups + 1] = group
+    scores[#scores + 1] = score
+  end
+  local readies, ready_members, crawl_groups = {}, {}, {}
+  for from = 1, #groups, SETTLE_CHUNK do
+    local last = math.min(from + SETTLE_CHUNK - 1, #groups)
+    local waiting = redis.call('ZMSCORE', F.waiting, unpack(groups, from, last))
+    for at = from, last do
+      local group = groups[at]
+      local crawl = crawl_of(group)
+      if crawl ~= '' then
+        crawl_groups[crawl] = crawl_groups[crawl] or {}
+        table.insert(crawl_groups[crawl], group)
+      end
+      if not waiting[at - from + 1] then
+        local lane = lane_of(group)
+        local ready = ready_of(F, crawl, lane)
+        local members = ready_members[ready]
+        if not members then
+          members = {}
+          ready_members[ready] = members
+          readies[#readies + 1] = {ready, crawl, lane}
+        end
+        members[#members + 1] = order_arg(ready_score(F, group, scores[at]))
+        members[#members + 1] = group
+      end
     end
-    if not redis.call('ZSCORE', F.waiting, group) then
-      local lane = lane_of(group)
-      redis.call('ZADD', ready_of(F, crawl, lane), 'LT', ready_score(F, group, score), group)
-      take_turn(F, crawl, lane)
+  end
+  for crawl, in_crawl in pairs(crawl_groups) do
+    for from = 1, #in_crawl, SETTLE_CHUNK do
+      redis.call('SADD', crawl_key(F, crawl, 'groups'),
+                 unpack(in_crawl, from, math.min(from + SETTLE_CHUNK - 1, #in_crawl)))
     end
+  end
+  for _, ready in ipairs(readies) do
+    local members = ready_members[ready[1]]
+    for from = 1, #members, 2 * SETTLE_CHUNK do
+      redis.call('ZADD', ready[1], 'LT',
+                 unpack(members, from, math.min(from + 2 * SETTLE_CHUNK - 1, #members)))
+    end
+    take_turn(F, ready[2], ready[3])
   end
   F.added, F.count, F.crawl_count, F.render_count, F.spilled = {}, nil, nil, nil, nil
 end
