@@ -86,6 +86,8 @@ class DistributedAddon:
         if not connection.set_by_project(settings, "DOWNLOADER"):
             settings.set("DOWNLOADER", GATED_DOWNLOADER, "addon")  # holds met at send time
         compat.warn_ignored(settings)
+        # Scrapy's 100 tasks a response cost more CPU than most pages (defaults.py)
+        settings.set("CONCURRENT_ITEMS", defaults.CONCURRENT_ITEMS, "addon")
         self._close_doors(settings)
         # Added into the component dicts so a project's own components stay on.
         if PIPELINE not in settings["ITEM_PIPELINES"]:

@@ -167,3 +167,14 @@ def test_a_component_built_without_the_add_on_says_so_in_one_line(path):
     component = load_object(path)
     with pytest.raises(ConfigError, match=rf"^{component.__name__} needs the add-on: add ADDONS"):
         component.from_crawler(get_crawler(settings_dict={"REDIS_URL": "redis://127.0.0.1:1"}))
+
+
+def test_a_node_processes_sixteen_outputs_of_a_response_at_once_unless_the_project_says():
+    # Scrapy starts CONCURRENT_ITEMS tasks for every response (100 by default)
+    settings = Settings()
+    DistributedAddon().update_settings(settings)
+    assert settings.getint("CONCURRENT_ITEMS") == defaults.CONCURRENT_ITEMS == 16
+    own = Settings()
+    own.set("CONCURRENT_ITEMS", 100, "project")
+    DistributedAddon().update_settings(own)
+    assert own.getint("CONCURRENT_ITEMS") == 100
