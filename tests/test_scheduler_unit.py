@@ -315,3 +315,18 @@ def test_after_a_silence_of_its_own_a_node_takes_no_leases_of_a_node_as_silent(
     node.duties.heartbeat()  # a beat later it is still silent: gone
     assert other.sizes().in_flight == 0 and other.sizes().queued == 3
     assert node.stats.get_value("frontier/reclaimed") == 3
+
+
+def test_requests_a_node_found_after_an_empty_lease_go_in_without_waiting_its_back_off(
+    scheduler,
+):
+    node = scheduler.node
+    node.polling.look_again_now()
+    assert scheduler.next_request() is None  # the frontier is empty: the node backs off
+    assert scheduler.next_request() is None  # (and does not ask Redis again meanwhile)
+    assert not node.polling.due(time.monotonic())
+    # a response that was still in flight yields a link: it is written and leased
+    # back at the next ask, not after the back-off (up to a second at the end of a crawl)
+    assert scheduler.enqueue_request(Request("http://found.test/1"))
+    request = scheduler.next_request()
+    assert request is not None and request.url == "http://found.test/1"

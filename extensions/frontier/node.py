@@ -304,7 +304,10 @@ class NodeFrontier:
 
     def _refill(self) -> None:
         now = time.monotonic()
-        if not self.polling.due(now):
+        # the back-off is for a frontier found empty: requests this node found
+        # since go in, and may be leased back, at once (the crawl's last pages
+        # came up to a second late, at the end of a doubling back-off)
+        if not self.polling.due(now) and not self.pending.enqueue:
             return
         items: list[Lease] = []
         next_due = None
