@@ -207,6 +207,15 @@ _SERVER_SIDE = ("READONLY", "OOM", "BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN
                 "EXECABORT", "CROSSSLOT")  # fmt: skip
 
 
+def mongo_error() -> type[Exception]:
+    """pymongo's base error, imported when an exception is being matched
+    (``except mongo_error():``), not when a module that may meet one is: a node
+    without MongoDB would pay pymongo's import at every start."""
+    from pymongo.errors import PyMongoError
+
+    return PyMongoError
+
+
 def mongo_client(uri: str, server_selection_timeout: float = 5.0) -> Any:
     """A pymongo client for every MongoDB part of the stack: named in the server's
     logs, and failing after ``server_selection_timeout`` seconds unless the URI

@@ -1,3 +1,7 @@
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import redis
 
@@ -77,3 +81,26 @@ def test_what_redis_refuses_is_the_entrys_fault_only_when_the_server_is_well(tmp
     finally:
         client.close()
         server.stop()
+
+
+def test_a_mongodb_error_is_matched_where_it_is_met():
+    from pymongo.errors import AutoReconnect
+
+    with pytest.raises(AutoReconnect):
+        try:
+            raise AutoReconnect("the server went away")
+        except connection.mongo_error():
+            raise
+        except Exception:  # what the test must not reach
+            pytest.fail("a pymongo error was not matched")
+
+
+@pytest.mark.spawns  # a fresh interpreter: this one has pymongo from other tests
+def test_a_node_that_stores_no_item_in_mongodb_starts_without_pymongo():
+    modules = ("extensions.addon", "extensions.warc.middleware", "extensions.warc.part",
+               "extensions.pipelines.itemstore", "extensions.frontier.scheduler")  # fmt: skip
+    code = f"import sys; import {', '.join(modules)}; print('pymongo' in sys.modules)"
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, check=True, timeout=60)  # fmt: skip
+    assert out.stdout.strip() == "False"

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import redis
-from pymongo.errors import PyMongoError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.http.request import NO_CALLBACK
@@ -190,7 +189,7 @@ class WarcMiddleware:
             self.stats.inc_value("warc/digest_errors")
             connection.health_for(self.crawler).failed(exc)
             return record
-        except PyMongoError as exc:
+        except connection.mongo_error() as exc:
             self.stats.inc_value("warc/digest_errors")
             logger.warning("the digest index in MongoDB did not answer: %s", exc)
             return record

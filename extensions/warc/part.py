@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import redis
-from pymongo.errors import PyMongoError
 from scrapy.exceptions import NotConfigured
 
 from extensions import connection
@@ -75,7 +74,7 @@ def publish_payloads(crawler: Any) -> None:
         crawler.stats.inc_value("warc/digest_errors")
         connection.health_for(crawler).failed(exc)
         return
-    except PyMongoError:
+    except connection.mongo_error():
         crawler.stats.inc_value("warc/digest_errors")
         return
     if entered:
