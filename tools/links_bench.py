@@ -113,7 +113,15 @@ class LinkPath(Section):
             plain_cpu = plain_cpu or cpu
             print(f"   {name:44s} {samples[0]['pages']:6d} {rate:8.0f} {cpu:12.2f} "
                   f"{cpu / plain_cpu:7.2f}x {1000 * cpu / links:8.1f}")  # fmt: skip
-        same = all(s["stored"] == self.samples[PLAIN][0]["stored"]
-                   for samples in self.samples.values() for s in samples)  # fmt: skip
+        first = self.samples[PLAIN][0]["stored"]
+        differing = [
+            f"{name} run {run + 1}: {len(first - s['stored'])} missing, "
+            f"{len(s['stored'] - first)} more (e.g. {sorted(first ^ s['stored'])[:2]})"
+            for name, samples in self.samples.items()
+            for run, s in enumerate(samples)
+            if s["stored"] != first
+        ]
         print(f"   {links:.0f} links a page (Scrapy's extractor); the same pages stored by "
-              f"each: {'yes' if same else 'NO'}")  # fmt: skip
+              f"each: {'NO' if differing else 'yes'}")  # fmt: skip
+        for line in differing:  # against plain Scrapy's first run
+            print(f"   {line}")
