@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -137,3 +138,26 @@ def test_leases_whose_answer_was_lost_go_back_at_the_nodes_next_beat(
     node.duties.heartbeat()  # nothing more to give back: the node holds them now
     assert node.stats.get_value("frontier/lost_leases_given_back") == 3
     assert redis_client.zcard("unit:leases:unit-node") == 4
+
+
+def long_back_off(node) -> None:
+    """The node's back-off at its longest (FRONTIER_IDLE_POLL_MAX, a second):
+    longer than the test takes to ask again, however loaded the machine."""
+    for _ in range(8):
+        node.polling.back_off(time.monotonic(), None)
+    assert not node.polling.due(time.monotonic())
+
+
+def test_while_redis_is_away_what_a_node_found_waits_for_its_back_off(scheduler):
+    node = scheduler.node
+    with redis_away(node):
+        owe_a_flush(node, "http://lost.test/1")
+        node.polling.look_again_now()
+        assert scheduler.next_request() is None  # the write fails: the node backs off
+        errors = node.stats.get_value("redis/errors")
+        assert errors and node.health.is_down
+        long_back_off(node)
+        owe_a_flush(node, "http://lost.test/2")
+        assert scheduler.next_request() is None
+        # no second call on the reactor before the back-off is over
+        assert node.stats.get_value("redis/errors") == errors

@@ -323,6 +323,8 @@ def test_requests_a_node_found_after_an_empty_lease_go_in_without_waiting_its_ba
     node = scheduler.node
     node.polling.look_again_now()
     assert scheduler.next_request() is None  # the frontier is empty: the node backs off
+    for _ in range(8):  # to its longest (a second), however loaded the machine
+        node.polling.back_off(time.monotonic(), None)
     assert scheduler.next_request() is None  # (and does not ask Redis again meanwhile)
     assert not node.polling.due(time.monotonic())
     # a response that was still in flight yields a link: it is written and leased

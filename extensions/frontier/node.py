@@ -306,8 +306,10 @@ class NodeFrontier:
         now = time.monotonic()
         # the back-off is for a frontier found empty: requests this node found
         # since go in, and may be leased back, at once (the crawl's last pages
-        # came up to a second late, at the end of a doubling back-off)
-        if not self.polling.due(now) and not self.pending.enqueue:
+        # came up to a second late, at the end of a doubling back-off); with
+        # Redis away it holds (a call on the reactor per response would not)
+        owed = bool(self.pending.enqueue) and not self.health.is_down
+        if not self.polling.due(now) and not owed:
             return
         items: list[Lease] = []
         next_due = None
