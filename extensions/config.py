@@ -323,13 +323,6 @@ def _relations(settings: BaseSettings) -> list[str]:
         problems.append("ITEM_STORE_MAX_PENDING must be at least ITEM_STORE_BATCH_SIZE")
     if value("DNS_CACHE_MAX_TTL") < value("DNS_CACHE_MIN_TTL"):
         problems.append("DNS_CACHE_MAX_TTL must be at least DNS_CACHE_MIN_TTL")
-    shards = str(settings.get("FRONTIER_SHARDS", defaults.FRONTIER_SHARDS)).strip()
-    levels = max(value("CLUSTER_DOMAIN_RATE"), value("CLUSTER_IP_RATE")) > 0
-    if levels and shards.isdigit() and int(shards) > 1:
-        problems.append(
-            "CLUSTER_DOMAIN_RATE and CLUSTER_IP_RATE need FRONTIER_SHARDS = 1: a lease runs "
-            "in one shard, and a domain's or an address's hosts are in many"
-        )
     resolver = resolver_problem(settings)
     return [*problems, resolver] if resolver else problems
 

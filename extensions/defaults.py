@@ -178,7 +178,7 @@ RETRY_AFTER_MAX = 300.0  # seconds: the longest Retry-After (on 429/503) that is
 CLUSTER_HOST_RATE = 0.0
 # requests per second per registered domain (its hosts together) and per server
 # address (IPv4 or IPv6; DNS_SHARED is then on unless set), for the whole cluster;
-# 0 = no limit. They need FRONTIER_SHARDS = 1 (extensions/frontier/hosts/levels.py)
+# 0 = no limit (extensions/frontier/hosts/levels.py; sharded: hosts/claims.py)
 CLUSTER_DOMAIN_RATE = 0.0
 CLUSTER_IP_RATE = 0.0
 CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay honoured

@@ -70,6 +70,7 @@ DUE = "%(name)s:due"
 DNS = "%(name)s:dns:%(host)s"
 DOMAIN = "%(name)s:domain:%(domain)s"
 ADDRESS = "%(name)s:ip:%(address)s"
+PACE = "%(name)s:pace:%(host)s"
 LINES = "%(name)s:lines"
 ROBOTS = "%(name)s:robots:%(netloc)s"
 DIGESTS = "%(name)s:digests:"  # + bucket (4 hex digits)
@@ -252,6 +253,9 @@ class SpiderKeys:
     def address(self, address: str) -> str:
         return ADDRESS % {"name": self.prefix, "address": address}
 
+    def pace(self, host: str) -> str:
+        return PACE % {"name": self.prefix, "host": host}
+
     def robots(self, netloc: str) -> str:
         return ROBOTS % {"name": self.prefix, "netloc": netloc}
 
@@ -338,9 +342,7 @@ class SpiderKeys:
     def shard(self, index: int) -> SpiderKeys:
         """The keys of frontier shard ``index``: these keys themselves when the
         frontier is whole; else every key under the hash tag ``{NAME:index}``, so
-        one shard's queues, leases, politeness state and dupefilter share a slot
-        (its start list, registry and the like are its own, and stay empty but
-        for its registry)."""
+        one shard's queues, leases, host state and dupefilter share a slot."""
         if self.shards == 1:
             return self
         if not 0 <= index < self.shards:
@@ -352,8 +354,7 @@ class SpiderKeys:
         return [self.shard(index) for index in range(self.shards)]
 
     def shard_of(self, group: str) -> int:
-        """The shard of a queue group: a stable hash of its host part, mod
-        FRONTIER_SHARDS (every crawl's queue of a host is where the host's state is)."""
+        """The shard of a queue group: a stable hash of its host part, mod FRONTIER_SHARDS."""
         if self.shards == 1:
             return 0
         return zlib.crc32(host_of(group).encode("utf-8", "surrogateescape")) % self.shards
@@ -383,9 +384,8 @@ AUTO_SHARDS_PER_PRIMARY = 32
 
 
 def auto_shards(server: Any, spider_keys: SpiderKeys) -> int:
-    """FRONTIER_SHARDS = "auto": the count the crawl recorded; else 1 for a
-    crawl begun unsharded or on a single Redis; else 32 per primary of the
-    Redis Cluster the node finds (so nodes that start together agree)."""
+    """FRONTIER_SHARDS = "auto": the count the crawl recorded; else 1 for a crawl
+    begun unsharded or on a single Redis; else 32 per primary of the cluster."""
     stored = server.get(spider_keys.shards_key)
     if stored is not None:
         try:

@@ -149,6 +149,10 @@ key                            type    holds
                                        its hosts were held lately (its zset ``:refused``,
                                        host -> when), cut (ms) and why: it is held and
                                        its rate halved, back over a minute
+``NAME:pace:HOST``             hash    with FRONTIER_SHARDS > 1 and a level rate: HOST's
+                                       next send slot (next, ms) and the one reserved for
+                                       it (res, ms), kept with its levels' next slots
+                                       (claim_levels.lua); expires a minute after them
 ``NAME:lines``                 zset    domains and addresses with a line -> when its next
                                        group is woken (ms): the level's key
 ``NAME:robots:NETLOC``         string  ROBOTSTXT_SHARED: the host's robots.txt for every node:
@@ -248,8 +252,10 @@ WRITTEN_BY = {
     "refill": "lease.lua, spill_done.lua, crawl_drain.lua, overflow_take.lua (claims), refill.lua",
     "refilled": "refill.lua; spilling.py (once the documents are marked taken)",
     "dns": "dns/resolver.py (the first node to resolve a host)",
-    "domain": "lease.lua, send_slot.lua",
-    "address": "lease.lua, send_slot.lua, host_feedback.lua (a server that refuses)",
+    "domain": "lease.lua, send_slot.lua; claim_levels.lua (sharded)",
+    "address": "lease.lua, send_slot.lua, host_feedback.lua (a server that refuses); "
+    "claim_levels.lua (sharded)",
+    "pace": "claim_levels.lua (a sharded frontier's hosts with levels)",
     "lines": "lease.lua",
     "robots": "robotscache.py (the node that fetched it)",
     "digests": "spidermiddlewares/duplicates.py (each node, a page at a time)",

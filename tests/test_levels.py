@@ -161,3 +161,59 @@ def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
         shared.stop()
         for site in own:
             site.stop()
+
+
+@pytest.mark.paced  # requests per second, measured at the servers
+def test_a_sharded_frontier_holds_the_address_and_the_domain_for_the_cluster(
+    redis_cluster, cluster_client, nodes, dns_zone
+):
+    """FRONTIER_SHARDS = 4 on a Redis Cluster of three primaries: a domain's and an
+    address's hosts are in every shard, and their slots are claimed where the
+    levels are, the crawl's own hash slot (hosts/claims.py)."""
+    dns, names, _log = dns_zone
+    shared = services.start_demo_site(host=SHARED)
+    own = [services.start_demo_site(host=address) for address in OWN[:3]]
+    chosen = [f"blog{n}.one.test" for n in range(10)] + [f"site{n}.test" for n in range(10)]
+    chosen += [f"own{n}.test" for n in range(3)]
+    try:
+        port_of = {SHARED: shared.url.rsplit(":", 1)[1]}
+        port_of.update({a: site.url.rsplit(":", 1)[1] for a, site in zip(OWN, own, strict=False)})
+        starts = [f"http://{name}:{port_of[names[name]['a'][0]]}{BOOKS}" for name in chosen]
+        cluster_client.lpush("{site}:start_urls", *starts)
+        for _ in range(3):
+            nodes.start("site", redis_cluster.url, spider_args={"allow": BOOKS}, REDIS_CLUSTER=True,
+                        MAX_IDLE_TIME_BEFORE_CLOSE=3, DNS_SERVERS=dns.url, FRONTIER_SHARDS=4,
+                        CLUSTER_DOMAIN_RATE=DOMAIN_RATE, CLUSTER_IP_RATE=IP_RATE)  # fmt: skip
+        wait_for(lambda: sum(map(len, host_times(shared).values())) >= 50, 120, "progress")
+        nodes.procs[2].send_signal(signal.SIGKILL)
+        assert nodes.wait(240) == [0, 0, -signal.SIGKILL], nodes.tail()
+
+        paths: dict[str, list[str]] = defaultdict(list)
+        times: dict[str, list[float]] = defaultdict(list)
+        for host, seen in host_times(shared).items():
+            paths[host.rsplit(":", 1)[0]] += [path for _, path in seen]
+            times[host.rsplit(":", 1)[0]] += [t for t, _ in seen]
+        # no host starved, robots.txt once a host for the cluster, nothing lost
+        assert sorted(paths) == sorted(chosen[:20])
+        assert all(len(set(p)) == 9 and p.count("/robots.txt") == 1 for p in paths.values())
+        everything = [t for seen in times.values() for t in seen]
+        one_test = [t for name, seen in times.items() if name.endswith(".one.test") for t in seen]
+        assert within_limit(everything, IP_RATE), busiest(everything)
+        assert within_limit(one_test, DOMAIN_RATE), busiest(one_test)
+        assert rate_of(everything) >= 0.6 * IP_RATE, rate_of(everything)
+        for n, site in enumerate(own):
+            seen = [t for found in host_times(site).values() for t, _ in found]
+            assert len(seen) == 9 and within_limit(seen, DOMAIN_RATE), n
+        # the hosts' descriptions are in their shards; the levels in the crawl's keys
+        assert cluster_client.get("{site}:shards") == b"4"
+        cluster = ["-s", f"REDIS_URL={redis_cluster.url}", "-s", "REDIS_CLUSTER=True"]
+        ips = scrapy("status", "site", "--ips", "--json", "--limit", "0", *cluster).stdout
+        by_address = {row["address"]: row for row in json.loads(ips)["addresses"]}
+        assert by_address[SHARED]["hosts"] == 20 and by_address[SHARED]["limit"] == IP_RATE
+        assert nodes.total("levels/claimed") >= 100 and nodes.total("levels/refused") > 0
+        logs = "".join(nodes.log(i) for i in range(2))
+        assert "Traceback" not in logs
+    finally:
+        shared.stop()
+        for site in own:
+            site.stop()

@@ -89,7 +89,9 @@ class ClusterPolitenessMiddleware:
         # (a sharded frontier's leases read their own shard's copy; one
         # transaction per copy, as the copies live in different hash slots)
         pipe = self.server.pipeline(transaction=self.keys.shards == 1)
-        for keys in self.keys.all_shards():
+        # (and the crawl's own, where a sharded frontier's levels are claimed)
+        copies = self.keys.all_shards() + ([self.keys] if self.keys.shards > 1 else [])
+        for keys in copies:
             pipe.delete(keys.rates)
             pipe.hset(keys.rates, mapping=rates)  # type: ignore[arg-type]
         try:

@@ -32,6 +32,7 @@ from extensions.frontier.results import (
     Lease,
     Reclaimed,
     counts_of,
+    leases_of,
 )
 from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
@@ -214,6 +215,7 @@ class Frontier(RevisitOps, Upkeep):
                  "burst_seconds": RATE_BURST_SECONDS, "data_prefix": keys.data(""),
                  "tolerance": self.send_tolerance, "lead": LEASE_LEAD_MS,
                  "domain_prefix": keys.domain(""), "ip_prefix": keys.address(""),
+                 "levels_apart": int(self.keys.shards > 1),
                  "render_count": render if wanted == count
                  else math.ceil(render * wanted / max(count, 1))},
                 pipe,
@@ -257,26 +259,9 @@ class Frontier(RevisitOps, Upkeep):
         outcome = []
         for shard, result in zip(self._asked, results, strict=True):
             named = fields(result)
-            members, data, slots = named["leases"], named["data"], named["slots"]
-            next_due, watched, bad = named["next_due"], named["watched"], named["bad"]
-            self.bad_host_fields += int(bad)
-            unresolvable = self.host_notes.read(named)
-            watched_groups = set(watched)
-            for member, item, paced in zip(members, data, slots, strict=True):
-                slot, _, window = paced.partition(b":")
-                group = member.partition(b"\n")[0]
-                if group in unresolvable:
-                    self.host_notes.unresolvable.append((member, item, unresolvable[group]))
-                    continue
-                leased.append(
-                    Lease(
-                        member,
-                        item,
-                        int(slot) / 1000,
-                        int(window or 0) / 1000,
-                        group in watched_groups,
-                    )
-                )
+            members, next_due = named["leases"], named["next_due"]
+            self.bad_host_fields += int(named["bad"])
+            leased.extend(leases_of(named, self.host_notes))
             outcome.append((shard, len(members), bool(next_due)))
             if next_due:
                 due.append(float(next_due) / 1000)

@@ -65,6 +65,12 @@ class Polling:
         self.wake_in(delay)
         self._delay = min(self._delay * 2, self.poll_max)
 
+    def look_again_in(self, delay: float) -> None:
+        """Something is due in ``delay`` seconds (a slot reserved): look then,
+        whatever the back-off says."""
+        self._next = min(self._next, time.monotonic() + delay)
+        self.wake_in(delay)
+
     def wake_in(self, delay: float) -> None:
         if self._wake_call is not None and self._wake_call.active():
             if self._wake_call.getTime() > reactor.seconds() + delay:

@@ -114,7 +114,7 @@ def requests_of(
     Redis can write a queue entry)."""
     requests: list[tuple[Request, bytes]] = []
     unreadable: list[Unreadable] = []
-    for member, data, slot, window, watched in leases:
+    for member, data, slot, window, watched, _claim in leases:
         try:
             if not data:  # an id in a queue with no JSON stored for it
                 raise SerializationError(f"no request stored for queue entry {member!r:.200}")

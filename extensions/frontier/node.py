@@ -314,6 +314,7 @@ class NodeFrontier:
         items: list[Lease] = []
         next_due = None
         outcome = None
+        refused_all = False
         if self.unconfirmed() >= self.backlog.limit:
             self._collect_finished()  # near the bound: what finished since the last flush
         room = min(self.config.fetch_batch, self.backlog.room(self.unconfirmed()))
@@ -331,6 +332,11 @@ class NodeFrontier:
             if outcome is not None:
                 items, next_due = outcome
                 self.health.ok()
+                given = len(items)
+                items = self.parts.admit_leases(items, asked)
+                # every lease given back (a level's turn is later): the next
+                # lease, at once, finds when the first turn comes
+                refused_all = given > 0 and not items
         if outcome is None:  # it may have run, its answer lost: see lostleases.py
             self.lost_leases.lease_failed(asked)
         if outcome is not None:
@@ -347,7 +353,7 @@ class NodeFrontier:
         if items:
             self.stats.inc_value("frontier/leased", len(items))
             self.polling.work_found()
-        elif outcome is not None and not self.frontier.looked_everywhere:
+        elif outcome is not None and (refused_all or not self.frontier.looked_everywhere):
             self.polling.look_again_now()  # the next shards may have work
         else:
             self.polling.back_off(now, next_due)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from extensions.frontier.frontier import Frontier
     from extensions.frontier.node import NodeFrontier
-    from extensions.frontier.results import FrontierSizes
+    from extensions.frontier.results import FrontierSizes, Lease
     from extensions.keys import SpiderKeys
 
 logger = logging.getLogger(__name__)
@@ -108,6 +108,11 @@ class FrontierPart:
     def leased(self) -> None:
         """A lease came back (what it said of hosts: ``frontier.host_notes``)."""
 
+    def admit_leases(self, leases: list[Lease], asked_ms: int) -> list[Lease]:
+        """The leases the node sends, of those a lease call begun at ``asked_ms``
+        gave it: a part may change their send slots, or give some back."""
+        return leases
+
     def took(self, request: Request) -> None:
         """The engine took a leased request from the buffer."""
 
@@ -177,6 +182,11 @@ class Parts:
         for method in self._by_hook["lease_room"]:
             room = method(room)
         return room
+
+    def admit_leases(self, leases: list[Lease], asked_ms: int) -> list[Lease]:
+        for method in self._by_hook["admit_leases"]:
+            leases = method(leases, asked_ms)
+        return leases
 
     def render_room(self) -> int:
         return sum(method() for method in self._by_hook["render_room"])

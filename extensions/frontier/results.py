@@ -24,6 +24,9 @@ class Lease(NamedTuple):
     slot: float = 0.0
     window: float = 0.0
     watched: bool = False
+    #: a sharded frontier's levels (lease.lua levels_apart): 'DOMAIN ADDRESS
+    #: HOST_INTERVAL_MS', for the node to claim their slots; b"" for none
+    claim: bytes = b""
 
 
 #: hosts waiting to be described at most (the leases ask again for the rest)
@@ -46,6 +49,27 @@ class HostNotes:
         self.undescribed.update(connection.text(host) for host in named["describe"][:room])
         pairs = named["unresolvable"]
         return {pairs[i]: connection.text(pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)}
+
+
+def leases_of(named: dict[str, Any], notes: HostNotes) -> list[Lease]:
+    """The leases of one lease call's result (by name), less those of hosts with
+    no address (into ``notes``, to be dead-lettered)."""
+    unresolvable = notes.read(named)
+    watched = set(named["watched"])
+    claims = named["levels"]
+    leased = []
+    for member, item, paced, claim in zip(
+        named["leases"], named["data"], named["slots"], claims, strict=True
+    ):
+        slot, _, window = paced.partition(b":")
+        group = member.partition(b"\n")[0]
+        if group in unresolvable:
+            notes.unresolvable.append((member, item, unresolvable[group]))
+            continue
+        leased.append(
+            Lease(member, item, int(slot) / 1000, int(window or 0) / 1000, group in watched, claim)
+        )
+    return leased
 
 
 @dataclass(frozen=True)

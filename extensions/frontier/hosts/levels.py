@@ -35,11 +35,14 @@ from twisted.python.failure import Failure
 from extensions import connection
 from extensions.crawlid import crawl_fields, split_group
 from extensions.frontier.domains import registered_domain
+from extensions.frontier.frontier import LEASE_LEAD_MS
+from extensions.frontier.hosts.claims import LevelClaims
 from extensions.frontier.part import FrontierPart
 from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.results import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +78,13 @@ class HostLevels(FrontierPart):
         self._resolving: set[str] = set()
         # host -> failed lookups in a row, for the hold's length
         self._failures: OrderedDict[str, int] = OrderedDict()
+        # a sharded frontier's levels are claimed apart from the lease (claims.py)
+        self.claims = (
+            LevelClaims(self.server, self.keys, node.node_id, node.frontier.send_tolerance,
+                        LEASE_LEAD_MS, self.stats)
+            if self.keys.shards > 1
+            else None
+        )  # fmt: skip
 
     @classmethod
     def from_node(cls, node: NodeFrontier) -> HostLevels:
@@ -83,12 +93,6 @@ class HostLevels(FrontierPart):
         ip_rate = settings.getfloat("CLUSTER_IP_RATE")
         if domain_rate <= 0 and ip_rate <= 0:
             raise NotConfigured
-        if node.keys.shards > 1:
-            raise ValueError(
-                "CLUSTER_DOMAIN_RATE and CLUSTER_IP_RATE need an unsharded frontier "
-                f"(FRONTIER_SHARDS = 1; this crawl has {node.keys.shards}): a lease runs in one "
-                "shard, and a domain's or an address's hosts are in many"
-            )
         logger.info(
             "politeness above the host, cluster-wide: %s",
             ", ".join(
@@ -98,6 +102,17 @@ class HostLevels(FrontierPart):
             ),
         )
         return cls(node, domain_rate, ip_rate)
+
+    def admit_leases(self, leases: list[Lease], asked_ms: int) -> list[Lease]:
+        if self.claims is None:
+            return leases
+        admitted, lost = self.claims.claim_leases(leases)
+        if lost:  # their call failed after it may have run: given back at a heartbeat
+            self.node.lost_leases.lease_failed(asked_ms)
+        if self.claims.next_retry is not None:
+            # a slot reserved is lost unless its host is leased in time for it
+            self.node.polling.look_again_in(max(self.claims.next_retry - time.time(), 0.0))
+        return admitted
 
     def leased(self) -> None:
         notes = self.frontier.host_notes
@@ -188,7 +203,8 @@ class HostLevels(FrontierPart):
     def _write(self, described: dict[str, dict[str, Any]]) -> None:
         pipe = self.server.pipeline(transaction=False)
         for host, fields in described.items():
-            pipe.hset(self.keys.host(host), mapping=fields)  # type: ignore[arg-type]
+            keys = self.keys.shard(self.keys.shard_of(host))
+            pipe.hset(keys.host(host), mapping=fields)  # type: ignore[arg-type]
         try:
             pipe.execute()
         except redis.RedisError as exc:

@@ -47,7 +47,9 @@ from typing import TYPE_CHECKING, Any
 
 from extensions import connection, defaults
 from extensions.frontier.frontier import LEASE_LEAD_MS
+from extensions.frontier.hosts.claims import LevelClaims
 from extensions.frontier.redisops import execute, fields, load_script, run_named
+from extensions.keys import host_of
 
 if TYPE_CHECKING:
     import redis
@@ -126,6 +128,12 @@ class HostStates:
         self.backoff = backoff or Backoff()
         self._feedback = server.register_script(load_script("host_feedback"))
         self._send_slot = server.register_script(load_script("send_slot"))
+        # a sharded frontier's levels are claimed apart (claims.py)
+        self.claims = (
+            LevelClaims(server, keys, "", self.backoff.tolerance, LEASE_LEAD_MS)
+            if keys.shards > 1
+            else None
+        )
         self._random = random.Random()
         #: malformed host fields the scripts ignored since the last look
         self.bad_fields = 0
@@ -191,8 +199,22 @@ class HostStates:
             {"group": group, "now": int(time.time() * 1000), "slot": int(slot * 1000),
              "window": int(window * 1000), "host_prefix": keys.host(""),
              "delay_max": b.crawl_delay_max, "tolerance": b.tolerance, "lead": LEASE_LEAD_MS,
-             "domain_prefix": keys.domain(""), "ip_prefix": keys.address("")},
+             "domain_prefix": keys.domain(""), "ip_prefix": keys.address(""),
+             "levels_apart": int(self.claims is not None)},
         ))  # fmt: skip
         self.bad_fields += int(answer["bad"])
-        at, _, new_window = connection.text(answer["at"]).partition(":")
-        return connection.text(answer["verdict"]), int(at) / 1000, int(new_window or 0) / 1000
+        at_text, _, window_text = connection.text(answer["at"]).partition(":")
+        verdict, at, window = (
+            connection.text(answer["verdict"]),
+            int(at_text) / 1000,
+            int(window_text or 0) / 1000,
+        )
+        if self.claims is None or not answer.get("claim") or verdict not in ("send", "wait"):
+            return verdict, at, window
+        # the host's slot taken: its levels' too (a sharded frontier's)
+        [(claimed_at, claimed_window)] = self.claims.claim([(host_of(group), answer["claim"], at)])
+        if claimed_window is None:
+            return "later", claimed_at, 0.0
+        if claimed_at <= time.time():
+            return "send", time.time(), 0.0
+        return "wait", claimed_at, claimed_window

@@ -135,6 +135,16 @@ local function malformed(P, value, pattern, longest)
   return true
 end
 
+-- A level for host_levels: its pacing; with P.apart (a sharded frontier,
+-- whose levels are in another slot: claim_levels.lua), its pace from its rate
+-- alone and its name (what = 'dom' or 'ip'), its key never read.
+local function level_of(P, key, rate, now, what, name)
+  if not P.apart then return pacing_level(P, key, rate, now) end
+  local spacing, window = spacing_of(P, 1000 / rate)
+  return {key = key, interval = 1000 / rate, spacing = spacing, window = window, next = 0,
+          what = what, name = name}
+end
+
 local function host_levels(P, host, now)
   local levels = {}
   if P.domain_rate <= 0 and P.ip_rate <= 0 then return levels end
@@ -142,7 +152,7 @@ local function host_levels(P, host, now)
   if P.domain_rate > 0 then
     if not f[1] or f[1] == '' then return nil, 'describe' end
     if malformed(P, f[1], '^[^%s%c]+$', 253) then return nil, 'describe' end
-    levels[#levels + 1] = pacing_level(P, P.domain_prefix .. f[1], P.domain_rate, now)
+    levels[#levels + 1] = level_of(P, P.domain_prefix .. f[1], P.domain_rate, now, 'dom', f[1])
   end
   if P.ip_rate > 0 then
     local expires = number_field(P, f[3])
@@ -151,7 +161,7 @@ local function host_levels(P, host, now)
     if f[2] == '?' and expires > now then return nil, 'hold', expires end
     if expires <= now then return nil, 'describe' end
     if f[2] == '-' then return levels, 'unresolvable', string.sub(f[4] or 'no address', 1, 200) end
-    levels[#levels + 1] = pacing_level(P, P.ip_prefix .. f[2], P.ip_rate, now)
+    levels[#levels + 1] = level_of(P, P.ip_prefix .. f[2], P.ip_rate, now, 'ip', f[2])
   end
   return levels
 end

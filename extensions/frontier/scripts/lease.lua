@@ -38,6 +38,9 @@
 --   domain_prefix, ip_prefix: the key prefixes of the registered domains' and
 --                the addresses' pacing (CLUSTER_DOMAIN_RATE, CLUSTER_IP_RATE:
 --                NAME:rates '*domain' and '*ip'; _pacing.lua host_levels)
+--   levels_apart '1' for a sharded frontier: the levels are in another slot, so
+--                a host goes at its levels' pace, their slots claimed by the
+--                node (claim_levels.lua); no line here
 -- Returns, by name: leases (GROUP\nID, rate-limited groups first), data (their
 -- JSON in the same order, '' for a missing one), next_due (the time, ms, the
 -- next waiting group or delayed retry is due, or false: an idle node sleeps
@@ -48,7 +51,8 @@
 -- a level rate needs to know more of: their registered domain and address, which
 -- the node writes into their host hash; they wait DESCRIBE_WAIT_MS meanwhile),
 -- unresolvable (group, why, ...: groups leased whose host has no address, for
--- the node to dead-letter, not fetch)
+-- the node to dead-letter, not fetch), levels (with levels_apart: each lease's
+-- 'DOMAIN ADDRESS HOST_INTERVAL_MS' for claim_levels.lua, '' for none)
 local K, A = named_input()
 local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready, waiting = K.waiting,
            frontier = K.frontier, added = {}}
@@ -63,6 +67,7 @@ local P = {rates = K.rates, crawl_delay = K.crawl_delay, host_prefix = A.host_pr
            delay_max = tonumber(A.delay_max), tolerance = tonumber(A.tolerance), lead = lead, bad = 0}
 P.default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
 P.domain_prefix, P.ip_prefix = A.domain_prefix, A.ip_prefix
+P.apart = A.levels_apart == '1'
 read_level_rates(P, K.rates)
 local describe, described = {}, {}
 local unresolvable = {}  -- group, why, ...: hosts with no address (their leases are dead-lettered)
@@ -111,6 +116,8 @@ local leased, leased_data = {}, {}
 local taken = 0
 -- rate-limited groups' requests: returned first, so they are sent first
 local paced, paced_data, paced_at = {}, {}, {}
+-- levels apart: each lease's 'DOMAIN ADDRESS HOST_INTERVAL' for the claim
+local leased_claims, paced_claims = {}, {}
 local watched = {}
 
 -- Lease up to want requests from the groups in ready (one crawl's); how many.
@@ -125,6 +132,7 @@ local function lease_groups(ready, want_total)
       local queue = F.queue_prefix .. group
       local host = host_part(group)
       local interval, spacing, window, is_watched, hold, next_slot = host_pacing(P, host, now)
+      local host_interval = interval
       local items = {}
       local levels, in_line, dead_reason
       if redis.call('ZSCORE', ready, group) then
@@ -154,7 +162,7 @@ local function lease_groups(ready, want_total)
             end
             wait_until = math.max(wait_until, now + DESCRIBE_WAIT_MS)
           end
-        elseif wait_until == 0 then
+        elseif wait_until == 0 and not P.apart then
           in_line = line_up(P, W, levels, group, ready)
         end
         if levels then
@@ -202,6 +210,12 @@ local function lease_groups(ready, want_total)
           slot = math.max(soonest, next_slot or 0)
         end
         local stored = redis.call('HMGET', F.data_prefix .. group, unpack(items))
+        local claim = ''
+        if P.apart and levels and #levels > 0 then
+          local names = {dom = '', ip = ''}
+          for _, L in ipairs(levels) do names[L.what] = L.name end
+          claim = string.format('%s %s %.0f', names.dom, names.ip, host_interval)
+        end
         local scored = {}
         for i, item in ipairs(items) do
           local member = group .. '\n' .. item
@@ -212,10 +226,12 @@ local function lease_groups(ready, want_total)
             paced[#paced + 1] = member
             paced_data[#paced_data + 1] = data
             paced_at[#paced_at + 1] = string.format('%.0f:%.0f', slot, window)
+            paced_claims[#paced_claims + 1] = claim
             slot = slot + spacing
           else
             leased[#leased + 1] = member
             leased_data[#leased_data + 1] = data
+            leased_claims[#leased_claims + 1] = claim
           end
         end
         redis.call('ZADD', K.leases, unpack(scored))  -- at most A.count requests
@@ -223,7 +239,7 @@ local function lease_groups(ready, want_total)
         if interval > 0 then
           local next_time = math.ceil(slot)
           redis.call('HSET', counters, 'next', next_time)
-          for _, L in ipairs(levels) do
+          for _, L in ipairs(P.apart and {} or levels) do
             L.next = slot - spacing + L.spacing  -- the last slot given, then its own spacing
             save_level(L, now)
             if L.turn == group then redis.call('HDEL', L.key, 'turn') end
@@ -309,6 +325,7 @@ for i, member in ipairs(leased) do
   paced[#paced + 1] = member
   paced_data[#paced_data + 1] = leased_data[i]
   paced_at[#paced_at + 1] = '0'
+  paced_claims[#paced_claims + 1] = leased_claims[i]
 end
 leased, leased_data = paced, paced_data
 if taken > 0 then
@@ -336,12 +353,15 @@ if #leased == 0 then
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
-            'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable}
+            'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
+            'levels', paced_claims}
   end
   local next_due = tostring(math.min(unpack(next_times)))
   return {'leases', leased, 'data', leased_data, 'next_due', next_due, 'slots', paced_at,
-          'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable}
+          'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
+            'levels', paced_claims}
 end
 redis.call('ZADD', K.nodes, now, A.node)
 return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
-        'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable}
+        'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
+            'levels', paced_claims}

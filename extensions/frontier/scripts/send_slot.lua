@@ -17,8 +17,9 @@
 -- slot, at = 'SLOT:WINDOW' (ms), at most WINDOW later: the slot is taken |
 -- 'later': the next free slot is further than a lease's lead: ask again at at
 -- (ms), nothing taken | 'hold': the group is held (backing off) until at
--- (ms)), and bad (how many
--- malformed host fields were ignored)
+-- (ms)), bad (how many malformed host fields were ignored) and claim (with
+-- levels_apart, a sharded frontier's: what the node claims at the levels,
+-- claim_levels.lua, for a 'send' or 'wait'; '' none)
 local K, A = named_input()
 local group, now, slot = A.group, tonumber(A.now), tonumber(A.slot)
 local window = tonumber(A.window)
@@ -27,23 +28,33 @@ local P = {rates = K.rates, crawl_delay = K.crawl_delay, host_prefix = A.host_pr
            lead = tonumber(A.lead), bad = 0}
 P.default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
 P.domain_prefix, P.ip_prefix = A.domain_prefix, A.ip_prefix
+P.apart = A.levels_apart == '1'
 read_level_rates(P, K.rates)
 local key = P.host_prefix .. group
 local hold = number_field(P, redis.call('HGET', key, 'hold')) or 0
 if hold > now then
-  return {'verdict', 'hold', 'at', string.format('%.0f', hold), 'bad', P.bad}
+  return {'verdict', 'hold', 'at', string.format('%.0f', hold), 'bad', P.bad, 'claim', ''}
 end
 local interval, spacing, slot_window = host_pacing(P, group, now)
+local host_interval = interval
 -- (a host not described yet, or whose lookup failed, keeps its own pace here:
 -- its lease waits for that, and this request was leased before)
 local levels = host_levels(P, group, now) or {}
+-- levels apart (a sharded frontier): the node claims the slot at the levels
+-- (claim_levels.lua), with this: 'DOMAIN ADDRESS HOST_INTERVAL_MS'
+local claim = ''
+if P.apart and #levels > 0 then
+  local names = {dom = '', ip = ''}
+  for _, L in ipairs(levels) do names[L.what] = L.name end
+  claim = string.format('%s %s %.0f', names.dom, names.ip, host_interval)
+end
 for _, L in ipairs(levels) do
   if interval <= 0 then slot_window = L.window else slot_window = math.min(slot_window, L.window) end
   interval = math.max(interval, L.interval)
   spacing = math.max(spacing, L.spacing)
 end
 if interval <= 0 or (slot > 0 and now >= slot and now <= slot + window) then
-  return {'verdict', 'send', 'at', string.format('%.0f', now), 'bad', P.bad}
+  return {'verdict', 'send', 'at', string.format('%.0f', now), 'bad', P.bad, 'claim', claim}
 end
 local next_slot = number_field(P, redis.call('HGET', key, 'next')) or 0
 -- the send goes now when no slot after this request's was handed out, at the
@@ -60,14 +71,15 @@ if at - now > P.lead then
   -- a slot taken this far ahead is lost when its node wakes late for it (a
   -- busy node does), and every late one would queue behind it: the request
   -- asks again when the free slot is as near as a lease would take it
-  return {'verdict', 'later', 'at', string.format('%.0f', at - P.lead), 'bad', P.bad}
+  return {'verdict', 'later', 'at', string.format('%.0f', at - P.lead), 'bad', P.bad, 'claim', ''}
 end
 redis.call('HSET', key, 'next', string.format('%.0f', at + spacing))
-for _, L in ipairs(levels) do
+for _, L in ipairs(P.apart and {} or levels) do
   L.next = at + L.spacing
   save_level(L, now)
 end
 if free then
-  return {'verdict', 'send', 'at', string.format('%.0f', now), 'bad', P.bad}
+  return {'verdict', 'send', 'at', string.format('%.0f', now), 'bad', P.bad, 'claim', claim}
 end
-return {'verdict', 'wait', 'at', string.format('%.0f:%.0f', at, slot_window), 'bad', P.bad}
+return {'verdict', 'wait', 'at', string.format('%.0f:%.0f', at, slot_window), 'bad', P.bad,
+        'claim', claim}

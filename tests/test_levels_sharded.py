@@ -1,0 +1,254 @@
+"""The levels above hosts on a sharded frontier (FRONTIER_SHARDS > 1), against a
+real Redis: the lease names each request's domain and address, the node claims
+their slots where all levels are (claim_levels.lua), one host of a busy address
+at a time, the others given back with the next slots reserved, in turn. Time is
+moved by hand (every slot and wait moved nearer), never waited for."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from extensions.frontier.frontier import LEASE_LEAD_MS, Frontier, now_ms
+from extensions.frontier.hosts.claims import LevelClaims, group_host
+from extensions.frontier.hosts.state import HostStates
+from extensions.keys import SpiderKeys
+from tests.test_frontier import entry
+
+FAR = 3_600_000
+ADDRESS = "10.0.0.9"
+SHARDS = 4
+
+
+@pytest.fixture
+def keys():
+    return SpiderKeys.for_spider("t", shards=SHARDS)
+
+
+def hosts_in_every_shard(keys, count: int) -> list[str]:
+    """``count`` host names, in as many different shards as there are."""
+    hosts, shards = [], set()
+    for n in range(1000):
+        host = f"h{n}.test"
+        if keys.shard_of(host) not in shards or len(shards) == SHARDS:
+            shards.add(keys.shard_of(host))
+            hosts.append(host)
+        if len(hosts) == count:
+            return hosts
+    raise AssertionError("not enough hosts")
+
+
+def set_rates(redis_client, keys, **rates) -> None:
+    """As politeness.py publishes them: in every shard and in the crawl's own keys."""
+    for scope in [*keys.all_shards(), keys]:
+        redis_client.hset(scope.rates, mapping={"*": 0, **rates})
+
+
+def describe(redis_client, keys, host: str, address: str, domain: str | None = None) -> None:
+    shard = keys.shard(keys.shard_of(host))
+    redis_client.hset(shard.host(host), mapping={
+        "dom": domain or host, "ip": address, "ipx": now_ms() + FAR})  # fmt: skip
+
+
+def wake(redis_client, keys) -> None:
+    """As if every wait handed out had passed (the levels' slots are not touched)."""
+    for shard in keys.all_shards():
+        for member in redis_client.zrange(shard.waiting, 0, -1):
+            redis_client.zadd(shard.waiting, {member: now_ms() - 1})
+        for host_key in redis_client.scan_iter(match=shard.host("*")):
+            redis_client.hset(host_key, "next", now_ms() - 1)
+
+
+def reservations(redis_client, keys) -> dict[str, int]:
+    return {
+        key.decode().rsplit(":", 1)[1]: int(redis_client.hget(key, "res"))
+        for key in redis_client.scan_iter(match=keys.pace("*"))
+        if redis_client.hget(key, "res") is not None
+    }
+
+
+def to_the_first_reservation(redis_client, keys) -> None:
+    """As if time had come to the first slot reserved: every slot given, every
+    reservation and every wait that much nearer."""
+    shift = min(reservations(redis_client, keys).values()) - now_ms()
+    for key in redis_client.scan_iter(match=keys.pace("*")):
+        for field in ("next", "res"):
+            if redis_client.hget(key, field) is not None:
+                redis_client.hincrby(key, field, -shift)
+    for key in [*redis_client.scan_iter(match=keys.address("*")),
+                *redis_client.scan_iter(match=keys.domain("*"))]:  # fmt: skip
+        if key.endswith(b":booked"):  # a level's slots taken ahead
+            booked = redis_client.zrange(key, 0, -1, withscores=True)
+            redis_client.delete(key)
+            if booked:
+                redis_client.zadd(key, {str(int(at - shift)): at - shift for _, at in booked})
+        else:
+            redis_client.hincrby(key, "next", -shift)
+    for shard in keys.all_shards():
+        for member, score in redis_client.zrange(shard.waiting, 0, -1, withscores=True):
+            redis_client.zadd(shard.waiting, {member: score - shift})
+        for host_key in redis_client.scan_iter(match=shard.host("*")):
+            redis_client.hset(host_key, "next", now_ms() - 1)
+
+
+def lease_and_claim(frontier, claims):
+    for _ in range(SHARDS):  # a lease asks some shards, the others in turn
+        leases, _ = frontier.lease(50, lease_timeout=60)
+        if leases:
+            break
+    admitted, lost = claims.claim_leases(leases)
+    assert not lost
+    return leases, admitted
+
+
+def test_hosts_of_one_address_in_many_shards_take_its_slots_in_turn(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
+    set_rates(redis_client, keys, **{"*ip": 10})
+    hosts = hosts_in_every_shard(keys, 5)
+    assert len({keys.shard_of(host) for host in hosts}) == SHARDS
+    for host in hosts:
+        describe(redis_client, keys, host, ADDRESS)
+    frontier.enqueue([entry(f"http://{host}/{page}") for page in range(3) for host in hosts])
+    leases, admitted = lease_and_claim(frontier, claims)
+    # every shard paced its hosts at the address's rate (one each), and named its levels
+    assert sorted(group_host(lease) for lease in leases) == sorted(hosts)
+    assert all(lease.claim.split(b" ")[1] == ADDRESS.encode() for lease in leases)
+    # one slot of the address for the cluster; the others given back, each with
+    # the next slot reserved for its host
+    assert len(admitted) == 1
+    order = [group_host(admitted[0])]
+    reserved = sorted(reservations(redis_client, keys).values())
+    assert len(reserved) == 4
+    spacing = 100 * (1 + frontier.send_tolerance)
+    assert all(b - a == pytest.approx(spacing, abs=1) for a, b in itertools.pairwise(reserved))
+    assert frontier.sizes().queued == 15 - 1  # given back are queued again, nothing lost
+    for _ in range(9):
+        to_the_first_reservation(redis_client, keys)
+        _, admitted = lease_and_claim(frontier, claims)
+        # the slot reserved first (and the next, if it comes within the lead)
+        assert 1 <= len(admitted) <= 2
+        slots = sorted(lease.slot for lease in admitted)
+        # (a fast pace's send may come its window late: that much closer to the next)
+        closest = (spacing - 1) / 1000 - admitted[0].window
+        assert all(b - a >= closest for a, b in itertools.pairwise(slots))
+        order += [group_host(lease) for lease in sorted(admitted, key=lambda lease: lease.slot)]
+        if len(order) >= 10:
+            break
+    # every host had a turn before any had a second one, in the order they asked
+    assert sorted(order[:5]) == sorted(hosts) and order[5:10] == order[:5]
+    assert frontier.sizes().queued == 15 - len(order)
+
+
+def test_a_slot_at_the_address_is_a_spacing_after_the_last_whatever_shard(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
+    set_rates(redis_client, keys, **{"*ip": 10})
+    first_host, second_host = hosts_in_every_shard(keys, 2)
+    assert keys.shard_of(first_host) != keys.shard_of(second_host)
+    for host in (first_host, second_host):
+        describe(redis_client, keys, host, ADDRESS)
+    frontier.enqueue([entry(f"http://{first_host}/1")])
+    [first] = lease_and_claim(frontier, claims)[1]
+    assert first.claim.split(b" ")[:2] == [b"", ADDRESS.encode()]  # no domain rate
+    frontier.enqueue([entry(f"http://{second_host}/1")])
+    # the address's next slot is within the lead: the second host takes it
+    redis_client.hset(keys.address(ADDRESS), "next", now_ms() + 50)
+    [second] = lease_and_claim(frontier, claims)[1]
+    assert second.slot * 1000 >= now_ms() + 40  # that slot, not sooner
+    assert int(redis_client.hget(keys.address(ADDRESS), "next")) == pytest.approx(
+        second.slot * 1000 + 100 * (1 + frontier.send_tolerance), abs=1
+    )
+    assert redis_client.pttl(keys.address(ADDRESS)) > 0  # gone once idle
+
+
+def test_a_domain_holds_its_hosts_across_shards_and_addresses(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
+    set_rates(redis_client, keys, **{"*domain": 2})
+    hosts = hosts_in_every_shard(keys, 3)
+    for n, host in enumerate(hosts):
+        describe(redis_client, keys, host, f"10.0.1.{n}", domain="shop.test")
+    frontier.enqueue([entry(f"http://{host}/1") for host in hosts])
+    leases, admitted = lease_and_claim(frontier, claims)
+    assert len(leases) == 3 and len(admitted) == 1
+    assert len(reservations(redis_client, keys)) == 2
+
+
+def test_a_host_with_its_own_rate_keeps_it_with_its_levels(redis_client, keys):
+    """The host's interval is claimed with its levels: two sends of one host from
+    any nodes stay the host's interval apart, even where its address is free."""
+    frontier = Frontier(redis_client, keys, "n1")
+    claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
+    set_rates(redis_client, keys, **{"*": 1, "*ip": 50})
+    [host] = hosts_in_every_shard(keys, 1)
+    describe(redis_client, keys, host, ADDRESS)
+    frontier.enqueue([entry(f"http://{host}/{page}") for page in range(2)])
+    [first] = lease_and_claim(frontier, claims)[1]
+    assert first.claim.split(b" ")[2] == b"1000"
+    wake(redis_client, keys)
+    redis_client.hset(keys.address(ADDRESS), "next", now_ms() - 1)
+    later = lease_and_claim(frontier, claims)[1]
+    assert all(lease.slot - first.slot >= 1.0 for lease in later)
+
+
+def test_a_late_send_claims_its_slot_at_the_levels_too(redis_client, keys):
+    states = HostStates(redis_client, keys)
+    set_rates(redis_client, keys, **{"*ip": 10})
+    [host] = hosts_in_every_shard(keys, 1)
+    describe(redis_client, keys, host, ADDRESS)
+    assert states.ask_to_send(host, 0.0, 0.0)[0] == "send"
+    # another shard's host took the address's slots a while ahead
+    redis_client.hset(keys.address(ADDRESS), "next", now_ms() + 5_000)
+    wake(redis_client, keys)  # (the host's own next slot has come)
+    verdict, when, _ = states.ask_to_send(host, 0.0, 0.0)
+    assert verdict == "later" and when * 1000 >= now_ms() + 4_000
+
+
+def test_a_failed_claim_loses_no_lease_and_a_malformed_level_is_counted(redis_client, keys):
+    frontier = Frontier(redis_client, keys, "n1")
+    claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
+    set_rates(redis_client, keys, **{"*ip": 10})
+    [host] = hosts_in_every_shard(keys, 1)
+    describe(redis_client, keys, host, ADDRESS)
+    frontier.enqueue([entry(f"http://{host}/1")])
+    leases, _ = frontier.lease(50, lease_timeout=60)
+    # anyone may write to Redis: the level's slot is not a number
+    redis_client.hset(keys.address(ADDRESS), "next", "soon")
+    admitted, lost = claims.claim_leases(leases)
+    assert len(admitted) == 1 and not lost and claims.bad_fields == 1
+    # a level key of the wrong type: the claim fails, the lease is the node's to give back
+    frontier.enqueue([entry(f"http://{host}/2")])
+    wake(redis_client, keys)
+    redis_client.delete(keys.address(ADDRESS))
+    redis_client.set(keys.address(ADDRESS), "not a hash")
+    leases, _ = frontier.lease(50, lease_timeout=60)
+    admitted, lost = claims.claim_leases(leases)
+    assert admitted == [] and lost
+    assert redis_client.zcard(keys.shard(keys.shard_of(host)).leases("n1")) == 2
+
+
+def test_a_host_waiting_for_its_domain_leaves_the_address_to_the_others(redis_client, keys):
+    """A host under a busy domain takes its slot where its domain and its address
+    are both free; the address's slots before it stay free for other hosts."""
+    frontier = Frontier(redis_client, keys, "n1")
+    claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
+    set_rates(redis_client, keys, **{"*domain": 2, "*ip": 10})
+    first, second, other = hosts_in_every_shard(keys, 3)
+    describe(redis_client, keys, first, ADDRESS, domain="shop.test")
+    describe(redis_client, keys, second, ADDRESS, domain="shop.test")
+    describe(redis_client, keys, other, ADDRESS)
+    frontier.enqueue([entry(f"http://{first}/1")])
+    [granted] = lease_and_claim(frontier, claims)[1]
+    frontier.enqueue([entry(f"http://{second}/1")])
+    assert lease_and_claim(frontier, claims)[1] == []  # its domain's next slot: reserved
+    domain_slot = reservations(redis_client, keys)[second]
+    assert domain_slot - granted.slot * 1000 >= 500
+    frontier.enqueue([entry(f"http://{other}/1")])
+    admitted = lease_and_claim(frontier, claims)[1]
+    other_slot = admitted[0].slot * 1000 if admitted else reservations(redis_client, keys)[other]
+    # the address's next slot, a spacing after the first, long before the domain's
+    spacing = 100 * (1 + frontier.send_tolerance)
+    assert other_slot - granted.slot * 1000 == pytest.approx(spacing, abs=30)
+    assert redis_client.zcard(keys.address(ADDRESS) + ":booked") == 1
