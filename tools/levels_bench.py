@@ -7,7 +7,10 @@ another share them, the worst case: most of a lease's hosts wait in a line),
 leased LEASES times 16 at
 a time (each lease released), with per-host limits alone and with the address
 and domain levels on: Redis commands per lease (``INFO commandstats``, the
-scripts' inner calls included) and microseconds per lease. Memory: Redis bytes
+scripts' inner calls included) and microseconds per lease. The sharded row
+(FRONTIER_SHARDS = 8 on one Redis) claims each lease's slots at the levels
+apart (``hosts/claims.py``) and gives back those whose slot is further off:
+its cost is the lease, the claim and the give-back together. Memory: Redis bytes
 a host's description adds to its host hash, a DNS record (``NAME:dns:HOST``),
 and an address's pacing hash and line (``MEMORY USAGE``).
 
@@ -20,13 +23,15 @@ import argparse
 import hashlib
 import json
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import redis
 
 from extensions.dns.records import Answer
-from extensions.frontier.frontier import Frontier, now_ms
+from extensions.frontier.frontier import LEASE_LEAD_MS, Frontier, now_ms
+from extensions.frontier.hosts.claims import LevelClaims
 from extensions.frontier.results import Entry
 from extensions.keys import SpiderKeys
 from tools import services
@@ -35,10 +40,17 @@ from tools.crawls_bench import BATCH, LEASES, command_calls, lease_and_release
 SIZES = (100_000, 1_000_000)
 FILL_BATCH = 10_000
 HOSTS_PER_LEVEL = 10  # hosts per address and per registered domain
-VARIANTS: dict[str, dict[str, float]] = {
-    "per-host limits alone (CLUSTER_HOST_RATE=1)": {"*": 1},
-    "+ CLUSTER_IP_RATE=10": {"*": 1, "*ip": 10},
-    "+ CLUSTER_DOMAIN_RATE=5 and CLUSTER_IP_RATE=10": {"*": 1, "*ip": 10, "*domain": 5},
+SHARDED = 8
+#: name -> (rates, FRONTIER_SHARDS)
+VARIANTS: dict[str, tuple[dict[str, float], int]] = {
+    "per-host limits alone (CLUSTER_HOST_RATE=1)": ({"*": 1}, 1),
+    "+ CLUSTER_IP_RATE=10": ({"*": 1, "*ip": 10}, 1),
+    "+ CLUSTER_DOMAIN_RATE=5 and CLUSTER_IP_RATE=10": ({"*": 1, "*ip": 10, "*domain": 5}, 1),
+    f"FRONTIER_SHARDS={SHARDED}, per-host limits alone": ({"*": 1}, SHARDED),
+    f"FRONTIER_SHARDS={SHARDED}, + both levels (claimed apart)": (
+        {"*": 1, "*ip": 10, "*domain": 5},
+        SHARDED,
+    ),
 }
 
 
@@ -61,23 +73,45 @@ def fill(client: redis.Redis, frontier: Frontier, keys: SpiderKeys, hosts: int) 
             data = json.dumps({"url": url}).encode()
             entries.append((hashlib.sha1(url.encode()).digest(), host, 0, data))
             described = {"dom": f"d{level}.example", "ip": address(level), "ipx": expires}
-            pipe.hset(keys.host(host), mapping=described)  # type: ignore[arg-type]
+            shard = keys.shard(keys.shard_of(host))
+            pipe.hset(shard.host(host), mapping=described)  # type: ignore[arg-type]
         frontier.enqueue(entries)
         pipe.execute()
 
 
-def lease_cost(client: redis.Redis, hosts: int, rates: Mapping[str, float]) -> dict[str, float]:
+def lease_cost(
+    client: redis.Redis, hosts: int, rates: Mapping[str, float], shards: int = 1
+) -> dict[str, float]:
     client.flushall()
-    keys = SpiderKeys.for_spider("bench")
+    keys = SpiderKeys.for_spider("bench", shards=shards)
     frontier = Frontier(client, keys, "b1")
     fill(client, frontier, keys, hosts)
-    client.hset(keys.rates, mapping=rates)  # type: ignore[arg-type]
+    for scope in {keys.rates, *(shard.rates for shard in keys.all_shards())}:
+        client.hset(scope, mapping=rates)  # type: ignore[arg-type]
     client.config_resetstat()
     before = command_calls(client)
-    leased, seconds = lease_and_release(frontier, LEASES)
+    if shards > 1:
+        leased, seconds = claim_and_release(client, frontier, keys)
+    else:
+        leased, seconds = lease_and_release(frontier, LEASES)
     calls = command_calls(client) - before
     return {"commands": calls / LEASES, "us": 1e6 * seconds / LEASES, "leased": leased,
             "per_request": calls / max(leased, 1), "lines": client.zcard(keys.lines)}  # fmt: skip
+
+
+def claim_and_release(
+    client: redis.Redis, frontier: Frontier, keys: SpiderKeys
+) -> tuple[int, float]:
+    """lease_and_release with the levels claimed apart: (requests sent, seconds)."""
+    claims = LevelClaims(client, keys, "b1", frontier.send_tolerance, LEASE_LEAD_MS)
+    began = time.perf_counter()
+    sent = 0
+    for _ in range(LEASES):
+        leases, _ = frontier.lease(BATCH, lease_timeout=600)
+        admitted, _ = claims.claim_leases(leases)
+        frontier.release([lease.member for lease in admitted])
+        sent += len(admitted)
+    return sent, time.perf_counter() - began
 
 
 def memory(client: redis.Redis) -> dict[str, int]:
@@ -95,22 +129,25 @@ def memory(client: redis.Redis) -> dict[str, int]:
     client.hset(level, mapping={"next": now_ms(), "turn": "www2.example.com"})
     for n in range(HOSTS_PER_LEVEL):
         client.zadd(level + ":line", {f"host{n}.example.com": now_ms()})
-    usage = {key: int(client.memory_usage(key) or 0) for key in
-             (bare, described, keys.dns("www2.example.com"), level, level + ":line")}  # fmt: skip
+    pace = keys.pace("www2.example.com")  # a sharded frontier's (claim_levels.lua)
+    client.hset(pace, mapping={"next": now_ms(), "res": now_ms() + 1000})
+    measured = (bare, described, keys.dns("www2.example.com"), level, level + ":line", pace)
+    usage = {key: int(client.memory_usage(key) or 0) for key in measured}
     return {
         "description": usage[described] - usage[bare],
         "dns": usage[keys.dns("www2.example.com")],
         "level": usage[level],
         "line": usage[level + ":line"],
+        "pace": usage[pace],
     }
 
 
 def measure(redis_url: str, sizes: tuple[int, ...] = SIZES) -> dict:
     client = redis.Redis.from_url(redis_url)
     rows = [
-        {"hosts": hosts, "variant": name, **lease_cost(client, hosts, rates)}
+        {"hosts": hosts, "variant": name, **lease_cost(client, hosts, rates, shards)}
         for hosts in sizes
-        for name, rates in VARIANTS.items()
+        for name, (rates, shards) in VARIANTS.items()
     ]
     result = {"rows": rows, "memory": memory(client)}
     client.flushall()
@@ -121,20 +158,21 @@ def measure(redis_url: str, sizes: tuple[int, ...] = SIZES) -> dict:
 def report(result: dict) -> None:
     print(f"   lease cost, {LEASES} leases of {BATCH} (each released), one request queued per "
           f"host, {HOSTS_PER_LEVEL} hosts per address and per domain; without Scrapy")  # fmt: skip
-    print(f"   {'hosts':>10s}  {'limits':47s} {'commands/lease':>15s} {'us/lease':>9s} "
+    print(f"   {'hosts':>10s}  {'limits':52s} {'commands/lease':>15s} {'us/lease':>9s} "
           f"{'leased':>7s} {'commands/request':>17s} {'lines':>7s}")  # fmt: skip
     for row in result["rows"]:
-        print(f"   {row['hosts']:10,d}  {row['variant']:47s} {row['commands']:15.1f} "
+        print(f"   {row['hosts']:10,d}  {row['variant']:52s} {row['commands']:15.1f} "
               f"{row['us']:9.0f} {row['leased']:7,d} {row['per_request']:17.1f} "
               f"{row['lines']:7,d}")  # fmt: skip
     m = result["memory"]
     print(
-        "   (leased: requests the leases gave; lines: domains and addresses whose hosts "
-        "wait in a line at the end)"
+        "   (leased: requests the leases gave to be sent; lines: domains and addresses whose "
+        "hosts wait in a line at the end; sharded, the hosts wait for the slot reserved)"
     )
     print(f"   Redis bytes: a host's description (dom, ip, ipx) {m['description']}, its DNS "
           f"record {m['dns']}; an address's pacing hash {m['level']} (gone a minute after "
-          f"its last slot), its line of {HOSTS_PER_LEVEL} hosts {m['line']}")  # fmt: skip
+          f"its last slot), its line of {HOSTS_PER_LEVEL} hosts {m['line']}; sharded, a "
+          f"host's pace with a slot reserved {m['pace']}")  # fmt: skip
 
 
 def main() -> None:
