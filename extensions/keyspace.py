@@ -152,7 +152,9 @@ key                            type    holds
 ``NAME:pace:HOST``             hash    with FRONTIER_SHARDS > 1 and a level rate: HOST's
                                        next send slot (next, ms) and the one reserved for
                                        it (res, ms), kept with its levels' next slots
-                                       (claim_levels.lua); expires a minute after them
+                                       (claim_levels.lua); expires a minute after them.
+                                       There a domain's or an address's ``:booked`` zset
+                                       holds slots taken past its next one (ms)
 ``NAME:lines``                 zset    domains and addresses with a line -> when its next
                                        group is woken (ms): the level's key
 ``NAME:robots:NETLOC``         string  ROBOTSTXT_SHARED: the host's robots.txt for every node:
