@@ -256,7 +256,7 @@ WRITTEN_BY = {
     "dns": "dns/resolver.py (the first node to resolve a host)",
     "domain": "lease.lua, send_slot.lua; claim_levels.lua (sharded)",
     "address": "lease.lua, send_slot.lua, host_feedback.lua (a server that refuses); "
-    "claim_levels.lua (sharded)",
+    "claim_levels.lua and address_cut.lua (sharded)",
     "pace": "claim_levels.lua (a sharded frontier's hosts with levels)",
     "lines": "lease.lua",
     "robots": "robotscache.py (the node that fetched it)",

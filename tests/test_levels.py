@@ -192,24 +192,24 @@ def test_a_sharded_frontier_holds_the_address_and_the_domain_for_the_cluster(
             nodes.start("site", redis_cluster.url, spider_args={"allow": BOOKS}, REDIS_CLUSTER=True,
                         MAX_IDLE_TIME_BEFORE_CLOSE=3, DNS_SERVERS=dns.url, FRONTIER_SHARDS=4,
                         CLUSTER_DOMAIN_RATE=DOMAIN_RATE, CLUSTER_IP_RATE=IP_RATE)  # fmt: skip
-        wait_for(lambda: sum(map(len, host_times(shared).values())) >= 40, 120, "progress")
-        nodes.procs[2].send_signal(signal.SIGKILL)
-        assert nodes.wait(240) == [0, 0, -signal.SIGKILL], nodes.tail()
+        # (a node killed mid-crawl: the unsharded test above; its leases come back
+        # the same way)
+        assert nodes.wait(240) == [0, 0, 0], nodes.tail()
 
         paths: dict[str, list[str]] = defaultdict(list)
         times: dict[str, list[float]] = defaultdict(list)
         for host, seen in host_times(shared).items():
             paths[host.rsplit(":", 1)[0]] += [path for _, path in seen]
             times[host.rsplit(":", 1)[0]] += [t for t, _ in seen]
-        # no host starved, robots.txt once a host for the cluster, nothing lost
+        # no host starved, robots.txt once a host for the cluster, nothing lost or twice
         assert sorted(paths) == sorted(chosen[:12])
-        assert all(len(set(p)) == 9 and p.count("/robots.txt") == 1 for p in paths.values())
+        assert all(len(p) == len(set(p)) == 9 and "/robots.txt" in p for p in paths.values())
         everything = [t for seen in times.values() for t in seen]
         one_test = [t for name, seen in times.items() if name.endswith(".one.test") for t in seen]
         assert within_limit(everything, IP_RATE), busiest(everything)
         assert within_limit(one_test, DOMAIN_RATE), busiest(one_test)
-        # used: at the address's rate while the hosts had work (the killed node's
-        # last requests come back after it is found dead: the tail is left out)
+        # used: at the address's rate while the hosts had work (the last few, when
+        # only a host or two is left, go at their domain's or their own pace)
         steady = sorted(everything)[: len(everything) * 3 // 4]
         assert rate_of(steady) >= 0.6 * IP_RATE, (rate_of(steady), per_second(everything))
         for n, site in enumerate(own):
@@ -222,7 +222,7 @@ def test_a_sharded_frontier_holds_the_address_and_the_domain_for_the_cluster(
         by_address = {row["address"]: row for row in json.loads(ips)["addresses"]}
         assert by_address[SHARED]["hosts"] == 12 and by_address[SHARED]["limit"] == IP_RATE
         assert nodes.total("levels/claimed") >= 50 and nodes.total("levels/refused") > 0
-        logs = "".join(nodes.log(i) for i in range(2))
+        logs = "".join(nodes.log(i) for i in range(3))
         assert "Traceback" not in logs
     finally:
         shared.stop()

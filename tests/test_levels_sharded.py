@@ -12,7 +12,7 @@ import pytest
 
 from extensions.frontier.frontier import LEASE_LEAD_MS, Frontier, now_ms
 from extensions.frontier.hosts.claims import LevelClaims, group_host
-from extensions.frontier.hosts.state import HostStates
+from extensions.frontier.hosts.state import BAN, Event, HostStates
 from extensions.keys import SpiderKeys
 from tests.test_frontier import entry
 
@@ -252,3 +252,28 @@ def test_a_host_waiting_for_its_domain_leaves_the_address_to_the_others(redis_cl
     spacing = 100 * (1 + frontier.send_tolerance)
     assert other_slot - granted.slot * 1000 == pytest.approx(spacing, abs=30)
     assert redis_client.zcard(keys.address(ADDRESS) + ":booked") == 1
+
+
+def test_two_hosts_of_an_address_held_in_two_shards_hold_the_address(redis_client, keys):
+    """Two names of one server refusing say the server refuses, whatever shards
+    they are in: the address (in the crawl's own keys) is held and its rate
+    halved; one name refusing alone holds that name only."""
+    frontier = Frontier(redis_client, keys, "n1")
+    claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
+    states = HostStates(redis_client, keys)
+    set_rates(redis_client, keys, **{"*ip": 10})
+    first, second, third = hosts_in_every_shard(keys, 3)
+    for host in (first, second, third):
+        describe(redis_client, keys, host, ADDRESS)
+    states.report([Event(first, BAN, retry_after=30.0)])
+    assert redis_client.hget(keys.address(ADDRESS), "cut") is None  # one name: its own hold
+    states.report([Event(second, BAN, retry_after=30.0)])
+    assert keys.shard_of(first) != keys.shard_of(second)
+    assert redis_client.hget(keys.address(ADDRESS), "why") == b"ban"
+    assert int(redis_client.hget(keys.address(ADDRESS), "next")) >= now_ms() + 29_000
+    # the third host's request waits for the address's hold: its slot reserved after it
+    frontier.enqueue([entry(f"http://{third}/1")])
+    assert lease_and_claim(frontier, claims)[1] == []
+    assert reservations(redis_client, keys)[third] >= now_ms() + 29_000
+    # (the shards keep no address state of their own)
+    assert not list(redis_client.scan_iter(match="{t:*}:ip:*"))

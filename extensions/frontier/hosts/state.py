@@ -128,6 +128,7 @@ class HostStates:
         self.backoff = backoff or Backoff()
         self._feedback = server.register_script(load_script("host_feedback"))
         self._send_slot = server.register_script(load_script("send_slot"))
+        self._address_cut = server.register_script(load_script("address_cut"))
         # a sharded frontier's levels are claimed apart (claims.py)
         self.claims = (
             LevelClaims(server, keys, "", self.backoff.tolerance, LEASE_LEAD_MS)
@@ -155,7 +156,7 @@ class HostStates:
                 "adaptive": int(b.adaptive), "floor_rate": b.min_rate,
                 "window": int(b.window * 1000), "step": int(b.step * 1000),
                 "raise": b.raise_by, "share": b.share, "min_refusals": b.min_refusals,
-                "ip_prefix": keys.address(""),
+                "ip_prefix": keys.address(""), "levels_apart": int(self.claims is not None),
             }  # fmt: skip
             items: list[Any] = []
             for e in part:
@@ -171,9 +172,11 @@ class HostStates:
                            "holds": keys.holds}  # fmt: skip
             run_named(self._feedback, script_keys, args, pipe, items)
         held = []
+        refused_at: list[Any] = []  # a sharded frontier's: told to the addresses
         for result in execute(pipe):
             answer = fields(result)
             self.bad_fields += int(answer["bad"])
+            refused_at += [field for host in answer["address_refused"] for field in host]
             for group, until, why, rate in answer["held"]:
                 held.append(
                     Held(
@@ -183,6 +186,10 @@ class HostStates:
                         float(rate) if rate else None,
                     )
                 )
+        if refused_at:
+            run_named(self._address_cut, {},
+                      {"now": now_ms, "window": int(b.window * 1000),
+                       "ip_prefix": self.keys.address("")}, None, refused_at)  # fmt: skip
         return held
 
     def ask_to_send(self, group: str, slot: float, window: float) -> tuple[str, float, float]:

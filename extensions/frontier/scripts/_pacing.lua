@@ -166,6 +166,28 @@ local function host_levels(P, host, now)
   return levels
 end
 
+-- Hosts of one address held for their own refusals, bans or errors within the
+-- evidence window that say the server refuses, not one of its names.
+local ADDRESS_REFUSERS = 2
+
+-- A host of the address at ``key`` held until ``hold`` (ms) for ``kind``:
+-- once a second host of it is held within ``window`` (ms), the address is held
+-- as long (every host on it waits) and its rate halved, climbing back over
+-- LEVEL_RECOVER_MS (pacing_level). host_feedback.lua; address_cut.lua for a
+-- sharded frontier, whose addresses are not in the hosts' shards.
+local function refused_at_address(key, group, hold, kind, now, window)
+  local refusers = key .. ':refused'
+  redis.call('ZADD', refusers, now, group)
+  redis.call('ZREMRANGEBYSCORE', refusers, '-inf', now - window)
+  redis.call('PEXPIRE', refusers, window)
+  if redis.call('ZCARD', refusers) < ADDRESS_REFUSERS then return end
+  local last = tonumber(redis.call('HGET', key, 'next')) or 0
+  if last ~= last or last == math.huge then last = 0 end  -- (no node writes those)
+  local next_slot = math.max(last, hold)
+  redis.call('HSET', key, 'next', string.format('%.0f', next_slot), 'cut', now, 'why', kind)
+  redis.call('PEXPIRE', key, math.ceil(next_slot - now) + LEVEL_RECOVER_MS)
+end
+
 -- A level's next slot after one was handed out; kept while it paces anything,
 -- then gone (a crawl's millions of addresses cost nothing once idle).
 local LEVEL_KEEP_MS = 60000

@@ -31,6 +31,7 @@
 --   step          ms between two raises   raise        the fraction a recovering raise adds
 --   share         HOST_BACKOFF_SHARE      min_refusals HOST_BACKOFF_MIN_REFUSALS
 --   ip_prefix     the address levels' key prefix (lease.lua)
+--   levels_apart  '1' for a sharded frontier: the addresses are another slot's
 -- Items: the events, six each: group; kind ('push': a page refused for the
 -- first time lately; 'again': a page refused again, which says more of the page
 -- than of the host; 'ban'; 'errors'; 'ok'); Retry-After in ms (-1: none; for
@@ -39,7 +40,8 @@
 -- and did not report yet (its own recent history, decayed to now).
 -- Returns, by name: held ({group, hold until (ms), reason, adaptive rate or ''}
 -- for each group held or slowed by these events), bad (malformed host fields
--- ignored)
+-- ignored), address_refused (with levels_apart: {group, address, hold until
+-- (ms), reason} of each host held, for address_cut.lua)
 local HOLDS_KEPT = 1000  -- holds set faster than nodes poll them are left to the leases
 local K, A, E = named_input()
 local now = tonumber(A.now)
@@ -56,29 +58,21 @@ local ECHO_MS = 500  -- an echo's Retry-After that extends a hold by less is not
 local default_rate = number_field(P, redis.call('HGET', K.rates, '*')) or 0
 read_level_rates(P, K.rates)
 local out = {}
--- hosts of one address held for their own refusals, bans or errors within the
--- evidence window that say the server refuses, not one of its names
-local ADDRESS_REFUSERS = 2
-
 -- With CLUSTER_IP_RATE, a host held on evidence of its own is evidence against
--- its address: once a second host of the address is held within the window, the
--- address is held as long (every host on it waits) and its rate halved, climbing
--- back over a minute (_pacing.lua pacing_level).
+-- its address (_pacing.lua refused_at_address); with levels_apart (a sharded
+-- frontier) the address is another slot's: it is named for the node to tell.
+local apart = {}
 local function address_refused(group, hold, kind)
   if P.ip_rate <= 0 or not A.ip_prefix then return end
   local ip = redis.call('HGET', host_prefix .. group, 'ip')
   -- (no address or a failed lookup: no level to slow; one no node writes is counted)
   if not ip or ip == '' or ip == '?' or ip == '-' then return end
   if malformed(P, ip, '^[%x:%.]+$', 45) then return end
-  local key = A.ip_prefix .. ip
-  local refusers = key .. ':refused'
-  redis.call('ZADD', refusers, now, group)
-  redis.call('ZREMRANGEBYSCORE', refusers, '-inf', now - window)
-  redis.call('PEXPIRE', refusers, window)
-  if redis.call('ZCARD', refusers) < ADDRESS_REFUSERS then return end
-  local next_slot = math.max(number_field(P, redis.call('HGET', key, 'next')) or 0, hold)
-  redis.call('HSET', key, 'next', string.format('%.0f', next_slot), 'cut', now, 'why', kind)
-  redis.call('PEXPIRE', key, math.ceil(next_slot - now) + LEVEL_RECOVER_MS)
+  if A.levels_apart == '1' then
+    apart[#apart + 1] = {group, ip, string.format('%.0f', hold), kind}
+    return
+  end
+  refused_at_address(A.ip_prefix .. ip, group, hold, kind, now, window)
 end
 
 local function configured_rate(group)
@@ -362,4 +356,4 @@ end
 -- holds that are over leave the registries (what is left is what holds now)
 redis.call('ZREMRANGEBYSCORE', K.held, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', K.banned, '-inf', now)
-return {'held', out, 'bad', P.bad}
+return {'held', out, 'bad', P.bad, 'address_refused', apart}
