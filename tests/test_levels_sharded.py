@@ -277,3 +277,19 @@ def test_two_hosts_of_an_address_held_in_two_shards_hold_the_address(redis_clien
     assert reservations(redis_client, keys)[third] >= now_ms() + 29_000
     # (the shards keep no address state of their own)
     assert not list(redis_client.scan_iter(match="{t:*}:ip:*"))
+
+
+def test_on_a_redis_cluster_the_claims_and_the_address_cut_reach_the_levels_slot(cluster_client):
+    """Each call names a key of the levels' slot, so a Redis Cluster routes it there."""
+    keys = SpiderKeys.for_spider("t", shards=SHARDS, hash_tag=True)
+    states = HostStates(cluster_client, keys)
+    set_rates(cluster_client, keys, **{"*ip": 10})
+    first, second = hosts_in_every_shard(keys, 2)
+    for host in (first, second):
+        describe(cluster_client, keys, host, ADDRESS)
+    states.report([Event(first, BAN, retry_after=30.0)])
+    states.report([Event(second, BAN, retry_after=30.0)])
+    assert cluster_client.hget(keys.address(ADDRESS), "why") == b"ban"
+    claims = LevelClaims(cluster_client, keys, "n1", 0.02, LEASE_LEAD_MS)
+    [(retry, window)] = claims.claim([(first, b" " + ADDRESS.encode() + b" 0", 0.0)])
+    assert window is None and retry * 1000 >= now_ms() + 29_000

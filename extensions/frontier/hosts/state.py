@@ -187,7 +187,8 @@ class HostStates:
                     )
                 )
         if refused_at:
-            run_named(self._address_cut, {},
+            # (a key of the addresses' slot, for a Redis Cluster to route the call by)
+            run_named(self._address_cut, {"rates": self.keys.rates},
                       {"now": now_ms, "window": int(b.window * 1000),
                        "ip_prefix": self.keys.address("")}, None, refused_at)  # fmt: skip
         return held

@@ -3,7 +3,8 @@
 -- addresses (host_feedback.lua names them: the addresses are not in the hosts'
 -- shards): a second host of an address held within the window holds the
 -- address and halves its rate (_pacing.lua refused_at_address).
--- Arguments: now (ms), window (HOST_BACKOFF_WINDOW, ms), ip_prefix (the
+-- Keys: rates (the crawl's, unread: it names the addresses' slot for a Redis
+-- Cluster). Arguments: now (ms), window (HOST_BACKOFF_WINDOW, ms), ip_prefix (the
 -- addresses' key prefix, claim_levels.lua's). Items, four a host: group,
 -- address, hold until (ms), reason.
 -- Returns how many were told
