@@ -216,6 +216,8 @@ def test_a_failed_claim_loses_no_lease_and_a_malformed_level_is_counted(redis_cl
     leases, _ = frontier.lease(50, lease_timeout=60)
     # anyone may write to Redis: the level's slot is not a number
     redis_client.hset(keys.address(ADDRESS), "next", "soon")
+    # and a slot taken ahead whose member is not a time: its score is what counts
+    redis_client.zadd(keys.address(ADDRESS) + ":booked", {"not a time": now_ms() + 5_000})
     admitted, lost = claims.claim_leases(leases)
     assert len(admitted) == 1 and not lost and claims.bad_fields == 1
     # a level key of the wrong type: the claim fails, the lease is the node's to give back

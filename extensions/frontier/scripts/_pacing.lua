@@ -145,6 +145,16 @@ local function level_of(P, key, rate, now, what, name)
           what = what, name = name}
 end
 
+-- What a node claims for a request of a host with these levels when they are
+-- apart (claim_levels.lua): 'DOMAIN ADDRESS HOST_INTERVAL_MS' ('' for a level
+-- without a rate); '' when there is nothing to claim.
+local function claim_of(P, levels, host_interval)
+  if not P.apart or not levels or #levels == 0 then return '' end
+  local names = {dom = '', ip = ''}
+  for _, L in ipairs(levels) do names[L.what] = L.name end
+  return string.format('%s %s %.0f', names.dom, names.ip, host_interval)
+end
+
 local function host_levels(P, host, now)
   local levels = {}
   if P.domain_rate <= 0 and P.ip_rate <= 0 then return levels end

@@ -35,7 +35,11 @@ local function bookings(V)
   if not V.booked then
     V.booked_key = V.key .. ':booked'
     redis.call('ZREMRANGEBYSCORE', V.booked_key, '-inf', V.next - V.spacing)
-    V.booked = redis.call('ZRANGEBYSCORE', V.booked_key, V.next - V.spacing, '+inf', 'LIMIT', 0, 200)
+    -- (their scores, which Redis keeps as numbers, whatever another writer left)
+    local found = redis.call('ZRANGEBYSCORE', V.booked_key, V.next - V.spacing, '+inf',
+                             'WITHSCORES', 'LIMIT', 0, 200)
+    V.booked = {}
+    for j = 2, #found, 2 do V.booked[#V.booked + 1] = tonumber(found[j]) end
   end
   return V.booked
 end
@@ -44,8 +48,7 @@ end
 -- from every slot booked.
 local function first_free(V, t)
   t = math.max(t, V.next)
-  for _, booked in ipairs(bookings(V)) do
-    local b = tonumber(booked)
+  for _, b in ipairs(bookings(V)) do
     if b >= t + V.spacing then break end
     if b > t - V.spacing then t = b + V.spacing end
   end
@@ -111,7 +114,7 @@ for i = 1, #L - 4, 5 do
     if not settled then  -- (levels booked far ahead) after every slot given
       for _, V in ipairs(levels) do
         local booked = bookings(V)
-        at = math.max(at, V.next, (tonumber(booked[#booked]) or 0) + V.spacing)
+        at = math.max(at, V.next, (booked[#booked] or 0) + V.spacing)
       end
     end
     for _, V in ipairs(levels) do take(V, at, now) end

@@ -210,12 +210,7 @@ local function lease_groups(ready, want_total)
           slot = math.max(soonest, next_slot or 0)
         end
         local stored = redis.call('HMGET', F.data_prefix .. group, unpack(items))
-        local claim = ''
-        if P.apart and levels and #levels > 0 then
-          local names = {dom = '', ip = ''}
-          for _, L in ipairs(levels) do names[L.what] = L.name end
-          claim = string.format('%s %s %.0f', names.dom, names.ip, host_interval)
-        end
+        local claim = claim_of(P, levels, host_interval)
         local scored = {}
         for i, item in ipairs(items) do
           local member = group .. '\n' .. item

@@ -42,12 +42,7 @@ local host_interval = interval
 local levels = host_levels(P, group, now) or {}
 -- levels apart (a sharded frontier): the node claims the slot at the levels
 -- (claim_levels.lua), with this: 'DOMAIN ADDRESS HOST_INTERVAL_MS'
-local claim = ''
-if P.apart and #levels > 0 then
-  local names = {dom = '', ip = ''}
-  for _, L in ipairs(levels) do names[L.what] = L.name end
-  claim = string.format('%s %s %.0f', names.dom, names.ip, host_interval)
-end
+local claim = claim_of(P, levels, host_interval)
 for _, L in ipairs(levels) do
   if interval <= 0 then slot_window = L.window else slot_window = math.min(slot_window, L.window) end
   interval = math.max(interval, L.interval)
