@@ -7,10 +7,13 @@ moved by hand (every slot and wait moved nearer), never waited for."""
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 
 from extensions.frontier.frontier import LEASE_LEAD_MS, Frontier, now_ms
+from extensions.frontier.hosts import claims as claims_module
+from extensions.frontier.hosts import state
 from extensions.frontier.hosts.claims import LevelClaims, group_host
 from extensions.frontier.hosts.state import BAN, Event, HostStates
 from extensions.keys import SpiderKeys
@@ -204,6 +207,43 @@ def test_a_late_send_claims_its_slot_at_the_levels_too(redis_client, keys):
     wake(redis_client, keys)  # (the host's own next slot has come)
     verdict, when, _ = states.ask_to_send(host, 0.0, 0.0)
     assert verdict == "later" and when * 1000 >= now_ms() + 4_000
+
+
+class Clock:
+    """The nodes' clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_a_late_request_takes_the_slot_it_reserved_when_it_asks_again(
+    redis_client, keys, monkeypatch
+):
+    """A late request whose slot at its levels is further off reserves it and asks
+    again then: it takes that slot, however its host's shard timed the host."""
+    clock = Clock()
+    monkeypatch.setattr(state, "time", clock)
+    monkeypatch.setattr(claims_module, "time", clock)
+    states = HostStates(redis_client, keys)
+    set_rates(redis_client, keys, **{"*ip": 10, "*domain": 5})
+    [host] = hosts_in_every_shard(keys, 1)
+    describe(redis_client, keys, host, ADDRESS)
+    assert states.ask_to_send(host, 0.0, 0.0)[0] == "send"
+    slot = clock.now + 0.01  # another request's, leased with it, is sent 50 ms late
+    clock.now += 0.05
+    answers = []
+    for _ in range(6):
+        verdict, when, _ = states.ask_to_send(host, slot, 0.02)
+        answers.append((verdict, when))
+        if verdict != "later":
+            break
+        clock.now = when
+    # (before: every ask missed the slot the one before reserved, for good)
+    assert [verdict for verdict, _ in answers] == ["later", "wait"], answers
+    assert answers[1][1] == pytest.approx(answers[0][1] + LEASE_LEAD_MS / 1000)  # the one reserved
 
 
 def test_a_failed_claim_loses_no_lease_and_a_malformed_level_is_counted(redis_client, keys):

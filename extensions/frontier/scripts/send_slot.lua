@@ -52,6 +52,14 @@ if interval <= 0 or (slot > 0 and now >= slot and now <= slot + window) then
   return {'verdict', 'send', 'at', string.format('%.0f', now), 'bad', P.bad, 'claim', claim}
 end
 local next_slot = number_field(P, redis.call('HGET', key, 'next')) or 0
+if claim ~= '' then
+  -- levels apart: the claim keeps the host's pace and its levels' and reserves
+  -- a slot further off for this request; a slot timed here as well would fall
+  -- apart from that reservation and miss it, again at every ask. The host's
+  -- next lease here waits a spacing, as after any send.
+  redis.call('HSET', key, 'next', string.format('%.0f', math.max(next_slot, now + spacing)))
+  return {'verdict', 'send', 'at', string.format('%.0f', now), 'bad', P.bad, 'claim', claim}
+end
 -- the send goes now when no slot after this request's was handed out, at the
 -- host and at each level (its next slot passed unused, or it is the one right after)
 local free = next_slot <= now or (slot > 0 and next_slot <= slot + spacing + 1)
