@@ -117,6 +117,18 @@ def report_store(stores: dict[str, list[float]], crawls: dict[str, Figures], ser
         print(f"   {name:52s} {figures.rate:8.0f} pages/s {figures.rate / jsonl:6.2f}x")
 
 
+def paired(ours: Figures, other: Figures) -> str:
+    """CPU a page and rate against ``other`` run by run: the crawls of one run come
+    minutes apart at most, so a machine that speeds up or slows down over the
+    bench moves both sides of a pair alike, not the median of a side alone."""
+    cpu = [(a.cpu / a.pages) / (b.cpu / b.pages) - 1
+           for a, b in zip(ours.samples, other.samples, strict=True)]  # fmt: skip
+    rate = [a.rate / b.rate for a, b in zip(ours.samples, other.samples, strict=True) if b.rate]
+    return (f"run by run: CPU a page {', '.join(f'{c:+.0%}' for c in cpu)} "
+            f"(median {statistics.median(cpu):+.0%}); rate "
+            f"{', '.join(f'{r:.2f}x' for r in rate)}")  # fmt: skip
+
+
 def report(results: dict[str, Figures], start_cpu: dict[str, list[float]]) -> None:
     pages = int(next(iter(results.values())).median("pages"))
     print(f"\n1. One node, {pages} pages of the demo shop, CONCURRENT_REQUESTS={CONCURRENCY}, "
@@ -145,12 +157,14 @@ def report(results: dict[str, Figures], start_cpu: dict[str, list[float]]) -> No
     print(f"   against plain Scrapy with the node's collector tuning: {cost:+.2f} ms CPU a page "
           f"({cost / tuned.cpu_ms_per_page:+.0%}), {results[OURS].rate / tuned.rate:.2f}x its "
           "rate")  # fmt: skip
+    print(f"     {paired(results[OURS], tuned)}")
     base = PLAIN_NODE_TUNED
     tuned = results[base]
     layer = results[OURS].cpu_ms_per_page - tuned.cpu_ms_per_page
     print(f"   the distributed layer's own cost, against plain Scrapy with all the node's tuning: "
           f"{layer:+.2f} ms CPU a page ({layer / tuned.cpu_ms_per_page:+.0%}), "
           f"{results[OURS].rate / tuned.rate:.2f}x its rate")  # fmt: skip
+    print(f"     {paired(results[OURS], tuned)}")
     if start_cpu.get(OURS) and start_cpu.get(base):
         per_page = past_start[OURS] - past_start[base]
         print(f"   of which starting and stopping (one 404 each): "
