@@ -32,7 +32,8 @@ console: venv
 # own. Those that measure what reaches a host (its rate, a quarter-second window:
 # marked paced) run after them, PACED_WORKERS at a time: each mostly waits on the
 # rate it measures, and three of them load the CPU about a third as much as the
-# others. A test that loads the CPU on purpose (marked alone) runs by itself, last.
+# others. A test that loads the CPU on purpose, or measures a rate other crawls
+# beside it would move (marked alone), runs by itself, last.
 # --maxschedchunk 1: a worker is handed tests one at a time as it finishes them;
 # xdist's default hands out runs of dozens, and the workers that drew the long
 # crawls kept going for minutes after the others were done.

@@ -50,7 +50,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 #: the paced tests' usual length (s), by test function, to share them out among
 #: the workers that run them a few at a time (Makefile, PACED_WORKERS)
 PACED_SECONDS = {
-    "test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it": 90,
     "test_kill_9_during_spills_and_refills_and_a_mongodb_outage_lose_nothing": 85,
     "test_hosts_on_one_address_share_its_rate_and_a_domain_its_own": 65,
     "test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire": 40,
