@@ -41,6 +41,9 @@ PLAIN_NODE_TUNED = "plain Scrapy + the node's tuning (also CONCURRENT_ITEMS=16)"
 POLITE = "this project + CLUSTER_HOST_RATE=100000 (at lease)"
 # what the node's collector tuning (extensions/gctuning.py) buys: Python's own thresholds
 PYTHON_GC = "this project, Python's GC thresholds, no freeze"
+# the node without the page features it turns on that plain Scrapy has not: what
+# the distribution itself costs, apart from them
+FEATURES_OFF = "this project, page features off (user agents, canonical, meta robots, ...)"
 # section 1's variants, in the order they are run and shown
 VARIANTS: dict[str, dict[str, str]] = {
     PLAIN: {"ADDONS": NO_ADDON, "SPIDER_MODULES": BENCH_SPIDERS, "FEEDS": FEED},
@@ -61,6 +64,9 @@ VARIANTS[PLAIN_TUNED] = {
 VARIANTS[PLAIN_NODE_TUNED] = {**VARIANTS[PLAIN_TUNED], "CONCURRENT_ITEMS": "16"}
 VARIANTS[POLITE] = {"CLUSTER_HOST_RATE": "100000"}
 VARIANTS[PYTHON_GC] = {"GC_FREEZE": "False", "GC_THRESHOLD": ""}
+VARIANTS[FEATURES_OFF] = {"USER_AGENT_ROTATION": "False", "CANONICAL_ENABLED": "False",
+                          "ROBOTS_META_OBEY": "False", "USAGE_SIGNALS_ENABLED": "False",
+                          "MAX_LINKS_PER_PAGE": "0"}  # fmt: skip
 # the spider each variant runs: the same parsing on every side
 VARIANT_SPIDERS = {PLAIN: "plain_shop", PLAIN_TUNED: "plain_shop", PLAIN_NODE_TUNED: "plain_shop",
                    STOCK: "stock_shop"}  # fmt: skip

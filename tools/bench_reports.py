@@ -7,6 +7,7 @@ import statistics
 
 from tools.bench_crawl import (
     CONCURRENCY,
+    FEATURES_OFF,
     OURS,
     PLAIN,
     PLAIN_NODE_TUNED,
@@ -165,6 +166,10 @@ def report(results: dict[str, Figures], start_cpu: dict[str, list[float]]) -> No
           f"{layer:+.2f} ms CPU a page ({layer / tuned.cpu_ms_per_page:+.0%}), "
           f"{results[OURS].rate / tuned.rate:.2f}x its rate")  # fmt: skip
     print(f"     {paired(results[OURS], tuned)}")
+    bare = results[FEATURES_OFF].cpu_ms_per_page - tuned.cpu_ms_per_page
+    print(f"   with the node's page features off: {bare:+.2f} ms CPU a page "
+          f"({bare / tuned.cpu_ms_per_page:+.0%}), {results[FEATURES_OFF].rate / tuned.rate:.2f}x "
+          "its rate")  # fmt: skip
     if start_cpu.get(OURS) and start_cpu.get(base):
         per_page = past_start[OURS] - past_start[base]
         print(f"   of which starting and stopping (one 404 each): "
