@@ -235,15 +235,18 @@ local function refused(group, kind, retry_after, jitter, history)
   if adaptive and current then
     -- the cut, and the ceiling ('peak') it climbs back towards: a ban or errors
     -- halve it, its ceiling where it was; a slowed host that refuses again is
-    -- cut by 15 %, its ceiling the pace it refused at; a first cut goes by the
-    -- share refused (15 % at least, half at most) and to no more than the good
-    -- answers the host gave in the window (its Retry-After holds included),
-    -- its ceiling what the host took of what it was sent
+    -- cut by 15 %, its ceiling the pace it refused at, never higher than it
+    -- was (probing past it, refused: the host takes no more than it did); a
+    -- first cut goes by the share refused (15 % at least, half at most) and to
+    -- no more than the good answers the host gave in the window (its
+    -- Retry-After holds included), its ceiling what the host took of what it
+    -- was sent
     local peak = current
     if kind ~= 'push' then
       arate = current / 2
     elseif number_field(P, f[5]) then
       arate = current * 0.85
+      peak = math.min(peak, number_field(P, redis.call('HGET', key, 'peak')) or peak)
     else
       local refused_share = en > 0 and math.min(er / en, 1) or 1
       peak = current * (1 - refused_share)
