@@ -221,23 +221,24 @@ def test_a_slowed_host_refused_once_it_climbed_back_near_its_ceiling_is_cut_at_o
     assert float(host(redis_client, keys, "h")["peak"]) == climbed  # where it refused
 
 
-def test_a_slowed_host_refused_while_probing_past_its_ceiling_keeps_that_ceiling(
+def test_a_slowed_host_refused_while_probing_takes_the_pace_before_the_last_step_as_ceiling(
     redis_client, keys
 ):
-    """Probing finds whether the host takes more: refused there, it does not, and
-    the pace it climbs back to stays under where it refused before (a ceiling
-    raised to each probe's pace came back above a real limiter, refused again)."""
+    """Probing finds whether the host takes more: it took each step up to the one
+    it refused, so its ceiling is the pace before that step (the refused pace
+    was over its limit: a ceiling there came back above a real limiter)."""
     states = HostStates(redis_client, keys)
     redis_client.hset(keys.rates, mapping={"*": 0, "h": 10})
     refusals(states, "h", 4, history=4.0)
     key = keys.host("h")
     peak = float(host(redis_client, keys, "h")["peak"])
-    probed = round(peak * 1.08, 3)  # four probing steps past it: 1 %, 2 %, 4 %, ...
-    redis_client.hset(key, mapping={"arate": probed, "hold": now_ms() - 1,
+    took = peak * 1.01 * 1.02 * 1.04  # three probing steps past it, taken
+    probed = round(took * 1.08, 3)  # the fourth, refused
+    redis_client.hset(key, mapping={"arate": probed, "probe": 4, "hold": now_ms() - 1,
                                     "cutat": now_ms() - 10_000})  # fmt: skip
     [cut] = states.report([Event("h", PUSH)])
     assert cut.why == "push" and cut.rate == pytest.approx(probed * 0.85, rel=0.01)
-    assert float(host(redis_client, keys, "h")["peak"]) == peak
+    assert float(host(redis_client, keys, "h")["peak"]) == pytest.approx(took, rel=0.001)
 
 
 def test_every_node_hears_of_a_hold_at_its_next_poll_and_a_malformed_entry_is_skipped(

@@ -235,9 +235,8 @@ local function refused(group, kind, retry_after, jitter, history)
   if adaptive and current then
     -- the cut, and the ceiling ('peak') it climbs back towards: a ban or errors
     -- halve it, its ceiling where it was; a slowed host that refuses again is
-    -- cut by 15 %, its ceiling the pace it refused at, never higher than it
-    -- was (probing past it, refused: the host takes no more than it did); a
-    -- first cut goes by the share refused (15 % at least, half at most) and to
+    -- cut by 15 %, its ceiling the pace it refused at (probing past it: the
+    -- pace before the probe's last step, which it took); a first cut goes by the share refused (15 % at least, half at most) and to
     -- no more than the good answers the host gave in the window (its
     -- Retry-After holds included), its ceiling what the host took of what it
     -- was sent
@@ -246,7 +245,13 @@ local function refused(group, kind, retry_after, jitter, history)
       arate = current / 2
     elseif number_field(P, f[5]) then
       arate = current * 0.85
-      peak = math.min(peak, number_field(P, redis.call('HGET', key, 'peak')) or peak)
+      -- refused while probing past its ceiling: the host took the pace before
+      -- this probe's step (answered_well), not this one
+      local g = redis.call('HMGET', key, 'peak', 'probe')
+      local old_peak, probe = number_field(P, g[1]), math.floor(number_field(P, g[2]) or 0)
+      if old_peak and current > old_peak and probe > 0 then
+        peak = math.max(old_peak, current / (1 + math.min(0.01 * 2 ^ (probe - 1), 0.5)))
+      end
     else
       local refused_share = en > 0 and math.min(er / en, 1) or 1
       peak = current * (1 - refused_share)
