@@ -236,10 +236,10 @@ local function refused(group, kind, retry_after, jitter, history)
     -- the cut, and the ceiling ('peak') it climbs back towards: a ban or errors
     -- halve it, its ceiling where it was; a slowed host that refuses again is
     -- cut by 15 %, its ceiling the pace it refused at (probing past it: the
-    -- pace before the probe's last step, which it took); a first cut goes by the share refused (15 % at least, half at most) and to
-    -- no more than the good answers the host gave in the window (its
-    -- Retry-After holds included), its ceiling what the host took of what it
-    -- was sent
+    -- pace before the probe's last step, which it took); a first cut goes by
+    -- the share refused (15 % at least, half at most) and to no more than the
+    -- good answers the host gave in the window (its Retry-After holds
+    -- included), its ceiling what the host took of what it was sent
     local peak = current
     if kind ~= 'push' then
       arate = current / 2
