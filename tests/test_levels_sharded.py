@@ -321,6 +321,21 @@ def test_two_hosts_of_an_address_held_in_two_shards_hold_the_address(redis_clien
     assert not list(redis_client.scan_iter(match="{t:*}:ip:*"))
 
 
+def test_an_address_that_cannot_be_told_loses_no_hold(redis_client, keys):
+    """The address's cut is a second call, after the hosts' holds are set: when it
+    fails (here an address key of the wrong type) the holds stand and are returned."""
+    states = HostStates(redis_client, keys)
+    set_rates(redis_client, keys, **{"*ip": 10})
+    first, second = hosts_in_every_shard(keys, 2)
+    for host in (first, second):
+        describe(redis_client, keys, host, ADDRESS)
+    redis_client.set(keys.address(ADDRESS) + ":refused", "not a zset")
+    [held] = states.report([Event(first, BAN, retry_after=30.0)])
+    assert held.group == first and held.until >= time.time() + 29
+    shard = keys.shard(keys.shard_of(first))
+    assert redis_client.zscore(shard.held, first) is not None
+
+
 def test_on_a_redis_cluster_the_claims_and_the_address_cut_reach_the_levels_slot(cluster_client):
     """Each call names a key of the levels' slot, so a Redis Cluster routes it there."""
     keys = SpiderKeys.for_spider("t", shards=SHARDS, hash_tag=True)

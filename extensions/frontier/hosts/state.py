@@ -45,6 +45,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from extensions import connection, defaults
 from extensions.frontier.frontier import LEASE_LEAD_MS
 from extensions.frontier.hosts.claims import LevelClaims
@@ -52,7 +54,6 @@ from extensions.frontier.redisops import execute, fields, load_script, run_named
 from extensions.keys import host_of
 
 if TYPE_CHECKING:
-    import redis
     from scrapy.settings import BaseSettings
 
     from extensions.keys import SpiderKeys
@@ -187,11 +188,21 @@ class HostStates:
                     )
                 )
         if refused_at:
+            self._tell_addresses(refused_at, now_ms)
+        return held
+
+    def _tell_addresses(self, refused_at: list[Any], now_ms: int) -> None:
+        """A sharded frontier's hosts held, told to their addresses (address_cut.lua).
+        The holds are set already: a failed call loses the address's cut, never
+        them, and the events are not reported twice."""
+        try:
             # (a key of the addresses' slot, for a Redis Cluster to route the call by)
             run_named(self._address_cut, {"rates": self.keys.rates},
-                      {"now": now_ms, "window": int(b.window * 1000),
+                      {"now": now_ms, "window": int(self.backoff.window * 1000),
                        "ip_prefix": self.keys.address("")}, None, refused_at)  # fmt: skip
-        return held
+        except redis.RedisError as exc:
+            logger.warning("could not tell %d held hosts to their addresses: %s",
+                           len(refused_at) // 4, exc)  # fmt: skip
 
     def ask_to_send(self, group: str, slot: float, window: float) -> tuple[str, float, float]:
         """('send', now, 0), ('wait', slot, window), ('later', when, 0) or ('hold', until,
