@@ -12,6 +12,7 @@ import json
 import shutil
 import statistics
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from scrapy.http import HtmlResponse, Request
@@ -54,12 +55,18 @@ def _crawl(name: str, redis_url: str, starts: list[str], work: Path, logs: list[
     node = services.start_node(spider, redis_url, log=work / "node.log", settings=settings,
                                spider_args=args)  # fmt: skip
     cpu = services.wait_node(node, work / "node.log")
-    stored = {json.loads(line)["url"] for path in (work / "items").rglob("*.jsonl")
+    # without nginx's ports, which each run picks afresh: runs compare page for page
+    stored = {_without_port(json.loads(line)["url"]) for path in (work / "items").rglob("*.jsonl")
               for line in path.read_text().splitlines()}  # fmt: skip
     times = [float(line.split()[0]) for log in logs for line in log.read_text().splitlines()]
     seconds = max(times) - min(times) if times else 0.0
     return {"pages": len(stored), "stored": stored, "cpu": cpu,
             "rate": (len(times) - 1) / seconds if seconds else 0.0}  # fmt: skip
+
+
+def _without_port(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.hostname or ""))
 
 
 def links_per_page(sample: int = 60) -> float:
