@@ -5,6 +5,7 @@ Built with Scrapy's ``get_crawler``; what it writes is read back from Redis.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from types import SimpleNamespace
@@ -332,3 +333,47 @@ def test_requests_a_node_found_after_an_empty_lease_go_in_without_waiting_its_ba
     assert scheduler.enqueue_request(Request("http://found.test/1"))
     request = scheduler.next_request()
     assert request is not None and request.url == "http://found.test/1"
+
+
+class HeaderFingerprinter:
+    """A project's own fingerprint, which reads more than the URL."""
+
+    def fingerprint(self, request):
+        return hashlib.sha1(request.url.encode() + request.headers.get("Variant", b"")).digest()
+
+
+def test_a_get_sent_before_is_dropped_before_anything_is_computed_for_it_again(
+    scheduler, redis_client
+):
+    fingerprinter = scheduler.node.fingerprinter
+    fingerprinted: list[str] = []
+    fingerprint = fingerprinter.fingerprint
+    fingerprinter.fingerprint = lambda r: fingerprinted.append(r.url) or fingerprint(r)
+    page = "http://example.com/a?utm_source=feed"
+    assert scheduler.enqueue_request(Request(page))
+    assert not scheduler.enqueue_request(Request(page))  # as written before: no fingerprint
+    assert not scheduler.enqueue_request(Request("http://example.com/a"))  # normalized alike
+    assert scheduler.enqueue_request(Request(page, method="POST", body=b"q=1"))
+    assert scheduler.enqueue_request(Request(page, dont_filter=True))
+    # a crawl id that is no string: dead-lettered as before, never looked up
+    assert not scheduler.enqueue_request(Request(page, meta={"crawl_id": ["x"]}))
+    assert fingerprinted == ["http://example.com/a"] * 3
+    scheduler.node.flush()
+    assert len(queued(redis_client, "unit")) == 3
+    assert scheduler.node.stats.get_value("dupefilter/filtered_locally") == 2
+    assert "crawl id" in dlq(redis_client)[0]["error"]
+
+
+def test_a_fingerprint_that_reads_more_than_the_url_is_asked_for_every_request(
+    redis_url, redis_client
+):
+    scheduler = open_scheduler(
+        redis_url, REQUEST_FINGERPRINTER_CLASS=f"{__name__}.HeaderFingerprinter"
+    )
+    try:
+        for variant in ("a", "b", "a"):
+            scheduler.enqueue_request(Request("http://example.com/", headers={"Variant": variant}))
+        scheduler.node.flush()
+        assert len(queued(redis_client, "unit")) == 2
+    finally:
+        stop_loops(scheduler)

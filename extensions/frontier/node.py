@@ -132,6 +132,10 @@ class NodeFrontier:
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
         # Scrapy's own fingerprint leaves the fragment out: so may the link path
         self._sent.fragments_matter = type(self.fingerprinter) is not RequestFingerprinter
+        self._sent.urls_decide = type(self.fingerprinter) in (
+            RequestFingerprinter,
+            compat.ScrapyRedisFingerprinter,
+        )
         self.duties.join(spider)
         self.parts.call("open", spider)
         logger.info("node %s joined the crawl of %s", self.node_id, spider.name)

@@ -54,6 +54,10 @@ class SentFingerprints:
         #: the node says at open whether its fingerprints read a URL's fragment
         #: (Scrapy's default does not): if not, URLs are kept without one
         self.fragments_matter = True
+        #: the node says at open whether its fingerprints read only a request's
+        #: method, URL and body (Scrapy's and scrapy-redis's): then a GET whose URL
+        #: is here needs no fingerprint to be known as sent
+        self.urls_decide = False
 
     def add(self, fingerprint: bytes | str) -> bool:
         """Remember ``fingerprint``; False if it was sent before."""
