@@ -3,8 +3,13 @@ with the reason counted."""
 
 import json
 
+from scrapy import Request
+from scrapy.http import HtmlResponse
+
 from extensions.frontier.traps import TrapDetector, TrapRules, shape
+from extensions.spidermiddlewares.traps import TrapMiddleware
 from tests.conftest import scrapy, site_hits
+from tests.test_scheduler_unit import open_scheduler, stop_loops
 
 
 def test_chains_of_pages_that_differ_only_in_numbers_are_counted_and_stopped():
@@ -29,6 +34,24 @@ def test_repeating_paths_long_urls_and_endless_query_strings_are_traps():
     ]  # fmt: skip
     assert detector.reason("http://s/search?q=1", 0) == "query_variants"  # the path is a trap
     assert detector.reason("http://other/search?q=9", 0) is None  # per host
+
+
+def test_a_link_the_node_sent_before_goes_unchecked_to_the_scheduler_which_drops_it(redis_url):
+    scheduler = open_scheduler(redis_url)
+    try:
+        crawler = scheduler.node.crawler
+        traps = TrapMiddleware.from_crawler(crawler)
+        looping = "http://s/a/b/a/b/a/b/"  # a repeating path: a trap when the page links it
+        assert scheduler.enqueue_request(Request(looping))  # queued by other means
+        page = HtmlResponse("http://s/", body=b"<html></html>", request=Request("http://s/"))
+        links = [Request(looping), Request("http://s/c/d/c/d/c/d/"), Request("http://s/ok")]
+        kept = list(traps.process_spider_output(page, links))
+        assert [r.url for r in kept] == [looping, "http://s/ok"]
+        assert crawler.stats.get_value("traps/dropped/repeating_path") == 1
+        assert not scheduler.enqueue_request(kept[0])  # sent before: dropped there
+        assert scheduler.enqueue_request(kept[1])
+    finally:
+        stop_loops(scheduler)
 
 
 def test_the_site_spider_stops_every_trap_with_no_setting(

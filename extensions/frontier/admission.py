@@ -67,7 +67,7 @@ class Admission:
         self, request: Request, spider: Spider, fingerprinter: Any, from_start_entry: bool = False
     ) -> Admitted | None:
         written = request.url  # as the spider wrote it: the link path looks it up
-        if self._sent_before(request, written):
+        if self.sent.has_request(request):
             # most links a page yields were met before: nothing is normalized,
             # checked or fingerprinted again for them
             self.stats.inc_value("dupefilter/filtered")
@@ -140,18 +140,6 @@ class Admission:
             return None
         group = queue_group_for(request.url, request.meta, self.queue_by)
         return Admitted(fingerprint, group, request.priority, data, due)
-
-    def _sent_before(self, request: Request, written: str) -> bool:
-        """Whether this node queued (or dropped as a duplicate) a request for the
-        same URL, as the spider wrote it, of the same crawl: a plain GET whose
-        fingerprint would be the one already sent."""
-        if not self.sent.urls_decide or request.method != "GET" or request.body:
-            return False
-        meta = request.meta
-        if request.dont_filter or DELAY_UNTIL in meta or meta.get("verbatim_url"):
-            return False
-        crawl = meta.get(CRAWL_ID) or ""
-        return isinstance(crawl, str) and self.sent.has_url(crawl, written)
 
     def _delay_problem(self, due: object) -> str | None:
         if not isinstance(due, (int, float)) or isinstance(due, bool) or due != due:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from extensions.meta import CRAWL_ID, DELAY_UNTIL
 from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.crawler import Crawler
 
 
@@ -72,6 +74,19 @@ class SentFingerprints:
 
     def has_url(self, crawl: str, url: str) -> bool:
         return self._url_key(crawl, url) in self._urls
+
+    def has_request(self, request: Request) -> bool:
+        """Whether a request for ``request``'s URL, as written, of its crawl went
+        from this node to the dupefilter, and ``request``'s fingerprint is surely
+        that one's: a plain GET (no body, not ``dont_filter``, not parked, not
+        ``verbatim_url``) under a fingerprint of method, URL and body alone."""
+        if not self.urls_decide or request.method != "GET" or request.body:
+            return False
+        meta = request.meta
+        if request.dont_filter or DELAY_UNTIL in meta or meta.get("verbatim_url"):
+            return False
+        crawl = meta.get(CRAWL_ID) or ""
+        return isinstance(crawl, str) and self.has_url(crawl, request.url)
 
     def _url_key(self, crawl: str, url: str) -> object:
         if not self.fragments_matter:

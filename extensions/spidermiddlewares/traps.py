@@ -19,6 +19,7 @@ from twisted.internet import task
 
 from extensions import connection
 from extensions.frontier.groups import group_for
+from extensions.frontier.sent import sent_for
 from extensions.frontier.traps import CHAIN, TrapDetector, TrapRules, shape
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
@@ -38,6 +39,7 @@ class TrapMiddleware:
         self.stats = crawler.stats
         self.detector = detector
         self.server = server
+        self.sent = sent_for(crawler)
         self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
         self._said: set[tuple[str, str]] = set()
         self._unwritten: Counter[tuple[str, str]] = Counter()
@@ -84,6 +86,8 @@ class TrapMiddleware:
         return parent, shape(response.url)
 
     def _keep(self, response: Response, request: Request, page: tuple[int, str]) -> bool:
+        if self.sent.has_request(request):
+            return True  # sent from this node before: the scheduler drops it unchecked
         chain = self.detector.chain_of(request.url, response.url, *page)
         reason = self.detector.reason(request.url, chain)
         if reason is None:
