@@ -70,8 +70,7 @@ class Admission:
         if self.sent.has_request(request):
             # most links a page yields were met before: nothing is normalized,
             # checked or fingerprinted again for them
-            self.stats.inc_value("dupefilter/filtered")
-            self.stats.inc_value("dupefilter/filtered_locally")
+            self._count_sent_already()
             return None
         if self.normalize is not None and DELAY_UNTIL not in request.meta:
             # (a parked copy was normalized when it was first queued)
@@ -117,8 +116,7 @@ class Admission:
             if not request.meta.get("verbatim_url"):  # its fingerprint is the URL as is
                 self.sent.add_url(crawl, written)
             if not self.sent.add(fingerprint):
-                self.stats.inc_value("dupefilter/filtered")
-                self.stats.inc_value("dupefilter/filtered_locally")
+                self._count_sent_already()
                 return None
         if request.meta.get(SEEN_ONLY):
             if not fingerprint:
@@ -140,6 +138,11 @@ class Admission:
             return None
         group = queue_group_for(request.url, request.meta, self.queue_by)
         return Admitted(fingerprint, group, request.priority, data, due)
+
+    def _count_sent_already(self) -> None:
+        """A duplicate of what this node sent: dropped here, counted as Scrapy counts one."""
+        self.stats.inc_value("dupefilter/filtered")
+        self.stats.inc_value("dupefilter/filtered_locally")
 
     def _delay_problem(self, due: object) -> str | None:
         if not isinstance(due, (int, float)) or isinstance(due, bool) or due != due:
