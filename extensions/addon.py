@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 PIPELINE = "extensions.pipelines.itemstore.ItemStorePipeline"
 METRICS = "extensions.observability.metrics.PrometheusMetrics"
 GC_TUNING = "extensions.gctuning.GarbageCollectorTuning"
+# a task for a callback's output only where it waits, not Scrapy's CONCURRENT_ITEMS a response
+OUTPUT_TASKS = "extensions.outputs.SpiderOutputTasks"
 SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 SCRAPY_ROBOTSTXT = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 ROBOTSTXT = "extensions.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
@@ -86,8 +88,6 @@ class DistributedAddon:
         if not connection.set_by_project(settings, "DOWNLOADER"):
             settings.set("DOWNLOADER", GATED_DOWNLOADER, "addon")  # holds met at send time
         compat.warn_ignored(settings)
-        # Scrapy's 100 tasks a response cost more CPU than most pages (defaults.py)
-        settings.set("CONCURRENT_ITEMS", defaults.CONCURRENT_ITEMS, "addon")
         self._close_doors(settings)
         # Added into the component dicts so a project's own components stay on.
         if PIPELINE not in settings["ITEM_PIPELINES"]:
@@ -106,8 +106,9 @@ class DistributedAddon:
                 settings["SPIDER_MIDDLEWARES"][path] = order
         if METRICS not in settings["EXTENSIONS"]:
             settings["EXTENSIONS"][METRICS] = 500  # off unless METRICS_PORT is set
-        if GC_TUNING not in settings["EXTENSIONS"]:
-            settings["EXTENSIONS"][GC_TUNING] = 100
+        for extension in (GC_TUNING, OUTPUT_TASKS):
+            if extension not in settings["EXTENSIONS"]:
+                settings["EXTENSIONS"][extension] = 100
         render.install(settings)  # a render node: the browser's download handler
         config.check(settings)  # a crawler never starts with a value it would choke on
 

@@ -287,14 +287,6 @@ NODE_TIMEOUT = 15.0  # seconds without a heartbeat before a node is dead and its
 NODE_FORGET_AFTER = 86400.0  # seconds after its last heartbeat a node leaves NAME:nodes and status
 NODE_STALL_TIME = 120.0  # seconds a live node may go without a page while work waits: stalled
 
-# Scrapy's CONCURRENT_ITEMS (100): the callback outputs of one response processed
-# at once. Scrapy starts that many asyncio tasks for every response, whatever it
-# yields; a page yielding a few links and an item paid a fifth of the node's CPU
-# for them. The item store only buffers (it writes in batches), so 16 loses no
-# speed; a project whose own pipeline waits per item sets it higher. The add-on
-# sets it unless the project does.
-CONCURRENT_ITEMS = 16
-
 # --- the node's garbage collector (extensions/gctuning.py) ---
 GC_FREEZE = True  # freeze the objects alive when the spider opens: collections skip them
 # Python's gc.set_threshold while a spider is open: a young-generation pass every

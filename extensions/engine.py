@@ -1,4 +1,4 @@
-"""The two places where the frontier has to look inside Scrapy's engine.
+"""The places where the node has to look inside Scrapy's engine.
 
 Scrapy has no public signal for "this request's response, and everything its
 callback produced, has been fully processed", nor a public way to make an idle
@@ -8,6 +8,11 @@ idle node starts within a fraction of a second when work appears. Keeping both
 accesses here means one file to check on a Scrapy upgrade, and ``seam_problem``
 checks them when a node starts: a Scrapy that renamed them is refused with one
 line, instead of a crawl whose leases are never released.
+
+A third, ``take_output_handling``, lets ``extensions/outputs.py`` process a
+callback's output without Scrapy's per-response worker tasks; where Scrapy's
+scraper is not as it expects, ``output_seam_problem`` says why and the node
+keeps Scrapy's own handling.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+    from typing import Any
+
     from scrapy import Request
     from scrapy.crawler import Crawler
 
@@ -61,3 +69,37 @@ def wake(crawler: Crawler) -> None:
     nextcall = getattr(slot, "nextcall", None)
     if nextcall is not None:
         nextcall.schedule()
+
+
+def output_seam_problem(crawler: Crawler) -> str | None:
+    """Why the engine's scraper cannot take ``take_output_handling``, or None."""
+    from scrapy.core.scraper import Scraper
+    from scrapy.utils.asyncio import is_asyncio_available
+
+    scraper = getattr(crawler.engine, "scraper", None)
+    if type(scraper) is not Scraper:
+        return f"the engine's scraper is {type(scraper).__name__}, not Scrapy's own"
+    if not is_asyncio_available():
+        return "the reactor is not asyncio's"
+    handle = getattr(Scraper, "handle_spider_output_async", None)
+    names = ("self", "result", "request", "response")
+    if handle is None or handle.__code__.co_varnames[:4] != names:
+        return "Scrapy's Scraper has no handle_spider_output_async(result, request, response)"
+    for name in ("_process_spidermw_output_async", "handle_spider_error"):
+        if not callable(getattr(Scraper, name, None)):
+            return f"Scrapy's Scraper has no {name}"
+    return None
+
+
+def take_output_handling(
+    crawler: Crawler, handler: Callable[[Any, Request, Any], Coroutine[Any, Any, None]]
+) -> None:
+    """Make the engine's scraper call ``handler(result, request, response)`` for
+    each callback's output (once ``output_seam_problem`` said None)."""
+    crawler.engine.scraper.handle_spider_output_async = handler  # type: ignore[method-assign,assignment]
+
+
+def output_processor(scraper: Any) -> Callable[[Any, Any], Coroutine[Any, Any, None]]:
+    """What Scrapy runs for each output: schedules a request, sends an item
+    through the pipelines."""
+    return scraper._process_spidermw_output_async

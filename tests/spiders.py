@@ -132,3 +132,19 @@ class ScoredBooksSpider(DistributedSpider):
         if product % 7 == 0:
             return float("nan")
         return product
+
+
+class ManyOutputsSpider(DistributedSpider):
+    """Twelve items and a link from the start page; from the link, two items and then an error."""
+
+    name = "outputs"
+
+    def parse(self, response):
+        for n in range(12):
+            yield {"url": f"{response.url}?item={n}"}
+        yield response.follow("/about", callback=self.parse_broken)
+
+    def parse_broken(self, response):
+        yield {"url": response.url + "?item=a"}
+        yield {"url": response.url + "?item=b"}
+        raise RuntimeError("the callback broke after two items")

@@ -166,12 +166,13 @@ def test_a_component_built_without_the_add_on_says_so_in_one_line(path):
         component.from_crawler(get_crawler(settings_dict={"REDIS_URL": "redis://127.0.0.1:1"}))
 
 
-def test_a_node_processes_sixteen_outputs_of_a_response_at_once_unless_the_project_says():
-    # Scrapy starts CONCURRENT_ITEMS tasks for every response (100 by default)
+def test_a_node_keeps_scrapys_concurrent_items_and_starts_tasks_only_where_outputs_wait():
+    # Scrapy starts CONCURRENT_ITEMS tasks for every response; the extension does not
     settings = Settings()
     DistributedAddon().update_settings(settings)
-    assert settings.getint("CONCURRENT_ITEMS") == defaults.CONCURRENT_ITEMS == 16
+    assert settings.getint("CONCURRENT_ITEMS") == 100
+    assert settings["EXTENSIONS"]["extensions.outputs.SpiderOutputTasks"] == 100
     own = Settings()
-    own.set("CONCURRENT_ITEMS", 100, "project")
+    own.set("EXTENSIONS", {"extensions.outputs.SpiderOutputTasks": None}, "project")
     DistributedAddon().update_settings(own)
-    assert own.getint("CONCURRENT_ITEMS") == 100
+    assert own["EXTENSIONS"]["extensions.outputs.SpiderOutputTasks"] is None

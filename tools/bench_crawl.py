@@ -34,9 +34,9 @@ STOCK = "stock scrapy-redis (RedisSpider, feed export)"
 OURS = "this project (leases, delayed retries, checkpoints)"
 # plain Scrapy with the node's collector tuning: what the distributed layer itself costs
 PLAIN_TUNED = "plain Scrapy + the node's collector tuning"
-# and with the node's other default that saves CPU a page (defaults.CONCURRENT_ITEMS):
-# the baseline of the layer's own cost
-PLAIN_NODE_TUNED = "plain Scrapy + the node's tuning (also CONCURRENT_ITEMS=16)"
+# and with the node's other part that saves CPU a page without distributing anything
+# (extensions/outputs.py): the baseline of the layer's own cost
+PLAIN_NODE_TUNED = "plain Scrapy + the node's tuning and output tasks"
 # politeness decided at lease time, at a rate above what one node asks of the site
 POLITE = "this project + CLUSTER_HOST_RATE=100000 (at lease)"
 # what the node's collector tuning (extensions/gctuning.py) buys: Python's own thresholds
@@ -61,7 +61,15 @@ VARIANTS[PLAIN_TUNED] = {
     "EXTENSIONS": '{"extensions.gctuning.GarbageCollectorTuning": 100}',
     "SPIDER_MIDDLEWARES": '{"extensions.gctuning.ResponseRelease": 25}',
 }
-VARIANTS[PLAIN_NODE_TUNED] = {**VARIANTS[PLAIN_TUNED], "CONCURRENT_ITEMS": "16"}
+VARIANTS[PLAIN_NODE_TUNED] = {
+    **VARIANTS[PLAIN_TUNED],
+    "EXTENSIONS": json.dumps(
+        {
+            "extensions.gctuning.GarbageCollectorTuning": 100,
+            "extensions.outputs.SpiderOutputTasks": 100,
+        }
+    ),
+}
 VARIANTS[POLITE] = {"CLUSTER_HOST_RATE": "100000"}
 VARIANTS[PYTHON_GC] = {"GC_FREEZE": "False", "GC_THRESHOLD": ""}
 VARIANTS[FEATURES_OFF] = {"USER_AGENT_ROTATION": "False", "CANONICAL_ENABLED": "False",
