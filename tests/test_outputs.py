@@ -5,7 +5,6 @@ import asyncio
 import json
 import logging
 
-import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
@@ -94,17 +93,13 @@ def test_the_scrapy_pinned_has_what_the_output_handling_needs_and_another_scrape
     assert asyncio.run(problem()) == "the engine's scraper is OwnScraper, not Scrapy's own"
 
 
-@pytest.mark.parametrize("handling", ["tasks where needed", "Scrapy's workers"])
 def test_a_node_sends_every_item_once_holds_concurrent_items_and_reports_a_broken_callback(
-    handling, redis_url, redis_client, demo_site, nodes, tmp_path
+    redis_url, redis_client, demo_site, nodes, tmp_path
 ):
     redis_client.lpush("outputs:start_urls", demo_site.url + "/")
-    ours = handling == "tasks where needed"
-    extensions = {} if ours else {"extensions.outputs.SpiderOutputTasks": None}
     nodes.start(
         "outputs", redis_url, SPIDER_MODULES="tests.spiders", MAX_IDLE_TIME_BEFORE_CLOSE=1,
-        ITEM_PIPELINES=json.dumps({"tests.pipelines.WaitingPipeline": 100}),
-        EXTENSIONS=json.dumps(extensions), CONCURRENT_ITEMS=4,
+        ITEM_PIPELINES=json.dumps({"tests.pipelines.WaitingPipeline": 100}), CONCURRENT_ITEMS=4,
     )  # fmt: skip
     assert nodes.wait(120) == [0], nodes.tail()
 
@@ -117,10 +112,5 @@ def test_a_node_sends_every_item_once_holds_concurrent_items_and_reports_a_broke
     assert stats["spider_exceptions/RuntimeError"] == 1
     log = nodes.log(0)
     assert "the callback broke after two items" in log
-    started = "Callback output: requests scheduled as yielded, a task an item, at most 4 at once"
-    if ours:
-        assert started in log
-        assert stats["spider_output/items_at_once"] == 4
-    else:
-        assert started not in log
-        assert "spider_output/items_at_once" not in stats
+    assert "Callback output: requests scheduled as yielded, a task an item, at most 4" in log
+    assert stats["spider_output/items_at_once"] == 4

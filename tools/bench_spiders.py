@@ -142,3 +142,16 @@ class FollowSiteSpider(DistributedSpider):
     def parse(self, response):
         yield {"url": response.url, "title": response.css("title::text").get()}
         yield from self.follow_links(response, self.link_extractor)
+
+
+class PlainFollowSiteSpider(DistributedSpider):
+    """``plain_site``'s parsing unchanged (``response.follow`` for each link) in a
+    DistributedSpider: what a project gets before it takes up ``follow_links``."""
+
+    name = "follow_plain_site"
+
+    def __init__(self, *args, allow: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.link_extractor = LinkExtractor(allow=[p for p in allow.split(",") if p])
+
+    parse = PlainSiteSpider.parse

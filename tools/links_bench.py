@@ -1,8 +1,9 @@
 """``make bench`` section 28: the link path on real HTML. Python's documentation
 (Debian's python3-doc) served by nginx on three loopback addresses, crawled whole by
 plain Scrapy with a feed export (what a user runs instead), plain Scrapy with the
-node's collector tuning, the ``site`` spider, and a DistributedSpider written as the
-plain one is but with ``follow_links``. CPU is the crawling process's own; pages/s
+node's collector tuning, the ``site`` spider, a DistributedSpider written as the
+plain one is but with ``follow_links``, and one with the plain one's parsing as it is
+(``response.follow``). CPU is the crawling process's own; pages/s
 from the first to the last request nginx logged. Skipped without python3-doc or
 nginx (``make system-tools`` installs them)."""
 
@@ -28,6 +29,7 @@ ALLOW = r"^http://127\.0\.0\.8\d:\d+/"  # the three copies, no link out
 UNLIMITED = 100_000
 PLAIN, TUNED = "plain Scrapy (feed export)", "plain Scrapy + the node's collector tuning"
 SITE, FOLLOW = "the site spider", "a DistributedSpider with follow_links"
+UNPORTED = "a DistributedSpider with response.follow"
 TUNING = {
     "EXTENSIONS": '{"extensions.gctuning.GarbageCollectorTuning": 100}',
     "SPIDER_MIDDLEWARES": '{"extensions.gctuning.ResponseRelease": 25}',
@@ -42,7 +44,8 @@ def _crawl(name: str, redis_url: str, starts: list[str], work: Path, logs: list[
     settings: dict[str, str] = {"MAX_IDLE_TIME_BEFORE_CLOSE": "2", "LOG_LEVEL": "WARNING",
                                 "ITEMS_DIR": str(work / "items")}  # fmt: skip
     args = {"allow": ALLOW}
-    spider = {PLAIN: "plain_site", TUNED: "plain_site", SITE: "site", FOLLOW: "follow_site"}[name]
+    spider = {PLAIN: "plain_site", TUNED: "plain_site", SITE: "site", FOLLOW: "follow_site",
+              UNPORTED: "follow_plain_site"}[name]  # fmt: skip
     if spider == "plain_site":
         feed = {str(work / "items" / "items.jsonl"): {"format": "jsonlines", "overwrite": True}}
         settings.update(ADDONS=NO_ADDON, FEEDS=json.dumps(feed))
@@ -83,7 +86,8 @@ def links_per_page(sample: int = 60) -> float:
 @section(28, "the link path on real HTML: CPU ms per page against plain Scrapy, pages/s")
 class LinkPath(Section):
     def __init__(self) -> None:
-        self.samples: dict[str, list[dict]] = {name: [] for name in (PLAIN, TUNED, SITE, FOLLOW)}
+        names = (PLAIN, TUNED, SITE, FOLLOW, UNPORTED)
+        self.samples: dict[str, list[dict]] = {name: [] for name in names}
         self.skipped = not PYTHON_DOCS.is_dir() or not (
             shutil.which("nginx") or Path("/usr/sbin/nginx").exists()
         )
