@@ -62,6 +62,8 @@ SPIDER_MIDDLEWARES = {
     "extensions.spidermiddlewares.canonical.CanonicalMiddleware": 955,
     # after the recrawl hash (a crawl id is not the page's content), before the rest
     "extensions.spidermiddlewares.crawlid.CrawlIdMiddleware": 980,
+    # once a request has its crawl id, before any other middleware spends time on it
+    "extensions.spidermiddlewares.sentlinks.SentLinksMiddleware": 970,
     # next to the spider: hashes the items it yields, before anything drops one
     "extensions.downloadermiddlewares.recrawl.RecrawlItemsMiddleware": 990,
     # after Scrapy's DepthMiddleware (900): a scorer sees the request's depth

@@ -121,7 +121,8 @@ DUPEFILTER_BLOOM_CAPACITY = 10_000_000  # URLs the Bloom filter is sized for (me
 DUPEFILTER_BLOOM_ERROR_RATE = 0.001  # Bloom false-positive rate: new URLs taken as seen
 # fingerprints a node remembers having sent, so links it meets again (most of them)
 # are dropped without a trip to Redis, and their URLs, so the link path skips them
-# before building a request and the scheduler before fingerprinting one; 0 = off.
+# before building a request, SentLinksMiddleware drops a request for one as it is
+# yielded and the scheduler before fingerprinting one; 0 = off.
 # Memory: up to ~300 B a link, two generations
 DUPEFILTER_LOCAL_CACHE = 100_000
 # links the link path (extensions/follow.py) keeps resolved, per extractor: an href
