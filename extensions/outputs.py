@@ -3,7 +3,7 @@
 Scrapy (2.13 and later, on asyncio) hands what a callback yields to
 ``CONCURRENT_ITEMS`` worker tasks, started for every response whatever it
 yields, through a queue. A page that yields five links and an item pays for
-100 tasks: on the demo shop that was a sixth of plain Scrapy's CPU a page,
+100 tasks: on the demo shop that was a fifth of plain Scrapy's CPU a page,
 and 16 of them still cost 0.1 ms a page.
 
 ``SpiderOutputTasks`` (an extension, on in the add-on and usable without it)
