@@ -34,6 +34,9 @@ STOCK = "stock scrapy-redis (RedisSpider, feed export)"
 OURS = "this project (leases, delayed retries, checkpoints)"
 # plain Scrapy with the node's collector tuning: what the distributed layer itself costs
 PLAIN_TUNED = "plain Scrapy + the node's collector tuning"
+# and with the Scrapy setting the node once set for the same saving (CONCURRENT_ITEMS):
+# what a Scrapy user can tune alike without this project's parts
+PLAIN_SETTINGS_TUNED = "plain Scrapy + GC tuning + CONCURRENT_ITEMS=16"
 # and with the node's other part that saves CPU a page without distributing anything
 # (extensions/outputs.py): the baseline of the layer's own cost
 PLAIN_NODE_TUNED = "plain Scrapy + the node's tuning and output tasks"
@@ -61,6 +64,7 @@ VARIANTS[PLAIN_TUNED] = {
     "EXTENSIONS": '{"extensions.gctuning.GarbageCollectorTuning": 100}',
     "SPIDER_MIDDLEWARES": '{"extensions.gctuning.ResponseRelease": 25}',
 }
+VARIANTS[PLAIN_SETTINGS_TUNED] = {**VARIANTS[PLAIN_TUNED], "CONCURRENT_ITEMS": "16"}
 VARIANTS[PLAIN_NODE_TUNED] = {
     **VARIANTS[PLAIN_TUNED],
     "EXTENSIONS": json.dumps(
@@ -77,7 +81,7 @@ VARIANTS[FEATURES_OFF] = {"USER_AGENT_ROTATION": "False", "CANONICAL_ENABLED": "
                           "MAX_LINKS_PER_PAGE": "0"}  # fmt: skip
 # the spider each variant runs: the same parsing on every side
 VARIANT_SPIDERS = {PLAIN: "plain_shop", PLAIN_TUNED: "plain_shop", PLAIN_NODE_TUNED: "plain_shop",
-                   STOCK: "stock_shop"}  # fmt: skip
+                   PLAIN_SETTINGS_TUNED: "plain_shop", STOCK: "stock_shop"}  # fmt: skip
 
 
 @dataclass

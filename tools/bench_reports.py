@@ -11,6 +11,7 @@ from tools.bench_crawl import (
     OURS,
     PLAIN,
     PLAIN_NODE_TUNED,
+    PLAIN_SETTINGS_TUNED,
     PLAIN_TUNED,
     POLITE,
     PYTHON_GC,
@@ -159,6 +160,12 @@ def report(results: dict[str, Figures], start_cpu: dict[str, list[float]]) -> No
           f"({cost / tuned.cpu_ms_per_page:+.0%}), {results[OURS].rate / tuned.rate:.2f}x its "
           "rate")  # fmt: skip
     print(f"     {paired(results[OURS], tuned)}")
+    alike = results[PLAIN_SETTINGS_TUNED]
+    cost = results[OURS].cpu_ms_per_page - alike.cpu_ms_per_page
+    print(f"   against plain Scrapy with the node's collector tuning and CONCURRENT_ITEMS=16: "
+          f"{cost:+.2f} ms CPU a page ({cost / alike.cpu_ms_per_page:+.0%}), "
+          f"{results[OURS].rate / alike.rate:.2f}x its rate")  # fmt: skip
+    print(f"     {paired(results[OURS], alike)}")
     base = PLAIN_NODE_TUNED
     tuned = results[base]
     layer = results[OURS].cpu_ms_per_page - tuned.cpu_ms_per_page
