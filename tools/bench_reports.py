@@ -154,35 +154,30 @@ def report(results: dict[str, Figures], start_cpu: dict[str, list[float]]) -> No
           f"vs plain Scrapy: {ours / plain:.2f}x; with CLUSTER_HOST_RATE vs without: "
           f"{results[POLITE].rate / ours:.2f}x; the collector tuning: "
           f"{ours / results[PYTHON_GC].rate:.2f}x")  # fmt: skip
-    tuned = results[PLAIN_TUNED]
-    cost = results[OURS].cpu_ms_per_page - tuned.cpu_ms_per_page
-    print(f"   against plain Scrapy with the node's collector tuning: {cost:+.2f} ms CPU a page "
-          f"({cost / tuned.cpu_ms_per_page:+.0%}), {results[OURS].rate / tuned.rate:.2f}x its "
-          "rate")  # fmt: skip
-    print(f"     {paired(results[OURS], tuned)}")
-    alike = results[PLAIN_SETTINGS_TUNED]
-    cost = results[OURS].cpu_ms_per_page - alike.cpu_ms_per_page
-    print(f"   against plain Scrapy with the node's collector tuning and CONCURRENT_ITEMS=16: "
-          f"{cost:+.2f} ms CPU a page ({cost / alike.cpu_ms_per_page:+.0%}), "
-          f"{results[OURS].rate / alike.rate:.2f}x its rate")  # fmt: skip
-    print(f"     {paired(results[OURS], alike)}")
+    against(results, "against plain Scrapy with the node's collector tuning", OURS, PLAIN_TUNED)
+    against(results, "against plain Scrapy with the node's collector tuning and "
+            "CONCURRENT_ITEMS=16", OURS, PLAIN_SETTINGS_TUNED)  # fmt: skip
     base = PLAIN_NODE_TUNED
-    tuned = results[base]
-    layer = results[OURS].cpu_ms_per_page - tuned.cpu_ms_per_page
-    print(f"   the distributed layer's own cost, against plain Scrapy with all the node's tuning: "
-          f"{layer:+.2f} ms CPU a page ({layer / tuned.cpu_ms_per_page:+.0%}), "
-          f"{results[OURS].rate / tuned.rate:.2f}x its rate")  # fmt: skip
-    print(f"     {paired(results[OURS], tuned)}")
-    bare = results[FEATURES_OFF].cpu_ms_per_page - tuned.cpu_ms_per_page
-    print(f"   with the node's page features off: {bare:+.2f} ms CPU a page "
-          f"({bare / tuned.cpu_ms_per_page:+.0%}), {results[FEATURES_OFF].rate / tuned.rate:.2f}x "
-          "its rate")  # fmt: skip
+    against(results, "the distributed layer's own cost, against plain Scrapy with all the "
+            "node's tuning", OURS, base)  # fmt: skip
+    against(results, "with the node's page features off", FEATURES_OFF, base, run_by_run=False)
     if start_cpu.get(OURS) and start_cpu.get(base):
         per_page = past_start[OURS] - past_start[base]
         print(f"   of which starting and stopping (one 404 each): "
               f"{statistics.median(start_cpu[OURS]):.2f} s against "
               f"{statistics.median(start_cpu[base]):.2f} s; past it "
               f"{per_page:+.2f} ms a page ({per_page / past_start[base]:+.0%})")  # fmt: skip
+
+
+def against(results: dict[str, Figures], label: str, side: str, base: str, *,
+            run_by_run: bool = True) -> None:  # fmt: skip
+    """One line of section 1: ``side``'s CPU a page and rate against ``base``'s."""
+    ours, them = results[side], results[base]
+    cost = ours.cpu_ms_per_page - them.cpu_ms_per_page
+    print(f"   {label}: {cost:+.2f} ms CPU a page ({cost / them.cpu_ms_per_page:+.0%}), "
+          f"{ours.rate / them.rate:.2f}x its rate")  # fmt: skip
+    if run_by_run:
+        print(f"     {paired(ours, them)}")
 
 
 def report_sharding(sharding: dict[str, Figures], ceiling: list[dict]) -> None:
