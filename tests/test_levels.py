@@ -131,12 +131,17 @@ def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
         assert rate_of(while_both) >= 0.8 * IP_RATE, rate_of(while_both)
 
         # ten addresses, one name each: each its own line, none slowed by the others
+        own_rates = []
         for n, site in enumerate(own):
             found = pages(site)
             assert list(found) == [f"own{n}.test"] and len(found[f"own{n}.test"]) == 9
             assert within_limit(found[f"own{n}.test"], DOMAIN_RATE)
-            # at its own domain's pace (a slow level's slots keep a margin, 18 % at 5/s)
-            assert rate_of(found[f"own{n}.test"]) >= 0.75 * DOMAIN_RATE
+            own_rates.append(rate_of(found[f"own{n}.test"]))
+        # at its own domain's pace (a slow level's slots keep a margin, 18 % at 5/s); a
+        # host sharing the others' line would get a fraction of it. Nine requests make a
+        # short series: one late by a busy moment does not fail it, a slow median does
+        assert min(own_rates) >= 0.6 * DOMAIN_RATE, own_rates
+        assert sorted(own_rates)[len(own_rates) // 2] >= 0.75 * DOMAIN_RATE, own_rates
         own_ends = [max(t for times in pages(site).values() for t in times) for site in own]
         # each took its 8 pages at its own domain's rate, alongside the shared address
         assert max(own_ends) < max(everything)

@@ -146,7 +146,12 @@ def test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire(
     assert report["windows"], "the host never asked the crawl to wait"
     # requests that reached it a quarter second or more into a window it announced
     assert report["inside_window"] <= 2, report
-    assert report["served"]["429"] < 0.2 * report["served"]["ok"], report
+    # a new host's first burst (the nodes know no rate for it yet) meets the first
+    # window whole; from then on the crawl keeps under the host's rate, and each later
+    # window refuses only the odd request that was already sent
+    first_ends = report["windows"][0][1]
+    later = [t for t, answer in report["answers"] if answer == "429" and t >= first_ends]
+    assert len(later) < 0.1 * report["served"]["ok"], report
     assert redis_client.llen("site:dlq") == 0
 
 
