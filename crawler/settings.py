@@ -1,9 +1,9 @@
 """Settings of the crawler project.
 
 The distributed stack is one add-on, which installs the defaults of its own
-settings (``extensions/defaults.py``). A setting named below can also come from
-the environment, and only does when the variable is set (``REDIS_URL``,
-``MONGO_URI``, ...); any setting can be overridden per run with
+settings (``extensions/defaults.py``) and reads connections from the environment
+where a variable is set (``REDIS_URL``, ``MONGO_URI``, ...:
+``extensions/environment.py``); any setting can be overridden per run with
 ``scrapy crawl NAME -s SETTING=VALUE``.
 """
 
@@ -16,30 +16,8 @@ COMMANDS_MODULE = "extensions.commands"
 
 ADDONS = {"extensions.addon.DistributedAddon": 0}
 
-LOG_LEVEL = "INFO"
-
-# Read from the environment where set: the container images and scrapyd nodes
-# pass connections and per-deployment switches this way.
-_from_environment = (
-    "REDIS_URL",
-    "REDIS_CLUSTER",  # True: REDIS_URL is a node of a Redis Cluster
-    "MONGO_URI",
-    "MONGO_DATABASE",
-    "ITEMS_DIR",
-    "MAX_IDLE_TIME_BEFORE_CLOSE",
-    "METRICS_PORT",
-    "DENY_PRIVATE_NETWORKS",  # True in the container images
-    "LOG_LEVEL",
-    "RENDER_ENABLED",  # True in the render image: this node renders (a browser found)
-    "RENDER_BROWSER",
-    # the web console (scrapy console): where it listens and who may log in
-    "CONSOLE_BIND",
-    "CONSOLE_USER",
-    "CONSOLE_PASSWORD",
-    "CONSOLE_USERS",  # JSON: {"name": {"password": HASH, "role": "admin" or "read"}}
-    "CONSOLE_SECRET",  # the same on every replica, so a login holds across them
-)
-globals().update({name: os.environ[name] for name in _from_environment if name in os.environ})
+# logging is set up before the add-on runs: the one variable this project reads itself
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 
 USER_AGENT = "crawler (distributed Scrapy; +https://docs.scrapy.org)"
 ROBOTSTXT_OBEY = True

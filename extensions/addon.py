@@ -5,6 +5,7 @@ ADDONS = {"extensions.addon.DistributedAddon": 0}
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from scrapy.settings import SETTINGS_PRIORITIES
@@ -14,6 +15,8 @@ from extensions.render import setup as render
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
 
 PIPELINE = "extensions.pipelines.itemstore.ItemStorePipeline"
 METRICS = "extensions.observability.metrics.PrometheusMetrics"
@@ -78,10 +81,14 @@ SPIDER_MIDDLEWARES = {
 
 
 class DistributedAddon:
+    #: whether update_settings logs what it did (off where a command only reads)
+    announce = True
+
     def update_settings(self, settings: BaseSettings) -> None:
         # Every setting of the stack gets its default here, so `scrapy settings
         # --get NAME` shows it and a project overrides it as any Scrapy setting.
         installed.install_defaults(settings)
+        self._delay_for_the_cluster(settings)
         # an address's limit holds for the cluster when every node sees one answer
         wanted = settings.getfloat("CLUSTER_IP_RATE") > 0
         if wanted and (settings.getpriority("DNS_SHARED") or 0) <= SETTINGS_PRIORITIES["addon"]:
@@ -113,6 +120,31 @@ class DistributedAddon:
                 settings["EXTENSIONS"][extension] = 100
         render.install(settings)  # a render node: the browser's download handler
         config.check(settings)  # a crawler never starts with a value it would choke on
+
+    def _delay_for_the_cluster(self, settings: BaseSettings) -> None:
+        """A project's ``DOWNLOAD_DELAY`` (Scrapy's template sets 1 s) meant one
+        request a second at the site: it becomes the cluster's rate per host
+        unless one is set, and no node waits it out on top of the cluster's pace
+        (which would make N nodes N requests a second, each at a fraction of it)."""
+        delay = settings.getfloat("DOWNLOAD_DELAY")
+        if delay <= 0:
+            return
+        settings.set("DOWNLOAD_DELAY", 0, settings.getpriority("DOWNLOAD_DELAY") or "addon")
+        say = logger.info if self.announce else logger.debug
+        if connection.set_by_project(settings, "CLUSTER_HOST_RATE"):
+            say(
+                "DOWNLOAD_DELAY = %s s: CLUSTER_HOST_RATE = %s requests/s holds each host "
+                "for the whole cluster instead; nodes add no delay of their own",
+                delay, settings.getfloat("CLUSTER_HOST_RATE"),
+            )  # fmt: skip
+            return
+        settings.set("CLUSTER_HOST_RATE", 1 / delay, "addon")
+        say(
+            "DOWNLOAD_DELAY = %s s holds for the whole cluster: each host gets at most "
+            "%.3g requests/s from all nodes together (CLUSTER_HOST_RATE); nodes add no "
+            "delay of their own",
+            delay, 1 / delay,
+        )  # fmt: skip
 
     @staticmethod
     def _close_doors(settings: BaseSettings) -> None:

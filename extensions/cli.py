@@ -3,6 +3,7 @@ client that fails with one line, and a quiet base class."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
@@ -39,10 +40,17 @@ def spider_keys(settings: Settings, name: str) -> SpiderKeys:
 
 
 def redis_for_command(settings: Settings) -> redis.Redis:
+    """A client for the project's Redis, named on standard error (credentials
+    masked) so a user sees which crawl a command touched; a Redis that cannot be
+    reached ends the command with one line."""
     try:
-        return connection.from_settings(settings)
+        server = connection.from_settings(settings)
     except RedisUnavailable as exc:
         raise SystemExit(f"error: {exc}") from None
+    cluster = " (Redis Cluster)" if settings.getbool("REDIS_CLUSTER") else ""
+    print(f"Redis {connection.mask_url(connection.redis_url(settings))}{cluster}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return server
 
 
 class ProjectCommand(ScrapyCommand):

@@ -169,6 +169,7 @@ CHECKS: dict[str, Check] = {
     "REDIS_CONNECT_TIMEOUT": _number(float, 0, above=True),
     "REDIS_CLUSTER": _flag,
     "REDIS_START_URLS_BATCH_SIZE": _number(int, 1, 100_000),
+    "REDIS_START_URLS_POLL": _number(float, 0.05),
     # negative: close as soon as the cluster is idle (scrapy-redis's meaning)
     "MAX_IDLE_TIME_BEFORE_CLOSE": _number(float),
     "START_URL_META_KEYS": _meta_keys,

@@ -13,10 +13,11 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.commands.policies import StaticPolicyResolver
 from redis.exceptions import RedisClusterException
+from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from extensions import defaults
+from extensions import defaults, installed
 from extensions.exceptions import RedisUnavailable
 from extensions.runtime import runtime_of
 
@@ -118,7 +119,14 @@ def connect(
     try:
         if cluster:
             return _connect_cluster(url, options)
-        client = redis.Redis.from_url(url, health_check_interval=30, **options)
+        # no CLIENT MAINT_NOTIFICATIONS at each connection: a managed cloud's
+        # failover notices, which a Redis 7 refuses (logged at each connect)
+        client = redis.Redis.from_url(
+            url,
+            health_check_interval=30,
+            maint_notifications_config=MaintNotificationsConfig(enabled=False),
+            **options,
+        )
     except ValueError as exc:  # unknown scheme, bad port, ...
         raise RedisUnavailable(f"invalid REDIS_URL {mask_url(url)}: {exc}") from None
     if ping:
@@ -302,11 +310,20 @@ class RedisHealth:
         return self.down_since is not None
 
 
+def _installed(settings: BaseSettings) -> BaseSettings:
+    # Scrapy builds the spider, which connects, before the add-on has run: the
+    # environment's REDIS_URL counts then too
+    if settings.getpriority(installed.MARKER) is None:
+        return installed.with_defaults(settings)
+    return settings
+
+
 def health_for(crawler) -> RedisHealth:
     """The crawler's one RedisHealth, shared by its components."""
     runtime = runtime_of(crawler)
     if runtime.health is None:
-        runtime.health = RedisHealth(mask_url(redis_url(crawler.settings)), crawler.stats)
+        url = redis_url(_installed(crawler.settings))
+        runtime.health = RedisHealth(mask_url(url), crawler.stats)
     return runtime.health
 
 
@@ -314,8 +331,9 @@ def client_for(crawler, *, ping: bool = False) -> redis.Redis:
     """The crawler's one Redis client, shared by its components; with ``ping``,
     fail now with a clear error if Redis cannot be reached."""
     runtime = runtime_of(crawler)
+    settings = _installed(crawler.settings)
     if runtime.server is None:
-        runtime.server = from_settings(crawler.settings, ping=False)
+        runtime.server = from_settings(settings, ping=False)
     if ping:
-        ping_or_fail(runtime.server, redis_url(crawler.settings))
+        ping_or_fail(runtime.server, redis_url(settings))
     return runtime.server

@@ -15,6 +15,9 @@ REDIS_CLUSTER = False  # REDIS_URL names a node of a Redis Cluster; keys become 
 # --- start URLs (scrapy-redis names) ----------------------------------------
 REDIS_START_URLS_KEY = "%(name)s:start_urls"  # list the users LPUSH raw URLs or JSON to
 REDIS_START_URLS_BATCH_SIZE = 100  # entries read from the start URL list per round trip
+# seconds between a busy node's looks at the start list (an idle node looks at once):
+# a crawl seeded beside a busy one starts within about this
+REDIS_START_URLS_POLL = 1.0
 # a start URL pushed again is fetched again (scrapy-redis's behaviour) instead of
 # being dropped as seen; a JSON entry's own "dont_filter" wins
 REDIS_START_URLS_DONT_FILTER = False

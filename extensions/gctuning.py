@@ -34,9 +34,9 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import NotConfigured
 
 from extensions import defaults
+from extensions.installed import switched_off
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -84,9 +84,9 @@ class GarbageCollectorTuning:
         threshold = parse_threshold(s.get("GC_THRESHOLD", defaults.GC_THRESHOLD))
         freeze = s.getbool("GC_FREEZE", defaults.GC_FREEZE)
         if threshold is None and not freeze:
-            raise NotConfigured("GC_THRESHOLD is empty and GC_FREEZE is off")
+            raise switched_off(cls, "GC_THRESHOLD is empty and GC_FREEZE is off")
         if not gc.isenabled():
-            raise NotConfigured("the collector is off in this process")
+            raise switched_off(cls, "the collector is off in this process")
         return cls(crawler, threshold, freeze)
 
     def spider_opened(self, spider: Spider) -> None:

@@ -5,11 +5,13 @@ commands install the same defaults before they read a setting."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
-from extensions import defaults
+from extensions import defaults, environment
 from extensions.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -42,7 +44,9 @@ def with_defaults(settings: BaseSettings) -> BaseSettings:
 
 def install_defaults(settings: BaseSettings) -> None:
     """Every setting of ``defaults.py`` the project left unset, at the add-on's
-    priority: a project's own value, or one from the command line, still wins."""
+    priority, and those the environment gives (``environment.py``) above it: a
+    project's own value, or one from the command line, still wins."""
+    environment.apply(settings)
     for name in dir(defaults):
         if name.isupper():
             settings.setdefault(name, getattr(defaults, name), "addon")
@@ -50,11 +54,14 @@ def install_defaults(settings: BaseSettings) -> None:
 
 def effective(settings: Any) -> Any:
     """A copy of the project's settings with its add-ons applied, as a crawler
-    would see them (the spider's custom settings aside)."""
+    would see them (the spider's custom settings aside). An add-on with an
+    ``announce`` attribute is told to say nothing: the crawler says it once."""
     copy = settings.copy()
     for path in copy.getdict("ADDONS"):
         addon = load_object(path) if isinstance(path, str) else path
         instance = addon() if isinstance(addon, type) else addon
+        if hasattr(instance, "announce"):
+            instance.announce = False
         if hasattr(instance, "update_settings"):
             instance.update_settings(copy)
     return copy
@@ -84,3 +91,12 @@ def components_problem(
         if problem:
             return f"{path!r} {problem}"
     return None
+
+
+def switched_off(component: type, reason: str) -> NotConfigured:
+    """A NotConfigured to raise from ``component``'s ``from_crawler`` when a
+    setting leaves it off: said at INFO in the component's own logger, where
+    Scrapy would log a NotConfigured with a message as a WARNING at every start
+    although nothing is wrong."""
+    logging.getLogger(component.__module__).info("%s is off: %s", component.__name__, reason)
+    return NotConfigured()

@@ -30,6 +30,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, SitemapSpider
+from twisted.internet import task
 
 from extensions import connection
 from extensions.cluster.checkpoint import node_id_for
@@ -87,6 +88,12 @@ class DistributedMixin(SitemapReading):
         self.start_entry_rules = EntryRules.from_settings(settings)
         self.redis_encoding = self.start_entry_rules.encoding  # scrapy-redis's attribute
         crawler.signals.connect(self._read_start_urls_when_idle, signal=signals.spider_idle)
+        # a busy node is never idle: it looks at the start list on a timer too, so a
+        # crawl seeded beside a running one starts at once, not when this one ends
+        self._start_poll = task.LoopingCall(self._read_start_urls)
+        self._start_poll_interval = settings.getfloat("REDIS_START_URLS_POLL")
+        crawler.signals.connect(self._poll_start_urls, signal=signals.spider_opened)
+        crawler.signals.connect(self._stop_polling_start_urls, signal=signals.spider_closed)
         self.setup_sitemaps(crawler, settings)
         logger.info("reading start URLs from Redis list %s", self.redis_key)
 
@@ -198,12 +205,24 @@ class DistributedMixin(SitemapReading):
         return entry.to_request()
 
     def _read_start_urls_when_idle(self) -> None:
+        if self._read_start_urls():
+            raise DontCloseSpider
+
+    def _read_start_urls(self) -> bool:
+        """Hand the next batch of start entries to the engine; whether there were any."""
         found = False
         for request in self.next_requests():
             self.crawler.engine.crawl(request)
             found = True
-        if found:
-            raise DontCloseSpider
+        return found
+
+    def _poll_start_urls(self) -> None:
+        if not self._start_poll.running:
+            self._start_poll.start(self._start_poll_interval, now=False)
+
+    def _stop_polling_start_urls(self) -> None:
+        if self._start_poll.running:
+            self._start_poll.stop()
 
 
 class DistributedSpider(DistributedMixin, Spider):

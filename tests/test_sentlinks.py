@@ -2,6 +2,7 @@
 other middleware, the engine or the scheduler spends time on it."""
 
 import asyncio
+import logging
 
 import pytest
 from scrapy import Request
@@ -80,7 +81,11 @@ def test_with_host_ranks_a_link_to_another_host_goes_on_for_the_link_graph(redis
         stop_loops(scheduler)
 
 
-def test_without_a_memory_of_what_was_sent_the_middleware_is_off():
+def test_without_a_memory_of_what_was_sent_the_middleware_is_off(caplog):
     crawler = crawler_with_addon(settings={"DUPEFILTER_LOCAL_CACHE": 0})
-    with pytest.raises(NotConfigured, match="DUPEFILTER_LOCAL_CACHE is 0"):
+    with caplog.at_level(logging.INFO), pytest.raises(NotConfigured) as raised:
         SentLinksMiddleware.from_crawler(crawler)
+    # no message for Scrapy to log as a WARNING at every start; said at INFO instead
+    assert not raised.value.args
+    said = [r for r in caplog.records if "DUPEFILTER_LOCAL_CACHE is 0" in r.getMessage()]
+    assert [r.levelname for r in said] == ["INFO"]

@@ -33,7 +33,11 @@ def test_scrapy_redis_json_form():
     [
         (b"", "empty"),
         (b"not a url", "white space"),
-        (b"example.com/page", "scheme 'none'"),
+        (
+            b"example.com/page",
+            "no scheme in 'example.com/page': did you mean 'https://example.com/page'?",
+        ),
+        (b"example.com:8080/page", "did you mean 'https://example.com:8080/page'?"),
         (b"ftp://example.com/file", "scheme 'ftp'"),
         (b"javascript:alert(1)", "scheme 'javascript'"),
         (b"http:///path-only", "no host"),

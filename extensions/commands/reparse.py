@@ -41,6 +41,11 @@ class ReparseAddon:
             ("DOWNLOADER", "scrapy.core.downloader.Downloader"),
             ("WARC_ENABLED", False),
             ("ROBOTSTXT_OBEY", False),
+            # nothing is sent: no wait per host, no limit on a host's pages at once
+            ("DOWNLOAD_DELAY", 0),
+            ("AUTOTHROTTLE_ENABLED", False),
+            ("CONCURRENT_REQUESTS_PER_DOMAIN", settings.getint("CONCURRENT_REQUESTS")),
+            ("CONCURRENT_REQUESTS_PER_IP", 0),
         ):
             settings.set(name, value, "cmdline")
         handlers = settings["DOWNLOAD_HANDLERS"]
@@ -63,9 +68,11 @@ def replaying(spidercls: type, source: ReplaySource) -> type:
         async for request in replayed_start(self, source):
             yield request
 
-    attrs: dict[str, Any] = {"start": start, "__module__": spidercls.__module__}
-    if hasattr(spidercls, "_read_start_urls_when_idle"):
-        attrs["_read_start_urls_when_idle"] = lambda self: None
+    # (a download_delay of the spider's own would wait between archived pages)
+    attrs: dict[str, Any] = {"start": start, "download_delay": 0,
+                             "__module__": spidercls.__module__}  # fmt: skip
+    if hasattr(spidercls, "_read_start_urls"):
+        attrs["_read_start_urls"] = lambda self: False
     return type(spidercls.__name__, (spidercls,), attrs)
 
 

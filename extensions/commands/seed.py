@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 class Command(ProjectCommand):
     def syntax(self) -> str:
         return (
-            "NAME [URL ...] [-f FILE] [--sitemap] [--crawl ID [--weight W] [--budget N] "
-            "[--expire-after S]]"
+            "NAME [URL ...] [-f FILE] [--sitemap] [--again] [--crawl ID [--weight W] "
+            "[--budget N] [--expire-after S]]"
         )
 
     def short_desc(self) -> str:
@@ -42,7 +42,8 @@ class Command(ProjectCommand):
             "figures, pause and stop (scrapy crawls, pause, resume, stop). With "
             'FRONTIER_OVERFLOW = "mongo" at most FRONTIER_START_URLS_MAX entries wait in '
             "Redis: the command pushes more as the nodes take them, and returns when all "
-            "are in."
+            "are in. A URL the crawl has already seen is not fetched again: --again "
+            "fetches the given URLs anyway, and a new --crawl ID starts afresh."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -55,6 +56,11 @@ class Command(ProjectCommand):
             "--sitemap", action="store_true",
             help="the URLs are sitemaps, sitemap indexes or robots.txt files to read page "
                  "URLs from (any DistributedSpider reads them)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--again", action="store_true",
+            help="fetch these URLs even if the crawl has seen them (what they link to "
+                 "that the crawl has seen is still not fetched again)",
         )  # fmt: skip
         parser.add_argument(
             "--crawl", metavar="ID", default="",
@@ -97,6 +103,8 @@ class Command(ProjectCommand):
             entries = [with_field(entry, "crawl", crawl, keep=True) for entry in entries]
         elif opts.budget is not None or opts.expire_after or opts.weight is not None:
             raise UsageError("--weight, --budget and --expire-after go with --crawl ID")
+        if opts.again:
+            entries = [with_field(entry, "dont_filter", True) for entry in entries]
         keys = spider_keys(self.settings, name)
         spidercls = get_spider_loader(self.settings).load(name)
         if not reads_start_urls(spidercls):
@@ -118,9 +126,13 @@ class Command(ProjectCommand):
         refused = len(refusals)
 
         server = redis_for_command(self.settings) if valid else None
+        seen_before = False
+        if server is not None and not crawl:
+            seen_before = int(server.hget(keys.checkpoint, "seen") or 0) > 0
         if crawl and server is not None:
             crawls = Crawls(server, sharding.as_recorded(server, keys))
             state = crawls.state(crawl)
+            seen_before = state is not None
             if state in ("stopped", "expired"):
                 raise SystemExit(f"error: crawl {crawl} of {name} is {state}: start another id")
             budget = opts.budget
@@ -139,8 +151,21 @@ class Command(ProjectCommand):
         into = f" (crawl {crawl})" if crawl else ""
         print(f"pushed {len(valid)} start URLs to {keys.start_urls}{into}", end="")
         print(f", refused {refused}" if refused else "")
+        if seen_before and valid and not opts.again:
+            _say_seen_before(name, crawl)
         if refused:
             self.exitcode = 1
+
+
+def _say_seen_before(name: str, crawl: str) -> None:
+    which = f"crawl {crawl!r} of {name}" if crawl else f"the crawl of {name} (no --crawl id)"
+    again = f" --crawl {crawl}" if crawl else ""
+    print(
+        f"note: {which} has run before: a URL it has already seen is not fetched "
+        f"again. To fetch these again: scrapy seed {name} URL...{again} --again; to "
+        "start afresh: a new --crawl ID (scrapy crawls lists the ids in use)",
+        file=sys.stderr,
+    )
 
 
 def _waiting(waiting: int, left: int) -> None:

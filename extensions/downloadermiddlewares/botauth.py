@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import NotConfigured
-
 from extensions.botauth import (
     BotSigner,
     agent_problem,
@@ -15,7 +13,7 @@ from extensions.botauth import (
     load_private_key,
     signer_from_settings,
 )
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.settingchecks import number
 
 if TYPE_CHECKING:
@@ -58,7 +56,7 @@ class BotAuthMiddleware:
         require_addon(crawler.settings, cls.__name__)
         signer = signer_from_settings(crawler.settings)
         if signer is None:
-            raise NotConfigured("BOT_AUTH_KEY is not set")
+            raise switched_off(cls, "BOT_AUTH_KEY is not set")
         return cls(signer, crawler.stats)
 
     def process_request(self, request: Request, spider: Any = None) -> None:

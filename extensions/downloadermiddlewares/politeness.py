@@ -10,14 +10,16 @@ when a node opens (the last node started sets them, so a changed rate applies
 to the next lease), and, with ``ROBOTSTXT_OBEY``, each host's robots.txt
 ``Crawl-delay`` (at most ``CLUSTER_CRAWL_DELAY_MAX`` seconds) into
 ``NAME:crawl_delay``. ``CLUSTER_DOMAIN_RATE`` and ``CLUSTER_IP_RATE`` go in as
-``*domain`` and ``*ip`` (frontier/hosts/levels.py). AutoThrottle and Scrapy's
-per-node limits still apply on top. Nodes' clocks should be NTP-synchronised.
+``*domain`` and ``*ip`` (frontier/hosts/levels.py). A project's ``DOWNLOAD_DELAY``
+(or a spider's ``download_delay``) becomes ``CLUSTER_HOST_RATE`` unless that is set
+(addon.py), so no node waits it out on top. Scrapy's per-node limits still apply.
+Nodes' clocks should be NTP-synchronised.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 from protego import Protego
@@ -82,8 +84,9 @@ class ClusterPolitenessMiddleware:
     def rate_for(self, host: str) -> float:
         return self.host_rates.get(host, self.default_rate)
 
-    def publish_rates(self) -> None:
+    def publish_rates(self, spider: Any = None) -> None:
         """Write this node's rates for every lease to read (replacing the last ones)."""
+        self._take_spider_delay(spider)
         rates = {DEFAULT_RATE_FIELD: self.default_rate, **self.host_rates,
                  DOMAIN_RATE_FIELD: self.domain_rate, IP_RATE_FIELD: self.ip_rate}  # fmt: skip
         # (a sharded frontier's leases read their own shard's copy; one
@@ -102,6 +105,22 @@ class ClusterPolitenessMiddleware:
         limited = {host: rate for host, rate in rates.items() if rate}
         if limited:
             logger.info("cluster-wide host rates (requests/s): %s", limited)
+
+    def _take_spider_delay(self, spider: Any) -> None:
+        # a spider's download_delay attribute, as the add-on does DOWNLOAD_DELAY:
+        # the cluster's pace per host, not a wait each node adds (Scrapy reads it
+        # when a host's first request is sent, after this)
+        delay = getattr(spider, "download_delay", 0) or 0
+        if not isinstance(delay, int | float) or delay <= 0:
+            return
+        spider.download_delay = 0
+        if not self.default_rate:
+            self.default_rate = 1 / delay
+        logger.info(
+            "%s.download_delay = %s s: each host gets at most %.3g requests/s from all "
+            "nodes together; nodes add no delay of their own",
+            type(spider).__name__, delay, self.default_rate,
+        )  # fmt: skip
 
     def process_response(self, request: Request, response: Response) -> Response:
         if self.obey_robots and response.status == 200 and request.url.endswith("/robots.txt"):

@@ -37,7 +37,7 @@ from extensions import connection, defaults
 from extensions.downloadermiddlewares.sendslots import remember_crawl_delay
 from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
-from extensions.meta import DELAY_UNTIL, ROBOTS_WAITS, SEND_SLOT
+from extensions.meta import CRAWL_ID, DELAY_UNTIL, ROBOTS_WAITS, SEND_SLOT
 from extensions.robotscache import SharedRobots
 from extensions.runtime import runtime_of
 from extensions.usage import crawler_token, robots_usage
@@ -71,6 +71,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         #: ROBOTSTXT_SHARED: robots.txt once for the cluster (robotscache.py)
         self.shared: SharedRobots | None = None
         self.robots_slots = runtime_of(crawler).robots_slots
+        self._robots_crawls: dict[str, str] = {}  # netloc -> the crawl whose page asked
         self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
         self.usage_token = crawler_token(crawler.settings)
         if crawler.settings.getbool("ROBOTSTXT_SHARED"):
@@ -79,7 +80,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                                        crawler.settings)  # fmt: skip
 
     async def process_request(self, request: Request, spider: Spider | None = None):
-        if request.meta.get("dont_obey_robotstxt") or request.url.startswith(("data:", "file:")):
+        if request.meta.get("dont_obey_robotstxt"):
+            # a robots.txt this middleware asked for: booked (dead letters, figures)
+            # under the crawl of the page that needed it
+            crawl = self._robots_crawls.pop(urlparse_cached(request).netloc, None)
+            if crawl and request.url.endswith("/robots.txt"):
+                request.meta.setdefault(CRAWL_ID, crawl)
+            return None
+        if request.url.startswith(("data:", "file:")):
             return None
         netloc = urlparse_cached(request).netloc
         again = self._unavailable.get(netloc)
@@ -97,6 +105,15 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         netloc = urlparse_cached(request).netloc
+        crawl = request.meta.get(CRAWL_ID)
+        if crawl and netloc not in self._parsers:
+            self._robots_crawls[netloc] = crawl
+        try:
+            return await self._robot_parser(request, netloc)
+        finally:
+            self._robots_crawls.pop(netloc, None)
+
+    async def _robot_parser(self, request: Request, netloc: str) -> RobotParser | None:
         if self.shared is not None and netloc not in self._parsers:
             # the others of this node wait on it while the cluster is asked
             asked: Deferred = Deferred()

@@ -81,8 +81,11 @@ def validate_url(url: str, rules: EntryRules = DEFAULT_RULES) -> str:
         raise InvalidStartURL("empty URL")
     if any(c.isspace() for c in url):
         raise InvalidStartURL(f"URL contains white space: {url!r:.200}")
-    if ":" not in url.split("/", 1)[0]:
-        raise InvalidStartURL(f"unsupported scheme 'none' in {url!r:.200} (use http or https)")
+    head = url.split("/", 1)[0]
+    if ":" not in head or "." in head.split(":", 1)[0]:  # www.python.org, example.com:8080
+        raise InvalidStartURL(
+            f"no scheme in {url!r:.200}: did you mean {'https://' + url.lstrip('/')!r:.200}?"
+        )
     problem = rules.policy.problem(url)
     if problem is None:
         try:

@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
 
 from extensions.frontier.domains import registered_domain
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.meta import CRAWL_ID, SEEN_ONLY
 from extensions.spidermiddlewares.marking import ItemMarker
 from extensions.urlnorm.chain import normalizing_for
@@ -72,7 +71,7 @@ class CanonicalMiddleware:
     def from_crawler(cls, crawler: Crawler) -> CanonicalMiddleware:
         require_addon(crawler.settings, cls.__name__)
         if not crawler.settings.getbool("CANONICAL_ENABLED"):
-            raise NotConfigured("CANONICAL_ENABLED is False")
+            raise switched_off(cls, "CANONICAL_ENABLED is False")
         return cls(crawler)
 
     def canonical_of(self, response: Response) -> str | None:

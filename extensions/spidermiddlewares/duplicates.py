@@ -30,14 +30,13 @@ from urllib.parse import urlsplit
 
 import redis
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import defer, threads
 
 from extensions import connection
 from extensions.frontier.domains import registered_domain
 from extensions.frontier.params import ParameterLearning
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.settingchecks import choice, flag, number
@@ -190,7 +189,7 @@ class ContentDuplicatesMiddleware:
         require_addon(crawler.settings, cls.__name__)
         mode = crawler.settings.get("CONTENT_DUPLICATES")
         if mode == "off":
-            raise NotConfigured("CONTENT_DUPLICATES is off")
+            raise switched_off(cls, "CONTENT_DUPLICATES is off")
         return cls(crawler, mode)
 
     def _first_url(self, response: Response) -> tuple[str, str | None, dict[str, Any] | None]:

@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 import redis
 from scrapy import Request, signals
-from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
 from extensions import connection
@@ -28,7 +27,7 @@ from extensions.crawlid import host_of
 from extensions.frontier.domains import registered_domain
 from extensions.frontier.groups import queue_group_for
 from extensions.frontier.ranks.state import HostRanks, budget_problem
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.keys import SpiderKeys
 from extensions.settingchecks import choice
 
@@ -71,7 +70,7 @@ class LinkGraphMiddleware:
     def from_crawler(cls, crawler: Crawler) -> LinkGraphMiddleware:
         require_addon(crawler.settings, cls.__name__)
         if not ranks_used(crawler.settings):
-            raise NotConfigured("no FRONTIER_ORDER = 'importance' and no HOST_BUDGET_BY_RANK")
+            raise switched_off(cls, "no FRONTIER_ORDER = 'importance' and no HOST_BUDGET_BY_RANK")
         return cls(crawler)
 
     def _opened(self, spider: Any) -> None:

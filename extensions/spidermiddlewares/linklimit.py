@@ -15,9 +15,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -50,7 +49,7 @@ class LinkLimitMiddleware:
         require_addon(crawler.settings, cls.__name__)
         limit = cls.limit_for(crawler)
         if limit <= 0:
-            raise NotConfigured("MAX_LINKS_PER_PAGE is 0: no limit")
+            raise switched_off(cls, "MAX_LINKS_PER_PAGE is 0: no limit")
         return cls(crawler, limit)
 
     def _over(self, response: Response, count: int) -> bool:

@@ -29,11 +29,10 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
 from w3lib.url import safe_url_string
 
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.settingchecks import choice, flag
 from extensions.spidermiddlewares.marking import ItemMarker
 from extensions.usage import crawler_token
@@ -126,7 +125,7 @@ class RobotsMetaMiddleware:
     def from_crawler(cls, crawler: Crawler) -> RobotsMetaMiddleware:
         require_addon(crawler.settings, cls.__name__)
         if not crawler.settings.getbool("ROBOTS_META_OBEY"):
-            raise NotConfigured("ROBOTS_META_OBEY is False")
+            raise switched_off(cls, "ROBOTS_META_OBEY is False")
         return cls(crawler)
 
     def directives(self, response: Response) -> set[str]:

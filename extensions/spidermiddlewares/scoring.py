@@ -13,10 +13,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.scoring import AnchorKeywordScorer, as_score, scored_priority
 from extensions.settingchecks import component, number
 
@@ -73,7 +72,7 @@ class ScoringMiddleware:
                 return spider.score_request(request, response)
 
             return cls(crawler, spider_score, scale)
-        raise NotConfigured("no FRONTIER_SCORER and no score_request method")
+        raise switched_off(cls, "no FRONTIER_SCORER and no score_request method")
 
     def _scored(self, request: Request, response: Response) -> Request:
         try:

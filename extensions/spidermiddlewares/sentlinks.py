@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request
-from scrapy.exceptions import NotConfigured
 
 from extensions.frontier.sent import SentFingerprints, sent_for
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.spidermiddlewares.linkgraph import ranks_used
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ class SentLinksMiddleware:
     def from_crawler(cls, crawler: Crawler) -> SentLinksMiddleware:
         require_addon(crawler.settings, cls.__name__)
         if crawler.settings.getint("DUPEFILTER_LOCAL_CACHE") <= 0:
-            raise NotConfigured("DUPEFILTER_LOCAL_CACHE is 0: no memory of what the node sent")
+            raise switched_off(cls, "DUPEFILTER_LOCAL_CACHE is 0: no memory of what the node sent")
         return cls(crawler, sent_for(crawler), not ranks_used(crawler.settings))
 
     def _known(self, response: Response) -> Any:

@@ -11,10 +11,9 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.runtime import runtime_of
 from extensions.settingchecks import flag
 from extensions.spidermiddlewares.marking import ItemMarker
@@ -41,7 +40,7 @@ class UsageSignalsMiddleware:
     def from_crawler(cls, crawler: Crawler) -> UsageSignalsMiddleware:
         require_addon(crawler.settings, cls.__name__)
         if not crawler.settings.getbool("USAGE_SIGNALS_ENABLED"):
-            raise NotConfigured("USAGE_SIGNALS_ENABLED is False")
+            raise switched_off(cls, "USAGE_SIGNALS_ENABLED is False")
         return cls(crawler)
 
     def usage_of(self, response: Response) -> dict[str, str]:

@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 
 import redis
 from scrapy import signals
-from scrapy.exceptions import NotConfigured
 from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList
 
@@ -40,7 +40,7 @@ from extensions import connection
 from extensions.exceptions import SerializationError
 from extensions.frontier.leased import leased_for
 from extensions.frontier.serializer import dumps_request
-from extensions.installed import require_addon
+from extensions.installed import require_addon, switched_off
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.runtime import runtime_of
@@ -91,7 +91,7 @@ class WarcMiddleware:
         require_addon(crawler.settings, cls.__name__)
         settings = crawler.settings
         if not settings.getbool("WARC_ENABLED"):
-            raise NotConfigured("WARC_ENABLED is off")
+            raise switched_off(cls, "WARC_ENABLED is off")
         archive = archive_for(settings)  # ConfigError: the node stops with one line
         payloads = None
         if settings.getbool("WARC_REVISITS"):
@@ -201,9 +201,9 @@ class WarcMiddleware:
         self.stats.inc_value("warc/revisits")
         return files.revisit(record, digest, original)
 
-    def _opened(self, spider: Any) -> Deferred:
+    async def _opened(self, spider: Any) -> None:
         # what a killed node left in the spool goes first (S3; nothing to do locally)
-        return threads.deferToThread(self.archive.leftovers, spider.name)
+        await maybe_deferred_to_future(threads.deferToThread(self.archive.leftovers, spider.name))
 
     def _store_closed(self) -> None:
         files = self.runtime.warc
@@ -215,12 +215,13 @@ class WarcMiddleware:
     def _uploaded(self, result: Any, upload: Deferred) -> None:
         self.uploads.discard(upload)  # a failure is the archive's to log
 
-    def _closed(self, spider: Any) -> Deferred:
+    async def _closed(self, spider: Any) -> None:
         if self.runtime.warc is not None:
             self.runtime.warc.close()
             publish_payloads(self.crawler)
             self._store_closed()
-        return DeferredList(list(self.uploads))  # the node stops once they are stored
+        # the node stops once they are stored
+        await maybe_deferred_to_future(DeferredList(list(self.uploads)))
 
 
 class ParkUnarchived:
@@ -236,7 +237,7 @@ class ParkUnarchived:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ParkUnarchived:
         if not crawler.settings.getbool("WARC_ENABLED"):
-            raise NotConfigured("WARC_ENABLED is off")
+            raise switched_off(cls, "WARC_ENABLED is off")
         return cls(crawler)
 
     def process_response(self, request: Request, response: Response, spider: Any = None) -> Any:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import redis
-from scrapy.exceptions import NotConfigured
 
 from extensions import connection
 from extensions.frontier.part import FrontierPart
+from extensions.installed import switched_off
 from extensions.runtime import runtime_of
 from extensions.warc.hold import hold_for
 
@@ -52,7 +52,7 @@ class WarcPart(FrontierPart):
     @classmethod
     def from_node(cls, node: NodeFrontier) -> WarcPart:
         if not node.crawler.settings.getbool("WARC_ENABLED"):
-            raise NotConfigured("WARC_ENABLED is off")
+            raise switched_off(cls, "WARC_ENABLED is off")
         return cls(node)
 
     def before_flush(self) -> None:
