@@ -3,6 +3,8 @@ client that fails with one line, and a quiet base class."""
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,6 +18,7 @@ from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     import redis
     from scrapy.settings import Settings
@@ -53,6 +56,24 @@ def redis_for_command(settings: Settings) -> redis.Redis:
     return server
 
 
+def _quiet_on_closed_pipe(run: Callable[..., None]) -> Callable[..., None]:
+    """``run``, ending quietly when its reader went away (``scrapy status | head``),
+    as a Unix command does, instead of with a BrokenPipeError traceback."""
+
+    @functools.wraps(run)
+    def wrapper(self: ScrapyCommand, *args: Any, **kwargs: Any) -> None:
+        try:
+            run(self, *args, **kwargs)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # what is still buffered goes nowhere, not into a second error at exit
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            self.exitcode = 1
+
+    return wrapper
+
+
 class ProjectCommand(ScrapyCommand):
     """A quick command of the project: no crawler process, no Scrapy log noise,
     and the stack's settings as a crawler would have them (the add-on's defaults
@@ -61,6 +82,11 @@ class ProjectCommand(ScrapyCommand):
     requires_project = True
     requires_crawler_process = False
     default_settings: ClassVar[dict[str, Any]] = {"LOG_ENABLED": False}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "run" in cls.__dict__:
+            cls.run = _quiet_on_closed_pipe(cls.__dict__["run"])  # type: ignore[method-assign]
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)

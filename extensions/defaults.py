@@ -85,9 +85,10 @@ URL_LEARN_PAIRS = 3  # equal pairs, and none that differed, that make a paramete
 
 # a page whose content another URL of the crawl had first (its digest, volatile parts
 # aside, in NAME:digests:*): "drop" its items, "mark" them (duplicate_of), or "off";
-# its links are not followed either way. Off by default: a digest and a round trip a
-# page cost small pages (the demo shop's) about a sixth of a node's rate
-CONTENT_DUPLICATES = "off"
+# its links are not followed either way. On by default: the same page under URLs no
+# rule knows (print views, aliases, mirrors) is stored once unmarked, and the host
+# parameter learning (URL_LEARN_PARAMETERS) feeds on its digests
+CONTENT_DUPLICATES = "mark"
 # with CONTENT_DUPLICATES on, a page within CONTENT_NEAR_DISTANCE bits (0-3) of the
 # 64-bit SimHash of a page of its registered domain fetched first, and of at least
 # CONTENT_NEAR_MIN_WORDS distinct words: "mark" its items (near_duplicate_of, links

@@ -22,6 +22,7 @@ import redis
 
 from tools import (
     bench_sections,  # noqa: F401  (sections 12 to 27 register)
+    duplicates_bench,  # noqa: F401  (section 29 registers)
     links_bench,  # noqa: F401  (section 28 registers)
     services,
 )

@@ -73,3 +73,19 @@ def _minute(field: bytes | str) -> int:
         return int(text(field).partition(":")[0])
     except ValueError:
         return -1  # not ours: swept too
+
+
+def last_minute_rate(server: redis.Redis, key: str, now: float, kind: str = "pages") -> float:
+    """``kind`` per second over about the last minute: the minute under way and
+    the one before it, over the seconds they span (what a one-shot ``scrapy
+    status`` shows as the rate now, where --watch has two snapshots to compare)."""
+    minute = int(now // 60)
+    letter = KINDS[kind]
+    values: Any = server.hmget(key, [f"{minute}:{letter}", f"{minute - 1}:{letter}"])
+    total = 0
+    for value in values:
+        try:
+            total += int(value or 0)
+        except ValueError:  # not ours
+            continue
+    return total / (60 + now - minute * 60)

@@ -52,6 +52,12 @@ class Command(ProjectCommand):
             records, malformed = letters.records(opts.limit)
             for record in records:
                 print(json.dumps(record) if opts.json else _line(record))
+            if not records and not malformed and not opts.json:
+                print(
+                    f"no dead letters in {keys.dlq}: nothing has failed for good (a request "
+                    "is dead-lettered once its retries are spent)",
+                    file=sys.stderr,
+                )
             if malformed:
                 print(f"skipped {malformed} malformed records (not JSON objects)", file=sys.stderr)
         elif action == "replay":

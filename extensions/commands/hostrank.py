@@ -98,6 +98,14 @@ class Command(ProjectCommand):
         if opts.json:
             print(json.dumps({"hosts": rows}))
             return
+        if not rows:
+            print(
+                "no host ranks yet: they are learned from the links between registered "
+                'domains while the crawl runs with FRONTIER_ORDER = "importance" or '
+                "HOST_BUDGET_BY_RANK set, or imported: scrapy hostrank NAME import FILE",
+                file=sys.stderr,
+            )
+            return
         print(f"{'host':40s} {'rank':>10s} {'leased':>8s} {'budget':>8s}")
         for row in rows:
             limit = str(row["budget"]) if row["budget"] else "-"

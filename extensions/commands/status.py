@@ -16,6 +16,7 @@ from scrapy.exceptions import UsageError
 
 from extensions import compat, defaults, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
+from extensions.cluster import series
 from extensions.commands.crawls import CrawlsOf, render_one
 from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.part import StatusParts
@@ -31,6 +32,9 @@ from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
     import argparse
+
+#: seconds a node that closed cleanly stays in the text view's list of nodes
+CLOSED_SHOWN_FOR = 600.0
 
 
 def render(
@@ -51,7 +55,9 @@ def render(
     elapsed = (status["updated"] or status["time"]) - (status["started"] or status["time"])
     average = status["pages"] / elapsed if elapsed > 0 else 0.0
     items_average = status["items"] / elapsed if elapsed > 0 else 0.0
-    now_rate = items_now = 0.0
+    now_rate = status.get("pages_per_s_last_minute", 0.0)
+    items_now = status.get("items_per_s_last_minute", 0.0)
+    now_label = "last min" if "pages_per_s_last_minute" in status and not previous else "now"
     eta = "-"
     if previous:
         dt = status["time"] - previous["time"]
@@ -64,8 +70,8 @@ def render(
             if done_rate > 0 and left <= before:
                 eta = time.strftime("%H:%M:%S", time.gmtime(left / done_rate))
     lines.append(
-        f"pages/s {now_rate:7.1f} now {average:7.1f} avg   items/s {items_now:7.1f} now "
-        f"{items_average:7.1f} avg   ETA {eta}"
+        f"pages/s {now_rate:7.1f} {now_label} {average:7.1f} avg   items/s {items_now:7.1f} "
+        f"{now_label} {items_average:7.1f} avg   ETA {eta}"
     )
     spilled = status.get("spilled", 0)
     queued = status["queued"]
@@ -85,7 +91,15 @@ def render(
         f"{'node':32s} {'state':8s} {'heartbeat':>9s} {'pages/s':>8s} {'pages':>7s} {'items':>7s}"
     )
     old_nodes = {n["node"]: n for n in (previous or {}).get("nodes", [])}
+    # a node that closed cleanly a while ago is history, not part of the cluster now
+    gone = [
+        n
+        for n in status["nodes"]
+        if n["state"] == "closed" and n["seconds_since_heartbeat"] > CLOSED_SHOWN_FOR
+    ]
     for node in status["nodes"]:
+        if node in gone:
+            continue
         rate = 0.0
         before = old_nodes.get(node["node"])
         if before and previous and status["time"] > previous["time"]:
@@ -95,6 +109,14 @@ def render(
             f"{rate:8.1f} {node['pages']:7d} {node['items']:7d}"
             + "".join(f"  {note}" for note in node.get("notes", ()))
         )
+    if gone:
+        lines.append(
+            f"and {len(gone)} node{'s' if len(gone) > 1 else ''} that closed more than "
+            f"{CLOSED_SHOWN_FOR // 60:.0f} minutes ago ({sum(n['pages'] for n in gone)} pages; "
+            "--json lists them)"
+        )
+    if not status["nodes"]:
+        lines.append("(no node has joined this crawl yet: start one with scrapy crawl NAME)")
     return "\n".join(lines)
 
 
@@ -110,6 +132,8 @@ def render_hosts(rows: list[dict[str, Any]], learn_pairs: int = defaults.URL_LEA
         f"{'state':>11s} {'for':>7s} {'budget':>7s} {'pushed':>6s} {'bans':>5s}  dropped"
     ]
     now = time.time()
+    if not rows:
+        lines.append("(no host has queued work: seed the crawl, or see scrapy status NAME)")
     for row in rows:
         rate = f"{row['rate']:g}" if row["rate"] else "-"
         if row.get("adaptive_rate") is not None:
@@ -167,11 +191,14 @@ def render_levels(rows: list[dict[str, Any]], by: str) -> str:
             f"{row['held']:5d} {row['line']:5d}  {', '.join(row['busiest_hosts'])}"
             + (f"  [server held: {row['server_refused']}]" if row.get("server_refused") else "")
         )
+    setting = "CLUSTER_IP_RATE" if by == "address" else "CLUSTER_DOMAIN_RATE"
+    if not rows:
+        lines.append("(no host has queued work: seed the crawl, or see scrapy status NAME)")
     if any(row[by] in (UNKNOWN, "-", "?") for row in rows):
         lines.append(
-            f"{UNKNOWN}: hosts the leases did not need to describe (no "
-            f"{'CLUSTER_IP_RATE' if by == 'address' else 'CLUSTER_DOMAIN_RATE'}, or none "
-            "leased since); -: a name with no address; ?: its lookup failed (held)"
+            f"{UNKNOWN}: hosts the leases did not need to describe: their {by} is looked "
+            f"up once {setting} is set (the nodes' settings), or since none of their "
+            "requests was leased; -: a name with no address; ?: its lookup failed (held)"
         )
     return "\n".join(lines)
 
@@ -289,7 +316,13 @@ class Command(CrawlsOf, ProjectCommand):
             print(json.dumps(snapshot()))
             return
         if not opts.watch:
-            print(render(snapshot(), None, top_errors(server, keys), parts))
+            status = snapshot()
+            now = time.time()
+            for kind in ("pages", "items"):
+                status[f"{kind}_per_s_last_minute"] = series.last_minute_rate(
+                    server, keys.series, now, kind
+                )
+            print(render(status, None, top_errors(server, keys), parts))
             return
         tty = sys.stdout.isatty()
         previous = None
