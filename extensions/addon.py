@@ -52,6 +52,8 @@ DOWNLOADER_MIDDLEWARES = {
     "extensions.warc.middleware.WarcMiddleware": 960,
     # what it could not archive goes back to the frontier, after the answer is counted
     "extensions.warc.middleware.ParkUnarchived": 545,
+    # the last to see an answer before the spider: which URL had its content first
+    "extensions.downloadermiddlewares.duplicates.ContentDuplicatesLookup": 530,
 }
 # closest to the spider: counts what its callbacks yield before anything else
 SPIDER_MIDDLEWARES = {
@@ -89,6 +91,12 @@ class DistributedAddon:
         # --get NAME` shows it and a project overrides it as any Scrapy setting.
         installed.install_defaults(settings)
         self._delay_for_the_cluster(settings)
+        if self.announce and settings.getint("CLOSESPIDER_PAGECOUNT") > 0:
+            logger.info(
+                "CLOSESPIDER_PAGECOUNT = %d stops this node, not the crawl: a cap for the "
+                "whole crawl is scrapy seed NAME URL --crawl ID --budget N",
+                settings.getint("CLOSESPIDER_PAGECOUNT"),
+            )
         # an address's limit holds for the cluster when every node sees one answer
         wanted = settings.getfloat("CLUSTER_IP_RATE") > 0
         if wanted and (settings.getpriority("DNS_SHARED") or 0) <= SETTINGS_PRIORITIES["addon"]:

@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 Fingerprint = TypeVar("Fingerprint", bytes, str)
 
+#: the stat of the items of the crawl without an id (the heartbeat reports it)
+ITEMS_WITHOUT_ID = "crawls/items_of_no_id"
 #: what joins a host and a crawl id in a queue group (HOST#CRAWL)
 CRAWL_SEPARATOR = "#"
 #: what ends the host part of a render lane's group (HOST!render, HOST!render#CRAWL);

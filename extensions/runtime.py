@@ -38,6 +38,9 @@ class Runtime:
     #: the crawl of items that cannot carry a ``_crawl`` field themselves, until the
     #: item store takes it (spidermiddlewares/crawlid.py)
     item_crawls: Any = None
+    #: a reparsed item's archived fetch time, beside an item that cannot take it
+    #: as a field, until the item store takes it (itemtimes.py)
+    item_times: Any = None
     #: RENDER_AUTO's learned patterns and their node-local cache, one for the
     #: scheduler (which decides) and the check (which learns): policy.learned_for
     render_learned: Any = None

@@ -9,8 +9,8 @@ import pytest
 import redis
 from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
-from twisted.internet import defer
 
+from extensions.downloadermiddlewares.duplicates import ContentDuplicatesLookup
 from extensions.keys import SpiderKeys
 from extensions.spidermiddlewares.duplicates import (
     ContentDigests,
@@ -69,57 +69,96 @@ class Shop(Spider):
     name = "t"
 
 
+def checks(settings: dict) -> tuple[ContentDuplicatesLookup, ContentDuplicatesMiddleware]:
+    """The two halves, the downloader's and the spider's, of one node."""
+    crawler = crawler_with_addon(Shop, settings=settings)
+    return (
+        ContentDuplicatesLookup.from_crawler(crawler),
+        ContentDuplicatesMiddleware.from_crawler(crawler),
+    )
+
+
 async def _collect(middleware, response, output) -> list:
     async def produced():
         for each in output:
             yield each
 
-    return [each async for each in middleware.process_spider_output(response, produced())]
+    return [each async for each in middleware.process_spider_output_async(response, produced())]
 
 
-def run(middleware, response, output) -> list:
-    """The middleware's output, its digest asked for in this thread."""
-    middleware.in_thread = lambda function, *args: defer.maybeDeferred(function, *args)
-    return asyncio.run(_collect(middleware, response, output))
+def run(halves, response, output, *, asynchronous: bool = False) -> list:
+    """The spider middleware's output once the lookup has asked Redis about
+    ``response`` (now, not at a reactor's next turn)."""
+    lookup, middleware = halves
+    if lookup.wants(response.request, response):
+        answered = lookup.ask(response)
+        lookup.ask_now()
+        lookup.note(response.request, *answered.result)
+    if asynchronous:
+        return asyncio.run(_collect(middleware, response, output))
+    return list(middleware.process_spider_output(response, output))
 
 
 def response(url: str, body: bytes, status: int = 200) -> HtmlResponse:
     return HtmlResponse(url, body=body, status=status, request=Request(url))
 
 
-def test_a_duplicate_yields_no_links_and_its_items_are_dropped_or_marked(redis_url):
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_duplicate_yields_no_links_and_its_items_are_dropped_or_marked(
+    redis_url, redis_client, asynchronous
+):
+    redis_client.flushall()
     settings = {"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "drop"}
-    dropping = ContentDuplicatesMiddleware.from_crawler(crawler_with_addon(Shop, settings=settings))
+    dropping = checks(settings)
     output = [{"title": "Item 7"}, Request("http://a.test/item/8")]
-    first = run(dropping, response("http://a.test/item/7", page()), output)
+    first = run(
+        dropping, response("http://a.test/item/7", page()), output, asynchronous=asynchronous
+    )
     assert first == output  # new: everything goes on
-    again = run(dropping, response("http://a.test/p/7", page()), output)
+    again = run(dropping, response("http://a.test/p/7", page()), output, asynchronous=asynchronous)
     assert again == []
     # an error page is no page's content
     errors = run(dropping, response("http://a.test/x", page(), 404), output)
     assert errors == output
-    marking = ContentDuplicatesMiddleware.from_crawler(
-        crawler_with_addon(Shop, settings={**settings, "CONTENT_DUPLICATES": "mark"})
-    )
+    marking = checks({**settings, "CONTENT_DUPLICATES": "mark"})
     items = [{"title": "Item 7"}, Request("http://a.test/item/8")]
-    marked = run(marking, response("http://a.test/q/7", page()), items)
+    marked = run(marking, response("http://a.test/q/7", page()), items, asynchronous=asynchronous)
     assert marked == [{"title": "Item 7", "duplicate_of": "http://a.test/item/7"}]
-    stats = marking.stats
+    stats = marking[1].stats
     assert stats.get_value("duplicates/items_marked") == 1
     assert stats.get_value("duplicates/links_dropped") == 1
 
 
 def test_with_redis_away_a_page_is_taken_as_new_and_counted(redis_url):
-    middleware = ContentDuplicatesMiddleware.from_crawler(
-        crawler_with_addon(Shop, settings={"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "drop"})
-    )
+    halves = checks({"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "drop"})
     # Redis goes away mid-crawl (nothing listens on port 1)
     dead = redis.Redis(port=1, socket_connect_timeout=1)
-    middleware.digests = ContentDigests(dead, SpiderKeys.for_spider("t"))
+    halves[0].server = dead
+    halves[0].digests = ContentDigests(dead, SpiderKeys.for_spider("t"))
     output = [{"title": "Item 7"}]
-    got = run(middleware, response("http://a.test/7", page()), output)
+    got = run(halves, response("http://a.test/7", page()), output)
     assert got == output
-    assert middleware.stats.get_value("duplicates/unchecked") == 1
+    assert halves[0].stats.get_value("duplicates/unchecked") == 1
+
+
+def test_the_pages_of_one_turn_are_asked_about_in_one_round_trip_in_order(redis_url, redis_client):
+    redis_client.flushall()
+    lookup, _ = checks({"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "mark"})
+    warm = lookup.ask(response("http://a.test/warm", page(extra="warm")))
+    lookup.ask_now()  # (Redis learns the script)
+    assert warm.result == (None, None)
+    pages = [response(f"http://a.test/{n}", page(extra=str(n % 2))) for n in range(4)]
+    redis_client.config_resetstat()
+    answered = [lookup.ask(each) for each in pages]
+    lookup.ask_now()
+    # the script for each page and nothing else (what it runs inside aside),
+    # answered in the order asked
+    calls = {name: stats["calls"] for name, stats in redis_client.info("commandstats").items()}
+    assert calls.pop("cmdstat_evalsha") == 4
+    assert calls.pop("cmdstat_hsetnx") == calls.pop("cmdstat_hget") == 4
+    assert set(calls) <= {"cmdstat_info", "cmdstat_config|resetstat"}, calls
+    firsts = [each.result[0] for each in answered]
+    assert firsts == [None, None, "http://a.test/0", "http://a.test/1"]
 
 
 @pytest.mark.unit

@@ -8,7 +8,7 @@ import random
 import pytest
 from scrapy import Request
 
-from extensions.spidermiddlewares.duplicates import ContentDuplicatesMiddleware, stable_text
+from extensions.spidermiddlewares.duplicates import stable_text
 from extensions.spidermiddlewares.nearduplicates import (
     BLOCK_KEPT,
     NearIndex,
@@ -17,8 +17,7 @@ from extensions.spidermiddlewares.nearduplicates import (
     fingerprint,
     words,
 )
-from tests.conftest import crawler_with_addon
-from tests.test_duplicates import Shop, response, run
+from tests.test_duplicates import checks, response, run
 from tools.nginx import PYTHON_DOCS
 
 VOCABULARY = [f"w{n:04d}" for n in range(5000)]
@@ -44,11 +43,13 @@ def test_the_fingerprint_is_the_simhash_librarys_on_real_pages():
 
     pages = sorted(PYTHON_DOCS.rglob("*.html"))[:40] or []
     bodies = [path.read_bytes() for path in pages] + [article(n) for n in range(5)]
+    known: dict[bytes, bytes] = {}  # word hashes kept from page to page, as a node keeps them
     for body in bodies:
         page_words = words(stable_text(body))
         theirs = Simhash([w.decode("utf-8", "replace") for w in page_words], hashfunc=feature_hash)
         assert fingerprint(page_words) == theirs.value
-    assert fingerprint(set()) == 0
+        assert fingerprint(page_words, known) == theirs.value
+    assert known and fingerprint(set()) == 0
 
 
 @pytest.mark.unit
@@ -135,7 +136,7 @@ def test_a_fingerprint_no_block_keeps_has_its_url_gone(redis_client):
 
 def test_near_duplicates_are_marked_by_default_and_dropped_by_setting(redis_url):
     settings = {"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "drop"}
-    marking = ContentDuplicatesMiddleware.from_crawler(crawler_with_addon(Shop, settings=settings))
+    marking = checks(settings)
     output = [{"title": "Story 1"}, Request("http://a.test/story/2")]
     assert run(marking, response("http://a.test/story/1", article(1)), output) == output
     # on another host of the domain (a www. mirror) with a banner: marked, links kept
@@ -144,23 +145,19 @@ def test_near_duplicates_are_marked_by_default_and_dropped_by_setting(redis_url)
     got = run(marking, response("http://www.a.test/story/1", mirror), items)
     assert got == items  # the same two, the item marked
     assert items[0] == {"title": "Story 1", "near_duplicate_of": "http://a.test/story/1"}
-    assert marking.stats.get_value("duplicates/near_pages") == 1
-    assert marking.stats.get_value("duplicates/near_items_marked") == 1
+    assert marking[0].stats.get_value("duplicates/near_pages") == 1
+    assert marking[0].stats.get_value("duplicates/near_items_marked") == 1
     # a small page is never a near duplicate: one word is much of what it says
     small = b"<html><body><p>Item 1 of the shop</p></body></html>"
     run(marking, response("http://a.test/item/1", small), [])
     again = run(marking, response("http://a.test/item/2", small.replace(b"1", b"2")), [{"i": 2}])
     assert again == [{"i": 2}]
-    assert marking.stats.get_value("duplicates/near_too_few_words") == 2
+    assert marking[0].stats.get_value("duplicates/near_too_few_words") == 2
 
-    dropping = ContentDuplicatesMiddleware.from_crawler(
-        crawler_with_addon(Shop, settings={**settings, "CONTENT_NEAR_DUPLICATES": "drop"})
-    )
+    dropping = checks({**settings, "CONTENT_NEAR_DUPLICATES": "drop"})
     other = article(1, extra="recommended: story 7")
     assert run(dropping, response("http://a.test/story/1?from=7", other), items) == []
-    assert dropping.stats.get_value("duplicates/links_dropped") == 1
-    off = ContentDuplicatesMiddleware.from_crawler(
-        crawler_with_addon(Shop, settings={**settings, "CONTENT_NEAR_DUPLICATES": "off"})
-    )
+    assert dropping[0].stats.get_value("duplicates/links_dropped") == 1
+    off = checks({**settings, "CONTENT_NEAR_DUPLICATES": "off"})
     third = article(1, extra="recommended: story 8")
     assert run(off, response("http://a.test/story/1?from=8", third), [{"t": 1}]) == [{"t": 1}]

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import zlib
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -70,13 +71,18 @@ def reparsed_from_warc(spider, tmp_path, redis_url, items, site_calls) -> dict[s
                     url = record.rec_headers.get_header("WARC-Target-URI")
                     doms[urlsplit(url).path] = record.content_stream().read()
     before = site_calls()
+    reparse_began = datetime.now(UTC)
     shown = scrapy("reparse", spider, "-s", f"WARC_DIR={tmp_path / 'warc'}", "-s",
                    f"REDIS_URL={redis_url}", "-s", f"ITEMS_DIR={tmp_path / 'again'}")  # fmt: skip
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert site_calls() == before
-    moment = ("_fetched_at", "_node", "fetched_at")
-    again = [{k: v for k, v in item.items() if k not in moment}
-             for item in read_items(tmp_path / "again")]  # fmt: skip
+    reparsed = read_items(tmp_path / "again")
+    # each item keeps the fetch time of its archived response and says when it was made
+    for item in reparsed:
+        fetched, made = (datetime.fromisoformat(item[f]) for f in ("_fetched_at", "_reparsed_at"))
+        assert fetched < reparse_began <= made, item
+    moment = ("_fetched_at", "_reparsed_at", "_node", "fetched_at")
+    again = [{k: v for k, v in item.items() if k not in moment} for item in reparsed]
     crawled = [{k: v for k, v in item.items() if k not in moment} for item in items]
     assert sorted(again, key=str) == sorted(crawled, key=str)
     return doms

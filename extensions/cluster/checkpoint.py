@@ -21,6 +21,7 @@ import redis
 import extensions
 from extensions import connection
 from extensions.cluster import series
+from extensions.crawlid import ITEMS_WITHOUT_ID
 from extensions.runtime import runtime_of
 
 logger = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class Checkpoint:
         self.node_id = node_id
         self.key = keys.node(node_id)
         self.started = time.time()
-        self._reported = {"pages": 0, "items": 0}
+        self._reported = {"pages": 0, "items": 0, "items_no_id": 0}
         self._pages_said: dict[str, int] = dict.fromkeys(PAGES_SAID, 0)
         #: SERIES_HOURS: the window of NAME:series this node adds to (0: none)
         self.series_hours = series_hours
@@ -117,6 +118,7 @@ class Checkpoint:
         progress: dict[Any, Any] = {
             "pages": int(values.get("response_received_count", 0)),
             "items": int(values.get("item_scraped_count", 0)),
+            "items_no_id": int(values.get(ITEMS_WITHOUT_ID, 0)),
         }
         errors = sum(int(values.get(name, 0)) for name in series.ERROR_STATS)
         now = time.time()

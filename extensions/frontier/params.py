@@ -85,19 +85,21 @@ class ParameterLearning:
         self.needed = needed
         self._script = server.register_script(load_script("learn_params"))
 
-    def learn(self, url: str, digest: bytes) -> dict[str, Any] | None:
+    def learn(self, url: str, digest: bytes, pipe: Any = None) -> Any:
         """What the page's pairs changed ({learned, undone, bad}), or None for a
-        URL without parameters. Raises redis.RedisError."""
+        URL without parameters. With ``pipe``, the script is queued on it
+        instead: whether it was (``read`` turns its answer into the same).
+        Raises redis.RedisError."""
         evidence = evidence_items(url)
         if evidence is None:
-            return None
+            return None if pipe is None else False
         own, items = evidence
         try:
             host = urlsplit(url).hostname or ""
         except ValueError:
-            return None
+            return None if pipe is None else False
         if not host:
-            return None
+            return None if pipe is None else False
         key = self.keys.params(host)
         result = run_named(
             self._script,
@@ -105,8 +107,13 @@ class ParameterLearning:
              "changes": self.keys.params_learned},
             {"host": host, "digest": digest, "self": own, "needed": self.needed,
              "cap": PAIRS_KEPT, "ttl": EVIDENCE_TTL_MS},
+            pipe,
             items=items,
         )  # fmt: skip
+        return True if pipe is not None else self.read(result)
+
+    @staticmethod
+    def read(result: Any) -> dict[str, Any]:
         answer = fields(result)
         return {
             "learned": [connection.text(n) for n in answer["learned"]],

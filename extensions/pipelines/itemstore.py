@@ -35,6 +35,7 @@ from twisted.python.failure import Failure
 from extensions import defaults, signals
 from extensions.cluster.checkpoint import node_id_for
 from extensions.installed import require_addon
+from extensions.itemtimes import FETCHED_AT, times_of
 from extensions.pipelines.documents import COUNTED, KEY_FIELD, WriteReport
 from extensions.pipelines.stores import ItemStore, JsonLinesStore
 from extensions.recrawl.revisits import ignored_fields
@@ -192,7 +193,9 @@ class ItemStorePipeline:
         if crawl:
             doc.setdefault(CRAWL_FIELD, crawl)
         doc.setdefault("_node", self.node_id)
-        doc.setdefault("_fetched_at", dt.datetime.now(dt.UTC))
+        for field, moment in times_of(self.crawler, item).items():
+            doc.setdefault(field, moment)
+        doc.setdefault(FETCHED_AT, dt.datetime.now(dt.UTC))
         key_field = getattr(item, "item_key_field", None)
         if key_field:
             doc[KEY_FIELD] = key_field

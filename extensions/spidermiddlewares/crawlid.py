@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 
-from extensions.crawlid import crawl_id_problem
+from extensions.crawlid import ITEMS_WITHOUT_ID, crawl_id_problem
 from extensions.installed import require_addon
 from extensions.meta import CRAWL_ID, START_ENTRY
 from extensions.runtime import runtime_of
@@ -30,12 +30,13 @@ CRAWL_FIELD = "_crawl"
 
 class ItemCrawls:
     """The crawl of items that cannot take a field (Scrapy ``Item`` classes
-    without a ``_crawl`` field, dataclasses), held only as long as the item lives."""
+    without a ``_crawl`` field, dataclasses), held only as long as the item lives
+    (``itemtimes.py`` notes fetch times this way too)."""
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[weakref.ref, str]] = {}
+        self._by_id: dict[int, tuple[weakref.ref, Any]] = {}
 
-    def put(self, item: Any, crawl: str) -> bool:
+    def put(self, item: Any, crawl: Any) -> bool:
         key = id(item)
 
         def forget(_ref: weakref.ref) -> None:
@@ -48,7 +49,7 @@ class ItemCrawls:
         self._by_id[key] = (ref, crawl)
         return True
 
-    def pop(self, item: Any) -> str | None:
+    def pop(self, item: Any) -> Any:
         entry = self._by_id.get(id(item))
         if entry is None or entry[0]() is not item:
             return None
@@ -121,6 +122,10 @@ class CrawlIdMiddleware:
             return
         if crawl:
             self.counts[crawl] = self.counts.get(crawl, 0) + 1
+        else:
+            # counted, not worked out as all items less the named crawls': the two
+            # reach Redis at different moments, and their difference flickers
+            self.stats.inc_value(ITEMS_WITHOUT_ID)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for output in start:

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
 from extensions import connection
+from extensions.frontier.redisops import run_script
 
 FINGERPRINT_BITS = 64
 BLOCKS = 4  # the blocks a fingerprint is split in: DISTANCE_MAX + 1
@@ -51,17 +53,34 @@ def words(stable: bytes) -> set[bytes]:
     return set(WORD.findall(b" ".join(TEXT.findall(stable)).lower()))
 
 
-def fingerprint(page_words: set[bytes]) -> int:
+#: words whose hashes a node keeps (about 120 bytes each): a site's pages share
+#: most of their words, and hashing them again was most of a fingerprint's cost
+WORDS_KEPT = 100_000
+
+
+def fingerprint(page_words: set[bytes], known: dict[bytes, bytes] | None = None) -> int:
     """The 64-bit SimHash of a page's distinct words: bit i is set when more
-    than half of the words' hashes have it."""
+    than half of the words' hashes have it. ``known``: word hashes kept from the
+    pages before (filled here, emptied at WORDS_KEPT)."""
     if not page_words:
         return 0
     # imported here: numpy costs every scrapy command a tenth of a second to load,
     # and only a node comparing pages needs it
     import numpy as np
 
-    hashes = np.frombuffer(b"".join([feature_hash(w) for w in page_words]), dtype=np.uint8)
-    ones = np.unpackbits(hashes).reshape(-1, FINGERPRINT_BITS).sum(axis=0)
+    if known is None:
+        hashes = [feature_hash(w) for w in page_words]
+    else:
+        if len(known) > WORDS_KEPT:
+            known.clear()
+        hashes = []
+        for word in page_words:
+            found = known.get(word)
+            if found is None:
+                found = known[word] = feature_hash(word)
+            hashes.append(found)
+    bits = np.frombuffer(b"".join(hashes), dtype=np.uint8)
+    ones = np.unpackbits(bits).reshape(-1, FINGERPRINT_BITS).sum(axis=0)
     return int.from_bytes(np.packbits(ones * 2 > len(page_words)).tobytes(), "big")
 
 
@@ -146,8 +165,18 @@ class NearIndex:
         """The URL of the first page of ``domain`` within the distance of
         ``print_``; None, and ``url`` is kept as its page, when there is none.
         Raises redis.RedisError."""
-        first = self._nearest(
-            keys=[f"{self.prefix}{domain}"],
-            args=[print_.to_bytes(8, "big"), url[:URL_KEPT], self.distance, BLOCK_KEPT],
+        return self.near_of(self.ask(None, domain, print_, url))
+
+    def ask(self, pipe: Any, domain: str, print_: int, url: str) -> Any:
+        """``nearest``'s script, run now (``pipe`` None) or queued on ``pipe``;
+        ``near_of`` reads its answer."""
+        return run_script(
+            self._nearest,
+            [f"{self.prefix}{domain}"],
+            [print_.to_bytes(8, "big"), url[:URL_KEPT], self.distance, BLOCK_KEPT],
+            pipe,
         )
-        return connection.text(first) if first is not None else None
+
+    @staticmethod
+    def near_of(answer: Any) -> str | None:
+        return connection.text(answer) if answer is not None else None

@@ -13,6 +13,7 @@ to the spider's start list for the cluster to fetch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from itertools import islice
@@ -32,6 +33,7 @@ from extensions.exceptions import SerializationError
 from extensions.frontier import seeding
 from extensions.frontier.serializer import loads_request
 from extensions.frontier.start_urls import EntryRules
+from extensions.itemtimes import stamp_reparsed
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.warc.archive import Damage, Exchange, Originals, parse_date, read_exchanges
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EXCHANGE = "_warc_exchange"  # meta: the archived fetch a replayed request stands for
+ARCHIVED_AT = "_warc_fetched_at"  # meta: when that fetch was made (its WARC-Date)
 BATCH = 100  # exchanges read in the worker thread at a time
 
 
@@ -155,6 +158,10 @@ class ReplayHandler(BaseDownloadHandler):
 
     async def download_request(self, request: Request) -> Response:
         exchange = request.meta.pop(EXCHANGE, None)
+        if isinstance(exchange, Exchange):
+            # a WARC-Date that does not parse: the items say now
+            with contextlib.suppress(ValueError):
+                request.meta[ARCHIVED_AT] = exchange.fetched
         stats = self.crawler.stats
         if not isinstance(exchange, Exchange):
             assert stats is not None
@@ -210,19 +217,23 @@ class ReparseLinks:
         return cls(crawler, crawler.settings.getbool("REPARSE_FOLLOW"))
 
     def process_spider_output(self, response: Response, result: Any, spider: Any = None) -> Any:
+        fetched = response.meta.get(ARCHIVED_AT)
         for output in result:
             if isinstance(output, Request):
                 self._link(output)
             else:
+                stamp_reparsed(self.crawler, output, fetched)
                 yield output
 
     async def process_spider_output_async(
         self, response: Response, result: Any, spider: Any = None
     ) -> Any:
+        fetched = response.meta.get(ARCHIVED_AT)
         async for output in result:
             if isinstance(output, Request):
                 self._link(output)
             else:
+                stamp_reparsed(self.crawler, output, fetched)
                 yield output
 
     def _link(self, request: Request) -> None:

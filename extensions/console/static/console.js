@@ -62,6 +62,16 @@ async function drawChart(box) {
   const columns = [data.minutes, data.pages, data.items, data.errors];
   const old = charts.get(box);
   if (old) { old.setData(columns); return; }
+  const total = [data.pages, data.items, data.errors]
+    .reduce((sum, column) => sum + (column || []).reduce((a, b) => a + b, 0), 0);
+  if (!total) {
+    // an empty frame says nothing: say why, and draw once there is a minute to show
+    box.textContent = "no data yet: nodes add a point a minute while they crawl";
+    box.classList.add("empty");
+    return;
+  }
+  box.textContent = "";
+  box.classList.remove("empty");
   const options = {
     width: Math.max(box.clientWidth, 300), height: 220,
     scales: {x: {time: true}},

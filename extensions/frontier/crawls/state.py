@@ -344,7 +344,13 @@ class Crawls:
             in_flight=rest(sizes.in_flight, "in_flight"),
             delayed=rest(sizes.delayed, "delayed"),
             done=rest(_number(progress.get("done", 0)), "done"),
-            items=rest(_number(progress.get("items", 0)), "items"),
+            # counted by the nodes; the difference of the totals for a crawl begun
+            # before they counted it
+            items=(
+                _number(progress["items_no_id"])
+                if "items_no_id" in progress
+                else rest(_number(progress.get("items", 0)), "items")
+            ),
             dlq=rest(sizes.dlq, "dlq"),
         )
 
