@@ -9,6 +9,8 @@ where a variable is set (``REDIS_URL``, ``MONGO_URI``, ...:
 
 import os
 
+from extensions import environment
+
 BOT_NAME = "crawler"
 SPIDER_MODULES = ["crawler.spiders"]
 NEWSPIDER_MODULE = "crawler.spiders"
@@ -16,8 +18,11 @@ COMMANDS_MODULE = "extensions.commands"
 
 ADDONS = {"extensions.addon.DistributedAddon": 0}
 
-# logging is set up before the add-on runs: the one variable this project reads itself
+# logging is set up before the add-on runs: LOG_LEVEL is read here; the connections
+# (REDIS_URL, MONGO_URI, ...) too, as project settings, so `scrapy settings --get` shows
+# them (the add-on would read them in any project)
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+globals().update(environment.values())
 
 USER_AGENT = "crawler (distributed Scrapy; +https://docs.scrapy.org)"
 ROBOTSTXT_OBEY = True

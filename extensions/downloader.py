@@ -32,6 +32,9 @@ class GatedDownloader(Downloader):
     def __init__(self, crawler: Crawler):
         super().__init__(crawler)  # builds the middlewares: the pushback one sets the gate
         self.send_gate = runtime_of(crawler).send_gate
+        # a DOWNLOAD_DELAY is the cluster's pace per host (politeness.py), never a
+        # wait of this node's on top of it
+        self._delay = 0.0
 
     async def _download(self, slot: Slot, request: Request) -> Response | Request:  # type: ignore[override]
         instead = self.send_gate(request) if self.send_gate is not None else None

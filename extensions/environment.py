@@ -49,3 +49,10 @@ def apply(settings: BaseSettings, environ: Mapping[str, str] | None = None) -> N
     for name in names:
         if name in env and (settings.getpriority(name) or 0) < SETTINGS_PRIORITIES["project"]:
             settings.set(name, env[name], PRIORITY)
+
+
+def values(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Those of ``names`` the environment has: for a project's settings.py that
+    reads them itself (the bundled one), as plain project settings."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in names if name in env}

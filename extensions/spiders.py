@@ -95,7 +95,8 @@ class DistributedMixin(SitemapReading):
         crawler.signals.connect(self._poll_start_urls, signal=signals.spider_opened)
         crawler.signals.connect(self._stop_polling_start_urls, signal=signals.spider_closed)
         self.setup_sitemaps(crawler, settings)
-        logger.info("reading start URLs from Redis list %s", self.redis_key)
+        logger.info("reading start URLs from Redis list %s at %s", self.redis_key,
+                    connection.mask_url(connection.redis_url(settings)))  # fmt: skip
 
     async def start(self) -> AsyncIterator[Any]:
         for request in self.sitemap_requests():

@@ -117,6 +117,9 @@ def test_redis_url_from_the_environment_reaches_every_command_and_a_dead_one_is_
     node = project.start_node("CLOSESPIDER_PAGECOUNT=1")
     assert node.wait(90) == 0, project.log(0)[-3000:]
     assert site_hits(demo_site).get("/about") == 1  # the node took the entry there
+    assert f"reading start URLs from Redis list shop:start_urls at {project.redis_url}" in (
+        project.log(0)
+    )
     assert redis_client.llen("shop:start_urls") == 0
 
     dead = f"redis://127.0.0.1:{services.free_port()}/0"

@@ -95,8 +95,8 @@ def test_a_surt_is_the_host_reversed():
 
 def stored(db) -> dict[str, dict]:
     """The shop's items in a database, by URL, less what a fetch's time sets."""
-    moment = ("fetched_at", "_fetched_at", "_first_seen", "_changed_at", "_updated_at", "_node",
-              "_id")  # fmt: skip
+    moment = ("fetched_at", "_fetched_at", "_reparsed_at", "_first_seen", "_changed_at",
+              "_updated_at", "_node", "_id")  # fmt: skip
     return {doc["url"]: {k: v for k, v in doc.items() if k not in moment} for doc in db.shop.find()}
 
 
@@ -202,6 +202,9 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies_and_reparsed_without_a_
         assert shown.returncode == 0, shown.stderr[-3000:]
         assert page_hits(small_shop) == hits  # the site was not asked for anything
         assert stored(db.client[again]) == crawled
+        # each keeps its archived fetch's time, before the reparse that made it
+        for doc in db.client[again].shop.find():
+            assert doc["_fetched_at"] < doc["_reparsed_at"], doc
         # revisits (a payload archived before) are reparsed from the record they refer to
         assert "revisits_unresolved" not in shown.stderr
         assert "links pushed" in shown.stderr and redis_client.llen("shop:start_urls") == 0

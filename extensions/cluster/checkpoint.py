@@ -153,15 +153,17 @@ class Checkpoint:
         pipe.hset(self.keys.checkpoint, mapping=crawl)
         deltas = {name: max(value - self._reported[name], 0) for name, value in progress.items()}
         for name, delta in deltas.items():
-            if delta:
+            # (items_no_id even at 0: the crawl without an id shows the count from then on)
+            if delta or name == "items_no_id":
                 pipe.hincrby(self.keys.checkpoint, name, delta)
         said = {field: int(values.get(stat, 0)) for field, stat in PAGES_SAID.items()}
         for field, value in said.items():
             if value > self._pages_said[field]:
                 pipe.hincrby(self.keys.checkpoint, field, value - self._pages_said[field])
         if self.series_hours:
-            deltas["errors"] = max(errors - self._errors_reported, 0)
-            series.add(pipe, self.keys.series, deltas, now, self.series_hours)
+            charted = {kind: deltas.get(kind, 0) for kind in series.KINDS}
+            charted["errors"] = max(errors - self._errors_reported, 0)
+            series.add(pipe, self.keys.series, charted, now, self.series_hours)
         pipe.execute()
         self._reported = progress
         self._pages_said = said

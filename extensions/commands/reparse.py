@@ -68,9 +68,7 @@ def replaying(spidercls: type, source: ReplaySource) -> type:
         async for request in replayed_start(self, source):
             yield request
 
-    # (a download_delay of the spider's own would wait between archived pages)
-    attrs: dict[str, Any] = {"start": start, "download_delay": 0,
-                             "__module__": spidercls.__module__}  # fmt: skip
+    attrs: dict[str, Any] = {"start": start, "__module__": spidercls.__module__}
     if hasattr(spidercls, "_read_start_urls"):
         attrs["_read_start_urls"] = lambda self: False
     return type(spidercls.__name__, (spidercls,), attrs)

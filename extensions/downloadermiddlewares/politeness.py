@@ -12,14 +12,14 @@ to the next lease), and, with ``ROBOTSTXT_OBEY``, each host's robots.txt
 ``NAME:crawl_delay``. ``CLUSTER_DOMAIN_RATE`` and ``CLUSTER_IP_RATE`` go in as
 ``*domain`` and ``*ip`` (frontier/hosts/levels.py). A project's ``DOWNLOAD_DELAY``
 (or a spider's ``download_delay``) becomes ``CLUSTER_HOST_RATE`` unless that is set
-(addon.py), so no node waits it out on top. Scrapy's per-node limits still apply.
+(addon.py, and here), so no node waits it out on top. Scrapy's per-node limits still apply.
 Nodes' clocks should be NTP-synchronised.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis
 from protego import Protego
@@ -72,6 +72,17 @@ class ClusterPolitenessMiddleware:
         require_addon(crawler.settings, cls.__name__)
         s = crawler.settings
         rate = s.getfloat("CLUSTER_HOST_RATE")
+        # a DOWNLOAD_DELAY still here came after the add-on made the project's the
+        # cluster's (Scrapy 2.19 sets it from a spider's download_delay then): the
+        # same for it; the node's downloader waits for nothing (downloader.py)
+        delay = s.getfloat("DOWNLOAD_DELAY")
+        if delay > 0 and not connection.set_by_project(s, "CLUSTER_HOST_RATE"):
+            rate = 1 / delay
+            logger.info(
+                "DOWNLOAD_DELAY = %s s holds for the whole cluster: each host gets at most "
+                "%.3g requests/s from all nodes together; nodes add no delay of their own",
+                delay, rate,
+            )  # fmt: skip
         host_rates = s.getdict("CLUSTER_HOST_RATES")
         if rate < 0 or any(float(r) < 0 for r in host_rates.values()):
             raise ValueError("CLUSTER_HOST_RATE and CLUSTER_HOST_RATES must not be negative")
@@ -84,9 +95,8 @@ class ClusterPolitenessMiddleware:
     def rate_for(self, host: str) -> float:
         return self.host_rates.get(host, self.default_rate)
 
-    def publish_rates(self, spider: Any = None) -> None:
+    def publish_rates(self) -> None:
         """Write this node's rates for every lease to read (replacing the last ones)."""
-        self._take_spider_delay(spider)
         rates = {DEFAULT_RATE_FIELD: self.default_rate, **self.host_rates,
                  DOMAIN_RATE_FIELD: self.domain_rate, IP_RATE_FIELD: self.ip_rate}  # fmt: skip
         # (a sharded frontier's leases read their own shard's copy; one
@@ -105,22 +115,6 @@ class ClusterPolitenessMiddleware:
         limited = {host: rate for host, rate in rates.items() if rate}
         if limited:
             logger.info("cluster-wide host rates (requests/s): %s", limited)
-
-    def _take_spider_delay(self, spider: Any) -> None:
-        # a spider's download_delay attribute, as the add-on does DOWNLOAD_DELAY:
-        # the cluster's pace per host, not a wait each node adds (Scrapy reads it
-        # when a host's first request is sent, after this)
-        delay = getattr(spider, "download_delay", 0) or 0
-        if not isinstance(delay, int | float) or delay <= 0:
-            return
-        spider.download_delay = 0
-        if not self.default_rate:
-            self.default_rate = 1 / delay
-        logger.info(
-            "%s.download_delay = %s s: each host gets at most %.3g requests/s from all "
-            "nodes together; nodes add no delay of their own",
-            type(spider).__name__, delay, self.default_rate,
-        )  # fmt: skip
 
     def process_response(self, request: Request, response: Response) -> Response:
         if self.obey_robots and response.status == 200 and request.url.endswith("/robots.txt"):
