@@ -256,3 +256,14 @@ def test_a_hostile_dead_letter_shows_as_text(redis_url, redis_client, start_cons
         page.goto(console.url + "/shop")
         assert reason in page.locator("ul.errors").inner_text()
         assert page.evaluate("window.pwned") is None and not dialogs
+
+
+@needs_browser
+def test_a_crawl_without_figures_yet_has_a_chart_that_says_so(redis_url, start_console, browser):
+    seed(redis_url, "shop", "http://127.0.0.1:9/")  # seeded, no node has reported a minute
+    console = start_console()
+    with page_of(browser) as page:
+        page.goto(console.url + "/shop")
+        page.wait_for_selector(".chart.empty")
+        assert "no data yet" in page.locator(".chart").first.inner_text()
+        assert page.locator(".chart .u-over").count() == 0  # no empty frame drawn

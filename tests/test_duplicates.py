@@ -190,3 +190,17 @@ def test_a_call_that_began_before_redis_came_back_is_no_new_outage(caplog):
     health.failed(redis.ConnectionError("gone again"), time.monotonic())
     assert health.is_down
     assert [r.getMessage()[:4] for r in caplog.records].count("lost") == 2
+
+
+def test_a_fault_in_the_lookup_holds_no_page_they_are_taken_as_new(redis_url, caplog):
+    lookup, _ = checks({"REDIS_URL": redis_url, "CONTENT_DUPLICATES": "mark"})
+
+    def broken(*args):
+        raise ValueError("a fault no test foresaw")
+
+    lookup.digests.ask = broken
+    answered = [lookup.ask(response(f"http://a.test/f{n}", page())) for n in range(2)]
+    lookup.ask_now()
+    assert [each.result for each in answered] == [(None, None), (None, None)]
+    assert lookup.stats.get_value("duplicates/unchecked") == 2
+    assert "content duplicates not checked for 2 pages" in caplog.text

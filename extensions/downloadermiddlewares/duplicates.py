@@ -152,9 +152,11 @@ class ContentDuplicatesLookup:
             nears = self._nears(pages, firsts) if self.near is not None else {}
         except redis.RedisError as exc:
             self.health.failed(exc, started)
-            self.stats.inc_value("duplicates/unchecked", len(pages))
-            for page in pages:
-                page.answered.callback((None, None))
+            self._unchecked(pages)
+            return
+        except Exception:  # a fault here must hold no page of the turn: taken as new
+            logger.exception("content duplicates not checked for %d pages", len(pages))
+            self._unchecked(pages)
             return
         self.health.ok()
         self.stats.inc_value("duplicates/checked", len(pages))
@@ -171,6 +173,16 @@ class ContentDuplicatesLookup:
             if near is not None:
                 self.stats.inc_value("duplicates/near_pages")
                 logger.debug("%s nearly repeats %s", page.url[:200], near[:200])
+            self._answer(page, first, near)
+
+    def _unchecked(self, pages: list[_Page]) -> None:
+        self.stats.inc_value("duplicates/unchecked", len(pages))
+        for page in pages:
+            self._answer(page, None, None)
+
+    @staticmethod
+    def _answer(page: _Page, first: str | None, near: str | None) -> None:
+        if not page.answered.called:  # (a request cancelled while it waited: no one asks)
             page.answered.callback((first, near))
 
     def _firsts(self, pages: list[_Page]) -> tuple[list[str], dict[int, dict[str, Any]]]:
@@ -182,7 +194,7 @@ class ContentDuplicatesLookup:
         learning: list[int] = []
         if self.learning is not None:
             learning = [i for i, page in enumerate(pages)
-                        if self.learning.learn(page.url, page.digest, pipe)]  # fmt: skip
+                        if self.learning.queue(page.url, page.digest, pipe)]  # fmt: skip
         answers = execute(pipe)
         firsts = [self.digests.first_of(answer, page.url)
                   for answer, page in zip(answers, pages, strict=False)]  # fmt: skip

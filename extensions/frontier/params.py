@@ -85,23 +85,30 @@ class ParameterLearning:
         self.needed = needed
         self._script = server.register_script(load_script("learn_params"))
 
-    def learn(self, url: str, digest: bytes, pipe: Any = None) -> Any:
+    def learn(self, url: str, digest: bytes) -> dict[str, Any] | None:
         """What the page's pairs changed ({learned, undone, bad}), or None for a
-        URL without parameters. With ``pipe``, the script is queued on it
-        instead: whether it was (``read`` turns its answer into the same).
-        Raises redis.RedisError."""
+        URL without parameters. Raises redis.RedisError."""
+        result = self._run(url, digest, None)
+        return None if result is None else self.read(result)
+
+    def queue(self, url: str, digest: bytes, pipe: Any) -> bool:
+        """``learn``'s script queued on ``pipe`` (``read`` takes its answer), or
+        False for a URL without parameters: nothing queued."""
+        return self._run(url, digest, pipe) is not None
+
+    def _run(self, url: str, digest: bytes, pipe: Any) -> Any:
         evidence = evidence_items(url)
         if evidence is None:
-            return None if pipe is None else False
+            return None
         own, items = evidence
         try:
             host = urlsplit(url).hostname or ""
         except ValueError:
-            return None if pipe is None else False
+            return None
         if not host:
-            return None if pipe is None else False
+            return None
         key = self.keys.params(host)
-        result = run_named(
+        return run_named(
             self._script,
             {"decisions": key, "pairs": key + ":pairs", "hosts": self.keys.params_hosts,
              "changes": self.keys.params_learned},
@@ -110,7 +117,6 @@ class ParameterLearning:
             pipe,
             items=items,
         )  # fmt: skip
-        return True if pipe is not None else self.read(result)
 
     @staticmethod
     def read(result: Any) -> dict[str, Any]:
