@@ -156,7 +156,8 @@ def test_the_pages_of_one_turn_are_asked_about_in_one_round_trip_in_order(redis_
     calls = {name: stats["calls"] for name, stats in redis_client.info("commandstats").items()}
     assert calls.pop("cmdstat_evalsha") == 4
     assert calls.pop("cmdstat_hsetnx") == calls.pop("cmdstat_hget") == 4
-    assert set(calls) <= {"cmdstat_info", "cmdstat_config|resetstat"}, calls
+    # (Redis 7 names CONFIG RESETSTAT config|resetstat, Redis 6 config)
+    assert set(calls) <= {"cmdstat_info", "cmdstat_config|resetstat", "cmdstat_config"}, calls
     firsts = [each.result[0] for each in answered]
     assert firsts == [None, None, "http://a.test/0", "http://a.test/1"]
 

@@ -25,6 +25,9 @@ IP_RATE = 10  # requests/s per server address
 SHARED = "127.0.0.2"  # the shared host's address: 40 names
 OWN = [f"127.0.0.{10 + n}" for n in range(10)]  # one name each
 BOOKS = "/category/books"  # 8 pages a name, with allow=BOOKS
+# The names serve copies of one shop, standing for distinct sites: content duplicates
+# (on by default) would take all but the first for mirrors, and follow none of their links
+DISTINCT_SITES = {"CONTENT_DUPLICATES": "off"}
 
 
 def host_times(site) -> dict[str, list[tuple[float, str]]]:
@@ -93,7 +96,8 @@ def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
         for _ in range(3):
             nodes.start("site", redis_url, spider_args={"allow": BOOKS},
                         MAX_IDLE_TIME_BEFORE_CLOSE=3, DNS_SERVERS=dns.url,
-                        CLUSTER_DOMAIN_RATE=DOMAIN_RATE, CLUSTER_IP_RATE=IP_RATE)  # fmt: skip
+                        CLUSTER_DOMAIN_RATE=DOMAIN_RATE, CLUSTER_IP_RATE=IP_RATE,
+                        **DISTINCT_SITES)  # fmt: skip
         # a node killed mid-crawl: its leases come back to the others, nothing lost
         wait_for(lambda: sum(map(len, host_times(shared).values())) >= 100, 120, "progress")
         nodes.procs[2].send_signal(signal.SIGKILL)
@@ -196,7 +200,8 @@ def test_a_sharded_frontier_holds_the_address_and_the_domain_for_the_cluster(
         for _ in range(3):
             nodes.start("site", redis_cluster.url, spider_args={"allow": BOOKS}, REDIS_CLUSTER=True,
                         MAX_IDLE_TIME_BEFORE_CLOSE=3, DNS_SERVERS=dns.url, FRONTIER_SHARDS=4,
-                        CLUSTER_DOMAIN_RATE=DOMAIN_RATE, CLUSTER_IP_RATE=IP_RATE)  # fmt: skip
+                        CLUSTER_DOMAIN_RATE=DOMAIN_RATE, CLUSTER_IP_RATE=IP_RATE,
+                        **DISTINCT_SITES)  # fmt: skip
         # (a node killed mid-crawl: the unsharded test above; its leases come back
         # the same way)
         assert nodes.wait(240) == [0, 0, 0], nodes.tail()
