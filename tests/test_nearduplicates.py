@@ -161,3 +161,15 @@ def test_near_duplicates_are_marked_by_default_and_dropped_by_setting(redis_url)
     off = checks({**settings, "CONTENT_NEAR_DUPLICATES": "off"})
     third = article(1, extra="recommended: story 8")
     assert run(off, response("http://a.test/story/1?from=8", third), [{"t": 1}]) == [{"t": 1}]
+
+
+@pytest.mark.unit
+def test_a_pages_words_are_its_texts_runs_of_word_characters_lowered():
+    from extensions.spidermiddlewares.nearduplicates import TEXT, WORD
+
+    pages = sorted(PYTHON_DOCS.rglob("*.html"))[:40]
+    bodies = [path.read_bytes() for path in pages] + [article(n) for n in range(5)]
+    bodies.append("<p>Ünïcode WORDS, snake_case and 42 \u2013 «quoted»</p>".encode())
+    for body in bodies:
+        stable = stable_text(body)
+        assert words(stable) == set(WORD.findall(b" ".join(TEXT.findall(stable)).lower()))

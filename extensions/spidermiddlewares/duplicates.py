@@ -72,6 +72,8 @@ DATE = re.compile(rb"-\d\d-\d\d[T ]\d\d?:\d\d(?::\d\d)?(?:\.\d+)?(?:Z|[+-]\d\d:?
 CLOCK = re.compile(rb":\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 EPOCH = re.compile(rb"1[5-9]\d{8}(?:\d{3})?")  # Unix time, 2017 to 2033, s or ms
 DIGITS = b"0123456789"
+# what bytes.split() splits at: deleted in one pass instead (a third of the time)
+WHITE_SPACE = b"\t\n\x0b\x0c\r "
 
 
 def _volatile_spans(body: bytes) -> list[tuple[int, int]]:
@@ -95,7 +97,7 @@ def stable_content(body: bytes) -> bytes:
     """The body without what changes on every load: scripts, styles, comments,
     moments (a date with its time, a time with its seconds, a Unix time), and
     white space."""
-    return b"".join(stable_text(body).split())
+    return stable_text(body).translate(None, WHITE_SPACE)
 
 
 def stable_text(body: bytes) -> bytes:
@@ -122,7 +124,7 @@ def content_digest(body: bytes, crawl: str = "") -> bytes:
 def stable_digest(stable: bytes, crawl: str = "") -> bytes:
     """``content_digest`` of a body's ``stable_text``."""
     digest = hashlib.blake2b(crawl.encode() + b"\0", digest_size=10)  # each crawl its own
-    digest.update(b"".join(stable.split()))
+    digest.update(stable.translate(None, WHITE_SPACE))
     return digest.digest()
 
 
