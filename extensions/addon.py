@@ -82,6 +82,10 @@ SPIDER_MIDDLEWARES = {
 }
 
 
+def _silent(*args: object) -> None:
+    """Where a command only reads the settings, the crawler says it."""
+
+
 class DistributedAddon:
     #: whether update_settings logs what it did (off where a command only reads)
     announce = True
@@ -138,7 +142,7 @@ class DistributedAddon:
         if delay <= 0:
             return
         settings.set("DOWNLOAD_DELAY", 0, settings.getpriority("DOWNLOAD_DELAY") or "addon")
-        say = logger.info if self.announce else logger.debug
+        say = logger.info if self.announce else _silent
         if connection.set_by_project(settings, "CLUSTER_HOST_RATE"):
             say(
                 "DOWNLOAD_DELAY = %s s: CLUSTER_HOST_RATE = %s requests/s holds each host "
