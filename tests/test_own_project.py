@@ -161,8 +161,9 @@ def test_two_nodes_keep_the_templates_delay_for_the_cluster_quietly_and_a_new_cr
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
     # one request a second at the site from both nodes together: not two (a delay
-    # per node), not a fraction (a node waiting out the delay on top of the pace)
-    assert 0.75 <= rate <= 1.15, (rate, gaps)
+    # per node), not a fraction (a node waiting out the delay on top of the pace).
+    # Below 5/s slots are a tenth of a second apart on top of the interval: 0.85/s
+    assert 0.7 <= rate <= 1.15, (rate, gaps)
     assert min(gaps) >= 0.5, gaps
     for index in range(2):
         log = project.log(index)
