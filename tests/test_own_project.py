@@ -213,3 +213,19 @@ def test_seen_urls_are_named_again_fetches_them_a_page_is_stored_once_and_repars
     assert reparsed.returncode == 0, reparsed.stderr[-3000:]
     assert sum(site_hits(small_shop).values()) == hits
     assert len(read_items(project.path / "again")) >= len(items)
+
+
+def test_a_crawls_budget_caps_it_for_the_whole_cluster(project, demo_site):
+    seeded = project.scrapy("seed", "shop", demo_site.url + "/", "--crawl", "capped",
+                            "--budget", "30")  # fmt: skip
+    assert seeded.returncode == 0, seeded.stderr
+    for _ in range(2):
+        project.start_node("DOWNLOAD_DELAY=0", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+    for index, node in enumerate(project.procs):
+        assert node.wait(120) == 0, project.log(index)[-3000:]
+    pages = {path: n for path, n in site_hits(demo_site).items() if path != "/robots.txt"}
+    # two nodes, one cap (the shop has 2,136 pages): 30 requests queued for the
+    # crawl, of which robots.txt forbids the shop's /private/ link
+    assert 28 <= sum(pages.values()) <= 30 and set(pages.values()) == {1}, pages
+    figures = json.loads(project.scrapy("status", "shop", "--crawl", "capped", "--json").stdout)
+    assert figures["dropped"] > 0 and figures["done"] <= 30, figures
