@@ -9,8 +9,10 @@ accesses here means one file to check on a Scrapy upgrade, and ``seam_problem``
 checks them when a node starts: a Scrapy that renamed them is refused with one
 line, instead of a crawl whose leases are never released.
 
-A third, ``take_output_handling``, lets ``extensions/outputs.py`` process a
-callback's output without Scrapy's per-response worker tasks; where Scrapy's
+Whether the engine is closing its spider (``is_closing``) tells a timer that
+reads start URLs to stop handing the engine requests. A third,
+``take_output_handling``, lets ``extensions/outputs.py`` process a callback's
+output without Scrapy's per-response worker tasks; where Scrapy's
 scraper is not as it expects, ``output_seam_problem`` says why and the node
 keeps Scrapy's own handling.
 """
@@ -38,7 +40,7 @@ def seam_problem() -> str | None:
     # Instance attributes show up among the names their __init__ uses.
     if engine_cls is None or "_slot" not in engine_cls.__init__.__code__.co_names:
         missing.append("ExecutionEngine._slot")
-    for attribute in ("inprogress", "nextcall"):
+    for attribute in ("inprogress", "nextcall", "closing"):
         if slot_cls is None or attribute not in slot_cls.__init__.__code__.co_names:
             missing.append(f"_Slot.{attribute}")
     # the downloader's send gate (extensions/downloader.py) overrides this one
@@ -61,6 +63,13 @@ def requests_in_progress(crawler: Crawler) -> set[Request] | None:
     (downloaded, called back, items through the pipelines); None if unknown."""
     slot = getattr(crawler.engine, "_slot", None)
     return getattr(slot, "inprogress", None)
+
+
+def is_closing(crawler: Crawler) -> bool:
+    """Whether the engine has no spider open or is closing it (its scheduler may
+    be closed already: nothing new should go in)."""
+    slot = getattr(crawler.engine, "_slot", None)
+    return slot is None or getattr(slot, "closing", None) is not None
 
 
 def wake(crawler: Crawler) -> None:

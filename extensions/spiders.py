@@ -32,7 +32,7 @@ from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, SitemapSpider
 from twisted.internet import task
 
-from extensions import connection
+from extensions import connection, engine
 from extensions.cluster.checkpoint import node_id_for
 from extensions.exceptions import InvalidStartURL
 from extensions.follow import follower_for
@@ -90,7 +90,7 @@ class DistributedMixin(SitemapReading):
         crawler.signals.connect(self._read_start_urls_when_idle, signal=signals.spider_idle)
         # a busy node is never idle: it looks at the start list on a timer too, so a
         # crawl seeded beside a running one starts at once, not when this one ends
-        self._start_poll = task.LoopingCall(self._read_start_urls)
+        self._start_poll = task.LoopingCall(self._read_start_urls_while_busy)
         self._start_poll_interval = settings.getfloat("REDIS_START_URLS_POLL")
         crawler.signals.connect(self._poll_start_urls, signal=signals.spider_opened)
         crawler.signals.connect(self._stop_polling_start_urls, signal=signals.spider_closed)
@@ -216,6 +216,12 @@ class DistributedMixin(SitemapReading):
             self.crawler.engine.crawl(request)
             found = True
         return found
+
+    def _read_start_urls_while_busy(self) -> None:
+        # not into an engine closing its spider: its scheduler may be closed
+        # already, and what it took would wait in its start leases until reclaimed
+        if not engine.is_closing(self.crawler):
+            self._read_start_urls()
 
     def _poll_start_urls(self) -> None:
         if not self._start_poll.running:

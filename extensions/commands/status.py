@@ -97,8 +97,9 @@ def render(
         for n in status["nodes"]
         if n["state"] == "closed" and n["seconds_since_heartbeat"] > CLOSED_SHOWN_FOR
     ]
+    folded = {n["node"] for n in gone}
     for node in status["nodes"]:
-        if node in gone:
+        if node["node"] in folded:
             continue
         rate = 0.0
         before = old_nodes.get(node["node"])
