@@ -34,6 +34,7 @@ from twisted.internet import threads
 
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
+from extensions.frontier.recrawls.revisits import RecrawlStore
 from extensions.keys import SpiderKeys
 from extensions.recrawl.lastmod import LASTMOD_SLACK, apply_lastmods, parse_lastmod
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
@@ -176,9 +177,9 @@ class SitemapReading:
             self._lastmod_target: Any = (
                 MongoStatusStore.from_settings(self.crawler.settings, name)
                 if store_kind(self.crawler.settings) == "mongo"
-                else Frontier(self.server, SpiderKeys.for_crawler(self.crawler), "")
+                else RecrawlStore(Frontier(self.server, SpiderKeys.for_crawler(self.crawler), ""))
             )
-        if isinstance(self._lastmod_target, Frontier):
+        if isinstance(self._lastmod_target, RecrawlStore):
             self._count_lastmods(self._apply_lastmod_batches(entries))
         else:  # MongoDB: off the reactor thread
             applied = threads.deferToThread(self._apply_lastmod_batches, entries)

@@ -15,9 +15,7 @@ from extensions.keys import SpiderKeys
 SAMPLES = {
     "enqueue": [("", "a", 0, b"{}")],
     "delay": [(1.0, "a", b"{}")],
-    "revisit": [("ab" * 20, "a", 1.0, b"{}")],
     "release": [b"a\n1"],
-    "unmark": [("ab" * 20, "a")],
     "start_acks": [b"http://a/"],
     "done": 1,
     "lease": 4,

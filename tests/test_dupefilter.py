@@ -9,6 +9,7 @@ from scrapy.utils.request import RequestFingerprinter
 
 from extensions.frontier.dupefilter import RedisDupeFilter
 from extensions.frontier.frontier import Frontier
+from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
 from tools import services
 
@@ -74,7 +75,7 @@ def test_a_dupefilter_written_before_levels_is_upgraded_into_them(redis_client):
         redis_client.hset("old:dupefilter", fp[:2], fp[2:14])
     redis_client.hset("old:dupefilter", "n", 3)
     frontier = Frontier(redis_client, keys, "n1")
-    assert frontier.upgrade(lambda stored: "")["fingerprints"] == 3
+    assert Upkeep(frontier).upgrade(lambda stored: "")["fingerprints"] == 3
     assert redis_client.hlen("old:dupefilter") == 1  # 'n' alone: the old buckets are gone
     assert record(frontier, old) == 0  # still seen, from the levels
     assert record(frontier, fingerprints(3, 2)) == 2

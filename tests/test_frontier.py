@@ -8,6 +8,7 @@ import pytest
 from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.groups import group_for
 from extensions.frontier.sent import SentFingerprints
+from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
 
 SLOW_MARGIN_MS = 100  # a fifth of a 500 ms interval: a slow host's slots keep it too
@@ -145,7 +146,7 @@ def test_clear_keeps_start_urls_and_dead_letters(redis_client, keys):
     redis_client.lpush(keys.start_urls, "http://a/")
     redis_client.lpush(keys.dlq, "{}")
     redis_client.xadd(keys.holds, {"g": "a", "u": "1"})
-    frontier.clear()
+    Upkeep(frontier).clear()
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight, sizes.seen) == (0, 0, 0)
     assert not redis_client.exists(keys.holds)
@@ -307,7 +308,7 @@ def test_the_single_queue_of_earlier_versions_is_moved_into_host_queues(redis_cl
     redis_client.zadd(keys.requests, {b'{"url":"http://a/1","priority":2}': -2,
                                       b'{"url":"http://b/1"}': 0, b"not json": 0})  # fmt: skip
     frontier = Frontier(redis_client, keys, "n1")
-    assert frontier.convert_legacy_queue(lambda stored: group_for(stored["url"])) == 3
+    assert Upkeep(frontier).convert_legacy_queue(lambda stored: group_for(stored["url"])) == 3
     assert not redis_client.exists(keys.requests)
     assert frontier.sizes().queued == 3
     leased, _ = frontier.lease(5, lease_timeout=60)
@@ -354,11 +355,11 @@ def test_a_crawl_of_earlier_versions_is_upgraded_once_and_then_read_as_any(redis
         keys.leases("gone"), {b'a\n{"url":"http://a/held"}': 1, b'{"url":"http://b/x"}': 2}
     )
     frontier = Frontier(redis_client, keys, "n1")
-    done = frontier.upgrade(lambda stored: group_for(stored["url"]))
+    done = Upkeep(frontier).upgrade(lambda stored: group_for(stored["url"]))
     assert done == {"requests": 0, "inline": 4, "fingerprints": 0}
     assert not [m for m in redis_client.zrange(keys.queue("a"), 0, -1) if m.startswith(b"{")]
     assert sorted(redis_client.zrange(keys.leases("gone"), 0, -1))[0].startswith(b"a\n")
-    assert frontier.upgrade(lambda stored: group_for(stored["url"]))["inline"] == 0
+    assert Upkeep(frontier).upgrade(lambda stored: group_for(stored["url"]))["inline"] == 0
     assert lease_urls(frontier, 1) == ["http://a/older"]  # the lowest score first, as before
     redis_client.zadd(keys.nodes, {"gone": now_ms() - 60_000})
     assert frontier.reclaim(node_timeout=30).requests == {"gone": 2}

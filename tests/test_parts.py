@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from scrapy import Request
 
 from extensions.commands.status import render
 from extensions.connection import text
+from extensions.frontier.context import PartContext, WriteSection
 from extensions.frontier.crawls.part import CrawlsPart
 from extensions.frontier.overflow.part import OverflowPart
 from extensions.frontier.part import FrontierPart, StatusParts, StatusView
@@ -19,7 +21,7 @@ from extensions.frontier.render.part import RenderPart
 from extensions.keys import SpiderKeys
 from extensions.observability.status import crawl_status
 from tests.conftest import queued
-from tests.test_scheduler_unit import open_scheduler, stop_loops
+from tests.test_scheduler_unit import dlq, open_scheduler, stop_loops
 
 HELD = "tests.test_parts.HoldingPart"
 
@@ -70,6 +72,100 @@ class HoldingPart(FrontierPart):
     @classmethod
     def node_notes(cls, row: dict[str, Any]) -> list[str]:
         return ["held by a part"] if row["held_by_part"] else []
+
+
+KEEPING = "tests.test_parts.KeepingPart"
+
+
+class PagesSeen(WriteSection):
+    """A counter written with each flush; owed again when a flush fails."""
+
+    name = "pages_seen"
+    phase = "after"
+
+    def __init__(self) -> None:
+        self.owed = 0
+
+    def take(self, parked_groups: list[str]) -> int:
+        taken, self.owed = self.owed, 0
+        return taken
+
+    def queue(self, payload: int, frontier: Any, pipe: Any) -> None:
+        pipe.hincrby(frontier.keys.checkpoint, "pages_seen", payload)
+
+    def kept(self, payload: int) -> None:
+        self.owed += payload
+
+
+class KeepingPart(FrontierPart):
+    """Through the extension points alone: refuses /bad URLs, keeps every
+    finished lease until told, and writes a counter with the flush."""
+
+    made: list[KeepingPart] = []
+
+    def __init__(self, context: PartContext) -> None:
+        self.context = context
+        self.kept: list[bytes] = []
+        self.section = PagesSeen()
+        context.check_admitted(lambda request: "no /bad here" if "/bad" in request.url else None)
+        context.gate_releases(self)
+        context.write_with_flush(self.section)
+        KeepingPart.made.append(self)
+
+    @classmethod
+    def from_context(cls, context: PartContext) -> KeepingPart:
+        return cls(context)
+
+    def take(self, request: Request, member: bytes) -> bool:
+        self.kept.append(member)
+        return True
+
+    def held(self) -> list[bytes]:
+        return list(self.kept)
+
+    def let_go(self) -> None:
+        self.context.release(self.kept)
+        self.kept = []
+
+
+class OldStylePart(FrontierPart):
+    @classmethod
+    def from_node(cls, node: Any) -> OldStylePart:
+        return cls()
+
+
+def test_a_part_meets_the_core_at_its_extension_points_only(redis_url, redis_client):
+    scheduler = open_scheduler(redis_url, FRONTIER_PARTS={KEEPING: 500})
+    node = scheduler.node
+    try:
+        part = KeepingPart.made[-1]
+        assert scheduler.enqueue_request(Request("http://example.com/a"))
+        assert not scheduler.enqueue_request(Request("http://example.com/bad"))
+        (record,) = dlq(redis_client)
+        assert (record["kind"], record["error"]) == ("invalid_request", "no /bad here")
+
+        request = scheduler.next_request()
+        assert request is not None and request.url == "http://example.com/a"
+        member = node.leased.pop(request)  # the engine is done with it
+        node.pending.finish(request, member)
+        part.section.owed = 3
+        node.flush()
+        # the gate kept the lease: still held, in Redis and by the node
+        assert redis_client.zcard("unit:leases:unit-node") == 1
+        assert member in node.held_leases()
+        assert redis_client.hget("unit:checkpoint", "pages_seen") == b"3"
+
+        part.let_go()
+        node.flush()
+        assert redis_client.zcard("unit:leases:unit-node") == 0
+        assert redis_client.hget("unit:checkpoint", "pages_seen") == b"3"  # written once
+    finally:
+        stop_loops(scheduler)
+
+
+def test_a_part_built_from_the_node_is_refused_with_what_to_write_instead(redis_url):
+    with pytest.raises(TypeError, match="from_context"):
+        open_scheduler(redis_url, FRONTIER_PARTS={"tests.test_parts.OldStylePart": 500})
 
 
 def test_the_default_parts_are_there_and_the_overflow_stays_out_without_its_setting(redis_url):

@@ -168,6 +168,7 @@ def _keep_for_recrawl(redis_url, pages):
     import redis
 
     from extensions.frontier.frontier import Frontier
+    from extensions.frontier.recrawls.revisits import RecrawlStore
     from extensions.keys import SpiderKeys
 
     server = redis.Redis.from_url(redis_url)
@@ -178,7 +179,7 @@ def _keep_for_recrawl(redis_url, pages):
         request = {"url": url, "dont_filter": True, "meta": {"recrawl": {
             "url": url, "fetched_at": fetched_at, "interval": 3600}}}  # fmt: skip
         entries.append((f"{len(entries):040x}", "shop.test", due, json.dumps(request).encode()))
-    frontier.revisit(entries)
+    RecrawlStore(frontier).revisit(entries)
     return frontier
 
 
@@ -288,13 +289,16 @@ def test_a_node_dying_while_moving_due_pages_out_of_mongodb_leaves_none_behind_a
     import redis
 
     from extensions.frontier.frontier import Frontier
+    from extensions.frontier.recrawls.revisits import RecrawlStore
     from extensions.keys import SpiderKeys
     from extensions.recrawl.statusstore import MongoStatusStore
     from tests.conftest import queued
 
     uri, database, db = mongo_db
     one, two = (MongoStatusStore(uri, database, "site_status", node) for node in ("n1", "n2"))
-    frontier = Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider("site"), "n1")
+    frontier = RecrawlStore(
+        Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider("site"), "n1")
+    )
     now = time.time()
     pages = []
     for n in range(10):

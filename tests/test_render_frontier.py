@@ -12,6 +12,7 @@ from extensions.crawlid import host_of, is_render_group, render_group, split_gro
 from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.groups import clean, queue_group_for
+from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
 
 
@@ -217,7 +218,7 @@ def test_clearing_the_frontier_clears_its_render_lane(frontier, redis_client, ke
     frontier.enqueue([entry("http://h/js", render=True)])
     redis_client.zadd(keys.render_nodes, {"r1": now_ms()})
     redis_client.hset(keys.render_auto, "h/js/", 1)
-    frontier.clear()
+    Upkeep(frontier).clear()
     assert frontier.sizes().render_queued == 0
     left = {key.decode() for key in redis_client.scan_iter("t:*")}
     assert not left & {"t:ready:render", "t:turns:render", "t:render_nodes", "t:render_auto"}

@@ -213,7 +213,9 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
                             json.dumps({"url": request.url}).encode())  # fmt: skip
     scheduler.node._collect_finished()
     # as StatusBatches.write leaves a batch whose worker thread has not returned yet
-    statuses = scheduler.node.pending.statuses
+    from extensions.frontier.recrawls.part import RecrawlPart
+
+    statuses = scheduler.node.parts.get(RecrawlPart).statuses
     statuses.in_flight, statuses.pending = statuses.pending, []
     assert len(statuses.in_flight) == 2
 
@@ -237,8 +239,9 @@ def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(schedule
     page = scheduler.next_request()
     assert page is not None and page.meta["crawl_id"] == "job"
     # the engine is done with it (its callback yielded two items)
-    scheduler.node.pending.release.append(scheduler.node.leased.pop(page))
-    scheduler.node.pending.finished("job")
+    member = scheduler.node.leased.pop(page)
+    scheduler.node.parts.call("finished", page)  # as _collect_finished does
+    scheduler.node.pending.finish(page, member)
     runtime_of(scheduler.node.crawler).crawl_items["job"] = 2
     scheduler.node.flush()
     record = redis_client.hgetall("unit:crawl:job")

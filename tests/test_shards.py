@@ -13,6 +13,7 @@ from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.groups import group_for
 from extensions.frontier.redisops import execute
 from extensions.frontier.results import Added
+from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
 from tests.conftest import read_items, scrapy, site_hits
 from tests.helpers import all_keys, stack_settings
@@ -224,7 +225,7 @@ def test_a_sharded_frontier_spreads_one_crawl_over_the_primaries_of_a_cluster(
     execute(pipe)
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight) == (0, 0)
-    frontier.clear()
+    Upkeep(frontier).clear()
     assert not [k for k in all_keys(cluster_client) if k.startswith("{t:")]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import redis
 
 from extensions.frontier.frontier import Frontier
+from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
 from tools import services
 
@@ -77,7 +78,7 @@ def main() -> int:
 
 def _forget_previous_demo(server: redis.Redis, keys: SpiderKeys, frontier: Frontier) -> None:
     """A demo against a reused Redis starts from scratch."""
-    frontier.clear()
+    Upkeep(frontier).clear()
     server.delete(keys.dlq, keys.start_urls)
 
 

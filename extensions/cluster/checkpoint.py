@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
 
 HOST = socket.gethostname()
-RENDER_NODE_FORGET_MS = 86_400_000
+REGISTRY_FORGET_MS = 86_400_000
 # what pages said of themselves (spidermiddlewares/robotsmeta.py), for the crawl:
 # the checkpoint's field -> the node's stat
 PAGES_SAID = {"noindex": "robots/noindex_pages", "nofollow": "robots/nofollow_pages"}
@@ -105,8 +105,9 @@ class Checkpoint:
             except redis.RedisError as exc:  # housekeeping: a node starts without it
                 logger.debug("the console's series not swept at start: %s", exc)
         self._last_progress = self.started
-        #: a render node: its heartbeats go to NAME:render_nodes too
-        self.renders = False
+        #: sorted sets this node's heartbeats go into besides NAME:nodes (a render
+        #: node's NAME:render_nodes): a part's, through its context
+        self.registries: list[str] = []
 
     def write(
         self,
@@ -132,17 +133,18 @@ class Checkpoint:
             mapping={
                 "host": HOST, "pid": os.getpid(), "state": state,
                 "started": self.started, "last_beat": now,
-                "last_progress": self._last_progress, "render": int(self.renders),
+                "last_progress": self._last_progress,
                 "rss": resident_memory(), "version": extensions.__version__,
                 **record,
             },
         )  # fmt: skip
-        if self.renders and state != "closed":
-            pipe.zadd(self.keys.render_nodes, {self.node_id: now_ms()})
-            # render nodes gone a day are forgotten by the others' heartbeats
-            pipe.zremrangebyscore(self.keys.render_nodes, 0, now_ms() - RENDER_NODE_FORGET_MS)
-        elif self.renders:
-            pipe.zrem(self.keys.render_nodes, self.node_id)
+        for registry in self.registries:
+            if state == "closed":
+                pipe.zrem(registry, self.node_id)
+                continue
+            pipe.zadd(registry, {self.node_id: now_ms()})
+            # nodes gone a day are forgotten by the others' heartbeats
+            pipe.zremrangebyscore(registry, 0, now_ms() - REGISTRY_FORGET_MS)
         pipe.hsetnx(self.keys.checkpoint, "started", now)
         crawl: dict[Any, Any] = {"updated": now}
         if sizes is not None:

@@ -12,6 +12,7 @@ from scrapy.exceptions import UsageError
 from extensions import compat, installed, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.frontier import Frontier
+from extensions.frontier.recrawls.revisits import RecrawlStore
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class Command(ProjectCommand):
                 return False
             return cutoff is None or fetched_at is None or fetched_at < cutoff
 
-        frontier = Frontier(server, keys, "recrawl", budget=0)
+        frontier = RecrawlStore(Frontier(server, keys, "recrawl", budget=0))
         settings = installed.effective(self.settings)
         batch = settings.getint("RECRAWL_FEED_BATCH")
         unreadable = 0

@@ -16,15 +16,14 @@ from extensions.exceptions import SerializationError
 from extensions.frontier.groups import queue_group_for
 from extensions.frontier.serializer import dumps_request
 from extensions.meta import CRAWL_ID, DELAY_UNTIL, SEEN_ONLY, priority_problem
-from extensions.render.actions import render_meta_problem
 from extensions.urlnorm.chain import Normalizing
 from extensions.urlpolicy import RefusedLog, UrlPolicy, mask_credentials
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
 
+    from extensions.frontier.context import AdmissionCheck, AdmissionDecider
     from extensions.frontier.sent import SentFingerprints
-    from extensions.render.policy import RenderPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +59,10 @@ class Admission:
         self.queue_by = queue_by
         self.max_delay = max_delay
         self.normalize = normalize
-        #: which requests a browser fetches (RENDER_URLS, RENDER_AUTO); set at open
-        self.render: RenderPolicy | None = None
+        #: the parts' checks (a problem dead-letters the request) and deciders
+        #: (what they mark on it, before it is fingerprinted): context.py
+        self.checks: list[AdmissionCheck] = []
+        self.deciders: list[AdmissionDecider] = []
 
     def admit(
         self, request: Request, spider: Spider, fingerprinter: Any, from_start_entry: bool = False
@@ -96,8 +97,10 @@ class Admission:
         crawl = request.meta.get(CRAWL_ID) or ""
         if invalid is None and crawl:
             invalid = crawl_id_problem(crawl)
-        if invalid is None:
-            invalid = render_meta_problem(request.meta)
+        for check in self.checks:
+            if invalid is not None:
+                break
+            invalid = check(request)
         if invalid is not None:
             logger.error("cannot queue %s: %s", request, invalid)
             self.stats.inc_value("frontier/invalid")
@@ -108,8 +111,8 @@ class Admission:
                 **crawl_fields(request.meta.get(CRAWL_ID)),
             )
             return None
-        if self.render is not None:
-            self.render.decide(request)
+        for decide in self.deciders:
+            decide(request)
         fingerprint: str | bytes = ""
         if due is None and not request.dont_filter:
             fingerprint = crawl_fingerprint(fingerprinter.fingerprint(request), crawl)

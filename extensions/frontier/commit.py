@@ -1,9 +1,10 @@
 """A node's write to the frontier as a value, and the one call that commits it.
 
-What a flush carries (requests to queue, retries to park, pages to revisit,
-finished leases to release, start entries to acknowledge, the done count, and
-how many requests to lease after) is one ``FrontierWrite``; ``commit`` writes it
-and says what went in (``Committed``).
+What a flush carries (requests to queue, retries to park, finished leases to
+release, start entries to acknowledge, the done count, how many requests to
+lease after, and each part's section: a crawl's tallies, pages kept for a
+recrawl) is one ``FrontierWrite``; ``commit`` writes it and says what went in
+(``Committed``).
 
 The lease guarantee lives in ``phases``: a lease leaves Redis only with what its
 request produced written, in the same transaction, or in a later round trip
@@ -22,19 +23,18 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from extensions import connection
-from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.redisops import execute
 from extensions.frontier.results import Added, Entry, Lease
 from extensions.frontier.start_urls import StartLeases
 
 if TYPE_CHECKING:
-    from extensions.recrawl.revisits import RevisitEntry
+    from extensions.frontier.context import WriteSection
 
-#: the parts that write what requests produced, and those that may go only with
-#: them or after them
-WRITES = ("enqueue", "delay", "revisit")
-AFTER = ("release", "unmark", "start_acks", "done", "crawl_counts", "lease")
+#: the core's parts that write what requests produced, and those that may go
+#: only with them or after them (a part's section says its phase)
+WRITES = ("enqueue", "delay")
+AFTER = ("release", "start_acks", "done", "lease")
 #: how long a flush's mark is kept: the node asks for it at its next flush
 MARK_TTL_MS = 86_400_000
 
@@ -47,40 +47,48 @@ class FrontierWrite:
     enqueue: list[Entry] = field(default_factory=list)
     #: parked requests (retries, waits): (due, s since epoch; group; JSON)
     delay: list[tuple[float, str, bytes]] = field(default_factory=list)
-    #: pages kept for a recrawl, written with the release of their lease
-    revisit: list[RevisitEntry] = field(default_factory=list)
     #: finished leases (their lease members)
     release: list[bytes] = field(default_factory=list)
-    #: (fingerprint, group) pages whose queued mark goes (their status is stored)
-    unmark: list[tuple[str, str]] = field(default_factory=list)
     #: start-URL entries whose requests are all queued
     start_acks: list[bytes] = field(default_factory=list)
     #: requests finished (the crawl's done count)
     done: int = 0
-    #: per crawl under an id: {"done": requests finished, "items": items scraped}
-    crawl_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: requests to lease, after the writes, in the same round trip
     lease: int = 0
     #: render requests to lease besides (a render node's room for them)
     render_lease: int = 0
     #: written to NAME:commit:NODE in the transaction, when there is one
     mark: str = ""
+    #: the parts' sections: {name: (section, what it carries)}
+    sections: dict[str, tuple[WriteSection, Any]] = field(default_factory=dict)
 
     def has(self, part: str) -> bool:
+        if part in self.sections:
+            return bool(self.sections[part][1])
         return bool(getattr(self, part))
+
+    def parts_of(self, phase: str) -> list[str]:
+        """The parts this write carries in that phase ("writes" or "after"), in order."""
+        core = WRITES if phase == "writes" else AFTER
+        named = [part for part in core if part != "lease" and self.has(part)]
+        named += [name for name, (section, payload) in self.sections.items()
+                  if section.phase == phase and payload]  # fmt: skip
+        if phase == "after" and self.lease:
+            named.append("lease")  # last: it reads what the rest wrote
+        return named
 
     @property
     def writes_anything(self) -> bool:
-        return any(self.has(part) for part in (*WRITES, *AFTER) if part != "lease")
+        return bool(self.parts_of("writes")) or any(p != "lease" for p in self.parts_of("after"))
 
 
 @dataclass
 class Committed:
     """What a commit put in Redis."""
 
-    #: the writes (enqueue, delay, revisit) are in
+    #: the writes (requests queued and parked, the sections of that phase) are in
     writes_in: bool = False
-    #: the releases, acknowledgements, unmarks and the done count are in
+    #: the releases, acknowledgements, the done count and the later sections are in
     rest_in: bool = False
     #: what stopped the commit (the writes or the rest are then not in), if anything
     error: Exception | None = None
@@ -118,8 +126,7 @@ def phases(write: FrontierWrite, sharded: bool) -> list[list[str]]:
     releases, acknowledgements, done count and lease once they are all in. No
     part of AFTER is ever in a round trip before the one with the writes.
     """
-    writes = [part for part in WRITES if write.has(part)]
-    after = [part for part in AFTER if write.has(part)]
+    writes, after = write.parts_of("writes"), write.parts_of("after")
     if not sharded:
         return [writes + after] if writes or after else []
     return [p for p in (writes, after) if p]
@@ -155,7 +162,7 @@ def commit(frontier: Frontier, write: FrontierWrite, lease_timeout: float) -> Co
             else:
                 result.leased = frontier.lease_result(lease_outcomes)
         refused = next((o for o in outcomes if isinstance(o, redis.RedisError)), None)
-        has_writes = any(part in WRITES for part in parts)
+        has_writes = any(part in write.parts_of("writes") for part in parts)
         if refused is not None:
             result.error = refused
             result.bad_input = connection.is_bad_input(refused)
@@ -184,27 +191,18 @@ def _queue_parts(
             calls["enqueue"] = frontier.enqueue_on(pipe, write.enqueue)
         elif part == "delay":
             frontier.delay(write.delay, pipe)
-        elif part == "revisit":
-            frontier.revisit(write.revisit, pipe)
         elif part == "release":
             frontier.release(write.release, pipe)
-        elif part == "unmark":
-            frontier.unmark(write.unmark, pipe)
         elif part == "start_acks":
             leases = StartLeases(frontier.server, frontier.keys, frontier.node_id)
             leases.ack(write.start_acks, pipe)
         elif part == "done":
             pipe.hincrby(frontier.keys.checkpoint, "done", write.done)
-        elif part == "crawl_counts":
-            now = now_ms()
-            for crawl, counts in write.crawl_counts.items():
-                key = frontier.keys.crawl(crawl)
-                for name, value in counts.items():
-                    if value:
-                        pipe.hincrby(key, name, value)
-                pipe.hset(key, "updated", now)
         elif part == "lease":
             calls["lease"] = frontier.lease_on(pipe, write.lease, lease_timeout, write.render_lease)
+        else:
+            section, payload = write.sections[part]
+            section.queue(payload, frontier, pipe)
     return calls
 
 

@@ -12,7 +12,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import redis
 
@@ -20,8 +20,6 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawls_of
 from extensions.frontier.leaseplan import LeasePlanner
-from extensions.frontier.ranks.state import RankBudget, budget_args
-from extensions.frontier.recrawls.revisits import RevisitOps
 from extensions.frontier.redisops import execute, fields, load_script, run_named
 from extensions.frontier.results import (
     SIZE_FIELDS,
@@ -34,7 +32,6 @@ from extensions.frontier.results import (
     counts_of,
     leases_of,
 )
-from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -63,7 +60,13 @@ RECLAIM_CALLS = 1000  # calls one reclaim makes at most (2M leases); the next be
 HEARTBEAT_SHARDS = 16  # shards a heartbeat reads sizes from and reclaims in
 
 
-class Frontier(RevisitOps, Upkeep):
+class ScriptArgs(Protocol):
+    """A part's arguments for the frontier's scripts, per shard."""
+
+    def args(self, keys: SpiderKeys) -> dict[str, Any]: ...
+
+
+class Frontier:
     """Redis operations on one spider's frontier, for one node."""
 
     def __init__(
@@ -73,7 +76,7 @@ class Frontier(RevisitOps, Upkeep):
         node_id: str,
         bloom: BloomParams | None = None,
         *,
-        budget: int | RankBudget = 0,
+        budget: int | ScriptArgs = 0,
         crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX,
         send_tolerance: float = defaults.CLUSTER_SEND_TOLERANCE,
     ):
@@ -95,8 +98,6 @@ class Frontier(RevisitOps, Upkeep):
         self.reclaim_batch = RECLAIM_BATCH
         self._release = server.register_script(load_script("release"))
         self._sizes = server.register_script(load_script("frontier"))
-        self._feed = server.register_script(load_script("recrawl_feed"))
-        self._requeue = server.register_script(load_script("recrawl_requeue"))
         self._bloom_ready: set[str] = set()  # the bitmaps known to exist, by prefix
         self.shards = keys.all_shards()  # each shard's keys, built once
         self._planner = LeasePlanner(len(self.shards))
@@ -104,7 +105,14 @@ class Frontier(RevisitOps, Upkeep):
         self._round_start: dict[str, int] = {}  # the next heartbeat's first shard
         self._scope_sizes: dict[int, dict[str, int]] = {}  # sizes() per scope, last read
 
-    def _by_shard(self, items: Sequence[T], group_of: Callable[[T], str]) -> dict[int, list[T]]:
+    def _budget_args(self, keys: SpiderKeys) -> dict[str, Any]:
+        """A fixed HOST_PAGE_BUDGET, or the arguments of one that depends on the
+        host (HOST_BUDGET_BY_RANK: ``ranks.state.RankBudget``)."""
+        if isinstance(self.budget, int):
+            return {"budget": self.budget}
+        return self.budget.args(keys)
+
+    def by_shard(self, items: Sequence[T], group_of: Callable[[T], str]) -> dict[int, list[T]]:
         parts: dict[int, list[T]] = {}
         for item in items:
             parts.setdefault(self.keys.shard_of(group_of(item)), []).append(item)
@@ -124,7 +132,7 @@ class Frontier(RevisitOps, Upkeep):
     def enqueue_on(self, pipe: Pipeline, entries: list[Entry]) -> int:
         """``enqueue``, queued on ``pipe``: one call per shard, whose number is
         returned (``Added.combine`` reads their results from ``execute(pipe)``)."""
-        parts = self._by_shard(entries, lambda entry: entry[1])
+        parts = self.by_shard(entries, lambda entry: entry[1])
         self._planner.mark_hot(parts)
         for shard, part in parts.items():
             self._enqueue_shard(self.shards[shard], part, pipe)
@@ -133,7 +141,7 @@ class Frontier(RevisitOps, Upkeep):
     def _enqueue_shard(self, keys: SpiderKeys, entries: list[Entry], pipe: Pipeline | None = None):
         args: dict[str, Any] = {"queue_prefix": keys.queue(""), "host_prefix": keys.host(""),
                                 "data_prefix": keys.data(""),
-                                **budget_args(self.budget, keys)}  # fmt: skip
+                                **self._budget_args(keys)}  # fmt: skip
         items: list[str | float | bytes | int] = []
         if self.bloom is None:
             args["level_prefix"] = keys.dupefilter + ":"  # its levels' buckets
@@ -159,7 +167,7 @@ class Frontier(RevisitOps, Upkeep):
 
     def delay(self, entries: list[tuple[float, str, bytes]], pipe: Pipeline | None = None) -> None:
         """Park (due time in seconds since epoch, group, data) entries until they are due."""
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+        for shard, part in self.by_shard(entries, lambda entry: entry[1]).items():
             keys = self.shards[shard]
             mapping = {group.encode() + b"\n" + data: int(due * 1000) for due, group, data in part}
             (pipe or self.server).zadd(keys.delayed, mapping)
@@ -237,7 +245,7 @@ class Frontier(RevisitOps, Upkeep):
         self._round_start[purpose] = (start + HEARTBEAT_SHARDS) % len(self.shards)
         return [0] + [1 + (start + n) % len(self.shards) for n in range(HEARTBEAT_SHARDS)]
 
-    def _in_scopes(
+    def in_scopes(
         self,
         script: Script,
         keys_and_args: Callable[[SpiderKeys], tuple[dict[str, str], dict[str, Any]]],
@@ -278,7 +286,7 @@ class Frontier(RevisitOps, Upkeep):
     def release(self, items: list[bytes], pipe: Pipeline | None = None) -> None:
         """Drop finished requests (lease members) from this node's leases, and
         their JSON with them."""
-        parts = self._by_shard(items, lambda member: connection.text(member.partition(b"\n")[0]))
+        parts = self.by_shard(items, lambda member: connection.text(member.partition(b"\n")[0]))
         for shard, part in parts.items():
             keys = self.shards[shard]
             run_named(
@@ -338,7 +346,7 @@ class Frontier(RevisitOps, Upkeep):
                     "data_prefix": keys.data(""), "batch": self.reclaim_batch}  # fmt: skip
             return script_keys, args
 
-        results = self._in_scopes(
+        results = self.in_scopes(
             self._reclaim,
             named,
             "reclaim" if in_turn else None,
@@ -373,7 +381,7 @@ class Frontier(RevisitOps, Upkeep):
                     "now": now_ms(), "crawl_prefix": keys.crawl("")}  # fmt: skip
             return script_keys, args
 
-        results = self._in_scopes(
+        results = self.in_scopes(
             self._sizes,
             named,
             "sizes" if in_turn else None,

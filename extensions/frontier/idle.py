@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -16,14 +17,21 @@ from twisted.internet import reactor as _reactor
 
 from extensions import engine
 from extensions.frontier.start_urls import reads_start_urls
+from extensions.frontier.upkeep import Upkeep
 
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from twisted.internet.base import DelayedCall
 
-    from extensions.frontier.node import NodeFrontier
+    from extensions.cluster.checkpoint import Checkpoint
+    from extensions.connection import RedisHealth
+    from extensions.frontier.frontier import Frontier
+    from extensions.frontier.lostleases import LostLeases
+    from extensions.frontier.part import Parts
     from extensions.frontier.results import FrontierSizes
+    from extensions.frontier.schedconfig import SchedulerConfig
+    from extensions.frontier.start_urls import StartEntryTracker
 
 logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
@@ -84,20 +92,42 @@ class Polling:
 
 
 class ClusterDuties:
-    """The node's work for the cluster, on its frontier (``node``): joining and
-    leaving, the heartbeat (with each part's duty), reclaim, and the idle check."""
+    """The node's work for the cluster: joining and leaving, the heartbeat (with
+    each part's duty), reclaim, and the idle check. Of the node it is given what
+    it uses: its flush, the leases it holds, whether it owes writes, and the
+    links it sent (forgotten when the crawl is over)."""
 
-    def __init__(self, node: NodeFrontier):
-        self.node = node
-        self.crawler = node.crawler
-        self.stats = node.stats
-        self.config = node.config
-        self.frontier = node.frontier
-        self.checkpoint = node.checkpoint
-        self.health = node.health
-        self.start_entries = node.start_entries
-        self.polling = node.polling
-        self.parts = node.parts
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: SchedulerConfig,
+        frontier: Frontier,
+        checkpoint: Checkpoint,
+        health: RedisHealth,
+        polling: Polling,
+        parts: Parts,
+        start_entries: StartEntryTracker,
+        lost_leases: LostLeases,
+        *,
+        flush: Callable[[], Any],
+        held_leases: Callable[[], set[bytes]],
+        owes_writes: Callable[[], bool],
+        forget_sent: Callable[[], None],
+    ):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.config = config
+        self.frontier = frontier
+        self.checkpoint = checkpoint
+        self.health = health
+        self.start_entries = start_entries
+        self.polling = polling
+        self.parts = parts
+        self.lost_leases = lost_leases
+        self.flush = flush
+        self.held_leases = held_leases
+        self.owes_writes = owes_writes
+        self.forget_sent = forget_sent
         self._idle_since: float | None = None
         #: when this node's last beat went in: the silence of others it could hear
         self._beat_in: float | None = None
@@ -146,7 +176,7 @@ class ClusterDuties:
             if not self.config.persist and reason == "finished":
                 # Only a finished crawl is wiped: a node stopped mid-crawl must
                 # not take the others' work with it.
-                self.frontier.clear()
+                Upkeep(self.frontier).clear()
         except redis.RedisError as exc:
             logger.error(
                 "could not hand back this node's leases (%s); they return to the queue "
@@ -173,7 +203,7 @@ class ClusterDuties:
             # the others' beats were as silent: they have a beat's time to speak
             heard = before + self.config.heartbeat_interval if before is not None else None
             self.reclaim(in_turn=True, observed_until=heard)
-            if self.node.lost_leases.give_back(self.node.held_leases):
+            if self.lost_leases.give_back(self.held_leases):
                 self.polling.work_found()
                 engine.wake(self.crawler)
             self.parts.call("heartbeat")
@@ -231,7 +261,7 @@ class ClusterDuties:
                 abandoned,
             )
             self.stats.inc_value("start_urls/dropped_before_queue", abandoned)
-        self.node.flush()
+        self.flush()
         now = time.monotonic()
         try:
             sizes = self.frontier.sizes()
@@ -239,7 +269,7 @@ class ClusterDuties:
         except redis.RedisError as exc:
             self.health.failed(exc)
             raise DontCloseSpider from None
-        if pending > 0 or self.node.pending.unwritten() or len(self.start_entries):
+        if pending > 0 or self.owes_writes() or len(self.start_entries):
             self._idle_since = None
             raise DontCloseSpider
         if self._idle_since is None:
@@ -247,7 +277,7 @@ class ClusterDuties:
             logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
             # The crawl is over: from here on the shared dupefilter alone decides,
             # so a recrawl after someone cleared it is not dropped on this node.
-            self.node.admission.sent.clear()
+            self.forget_sent()
         close_after = self.close_after(spider)
         if close_after is None or now - self._idle_since < close_after:
             logger.debug("no work anywhere; looking again in %.2f s", self.config.idle_poll_max)

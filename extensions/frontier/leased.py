@@ -10,10 +10,14 @@ own, so one fetch's identity is never pinned to the next.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from extensions.connection import text
+from extensions.crawlid import crawl_fields, split_group
 from extensions.exceptions import SerializationError
 from extensions.frontier.serializer import loads_request
 from extensions.meta import DELAY_UNTIL, HOST_WATCHED, SEND_SLOT
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from extensions.frontier.results import Lease
+
+logger = logging.getLogger(__name__)
 
 
 class LeasedRequests:
@@ -129,6 +135,18 @@ def requests_of(
             request.meta[HOST_WATCHED] = True
         requests.append((request, member))
     return requests, unreadable
+
+
+def dead_letter_unreadable(
+    unreadable: list[Unreadable], dead_letter: Callable[..., None]
+) -> list[bytes]:
+    """Dead-letter queue entries that are not requests, with the reason and what
+    they hold; their lease members, to release once the records are written."""
+    for member, url, error, raw in unreadable:
+        logger.error("dead-lettering an unreadable queue entry: %s", error)
+        crawl = crawl_fields(split_group(text(member.partition(b"\n")[0]))[1])
+        dead_letter(kind="unreadable", url=url, error=error, raw=raw, **crawl)
+    return [entry.member for entry in unreadable]
 
 
 def _url_of(data: bytes) -> str:

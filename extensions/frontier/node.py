@@ -1,6 +1,7 @@
 """One node's side of the shared frontier: what it leased and holds, what it owes
 Redis, and the flush that pays it; the scheduler (``scheduler.py``) is Scrapy's
-face of it, and the capabilities a crawl may have are parts (``part.py``).
+face of it, and the capabilities a crawl may have are parts (``part.py``), each
+given a ``PartContext`` (``context.py``), never the node.
 
 * requests are leased, not popped: a node that dies loses nothing, its leases
   return to the queue once its heartbeat goes stale (``idle.py``);
@@ -30,24 +31,23 @@ from twisted.internet import task
 
 from extensions import compat, connection, engine, sharding
 from extensions.cluster.checkpoint import Checkpoint, now_ms
-from extensions.crawlid import crawl_fields, split_group
 from extensions.frontier.admission import Admission
 from extensions.frontier.backlog import Backlog
 from extensions.frontier.commit import Committed, FrontierWrite, commit
+from extensions.frontier.context import ExtensionPoints, PartContext
 from extensions.frontier.counts import FlushCounts
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.idle import ClusterDuties, Polling
-from extensions.frontier.leased import leased_for, requests_of
+from extensions.frontier.leased import dead_letter_unreadable, leased_for, requests_of
 from extensions.frontier.lostleases import LostLeases
 from extensions.frontier.part import build_parts
 from extensions.frontier.pending import PendingWrites
 from extensions.frontier.results import Lease
 from extensions.frontier.sent import sent_for
 from extensions.frontier.start_urls import StartLeases, tracker_for
+from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
-from extensions.recrawl.revisits import revisits_for
-from extensions.runtime import runtime_of
 from extensions.signals import backlog_full
 from extensions.urlnorm.chain import normalizing_for
 from extensions.urlpolicy import UrlPolicy
@@ -75,6 +75,8 @@ class NodeFrontier:
         self.fingerprinter: Any = crawler.request_fingerprinter
         self.start_entries = tracker_for(crawler)
         self._sent = sent_for(crawler)
+        #: where the parts meet the core (filled as they are built, at open)
+        self.points = ExtensionPoints()
         self.admission = Admission(
             UrlPolicy.from_settings(crawler.settings),
             crawler.stats,
@@ -84,15 +86,16 @@ class NodeFrontier:
             max_delay=config.max_delay,
             normalize=normalizing_for(crawler),
         )
+        self.admission.checks = self.points.admission_checks
+        self.admission.deciders = self.points.admission_deciders
         self.counts = FlushCounts(crawler.stats, config.host_page_budget)
         self.buffer: deque[tuple[Request, bytes]] = deque()
         #: requests the engine took and is not done with, and their lease members
         self.leased: dict[Request, bytes] = {}
-        self.pending = PendingWrites(runtime_of(crawler).crawl_items)
+        self.pending = PendingWrites(self.points.write_sections, self.points.release_gates)
         # a flush's mark: unique across restarts of a node under one NODE_ID
         self._mark_prefix, self._marks = os.urandom(6).hex(), itertools.count()
         self.as_leased = leased_for(crawler)
-        self.revisits = revisits_for(crawler)
         self.polling = Polling(crawler, config.idle_poll_min, config.idle_poll_max)
         self.backlog = Backlog(
             config.max_unconfirmed, crawler.stats, self.polling.look_again_now,
@@ -118,17 +121,23 @@ class NodeFrontier:
         self.start_leases = StartLeases(self.server, self.keys, self.node_id)
         self.lost_leases = LostLeases(self.frontier, config.lease_timeout, self.stats)
         if config.flush_on_start:
-            self.frontier.clear()
+            Upkeep(self.frontier).clear()
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
-        self.parts = build_parts(self)
+        self.checkpoint.registries = self.points.beat_registries
+        self.parts = build_parts(self._context(spider))
         self.checkpoint.extra = lambda: {
             "unconfirmed": self.backlog.held, "held_back": int(self.backlog.held_back),
             **self.parts.checkpoint(),
         }  # fmt: skip
-        self.duties = ClusterDuties(self)
+        self.duties = ClusterDuties(
+            self.crawler, config, self.frontier, self.checkpoint, self.health, self.polling,
+            self.parts, self.start_entries, self.lost_leases,
+            flush=self.flush, held_leases=self.held_leases,
+            owes_writes=self.pending.unwritten, forget_sent=self._sent.clear,
+        )  # fmt: skip
         sharding.record_shards(self.server, self.keys)
         # before anything reads the crawl's state (leases handed back too)
-        self.frontier.upgrade_crawl(config.queue_by)
+        Upkeep(self.frontier).upgrade_crawl(config.queue_by)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)
         # Scrapy's own fingerprint leaves the fragment out: so may the link path
         self._sent.fragments_matter = type(self.fingerprinter) is not RequestFingerprinter
@@ -147,6 +156,20 @@ class NodeFrontier:
             loop = task.LoopingCall(self._each_turn, func)
             loop.start(interval, now=False)
             self.loops.append(loop)
+
+    def _context(self, spider: Spider) -> PartContext:
+        return PartContext(
+            crawler=self.crawler, settings=self.crawler.settings, server=self.server,
+            keys=self.keys, node_id=self.node_id, stats=self.stats, health=self.health,
+            frontier=self.frontier, spider=spider, wake=self.polling.look_again_now,
+            look_again_in=self.polling.look_again_in, work_found=self._work_found,
+            dead_letter=self.dead_letter, release=self.pending.release_later,
+            lease_failed=self.lost_leases.lease_failed, points=self.points,
+        )  # fmt: skip
+
+    def _work_found(self) -> None:
+        self.polling.work_found()
+        engine.wake(self.crawler)
 
     def _each_turn(self, duty: Any) -> None:
         """A turn of the flush or the heartbeat: an error it did not expect (a
@@ -304,7 +327,7 @@ class NodeFrontier:
         for request in finished:
             member = self.leased.pop(request)
             self.parts.call("finished", request)
-            self.pending.finish(request, member, self.revisits)
+            self.pending.finish(request, member)
 
     def _refill(self) -> None:
         now = time.monotonic()
@@ -347,13 +370,9 @@ class NodeFrontier:
             self.parts.call("leased")
         requests, unreadable = requests_of(items, self.spider)
         self.buffer.extend(requests)
-        for member, url, error, raw in unreadable:
-            logger.error("dead-lettering an unreadable queue entry: %s", error)
-            self.stats.inc_value("frontier/unreadable")
-            group = connection.text(member.partition(b"\n")[0])
-            crawl = crawl_fields(split_group(group)[1])
-            self.dead_letter(kind="unreadable", url=url, error=error, raw=raw, **crawl)
-            self.pending.release.append(member)
+        if unreadable:
+            self.pending.release += dead_letter_unreadable(unreadable, self.dead_letter)
+            self.stats.inc_value("frontier/unreadable", len(unreadable))
         if items:
             self.stats.inc_value("frontier/leased", len(items))
             self.polling.work_found()
@@ -367,9 +386,7 @@ class NodeFrontier:
         finished and not yet released."""
         held = {member for _, member in self.buffer}
         held.update(self.leased.values(), self.pending.release, self.pending.unsure_releases())
-        statuses = self.pending.statuses
-        if statuses is not None:
-            held.update(member for member, _ in statuses.pending + statuses.in_flight)
+        held.update(self.pending.gated())
         return held
 
     def dead_letter(self, **record: Any) -> None:

@@ -5,10 +5,13 @@ owes Redis until its next flush, and the flush itself (``node.py``). Everything
 else a crawl may or may not have (crawl ids, the render lane, recrawls with a
 status store outside Redis, the MongoDB overflow, and the ones to come) is a
 ``FrontierPart``: a class named in ``FRONTIER_PARTS`` with an order, built by
-``from_node`` (raising ``NotConfigured`` to stay out, as a Scrapy
+``from_context`` (raising ``NotConfigured`` to stay out, as a Scrapy
 middleware does), and called at the few points where a capability meets the
-core. A part overrides only the hooks it needs; the others cost nothing, as
-``Parts`` calls each hook on the parts that override it alone.
+core. A part is given a ``PartContext`` (``context.py``), never the node: the
+crawl's Redis and keys, the node's id, stats and health, and the extension
+points it may add to (admission checks, release gates, write sections). A part
+overrides only the hooks it needs; the others cost nothing, as ``Parts`` calls
+each hook on the parts that override it alone.
 
 A part also owns what the crawl's status shows of it (``scrapy status``, the
 console, the metrics): classmethods, as status is read outside any node, by
@@ -33,8 +36,8 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.settings import BaseSettings
 
+    from extensions.frontier.context import PartContext
     from extensions.frontier.frontier import Frontier
-    from extensions.frontier.node import NodeFrontier
     from extensions.frontier.results import FrontierSizes, Lease
     from extensions.keys import SpiderKeys
 
@@ -84,7 +87,7 @@ class FrontierPart:
         return []
 
     @classmethod
-    def from_node(cls, node: NodeFrontier) -> FrontierPart:
+    def from_context(cls, context: PartContext) -> FrontierPart:
         return cls()
 
     def open(self, spider: Spider) -> None:
@@ -96,8 +99,8 @@ class FrontierPart:
     def lease_room(self, room: int) -> int:
         """How many requests the next lease may ask for: a part may lower it.
         At 0 nothing is leased and the node does not back off: the part wakes it
-        (``node.polling.look_again_now``) once it has room again, as the overflow
-        part does when MongoDB takes its spills."""
+        (``context.wake``) once it has room again, as the overflow part does
+        when MongoDB takes its spills."""
         return room
 
     def render_room(self) -> int:
@@ -248,13 +251,18 @@ class StatusParts:
         return [note for cls in self.classes for note in cls.node_notes(row)]
 
 
-def build_parts(node: NodeFrontier) -> Parts:
+def build_parts(context: PartContext) -> Parts:
     """FRONTIER_PARTS over FRONTIER_PARTS_BASE, Scrapy's way: {class path: order},
     None leaves a part out."""
     parts = []
-    for cls in part_classes(node.crawler.settings):
+    for cls in part_classes(context.settings):
+        if "from_node" in vars(cls):
+            raise TypeError(
+                f"{cls.__module__}.{cls.__qualname__} defines from_node(node): a frontier "
+                "part is built by from_context(context) now (extensions.frontier.context)"
+            )
         try:
-            parts.append(cls.from_node(node))
+            parts.append(cls.from_context(context))
         except NotConfigured as exc:
             if exc.args:
                 logger.info(

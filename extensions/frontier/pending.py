@@ -1,30 +1,30 @@
 """What a node owes the frontier until its next flush.
 
 The scheduler hands its writes here as requests come and go: discovered
-requests to queue, retries and waits to park, pages to revisit, finished leases
-to release and their done counts. ``write`` turns them into one
-``FrontierWrite``; ``settle`` takes out what the commit put in, so what did not
-go in waits for the next flush and nothing is written twice.
+requests to queue, retries and waits to park, finished leases to release and
+the done count; the parts add their sections (``context.WriteSection``) and
+may keep a finished lease to release it themselves (``context.ReleaseGate``).
+``write`` turns them into one ``FrontierWrite``; ``settle`` takes out what the
+commit put in, so what did not go in waits for the next flush and nothing is
+written twice.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extensions.frontier.commit import Committed, FrontierWrite, write_one_by_one
-from extensions.frontier.crawls.state import CrawlTally
-from extensions.meta import CRAWL_ID, DEAD_LETTERED
+from extensions.meta import DEAD_LETTERED
 
 if TYPE_CHECKING:
     from scrapy import Request
 
+    from extensions.frontier.context import ReleaseGate, WriteSection
     from extensions.frontier.frontier import Frontier
-    from extensions.frontier.recrawls.statuses import StatusBatches
     from extensions.frontier.results import Entry
-    from extensions.recrawl.revisits import RevisitEntry, Revisits
 
 logger = logging.getLogger(__name__)
 
@@ -34,31 +34,27 @@ class UnsureWrite:
     """A flush whose answer was lost: it went in or not, as its mark in Redis says."""
 
     write: FrontierWrite
-    #: the done counts it carried, as they were before it was built
+    #: the done count it carried, as it was before it was built
     done: int
-    crawl_done: dict[str, int]
 
 
 class PendingWrites:
-    def __init__(self, crawl_items: dict[str, int]):
+    def __init__(
+        self,
+        sections: list[WriteSection] | None = None,
+        gates: list[ReleaseGate] | None = None,
+    ):
         self.enqueue: list[Entry] = []
         #: parked requests (retries, waits): (due, s since epoch; group; JSON)
         self.delay: list[tuple[float, str, bytes]] = []
-        #: pages to fetch again (RECRAWL_AFTER), written with the release of their lease
-        self.revisit: list[RevisitEntry] = []
         self.release: list[bytes] = []
-        #: pages whose queued mark goes with the release of their lease (their
-        #: status is in the store outside Redis)
-        self.unmark: list[tuple[str, str]] = []
         #: Requests finished since the last flush, less those that went to the
         #: dead-letter queue; parked copies (retries, waits) are subtracted when
         #: written, as the same request is then still to be done.
         self.done = 0
-        #: the same per crawl under an id, and their items
-        self.tally = CrawlTally(crawl_items)
-        #: RECRAWL_STORE = "mongo": where kept pages' records go before their leases
-        #: (the recrawl part's)
-        self.statuses: StatusBatches | None = None
+        #: the parts' shares of each flush, and their hold on finished leases
+        self.sections: list[WriteSection] = sections if sections is not None else []
+        self.gates: list[ReleaseGate] = gates if gates is not None else []
         #: a flush that may have gone in, set apart until its mark is read: nothing
         #: is written before (a lease may be released only after its writes)
         self.unsure: UnsureWrite | None = None
@@ -69,13 +65,20 @@ class PendingWrites:
     def unsure_releases(self) -> list[bytes]:
         return self.unsure.write.release if self.unsure else []
 
+    def release_later(self, members: Iterable[bytes]) -> None:
+        """Leases a part releases (a gate's, once what it kept is durable)."""
+        self.release.extend(members)
+
+    def gated(self) -> list[bytes]:
+        """The finished leases the parts' gates keep."""
+        return [member for gate in self.gates for member in gate.held()]
+
     def set_apart(self, write: FrontierWrite) -> None:
         """``write`` may have gone in (its answer was lost): what it carried is
         no longer owed, until ``resolve`` says."""
-        self.unsure = UnsureWrite(write, self.done, dict(self.tally.done))
-        self.enqueue, self.delay, self.revisit, self.release, self.unmark = [], [], [], [], []
+        self.unsure = UnsureWrite(write, self.done)
+        self.enqueue, self.delay, self.release = [], [], []
         self.done = 0
-        self.tally.written()
 
     def resolve(self, went_in: bool) -> list[bytes]:
         """The unsure write went in (forgotten) or not (owed again, before what
@@ -86,64 +89,46 @@ class PendingWrites:
         write = unsure.write
         self.enqueue = write.enqueue + self.enqueue
         self.delay = write.delay + self.delay
-        self.revisit = write.revisit + self.revisit
         self.release = write.release + self.release
-        self.unmark = write.unmark + self.unmark
         self.done += unsure.done
-        for crawl, done in unsure.crawl_done.items():
-            self.tally.done[crawl] = self.tally.done.get(crawl, 0) + done
-        self.tally.keep_items(write.crawl_counts)
+        for section, payload in write.sections.values():
+            if payload:
+                section.kept(payload)
         return write.start_acks
 
-    def finished(self, crawl: str | None) -> None:
-        self.done += 1
-        self.tally.finished(crawl)
-
-    def finish(self, request: Request, member: bytes, revisits: Revisits) -> None:
-        """A leased request the engine is done with: its lease to release, with
-        its revisit record when the page is kept (after the status store took
-        the record, when it is outside Redis), and its done count."""
-        revisit = revisits.pending.pop(request, None)
-        if callable(revisit):  # waiting for items the callback never finished
-            revisit = revisit()
-            revisits.pending.pop(request, None)
-        elif revisit is None and request.meta.get(DEAD_LETTERED):
-            revisit = revisits.after_failure(request)  # a kept page stays kept
-            revisits.pending.pop(request, None)
-        if revisit is None:
+    def finish(self, request: Request, member: bytes) -> None:
+        """A leased request the engine is done with: its lease to release (unless
+        a part's gate keeps it until what it must keep is durable), and its done
+        count."""
+        if not any(gate.take(request, member) for gate in self.gates):
             self.release.append(member)
-        elif self.statuses is not None:
-            self.statuses.add(member, revisit)  # released once stored
-        else:
-            self.release.append(member)
-            self.revisit.append(revisit)
         if not request.meta.get(DEAD_LETTERED):
-            self.finished(request.meta.get(CRAWL_ID))
+            self.done += 1
 
     def write(self, start_acks: list[bytes], lease: int, render_lease: int) -> FrontierWrite:
+        parked = [group for _, group, _ in self.delay]
         return FrontierWrite(
             enqueue=self.enqueue,
             delay=self.delay,
-            revisit=self.revisit,
             release=self.release,
-            unmark=self.unmark,
             start_acks=start_acks,
             done=self.done - len(self.delay),
-            crawl_counts=self.tally.take(group for _, group, _ in self.delay),
             lease=lease,
             render_lease=render_lease,
+            sections={section.name: (section, section.take(parked)) for section in self.sections},
         )
 
     def settle(self, write: FrontierWrite, result: Committed) -> None:
         """Take out what went in (written again, what is queued already counts
         as filtered: the caller counts ``result.added``)."""
         if result.writes_settled:
-            self.enqueue, self.delay, self.revisit = [], [], []
+            self.enqueue, self.delay = [], []
         if result.rest_in:
-            self.release, self.revisit, self.unmark, self.done = [], [], [], 0
-            self.tally.written()
-        else:
-            self.tally.keep_items(write.crawl_counts)
+            self.release, self.done = [], 0
+        for section, payload in write.sections.values():
+            went_in = result.rest_in or (section.phase == "writes" and result.writes_settled)
+            if payload and not went_in:
+                section.kept(payload)
 
     def write_one_by_one(
         self,

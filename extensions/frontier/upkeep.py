@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from extensions import connection
 from extensions.compat import PICKLE_PREFIX
@@ -30,21 +30,31 @@ FORMAT = b"2"
 UPGRADE_BATCH = 500
 
 
-class Upkeep:
-    """Mixed into the Frontier: what it needs of it, declared."""
+class FrontierOps(Protocol):
+    """What upkeep needs of the frontier (``frontier.Frontier`` has it)."""
 
     server: redis.Redis
     keys: SpiderKeys
 
     @property
+    def scopes(self) -> list[SpiderKeys]: ...
+
+    def registries(self) -> list[str]: ...
+
+    def enqueue_on(self, pipe: Pipeline, entries: list[Entry]) -> int: ...
+
+
+class Upkeep:
+    def __init__(self, frontier: FrontierOps):
+        self.frontier = frontier
+        self.server = frontier.server
+        self.keys = frontier.keys
+        self.enqueue_on = frontier.enqueue_on
+        self.registries = frontier.registries
+
+    @property
     def scopes(self) -> list[SpiderKeys]:
-        raise NotImplementedError
-
-    def registries(self) -> list[str]:
-        raise NotImplementedError
-
-    def enqueue_on(self, pipe: Pipeline, entries: list[Entry]) -> int:
-        raise NotImplementedError
+        return self.frontier.scopes
 
     def clear(self) -> None:
         """Forget the crawl: queue, seen fingerprints, every node's leases and

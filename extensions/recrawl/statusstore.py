@@ -39,7 +39,7 @@ from extensions.recrawl.records import RecrawlSchedule, revisit_request
 if TYPE_CHECKING:
     import pymongo
 
-    from extensions.frontier.frontier import Frontier
+    from extensions.frontier.recrawls.revisits import RecrawlStore
 
 logger = logging.getLogger(__name__)
 
@@ -147,15 +147,15 @@ class MongoStatusStore:
                 {"$set": {"due": None}, "$unset": {"claim": ""}},
             )
 
-    def feed(self, frontier: Frontier, limit: int, hold: float) -> int:
+    def feed(self, kept: RecrawlStore, limit: int, hold: float) -> int:
         """Claim due pages, queue them, mark them queued: how many were queued."""
         claim = self.claim(limit, hold)
-        queued = frontier.requeue(claim.pages) if claim.pages else 0
+        queued = kept.requeue(claim.pages) if claim.pages else 0
         self.mark_queued(claim)
         return queued
 
     def lastmod(self, entries: list[tuple[str, str, float]]) -> tuple[int, int]:
-        """``Frontier.lastmod`` for pages kept here: (fingerprint in hex, group,
+        """``RecrawlStore.lastmod`` for pages kept here: (fingerprint in hex, group,
         lastmod) entries; a page changed since its last fetch is due now, one
         unchanged has its recrawl put off by its interval; pages queued (due
         null) are left alone. Returns (made due, put off)."""

@@ -17,15 +17,15 @@ from extensions.runtime import runtime_of
 from extensions.warc.hold import hold_for
 
 if TYPE_CHECKING:
-    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.context import PartContext
 
 
 class WarcPart(FrontierPart):
-    def __init__(self, node: NodeFrontier):
-        self.crawler = node.crawler
-        self.runtime = runtime_of(node.crawler)
-        self.hold = hold_for(node.crawler)
-        self.look_again_now = node.polling.look_again_now
+    def __init__(self, context: PartContext):
+        self.crawler = context.crawler
+        self.runtime = runtime_of(context.crawler)
+        self.hold = hold_for(context.crawler)
+        self.look_again_now = context.wake
         self._waiting = False
 
     @classmethod
@@ -50,10 +50,10 @@ class WarcPart(FrontierPart):
         return {"warc_held": int(self.hold.held)}
 
     @classmethod
-    def from_node(cls, node: NodeFrontier) -> WarcPart:
-        if not node.crawler.settings.getbool("WARC_ENABLED"):
+    def from_context(cls, context: PartContext) -> WarcPart:
+        if not context.settings.getbool("WARC_ENABLED"):
             raise switched_off(cls, "WARC_ENABLED is off")
-        return cls(node)
+        return cls(context)
 
     def before_flush(self) -> None:
         if self.runtime.warc is None:

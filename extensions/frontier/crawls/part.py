@@ -1,6 +1,7 @@
 """Crawl ids in a node's frontier: a crawl is registered when its first request
 is queued, ended when its expiry passes, and its work left out of an idle node's
-wait while it is paused."""
+wait while it is paused; its done and item counts go with the flush that
+releases its pages (``tally.py``)."""
 
 from __future__ import annotations
 
@@ -12,29 +13,36 @@ import redis
 
 from extensions.connection import text
 from extensions.frontier.crawls.state import Crawls
+from extensions.frontier.crawls.tally import CrawlTally
 from extensions.frontier.part import FrontierPart, StatusView
-from extensions.meta import CRAWL_ID
+from extensions.meta import CRAWL_ID, DEAD_LETTERED
+from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
     from extensions.connection import RedisHealth
-    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.context import PartContext
     from extensions.frontier.results import FrontierSizes
 
 logger = logging.getLogger(__name__)
 
 
 class CrawlsPart(FrontierPart):
-    def __init__(self, crawls: Crawls, stats: StatsCollector, health: RedisHealth):
+    def __init__(
+        self, crawls: Crawls, stats: StatsCollector, health: RedisHealth, tally: CrawlTally
+    ):
         self.crawls = crawls
         self.stats = stats
         self.health = health
+        self.tally = tally
 
     @classmethod
-    def from_node(cls, node: NodeFrontier) -> CrawlsPart:
-        return cls(Crawls(node.server, node.keys), node.stats, node.health)
+    def from_context(cls, context: PartContext) -> CrawlsPart:
+        tally = CrawlTally(runtime_of(context.crawler).crawl_items)
+        context.write_with_flush(tally)
+        return cls(Crawls(context.server, context.keys), context.stats, context.health, tally)
 
     @classmethod
     def status(cls, view: StatusView) -> dict[str, Any]:
@@ -59,6 +67,10 @@ class CrawlsPart(FrontierPart):
                 self.crawls.ensure(crawl)
             except redis.RedisError as exc:  # registered by the next request of it
                 self.health.failed(exc)
+
+    def finished(self, request: Request) -> None:
+        if not request.meta.get(DEAD_LETTERED):
+            self.tally.finished(request.meta.get(CRAWL_ID))
 
     def heartbeat(self) -> None:
         """Crawls whose expiry passed stop (any node, each once); a stopped one

@@ -12,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from extensions import connection
 from extensions.cluster.checkpoint import now_ms
-from extensions.crawlid import crawl_id_problem, crawls_of
+from extensions.crawlid import crawl_id_problem
 from extensions.frontier.redisops import execute, fields, load_script, run_named
 
 if TYPE_CHECKING:
@@ -44,41 +43,6 @@ NODE_COUNTERS = ("done", "items", "dlq")
 
 class UnknownCrawl(LookupError):
     pass
-
-
-class CrawlTally:
-    """What a node's crawls under an id did since its last flush: requests done
-    (counted by the scheduler) and items (``items``: the runtime's, counted by
-    spidermiddlewares/crawlid.py); written with the flush that releases them."""
-
-    def __init__(self, items: dict[str, int]):
-        self.done: dict[str, int] = {}
-        self.items = items
-
-    def finished(self, crawl: str | None) -> None:
-        if crawl:
-            self.done[crawl] = self.done.get(crawl, 0) + 1
-
-    def take(self, parked_groups: Iterable[str]) -> dict[str, dict[str, int]]:
-        """The counts to write: done, less the copies parked now (a retry is
-        still to be done, as for the spider's count), and the items, which
-        are taken (``keep_items`` gives them back if the write fails)."""
-        counts: dict[str, dict[str, int]] = {c: {"done": n} for c, n in self.done.items()}
-        for crawl, parked in crawls_of(parked_groups).items():
-            entry = counts.setdefault(crawl, {})
-            entry["done"] = entry.get("done", 0) - parked
-        for crawl, count in self.items.items():
-            counts.setdefault(crawl, {})["items"] = count
-        self.items.clear()
-        return counts
-
-    def written(self) -> None:
-        self.done = {}
-
-    def keep_items(self, counts: dict[str, dict[str, int]]) -> None:
-        for crawl, entry in counts.items():
-            if entry.get("items"):
-                self.items[crawl] = self.items.get(crawl, 0) + entry["items"]
 
 
 @dataclass

@@ -41,7 +41,7 @@ from extensions.frontier.part import FrontierPart
 from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
-    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.context import PartContext
     from extensions.frontier.results import Lease
 
 logger = logging.getLogger(__name__)
@@ -62,16 +62,16 @@ NO_ADDRESS_WORDS = ("NXDOMAIN", "no address in DNS", "refused:")
 
 
 class HostLevels(FrontierPart):
-    def __init__(self, node: NodeFrontier, domain_rate: float, ip_rate: float):
-        self.node = node
-        self.frontier = node.frontier
-        self.server = node.server
-        self.keys = node.keys
-        self.stats = node.stats
-        self.crawler = node.crawler
+    def __init__(self, context: PartContext, domain_rate: float, ip_rate: float):
+        self.context = context
+        self.frontier = context.frontier
+        self.server = context.server
+        self.keys = context.keys
+        self.stats = context.stats
+        self.crawler = context.crawler
         self.domain_rate = domain_rate
         self.ip_rate = ip_rate
-        settings = node.crawler.settings
+        settings = context.settings
         self.min_ttl = settings.getint("DNS_CACHE_MIN_TTL")
         self.max_ttl = settings.getint("DNS_CACHE_MAX_TTL")
         self.negative_ttl = settings.getint("DNS_NEGATIVE_TTL")
@@ -80,15 +80,15 @@ class HostLevels(FrontierPart):
         self._failures: OrderedDict[str, int] = OrderedDict()
         # a sharded frontier's levels are claimed apart from the lease (claims.py)
         self.claims = (
-            LevelClaims(self.server, self.keys, node.node_id, node.frontier.send_tolerance,
+            LevelClaims(self.server, self.keys, context.node_id, self.frontier.send_tolerance,
                         LEASE_LEAD_MS, self.stats)
             if self.keys.shards > 1
             else None
         )  # fmt: skip
 
     @classmethod
-    def from_node(cls, node: NodeFrontier) -> HostLevels:
-        settings = node.crawler.settings
+    def from_context(cls, context: PartContext) -> HostLevels:
+        settings = context.settings
         domain_rate = settings.getfloat("CLUSTER_DOMAIN_RATE")
         ip_rate = settings.getfloat("CLUSTER_IP_RATE")
         if domain_rate <= 0 and ip_rate <= 0:
@@ -101,17 +101,17 @@ class HostLevels(FrontierPart):
                 if rate > 0
             ),
         )
-        return cls(node, domain_rate, ip_rate)
+        return cls(context, domain_rate, ip_rate)
 
     def admit_leases(self, leases: list[Lease], asked_ms: int) -> list[Lease]:
         if self.claims is None:
             return leases
         admitted, lost = self.claims.claim_leases(leases)
         if lost:  # their call failed after it may have run: given back at a heartbeat
-            self.node.lost_leases.lease_failed(asked_ms)
+            self.context.lease_failed(asked_ms)
         if self.claims.next_retry is not None:
             # a slot reserved is lost unless its host is leased in time for it
-            self.node.polling.look_again_in(max(self.claims.next_retry - time.time(), 0.0))
+            self.context.look_again_in(max(self.claims.next_retry - time.time(), 0.0))
         return admitted
 
     def leased(self) -> None:
@@ -144,9 +144,9 @@ class HostLevels(FrontierPart):
                 url = ""
             group = connection.text(member.partition(b"\n")[0])
             crawl = crawl_fields(split_group(group)[1])
-            self.node.dead_letter(kind=NO_ADDRESS_KIND, url=url, error=why,
-                                  request=connection.text(data), **crawl)  # fmt: skip
-            self.node.pending.release.append(member)
+            self.context.dead_letter(kind=NO_ADDRESS_KIND, url=url, error=why,
+                                     request=connection.text(data), **crawl)  # fmt: skip
+            self.context.release([member])
         self.stats.inc_value("levels/dead_lettered", len(leases))
 
     def _resolve(self, host: str) -> defer.Deferred:

@@ -16,7 +16,7 @@ from extensions.frontier.part import FrontierPart, StatusView
 if TYPE_CHECKING:
     from scrapy import Spider
 
-    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.context import PartContext
 
 logger = logging.getLogger(__name__)
 
@@ -28,12 +28,12 @@ class OverflowPart(FrontierPart):
         self.overflow = overflow
 
     @classmethod
-    def from_node(cls, node: NodeFrontier) -> OverflowPart:
+    def from_context(cls, context: PartContext) -> OverflowPart:
         """Started with FRONTIER_OVERFLOW = "mongo"; else left out, after a warning
         if the crawl spills all the same (another node set it)."""
-        settings, frontier = node.crawler.settings, node.frontier
+        settings, frontier = context.settings, context.frontier
         if settings.get("FRONTIER_OVERFLOW") != "mongo":
-            bound = node.server.hget(frontier.keys.frontier, "host_queue_max")
+            bound = context.server.hget(frontier.keys.frontier, "host_queue_max")
             if bound and int(bound) > 0:
                 logger.warning(
                     "this crawl's host groups keep at most %s requests in Redis and spill "
@@ -43,14 +43,14 @@ class OverflowPart(FrontierPart):
                 )
             raise NotConfigured
         overflow = Overflow(
-            node.server,
+            context.server,
             frontier.shards,
-            frontier.node_id,
-            MongoOverflow.from_settings(settings, node.spider.name),
+            context.node_id,
+            MongoOverflow.from_settings(settings, context.spider.name),
             OverflowLimits.from_settings(settings),
-            stats=node.stats,
-            dead_letter=node.dead_letter,
-            resumed=node.polling.look_again_now,
+            stats=context.stats,
+            dead_letter=context.dead_letter,
+            resumed=context.wake,
         )
         return cls(overflow)
 

@@ -16,24 +16,24 @@ from extensions.frontier.redisops import execute
 if TYPE_CHECKING:
     from scrapy import Spider
 
-    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.context import PartContext
 
 
 class RanksPart(FrontierPart):
     figures = {"ranked_hosts": "ranked hosts"}
 
-    def __init__(self, node: NodeFrontier, order: str):
-        self.node = node
+    def __init__(self, context: PartContext, order: str):
+        self.context = context
         self.order = order
 
     @classmethod
-    def from_node(cls, node: NodeFrontier) -> RanksPart:
+    def from_context(cls, context: PartContext) -> RanksPart:
         # on in every crawl: one that no longer asks for importance says so too
-        return cls(node, node.crawler.settings.get("FRONTIER_ORDER"))
+        return cls(context, context.settings.get("FRONTIER_ORDER"))
 
     def open(self, spider: Spider) -> None:
-        pipe = self.node.server.pipeline(transaction=False)
-        for keys in self.node.frontier.shards:
+        pipe = self.context.server.pipeline(transaction=False)
+        for keys in self.context.frontier.shards:
             pipe.hset(keys.frontier, "order", self.order)
         execute(pipe)
 

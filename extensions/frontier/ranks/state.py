@@ -54,14 +54,11 @@ class RankBudget:
         rank = rank if math.isfinite(rank) and rank > 0 else 0.0
         return int(min(self.ceiling, self.floor + self.per_rank * rank))
 
-
-def budget_args(budget: int | RankBudget, keys: SpiderKeys) -> dict[str, Any]:
-    """What enqueue*.lua reads a budget from (``scripts/_ranks.lua``): a fixed
-    HOST_PAGE_BUDGET, or the rank budget's function and where the ranks are."""
-    if isinstance(budget, int):
-        return {"budget": budget}
-    return {"budget": 0, "rank_key": keys.hostrank, "rank_floor": budget.floor,
-            "rank_per": budget.per_rank, "rank_ceiling": budget.ceiling}  # fmt: skip
+    def args(self, keys: SpiderKeys) -> dict[str, Any]:
+        """What enqueue*.lua reads the budget from (``scripts/_ranks.lua``): the
+        function, and where the ranks are."""
+        return {"budget": 0, "rank_key": keys.hostrank, "rank_floor": self.floor,
+                "rank_per": self.per_rank, "rank_ceiling": self.ceiling}  # fmt: skip
 
 
 def budget_problem(settings: BaseSettings, name: str) -> str | None:

@@ -4,21 +4,19 @@ sitemap's ``<lastmod>`` or by hand (``scrapy recrawl``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from extensions.cluster.checkpoint import now_ms
-from extensions.frontier.redisops import execute, run_named
+from extensions.frontier.redisops import execute, load_script, run_named
 from extensions.recrawl.records import RecrawlSchedule, revisit_page, revisit_state
 
 if TYPE_CHECKING:
-    import redis
     from redis.client import Pipeline
-    from redis.commands.core import Script
 
+    from extensions.frontier.frontier import Frontier
     from extensions.keys import SpiderKeys
 
-T = TypeVar("T")
 HOUR_MS = 3_600_000
 
 
@@ -26,26 +24,22 @@ def _left(limit: int | None, done: int) -> int | None:
     return None if limit is None else max(limit - done, 0)
 
 
-class RevisitOps:
-    """Mixed into the Frontier: what it needs of it, declared."""
+class RecrawlStore:
+    """The pages a crawl keeps for a recrawl, in its frontier's shards."""
 
-    server: redis.Redis
-    shards: list[SpiderKeys]
-    _feed: Script
-    _requeue: Script
-
-    def _by_shard(self, items: Sequence[T], group_of: Callable[[T], str]) -> dict[int, list[T]]:
-        raise NotImplementedError
-
-    def _in_scopes(self, script: Script, keys_and_args: Any, turn: str | None = None) -> list:
-        raise NotImplementedError
+    def __init__(self, frontier: Frontier):
+        self.frontier = frontier
+        self.server = frontier.server
+        self.shards = frontier.shards
+        self._feed = self.server.register_script(load_script("recrawl_feed"))
+        self._requeue = self.server.register_script(load_script("recrawl_requeue"))
 
     def revisit(
         self, entries: list[tuple[str, str, float, bytes]], pipe: Pipeline | None = None
     ) -> None:
         """Schedule pages to be fetched again: (request fingerprint in hex, group,
         due time in seconds since epoch, the request's JSON) entries."""
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+        for shard, part in self.frontier.by_shard(entries, lambda entry: entry[1]).items():
             keys = self.shards[shard]
             target = pipe or self.server
             target.hset(
@@ -58,7 +52,7 @@ class RevisitOps:
         """Queue up to ``limit`` pages per shard whose recrawl is due, in a
         heartbeat's turn of shards (or in every shard); returns how many were queued."""
         now = now_ms()
-        results = self._in_scopes(
+        results = self.frontier.in_scopes(
             self._feed,
             lambda keys: (
                 {
@@ -85,7 +79,7 @@ class RevisitOps:
         already is queued or in flight, and is not queued again. Returns how
         many were queued."""
         queued = 0
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+        for shard, part in self.frontier.by_shard(entries, lambda entry: entry[1]).items():
             keys = self.shards[shard]
             items: list[Any] = []
             for fingerprint, group, data in part:
@@ -99,7 +93,7 @@ class RevisitOps:
     def unmark(self, entries: list[tuple[str, str]], pipe: Pipeline | None = None) -> None:
         """Forget the queued marks of (fingerprint in hex, group) pages whose new
         status is in the store outside Redis."""
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+        for shard, part in self.frontier.by_shard(entries, lambda entry: entry[1]).items():
             (pipe or self.server).hdel(self.shards[shard].revisit, *(fp for fp, _ in part))
 
     def recrawl_schedule(self, hours: int = 24) -> RecrawlSchedule:
@@ -160,7 +154,7 @@ class RevisitOps:
         Returns (made due, put off)."""
         now = now_ms()
         sooner = later = 0
-        for shard, part in self._by_shard(entries, lambda entry: entry[1]).items():
+        for shard, part in self.frontier.by_shard(entries, lambda entry: entry[1]).items():
             keys = self.shards[shard]
             records: list[Any] = self.server.hmget(keys.revisit, [fp for fp, _, _ in part])
             due_now: dict[str, int] = {}

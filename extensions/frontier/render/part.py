@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 
 from extensions.frontier.part import FrontierPart, StatusView
+from extensions.render.actions import render_meta_problem
 from extensions.render.policy import RenderPolicy
 from extensions.render.setup import RenderRoom, renders_here
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
 
-    from extensions.frontier.node import NodeFrontier
+    from extensions.frontier.context import PartContext
     from extensions.frontier.results import FrontierSizes
 
 logger = logging.getLogger(__name__)
@@ -28,21 +29,26 @@ WAIT_LOG_INTERVAL = 60.0  # seconds between "render work waits" lines
 class RenderPart(FrontierPart):
     figures = {"render_queued": "render queued", "render_nodes": "render nodes"}
 
-    def __init__(self, node: NodeFrontier):
-        self.node = node
-        settings = node.crawler.settings
+    def __init__(self, context: PartContext):
+        self.crawler = context.crawler
+        settings = context.settings
         pages = settings.getint("RENDER_MAX_PAGES") if renders_here(settings) else 0
         #: the render requests this node may lease (none if it cannot render)
-        self.room = RenderRoom(pages, node.polling.look_again_now)
+        self.room = RenderRoom(pages, context.wake)
         self.wait_for_nodes = settings.getbool("RENDER_WAIT_FOR_NODES")
         self._said = -WAIT_LOG_INTERVAL
-        # before the node's first heartbeat says whether it renders
-        node.admission.render = RenderPolicy.from_crawler(node.crawler)
-        node.checkpoint.renders = pages > 0
+        # which requests a browser fetches (RENDER_URLS, RENDER_AUTO), decided as
+        # they are queued; a render action the spider names must be a known one
+        context.check_admitted(lambda request: render_meta_problem(request.meta))
+        policy = RenderPolicy.from_crawler(context.crawler)
+        if policy is not None:
+            context.decide_admitted(policy.decide)
+        if pages:  # its heartbeats say so to the nodes that cannot render
+            context.beat_into(context.keys.render_nodes)
 
     @classmethod
-    def from_node(cls, node: NodeFrontier) -> RenderPart:
-        return cls(node)
+    def from_context(cls, context: PartContext) -> RenderPart:
+        return cls(context)
 
     @classmethod
     def status(cls, view: StatusView) -> dict[str, Any]:
@@ -74,7 +80,10 @@ class RenderPart(FrontierPart):
 
     def open(self, spider: Spider) -> None:
         if self.room.pages:
-            self.node.crawler.signals.connect(self.room.left, signals.request_left_downloader)
+            self.crawler.signals.connect(self.room.left, signals.request_left_downloader)
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"render": int(bool(self.room.pages))}
 
     def render_room(self) -> int:
         return self.room.room()
