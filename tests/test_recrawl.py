@@ -4,6 +4,9 @@ import json
 import urllib.request
 
 from demosite.flaky import CHANGE_EVERY, CHANGING_PAGES
+from extensions.frontier.frontier import Frontier
+from extensions.frontier.recrawls.revisits import RecrawlStore
+from extensions.keys import SpiderKeys
 from extensions.recrawl.records import revisit_page
 from tests.conftest import crawler_with_addon, queued, read_items, site_hits
 from tools import services
@@ -167,10 +170,6 @@ def _keep_for_recrawl(redis_url, pages):
     """Revisit records as nodes leave them: (path, last fetch, due) each."""
     import redis
 
-    from extensions.frontier.frontier import Frontier
-    from extensions.frontier.recrawls.revisits import RecrawlStore
-    from extensions.keys import SpiderKeys
-
     server = redis.Redis.from_url(redis_url)
     frontier = Frontier(server, SpiderKeys.for_spider("site"), "test")
     entries = []
@@ -288,9 +287,6 @@ def test_a_node_dying_while_moving_due_pages_out_of_mongodb_leaves_none_behind_a
 
     import redis
 
-    from extensions.frontier.frontier import Frontier
-    from extensions.frontier.recrawls.revisits import RecrawlStore
-    from extensions.keys import SpiderKeys
     from extensions.recrawl.statusstore import MongoStatusStore
     from tests.conftest import queued
 

@@ -82,7 +82,7 @@ def test_a_sharded_frontier_queues_leases_releases_and_hands_back_across_shards(
 
     other.delay([(1.0, "host3.example", b'{"url":"http://host3.example/later"}')])
     assert redis_client.zcard(keys.shard(keys.shard_of("host3.example")).delayed) == 1
-    other.clear()
+    Upkeep(other).clear()
     assert not [k for k in redis_client.scan_iter("*") if b"{t:" in k]
 
 
