@@ -28,6 +28,7 @@ def defined(piece: str) -> set[str]:
 
 def used_pieces(name: str) -> list[str]:
     code = re.sub(r"--[^\n]*", "", source(name))
+    code = re.sub(r"'[^'\n]*'", "''", code)  # a name in a string ('push') is no use of it
     return [
         piece
         for piece in PIECES

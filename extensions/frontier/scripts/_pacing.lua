@@ -1,16 +1,6 @@
--- A group's pacing at the host, read from the fields other writers left.
-
--- A number another writer left in a hash, or nil: absent, or malformed (not a
--- finite number >= 0), which is ignored and counted in P.bad.
-local function number_field(P, value)
-  if not value then return nil end
-  local n = tonumber(value)
-  if not n or n ~= n or n < 0 or n == math.huge then
-    P.bad = P.bad + 1
-    return nil
-  end
-  return n
-end
+--! include _fields
+-- A group's pacing at the host, read from the fields other writers left
+-- (number_field, malformed: _fields.lua).
 
 -- A group's pacing: the interval (ms) its requests keep at the host, from its
 -- configured rate (NAME:rates), its robots.txt Crawl-delay and its adaptive
@@ -125,14 +115,6 @@ end
 local function level_rate(P, key)
   if string.sub(key, 1, #P.domain_prefix) == P.domain_prefix then return P.domain_rate end
   return P.ip_rate
-end
-
--- A description no node writes (anyone may write to Redis): counted, and the
--- host is described again rather than paced under a level named by it.
-local function malformed(P, value, pattern, longest)
-  if #value <= longest and string.find(value, pattern) then return false end
-  P.bad = P.bad + 1
-  return true
 end
 
 -- A level for host_levels: its pacing; with P.apart (a sharded frontier,

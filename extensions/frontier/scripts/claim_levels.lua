@@ -1,4 +1,4 @@
---! include _named _pacing
+--! include _named _fields _pacing
 -- Send slots at the levels above hosts for a sharded frontier's leases: a
 -- registered domain's and an address's hosts are in many shards, and a lease
 -- runs in one, so the lease names each request's levels (lease.lua, levels

@@ -1,4 +1,4 @@
---! include _named _entries _crawls _queues _pacing _lines _ranks
+--! include _named _entries _crawls _queues _fields _pacing _lines _ranks
 -- Lease requests to a node: from the crawls that take part in the turns, a share
 -- each by weight (the one furthest behind first); within a crawl, from its groups
 -- (hosts) that are ready, the best first, a fair share each. Politeness is

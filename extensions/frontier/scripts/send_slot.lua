@@ -1,4 +1,4 @@
---! include _named _pacing
+--! include _named _fields _pacing
 -- May a request go to its host now? Asked by a node for a watched group (one
 -- that pushed back) before each send, and for a paced group when the node is
 -- about to send later than its lease's slot allowed: held, it waits; late, it
