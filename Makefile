@@ -18,7 +18,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 # images often set it) every node and scrapy command would otherwise compile the
 # project from source at each start, about half a second of CPU each
 bytecode: venv
-	$(PY) -m compileall -q -j 0 extensions crawler demosite tools tests
+	$(PY) -m compileall -q -j 0 extensions crawler demosite servers tools tests
 
 demo: venv bytecode
 	$(PY) -m tools.demo
@@ -100,7 +100,7 @@ bench: venv bytecode
 
 # Long-running pieces for a crawl by hand (see the README).
 redis: venv
-	$(PY) -m tools.redis_server
+	$(PY) -m servers.redis_server
 
 site: venv
 	$(PY) -m demosite.server --port 8000

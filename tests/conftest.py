@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
-from redis.cluster import RedisCluster
 
-from tools import services
-from tools.redis_cluster import start_redis_cluster
+from servers import services
+from servers.clients import redis_at
+from servers.redis_cluster import start_redis_cluster
 
 ROOT = services.ROOT
 
@@ -120,7 +119,7 @@ def redis_service(tmp_path_factory):
 @pytest.fixture
 def redis_url(redis_service) -> str:
     """A Redis emptied for this test."""
-    client = redis.Redis.from_url(redis_service.url)
+    client = redis_at(redis_service.url)
     client.flushall()
     client.close()
     return redis_service.url
@@ -128,7 +127,7 @@ def redis_url(redis_service) -> str:
 
 @pytest.fixture
 def redis_client(redis_url):
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     yield client
     client.close()
 
@@ -362,8 +361,8 @@ def redis_cluster(tmp_path_factory):
 
 
 @pytest.fixture
-def cluster_client(redis_cluster):
-    client = RedisCluster.from_url(redis_cluster.url)
+def cluster_at(redis_cluster):
+    client = cluster_at(redis_cluster.url)
     client.flushall()  # every primary
     yield client
     client.close()

@@ -15,8 +15,8 @@ from redis.cluster import RedisCluster
 
 from demosite import catalog
 from demosite.flaky import FLAKY_KINDS, FLAKY_PER_KIND
+from servers import services
 from tests.conftest import ROOT, read_items, scrapy, site_hits
-from tools import services
 
 SHOP_PAGES = catalog.expected_pages() - {"/about"}
 #: a shop of the first categories (``start_demo_site(categories=SMALL_SHOP)``), for a

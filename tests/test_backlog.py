@@ -14,9 +14,9 @@ import time
 import pytest
 
 from demosite import catalog
+from servers import services
 from tests.conftest import scrapy, site_hits
 from tests.helpers import SMALL_SHOP_PAGES, page_hits, seed, wait_for
-from tools import services
 
 pytestmark = pytest.mark.chaos
 

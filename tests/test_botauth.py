@@ -23,9 +23,9 @@ from http_message_signatures import HTTPMessageVerifier, HTTPSignatureKeyResolve
 from extensions import config
 from extensions.botauth import BotSigner, load_private_key, thumbprint
 from extensions.exceptions import ConfigError
+from servers import services
 from tests.conftest import read_items, scrapy
 from tests.helpers import SECRET, proxied, with_credentials
-from tools import services
 
 pytestmark = pytest.mark.spawns  # the key comes from `scrapy botauth keygen`
 

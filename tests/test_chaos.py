@@ -9,14 +9,14 @@ import signal
 import time
 
 import pytest
-import redis
 
 from demosite import catalog
 from demosite.flaky import FLAKY_PER_KIND, RETRY_AFTER
+from servers import services
+from servers.clients import redis_at
 from tests.conftest import queued, read_items, site_hits
 from tests.helpers import ALLOW, HOPELESS, good_pages, page_hits, site_times, wait_for
 from tests.helpers import CHAOS_SETTINGS as SETTINGS
-from tools import services
 
 pytestmark = pytest.mark.chaos
 
@@ -85,7 +85,7 @@ def test_redis_restart_mid_crawl_with_aof_loses_nothing(tmp_path, slow_site, nod
     redis_dir = tmp_path / "redis"
     server = services.start_redis(redis_dir, port, appendonly=True)
     try:
-        client = redis.Redis.from_url(server.url)
+        client = redis_at(server.url)
         client.lpush(
             "site:start_urls", slow_site.url + "/category/books", slow_site.url + "/flaky/"
         )

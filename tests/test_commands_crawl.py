@@ -2,8 +2,8 @@
 
 import pytest
 
+from servers import services
 from tests.conftest import scrapy
-from tools import services
 
 pytestmark = pytest.mark.spawns  # scrapy commands, no server fixture
 

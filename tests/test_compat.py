@@ -3,7 +3,6 @@
 import logging
 
 import pytest
-import redis
 from scrapy import Request
 from scrapy.settings import Settings
 
@@ -15,6 +14,7 @@ from extensions.frontier.frontier import Frontier
 from extensions.frontier.redisops import push_start_entries
 from extensions.frontier.start_urls import EntryRules, StartLeases, parse_entry
 from extensions.keys import SpiderKeys
+from servers.clients import redis_at
 from tests.conftest import read_items, scrapy, site_hits
 
 
@@ -50,7 +50,7 @@ def test_redis_host_port_and_params_reach_the_same_server(redis_url):
     client = connection.from_settings(settings)
     assert client.connection_pool.connection_kwargs["socket_timeout"] == 4
     client.set("written-through-host-port", 1)
-    assert redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/3").get("written-through-host-port")
+    assert redis_at(redis_url.rsplit("/", 1)[0] + "/3").get("written-through-host-port")
     # REDIS_URL set by the project wins, as in scrapy-redis
     both = project(REDIS_URL="redis://10.9.9.9:1/0", REDIS_HOST="127.0.0.1")
     assert connection.redis_url(both) == "redis://10.9.9.9:1/0"

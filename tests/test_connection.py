@@ -7,7 +7,8 @@ import redis
 
 from extensions import connection
 from extensions.exceptions import RedisUnavailable
-from tools import services
+from servers import services
+from servers.clients import redis_at
 
 
 def test_mask_url_hides_only_the_password():
@@ -59,7 +60,7 @@ def test_what_redis_refuses_is_the_entrys_fault_only_when_the_server_is_well(tmp
     """An entry Redis refuses is dead-lettered, so a full, read-only or gone
     server must never count as a bad entry."""
     server = services.start_redis(tmp_path / "redis")
-    client = redis.Redis.from_url(server.url)
+    client = redis_at(server.url)
     try:
 
         def error_of(*command) -> Exception:

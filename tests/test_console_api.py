@@ -14,9 +14,9 @@ import urllib.request
 import pytest
 
 from extensions.console.auth import hash_password
+from servers import services
 from tests.conftest import ROOT, scrapy
 from tests.helpers import api
-from tools import services
 
 
 def test_a_read_only_user_sees_everything_and_may_do_nothing(

@@ -9,9 +9,9 @@ import pytest
 
 from extensions.frontier.crawls.state import Crawls
 from extensions.keys import SpiderKeys
+from servers import services
 from tests.conftest import read_items, scrapy
 from tests.helpers import SMALL_SHOP, SMALL_SHOP_PAGES, page_hits, wait_for
-from tools import services
 
 SETTINGS = {"MAX_IDLE_TIME_BEFORE_CLOSE": 6, "NODE_TIMEOUT": 5, "LOGSTATS_INTERVAL": 1}
 

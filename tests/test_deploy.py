@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from servers import services
 from tests.conftest import ROOT
-from tools import services
 
 pytestmark = pytest.mark.spawns  # scrapy commands and tools, no server fixture
 

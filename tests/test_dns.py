@@ -14,8 +14,8 @@ from demosite import catalog
 from extensions.dns.records import NXDOMAIN, PENDING, Answer, parse
 from extensions.dns.resolver import servers_setting
 from extensions.frontier.deadletter import parse_record
+from servers import services
 from tests.helpers import page_hits
-from tools import services
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 from mkdocs.commands.build import build
@@ -14,15 +16,17 @@ from mkdocs.exceptions import Abort
 from extensions import defaults
 from extensions.keyspace import WRITTEN_BY
 from tests.conftest import ROOT
-from tools import docs_reference
 
 
+@pytest.mark.spawns
 def test_the_reference_pages_are_what_the_code_says():
-    assert docs_reference.main(["--check"]) == 0, "run python -m tools.docs_reference"
+    check = [sys.executable, "-m", "tools.docs_reference", "--check"]
+    done = subprocess.run(check, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"run python -m tools.docs_reference\n{done.stdout}{done.stderr}"
 
 
 def test_the_settings_reference_lists_every_setting():
-    page = docs_reference.settings_page()
+    page = (ROOT / "docs" / "reference" / "settings.md").read_text()
     listed = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", page, flags=re.M))
     assert listed == {name for name in dir(defaults) if name.isupper()}
 
@@ -89,7 +93,7 @@ def test_no_module_is_over_400_lines():
     """A module past 400 lines holds more than one concern: split it."""
     sources = [
         path
-        for folder in ("extensions", "tools", "tests", "demosite", "crawler", "deploy")
+        for folder in ("extensions", "tools", "servers", "tests", "demosite", "crawler", "deploy")
         for pattern in ("*.py", "*.lua")
         for path in (ROOT / folder).rglob(pattern)
     ]

@@ -3,7 +3,6 @@
 import hashlib
 
 import pytest
-import redis
 from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
 
@@ -11,7 +10,8 @@ from extensions.frontier.dupefilter import RedisDupeFilter
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
-from tools import services
+from servers import services
+from servers.clients import redis_at
 
 
 def test_request_seen_uses_scrapys_fingerprints(redis_client):
@@ -39,7 +39,7 @@ def test_the_exact_filter_grows_by_levels_and_each_new_url_writes_the_same(tmp_p
     server = services.start_redis(
         tmp_path, appendonly=True, extra_args=("--auto-aof-rewrite-percentage", "0")
     )
-    client = redis.Redis.from_url(server.url)
+    client = redis_at(server.url)
     try:
         frontier = Frontier(client, SpiderKeys.for_spider("g"), "n1")
 

@@ -15,7 +15,7 @@ from extensions.follow import LinkFollower, fast_path_for
 from extensions.frontier.admission import Admission
 from extensions.frontier.sent import SentFingerprints
 from extensions.urlpolicy import UrlPolicy
-from tools.nginx import PYTHON_DOCS
+from servers.nginx import PYTHON_DOCS
 
 EXTRACTORS = {
     "every link": LinkExtractor(),

@@ -3,10 +3,9 @@
 import urllib.error
 import urllib.request
 
-import redis
-
+from servers import services
+from servers.clients import redis_at
 from tests.helpers import wait_for
-from tools import services
 
 
 def probe(port: int, path: str) -> tuple[int, str]:
@@ -24,7 +23,7 @@ def test_a_node_is_healthy_then_stalled_then_not_ready_without_redis(nodes, tmp_
     quick = services.start_demo_site()
     hanging = services.start_demo_site(latency=60)  # every answer takes a minute
     try:
-        client = redis.Redis.from_url(server.url)
+        client = redis_at(server.url)
         client.lpush("site:start_urls", quick.url + "/about")
         port = services.free_port()
         nodes.start(

@@ -29,9 +29,9 @@ from extensions.frontier.crawls.state import CrawlFigures, Crawls
 from extensions.frontier.frontier import Frontier
 from extensions.keys import SpiderKeys
 from extensions.warc.middleware import WarcMiddleware
+from servers import services
 from tests.conftest import ROOT, crawler_with_addon, scrapy
 from tests.helpers import wait_for
-from tools import services
 
 
 def applied(values: dict, priority: str = "project") -> Settings:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from scrapy.settings import Settings
 
+from servers import services
 from tests import conftest
 from tests.conftest import ROOT
 from tests.helpers import (
@@ -24,7 +25,6 @@ from tests.helpers import (
     seed,
     wait_for,
 )
-from tools import services
 
 pytestmark = pytest.mark.spawns  # scrapy commands and tools, no server fixture
 

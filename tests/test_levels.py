@@ -15,10 +15,10 @@ from collections import defaultdict
 
 import pytest
 
+from servers import services
 from tests.conftest import scrapy
 from tests.helpers import wait_for
 from tests.test_dns import queries
-from tools import services
 
 DOMAIN_RATE = 5  # requests/s per registered domain, for the cluster
 IP_RATE = 10  # requests/s per server address

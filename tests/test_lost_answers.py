@@ -1,6 +1,6 @@
 """Redis ran a node's command and its answer never came (a read that timed out,
 a server that went away after it ran): the node in-process on a real Redis, its
-commands sent through a proxy that answers late (tools/latency_proxy.py) or to
+commands sent through a proxy that answers late (servers/latency_proxy.py) or to
 a port nobody listens on. Nothing is lost, nothing is written twice."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pytest
 import redis
 
 from extensions.frontier.frontier import Frontier
+from servers import services
+from servers.clients import redis_at
 from tests.test_frontier import entry
 from tests.test_scheduler_unit import open_scheduler, stop_loops
-from tools import services
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def answers_lost(node, redis_url: str) -> Iterator[None]:
     """The node's commands reach Redis and run; their answers come a second
     late, to a client that waits 0.3 s."""
     proxy = services.start_latency_proxy(redis_url, delay_ms=1000)
-    slow = redis.Redis.from_url(proxy.url)
+    slow = redis_at(proxy.url)
     slow.ping()  # connected, its handshake answered; then the short timeout
     connection = slow.connection_pool.get_connection()
     connection.socket_timeout = 0.3

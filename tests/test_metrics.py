@@ -11,9 +11,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from extensions.observability.metrics import parse_ports
+from servers import services
 from tests.conftest import ROOT, queue_requests, scrapy
 from tests.helpers import ALLOW, wait_for
-from tools import services
 
 
 def scrape(port: int) -> dict[str, list]:

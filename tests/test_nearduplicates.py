@@ -17,8 +17,8 @@ from extensions.spidermiddlewares.nearduplicates import (
     fingerprint,
     words,
 )
+from servers.nginx import PYTHON_DOCS
 from tests.test_duplicates import checks, response, run
-from tools.nginx import PYTHON_DOCS
 
 VOCABULARY = [f"w{n:04d}" for n in range(5000)]
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from servers import services
 from tests.conftest import ROOT, read_items, scrapy, site_hits
 from tests.helpers import site_times, wait_for
-from tools import services
 
 SPIDER = """
 from extensions.spiders import DistributedSpider

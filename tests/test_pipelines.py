@@ -1,9 +1,9 @@
 """The item store pipeline in real crawls: MongoDB-wire server or JSON Lines."""
 
+from servers import services
 from tests.conftest import read_items, site_hits
 from tests.helpers import ALLOW, good_pages, restart, wait_for
 from tests.helpers import CHAOS_SETTINGS as SETTINGS
-from tools import services
 
 
 def test_two_nodes_store_each_page_once_in_mongodb(redis_url, redis_client, mongo_db, nodes):

@@ -10,9 +10,9 @@ import urllib.request
 import pytest
 
 from demosite import catalog
+from servers import services
 from tests.conftest import scrapy
 from tests.helpers import ALLOW
-from tools import services
 
 RATE = 10  # requests per second to the limited host, from all nodes together
 FASTER = 20  # the rate it is changed to mid-crawl

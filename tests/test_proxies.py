@@ -10,9 +10,9 @@ from scrapy.settings import Settings
 
 from extensions.downloadermiddlewares.proxies import BanPolicy, proxy_label, proxy_list
 from extensions.frontier.serializer import dumps_request
+from servers import services
 from tests.conftest import crawler_with_addon, read_items
 from tests.helpers import ALLOW, SECRET, good_pages, proxied, with_credentials
-from tools import services
 
 
 @pytest.fixture

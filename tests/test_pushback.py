@@ -18,10 +18,10 @@ import pytest
 
 from demosite import catalog
 from demosite.wide import wide_paths
+from servers import services
+from servers.nginx import PYTHON_DOCS, start_nginx
 from tests.conftest import read_items, scrapy
 from tests.helpers import site_times
-from tools import services
-from tools.nginx import PYTHON_DOCS, start_nginx
 
 pytestmark = pytest.mark.chaos
 

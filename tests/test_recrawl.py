@@ -8,8 +8,9 @@ from extensions.frontier.frontier import Frontier
 from extensions.frontier.recrawls.revisits import RecrawlStore
 from extensions.keys import SpiderKeys
 from extensions.recrawl.records import revisit_page
+from servers import services
+from servers.clients import redis_at
 from tests.conftest import crawler_with_addon, queued, read_items, site_hits
-from tools import services
 
 PAGES = {f"/changing/{n}" for n in range(1, CHANGING_PAGES + 1)}
 
@@ -168,9 +169,8 @@ def test_a_pages_validators_do_not_follow_its_meta_into_another_pages_request():
 
 def _keep_for_recrawl(redis_url, pages):
     """Revisit records as nodes leave them: (path, last fetch, due) each."""
-    import redis
 
-    server = redis.Redis.from_url(redis_url)
+    server = redis_at(redis_url)
     frontier = Frontier(server, SpiderKeys.for_spider("site"), "test")
     entries = []
     for path, fetched_at, due in pages:
@@ -285,16 +285,12 @@ def test_a_node_dying_while_moving_due_pages_out_of_mongodb_leaves_none_behind_a
 ):
     import time
 
-    import redis
-
     from extensions.recrawl.statusstore import MongoStatusStore
     from tests.conftest import queued
 
     uri, database, db = mongo_db
     one, two = (MongoStatusStore(uri, database, "site_status", node) for node in ("n1", "n2"))
-    frontier = RecrawlStore(
-        Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider("site"), "n1")
-    )
+    frontier = RecrawlStore(Frontier(redis_at(redis_url), SpiderKeys.for_spider("site"), "n1"))
     now = time.time()
     pages = []
     for n in range(10):

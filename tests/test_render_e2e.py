@@ -19,10 +19,10 @@ from demosite import jspages
 from extensions.keys import SpiderKeys
 from extensions.observability.status import crawl_status
 from extensions.render.browser import find_browser, process_tree
+from servers import services
 from tests.conftest import read_items, scrapy, site_hits
 from tests.helpers import SECRET, proxied, wait_for, with_credentials
 from tests.test_warc import reparsed_from_warc
-from tools import services
 
 needs_browser = pytest.mark.skipif(
     find_browser() is None, reason="no Chromium on this machine (make system-tools installs it)"

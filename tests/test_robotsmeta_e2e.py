@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from demosite.robotsmeta import NOFOLLOW, NOINDEX, PAGES, PRICE
+from servers import services
 from tests.conftest import read_items, scrapy, site_hits
-from tools import services
 
 
 def test_pages_that_ask_not_to_be_indexed_or_followed_are_honoured(

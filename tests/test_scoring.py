@@ -17,9 +17,9 @@ from scrapy.http import HtmlResponse
 from demosite import catalog
 from extensions.meta import MAX_PRIORITY
 from extensions.scoring import AnchorKeywordScorer, DepthScorer, as_score, scored_priority
+from servers import services
 from tests.conftest import read_items
 from tests.helpers import site_times, wait_for
-from tools import services
 
 # the products the books' first page lists, and how ScoredBooksSpider scores them
 LISTED = list(catalog.product_ids("books")[: catalog.PER_PAGE])

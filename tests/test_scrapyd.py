@@ -8,9 +8,9 @@ import time
 import pytest
 
 from extensions.scrapyd import ScrapydNode
+from servers import services
 from tests.conftest import ROOT, scrapy
 from tests.helpers import ALLOW, good_pages, wait_for
-from tools import services
 
 USER, PASSWORD = "crawler", "deploy-pw"
 

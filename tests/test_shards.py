@@ -15,9 +15,9 @@ from extensions.frontier.redisops import execute
 from extensions.frontier.results import Added
 from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
+from servers import services
 from tests.conftest import read_items, scrapy, site_hits
 from tests.helpers import all_keys, stack_settings
-from tools import services
 
 HOSTS = [f"host{n}.example" for n in range(24)]
 

@@ -5,14 +5,13 @@ import json
 import signal
 
 import pytest
-import redis
-from redis.cluster import RedisCluster
 
 from extensions.keys import SpiderKeys
+from servers import services
+from servers.clients import cluster_at, redis_at
+from servers.redis_cluster import start_redis_cluster
 from tests.conftest import site_hits
 from tests.helpers import all_keys, wait_for
-from tools import services
-from tools.redis_cluster import start_redis_cluster
 
 
 @pytest.fixture
@@ -36,7 +35,7 @@ def test_a_node_killed_and_a_primary_failing_over_mid_crawl_lose_no_page_and_dou
     from tests.helpers import CHAOS_SETTINGS as SETTINGS
 
     site = services.start_demo_site(latency=0.1)
-    client = RedisCluster.from_url(replicated_cluster.url)
+    client = cluster_at(replicated_cluster.url)
     try:
         mongo_uri, database, db = mongo_db
         other = site.url.replace("127.0.0.1", "localhost")
@@ -65,7 +64,7 @@ def test_a_node_killed_and_a_primary_failing_over_mid_crawl_lose_no_page_and_dou
         primary.proc.kill()  # no chance to write anything out
         primary.proc.wait(10)
         hits_at_failover = sum(site_hits(site).values())
-        replica = redis.Redis.from_url(replicated_cluster.replicas[index].url)
+        replica = redis_at(replicated_cluster.replicas[index].url)
         wait_for(
             lambda: replica.info("replication")["role"] == "master", 30, "the replica promoted"
         )

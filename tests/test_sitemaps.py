@@ -9,6 +9,7 @@ from demosite import catalog
 from demosite.server import ARCHIVE_PAGES
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.start_urls import parse_entry
+from servers.clients import redis_at
 from tests.conftest import crawler_with_addon, read_items, scrapy
 from tests.helpers import page_hits, project_scrapy
 
@@ -131,16 +132,12 @@ def test_lastmod_moves_a_changed_page_to_now_and_an_unchanged_one_an_interval_ou
 ):
     import time
 
-    import redis
-
     from extensions.frontier.frontier import Frontier
     from extensions.frontier.recrawls.revisits import RecrawlStore
     from extensions.keys import SpiderKeys
     from extensions.recrawl.statusstore import MongoStatusStore
 
-    frontier = RecrawlStore(
-        Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider("s"), "n1")
-    )
+    frontier = RecrawlStore(Frontier(redis_at(redis_url), SpiderKeys.for_spider("s"), "n1"))
     uri, database, _ = mongo_db
     target = frontier if store == "redis" else MongoStatusStore(uri, database, "s_status")
     now, hour = time.time(), 3600
@@ -184,8 +181,6 @@ def test_a_lastmod_that_does_not_parse_or_lies_ahead_moves_nothing(redis_url):
     import datetime as dt
     import time
 
-    import redis
-
     from extensions.frontier.frontier import Frontier
     from extensions.frontier.recrawls.revisits import RecrawlStore
     from extensions.keys import SpiderKeys
@@ -197,7 +192,7 @@ def test_a_lastmod_that_does_not_parse_or_lies_ahead_moves_nothing(redis_url):
     spider = BooksSitemapSpider.from_crawler(crawler)
     crawler.spider = spider
     keys = SpiderKeys.for_spider("books_sitemap")
-    frontier = RecrawlStore(Frontier(redis.Redis.from_url(redis_url), keys, "t"))
+    frontier = RecrawlStore(Frontier(redis_at(redis_url), keys, "t"))
     now = time.time()
     urls = [f"http://shop.test/product/{n}" for n in range(3)]
     entries = []
@@ -224,7 +219,6 @@ def test_a_plain_distributed_spider_reads_a_urlset_with_its_rules_and_lastmod(re
     kept for a recrawl."""
     import time
 
-    import redis
     from scrapy.http import XmlResponse
 
     from extensions.frontier.frontier import Frontier
@@ -239,9 +233,7 @@ def test_a_plain_distributed_spider_reads_a_urlset_with_its_rules_and_lastmod(re
     crawler.spider = spider
     now = time.time()
     kept = "http://shop.test/product/1"
-    frontier = RecrawlStore(
-        Frontier(redis.Redis.from_url(redis_url), SpiderKeys.for_spider(spider.name), "t")
-    )
+    frontier = RecrawlStore(Frontier(redis_at(redis_url), SpiderKeys.for_spider(spider.name), "t"))
     fingerprint = crawler.request_fingerprinter.fingerprint(Request(kept)).hex()
     record = {"url": kept, "meta": {"recrawl": {"url": kept, "fetched_at": now - 3600,
                                                 "interval": 86400}}}  # fmt: skip

@@ -13,8 +13,8 @@ import urllib.request
 from collections import Counter
 
 from demosite.variants import ITEMS, LIST_PAGES, SORTS, STORIES, STORY_VIEWS, page_path
+from servers import services
 from tests.conftest import read_items, scrapy, site_hits
-from tools import services
 
 SETTINGS = {"MAX_IDLE_TIME_BEFORE_CLOSE": 3}  # the rest are the project's defaults
 PAGES = {page_path(n) for n in range(1, ITEMS + 1)}

@@ -17,8 +17,8 @@ from extensions.downloadermiddlewares.useragents import (
     RotatingUserAgentMiddleware,
     load_pool,
 )
+from servers import services
 from tests.helpers import ALLOW, SECRET, proxied, with_credentials
-from tools import services
 
 DEFAULT_HEADERS = {"Accept": "text/html", "Accept-Language": "en"}
 

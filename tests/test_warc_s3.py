@@ -15,9 +15,9 @@ import pytest
 
 from extensions.warc.archive import Damage, read_exchanges
 from extensions.warc.storage import S3Archive, s3_client
+from servers import services
 from tests.conftest import read_items, scrapy
 from tests.helpers import SMALL_SHOP_PAGES, page_hits, seed, wait_for
-from tools import services
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ import uuid
 from pathlib import Path
 
 import pymongo
-import redis
 
+from servers.clients import redis_at
 from tools import (
     bench_sections,  # noqa: F401  (sections 12 to 27 register)
     duplicates_bench,  # noqa: F401  (section 29 registers)
@@ -98,7 +98,7 @@ class SeenMemory(Section):
     once = True  # memory is not noisy
 
     def measure(self, bench: Bench, run: int) -> None:
-        with redis.Redis.from_url(bench.redis_url) as client:
+        with redis_at(bench.redis_url) as client:
             self.seen = seen_memory(client)
 
     def report(self, bench: Bench) -> None:
@@ -110,7 +110,7 @@ class QueuedMemory(Section):
     once = True
 
     def measure(self, bench: Bench, run: int) -> None:
-        with redis.Redis.from_url(bench.redis_url) as client:
+        with redis_at(bench.redis_url) as client:
             self.queued = queued_memory(client)
 
     def report(self, bench: Bench) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 import redis
 from redis.cluster import RedisCluster
 
-from tools import services
+from servers import services
+from servers.clients import cluster_at, redis_at
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 CONCURRENCY = 32
@@ -158,12 +159,12 @@ def crawl_once(
     stop, one 404 fetched)."""
     client: redis.Redis | RedisCluster
     if cluster:
-        client = RedisCluster.from_url(redis_url)
+        client = cluster_at(redis_url)
         client.flushall(target_nodes=RedisCluster.PRIMARIES)
         client.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
         settings = {**settings, "REDIS_CLUSTER": "True"}
     else:
-        client = redis.Redis.from_url(redis_url)
+        client = redis_at(redis_url)
         client.flushall()
         client.config_resetstat()
     site = services.start_demo_site()

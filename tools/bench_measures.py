@@ -15,6 +15,7 @@ import pymongo
 import redis
 
 from extensions.pipelines.mongo import MongoStore
+from servers.clients import redis_at
 from tools import (
     services,
 )
@@ -37,7 +38,7 @@ def wake_latencies(redis_url: str, variant: str, workdir: Path, seed: int) -> li
     """Seconds from LPUSH of a start URL to its fetch, on a node idle for 6-11 s."""
     spider, settings = WAKE_VARIANTS[variant]
     pauses = random.Random(seed)
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     site = services.start_demo_site()
     log = workdir / f"wake-{spider}.log"
@@ -152,7 +153,7 @@ def stack_variants(proxy: str) -> dict[str, tuple[dict[str, str], dict[str, str]
     }
 
 
-REMOTE_DELAY_MS = 0.5  # per reply, through tools/latency_proxy.py (timers round it up to 1 ms)
+REMOTE_DELAY_MS = 0.5  # per reply, through servers/latency_proxy.py (timers round it up to 1 ms)
 REMOTE_VARIANTS: dict[str, dict[str, str]] = {
     STOCK: VARIANTS[STOCK],
     OURS: {},
@@ -320,7 +321,7 @@ def dupefilter_growth(workdir: Path) -> dict[str, list[tuple[int, float, float, 
             workdir / f"growth-{len(results)}", appendonly=True,
             extra_args=("--auto-aof-rewrite-percentage", "0", "--appendfsync", "no"),
         )  # fmt: skip
-        client = redis.Redis.from_url(server.url)
+        client = redis_at(server.url)
         bloom = BloomParams.for_capacity(max(GROWTH_SIZES) * 2, 0.001) if "Bloom" in name else None
         frontier = Frontier(client, SpiderKeys.for_spider("s"), "bench", bloom)
 
@@ -371,7 +372,7 @@ def aof_per_page(name: str, workdir: Path) -> float:
         sample = crawl_once(
             server.url, settings, 1, workdir, spider=VARIANT_SPIDERS.get(name, "shop")
         )
-        client = redis.Redis.from_url(server.url)
+        client = redis_at(server.url)
         size = int(client.info("persistence")["aof_current_size"])
         client.close()
         return size / sample.pages
@@ -381,7 +382,7 @@ def aof_per_page(name: str, workdir: Path) -> float:
 
 def round_trip_ms(url: str) -> float:
     """Median milliseconds of a PING through ``url``."""
-    with redis.Redis.from_url(url) as client:
+    with redis_at(url) as client:
         client.ping()
         times = []
         for _ in range(100):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from servers.services import ROOT
 from tools import (
     console_bench,
     crawls_bench,
@@ -54,7 +55,6 @@ from tools.bench_reports import (
     report_growth,
     report_sharding,
 )
-from tools.services import ROOT
 
 
 @section(12, "the dupefilter's AOF bytes, time and memory at 1M and 10M seen URLs")

@@ -22,7 +22,8 @@ import redis
 from extensions.frontier.frontier import Frontier
 from extensions.keys import SpiderKeys
 from extensions.observability.status import host_status
-from tools import services
+from servers import services
+from servers.clients import redis_at
 
 SIZES = ((100, 1_000), (10_000, 100_000), (100_000, 1_000_000))  # (hosts, queued)
 PAGES = ("/", "/nodes", "/shop", "/shop/hosts", "/shop/dlq", "/shop/dlq?reason=503",
@@ -59,7 +60,7 @@ def _get(url: str) -> None:
 
 
 def measure_one(redis_url: str, work: Path, hosts: int, queued: int) -> dict[str, object]:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     began = time.perf_counter()
     _fill(client, hosts, queued)

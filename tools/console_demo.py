@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools import services
+from servers import services
 
 WORK = Path(os.environ.get("DEMO_DIR") or services.ROOT / "data" / "console-demo").resolve()
 

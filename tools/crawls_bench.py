@@ -19,6 +19,7 @@ from extensions.crawlid import crawl_fingerprint
 from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.frontier import Frontier
 from extensions.keys import SpiderKeys
+from servers.clients import redis_at
 
 SIZES = (0, 10_000, 100_000, 1_000_000)
 LEASES = 2000
@@ -56,7 +57,7 @@ def command_calls(client: redis.Redis) -> int:
 
 
 def measure_one(redis_url: str, paused_size: int) -> dict[str, float]:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     keys = SpiderKeys.for_spider("bench")
     frontier = Frontier(client, keys, "b1")

@@ -22,7 +22,8 @@ import redis
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
-from tools import services
+from servers import services
+from servers.clients import redis_at
 
 WORK = Path(os.environ.get("DEMO_DIR") or services.ROOT / "data" / "demo").resolve()
 TIMEOUT = 600  # seconds before the demo gives up waiting for the crawl
@@ -37,7 +38,7 @@ def main() -> int:
         redis_url, site = services.demo_servers(WORK, started)
 
         keys = SpiderKeys.for_spider(spider)
-        server = redis.Redis.from_url(redis_url)
+        server = redis_at(redis_url)
         frontier = Frontier(server, keys, "demo")
         _forget_previous_demo(server, keys, frontier)
 

@@ -12,12 +12,11 @@ import shutil
 import statistics
 from pathlib import Path
 
-import redis
-
-from tools import services
+from servers import services
+from servers.clients import redis_at
+from servers.nginx import PYTHON_DOCS, start_nginx
 from tools.bench_base import Bench, Section, section
 from tools.bench_crawl import RUNS, crawl_once
-from tools.nginx import PYTHON_DOCS, start_nginx
 
 HOST = "127.0.0.84"
 ALLOW = r"^http://127\.0\.0\.84:\d+/"  # the one copy, no link out
@@ -26,7 +25,7 @@ MODES = ("mark", "off")
 
 
 def _docs_crawl(mode: str, redis_url: str, start: str, work: Path) -> dict:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     client.lpush("site:start_urls", start)
     client.close()

@@ -29,10 +29,9 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import redis
-
+from servers.clients import redis_at
+from servers.nginx import PYTHON_DOCS, start_nginx
 from tools import pushback_bench, services
-from tools.nginx import PYTHON_DOCS, start_nginx
 
 LIMIT = 8  # nginx limit_req, requests/s
 OVERLOAD = 5  # the overloaded host serves this many requests/s
@@ -52,7 +51,7 @@ def _demo_answers(site: services.Service) -> list[tuple[float, str]]:
 
 
 def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict[str, dict]:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     modes = {
         "broken pages": ("127.0.0.50", "broken:0.012:0.006:2"),

@@ -34,7 +34,8 @@ from extensions.frontier.frontier import LEASE_LEAD_MS, Frontier, now_ms
 from extensions.frontier.hosts.claims import LevelClaims
 from extensions.frontier.results import Entry
 from extensions.keys import SpiderKeys
-from tools import services
+from servers import services
+from servers.clients import redis_at
 from tools.crawls_bench import BATCH, LEASES, command_calls, lease_and_release
 
 SIZES = (100_000, 1_000_000)
@@ -143,7 +144,7 @@ def memory(client: redis.Redis) -> dict[str, int]:
 
 
 def measure(redis_url: str, sizes: tuple[int, ...] = SIZES) -> dict:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     rows = [
         {"hosts": hosts, "variant": name, **lease_cost(client, hosts, rates, shards)}
         for hosts in sizes

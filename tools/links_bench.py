@@ -16,14 +16,14 @@ import statistics
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import redis
 from scrapy.http import HtmlResponse, Request
 from scrapy.linkextractors import LinkExtractor
 
-from tools import services
+from servers import services
+from servers.clients import redis_at
+from servers.nginx import PYTHON_DOCS, start_nginx
 from tools.bench_base import Bench, Section, section
 from tools.bench_crawl import BENCH_SPIDERS, NO_ADDON, RUNS
-from tools.nginx import PYTHON_DOCS, start_nginx
 
 HOSTS = ["127.0.0.81", "127.0.0.82", "127.0.0.83"]
 ALLOW = r"^http://127\.0\.0\.8\d:\d+/"  # the three copies, no link out
@@ -38,7 +38,7 @@ TUNING = {
 
 
 def _crawl(name: str, redis_url: str, starts: list[str], work: Path, logs: list[Path]) -> dict:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     for log in logs:
         log.write_text("")

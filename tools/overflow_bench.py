@@ -25,6 +25,7 @@ from extensions.frontier.frontier import Frontier
 from extensions.frontier.overflow.spilling import Overflow, OverflowLimits
 from extensions.frontier.overflow.store import MongoOverflow
 from extensions.keys import SpiderKeys
+from servers.clients import redis_at
 from tools.crawls_bench import lease_and_release
 
 SIZES = tuple(int(n) for n in os.environ.get("BENCH_OVERFLOW_SIZES", "1000000,10000000").split(","))
@@ -75,7 +76,7 @@ def _empty(client: redis.Redis) -> None:
 
 
 def measure_one(redis_url: str, mongo_uri: str | None, size: int) -> dict[str, Any]:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     _empty(client)
     base = client.info("memory")["used_memory"]
     keys = SpiderKeys.for_spider("bench")

@@ -20,9 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import redis
-
-from tools import services
+from servers import services
+from servers.clients import redis_at
 
 RATE = 8  # CLUSTER_HOST_RATE, requests/s per host for the cluster
 HOSTS = {
@@ -54,7 +53,7 @@ def _get(url: str) -> dict:
 
 
 def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     sites = {
         host: services.start_demo_site(host=host, pushback=mode) for host, mode in HOSTS.items()

@@ -29,7 +29,8 @@ from extensions.frontier.frontier import Frontier
 from extensions.frontier.ranks.state import HostRanks
 from extensions.frontier.results import Entry
 from extensions.keys import SpiderKeys
-from tools import services
+from servers import services
+from servers.clients import redis_at
 from tools.crawls_bench import BATCH, LEASES, command_calls, lease_and_release
 
 SIZES = (100_000, 1_000_000)
@@ -97,7 +98,7 @@ def sketch(client: redis.Redis) -> dict[str, object]:
 
 def coverage(redis_url: str, work: Path) -> dict[str, dict[str, float]]:
     """The share of the top sites' pages each order fetched with a tenth of the pages."""
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     work.mkdir(parents=True, exist_ok=True)
     web = services.start_link_web(WEB_HOSTS, WEB_PAGES)
     zone, log = work / "zone.json", work / "queries.log"
@@ -141,7 +142,7 @@ def _hits(url: str) -> dict[str, int]:
 
 
 def measure(redis_url: str, work: Path, sizes: tuple[int, ...] = SIZES) -> dict:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     began = time.perf_counter()
     rows = [{"hosts": hosts, "order": order, **lease_cost(client, hosts, order)}
             for hosts in sizes for order in ORDERS]  # fmt: skip

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import bson
 import pymongo
-import redis
 
 from extensions.frontier.frontier import Frontier
 from extensions.keys import SpiderKeys
 from extensions.recrawl.statusstore import MongoStatusStore
-from tools import services
+from servers import services
+from servers.clients import redis_at
 
 STORES = ("redis", "mongo")
 FEED = 10_000  # pages queued a round while making every page due
@@ -50,7 +50,7 @@ def _crawl(redis_url: str, settings: dict[str, str], workdir: Path, site_url: st
 def measure(redis_url: str, mongo_uri: str, workdir: Path, concurrency: int) -> dict[str, dict]:
     """Per store: the first crawl, the recrawl, the 304s, and bytes of state a page."""
     results: dict[str, dict] = {}
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     for store in STORES:
         client.flushall()
         database = f"bench_{uuid.uuid4().hex[:8]}"

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import redis
 
-from tools import services
+from servers import services
+from servers.clients import redis_at
 
 LINKS_PER_PAGE = 20  # links a page yields
 NEW_SHARE = 0.25  # of those, not seen before (the demo shop's figure after the local cache)
@@ -185,7 +186,7 @@ def aof_bytes_per_page(url: str, seconds: float = 3.0) -> float:
     frontier for ``seconds`` with AOF switched on for the while, then set back
     (the replicas' stream is the same commands). It leases what ``measure`` queued:
     call it after."""
-    server = redis.Redis.from_url(url)
+    server = redis_at(url)
     was = server.config_get("appendonly").get("appendonly", "no")
     try:
         server.config_set("appendonly", "yes")

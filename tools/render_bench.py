@@ -21,11 +21,10 @@ import threading
 import time
 from pathlib import Path
 
-import redis
-
 from demosite import catalog, jspages
 from extensions.render.browser import find_browser, launch_options, process_rss, tree_rss
-from tools import services
+from servers import services
+from servers.clients import redis_at
 from tools.bench_crawl import BENCH_SPIDERS, FEED, NO_ADDON
 
 PAGES = 600  # item pages crawled besides the /js/ shop (each with its own query)
@@ -95,7 +94,7 @@ def rendering(redis_url: str, workdir: Path) -> dict[str, dict[str, float]]:
     """Pages/s and peak browser memory, ours against plain scrapy-playwright."""
     browser = find_browser()
     assert browser is not None
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     site = services.start_demo_site()
     figures: dict[str, dict[str, float]] = {}
     try:
@@ -149,7 +148,7 @@ def rendering(redis_url: str, workdir: Path) -> dict[str, dict[str, float]]:
 
 def auto_mode(redis_url: str, workdir: Path) -> dict[str, dict[str, float]]:
     """What each way of choosing costs on the mixed site."""
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     out: dict[str, dict[str, float]] = {}
     static = sorted(path for path in catalog.expected_pages() if path.startswith("/product/"))
     try:

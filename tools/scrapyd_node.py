@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tools import services
+from servers import services
 
 
 def main() -> None:

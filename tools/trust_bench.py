@@ -16,7 +16,7 @@ from scrapy.http import HtmlResponse
 
 from extensions.botauth import BotSigner
 from extensions.spidermiddlewares.robotsmeta import header_directives, meta_directives
-from tools.nginx import PYTHON_DOCS
+from servers.nginx import PYTHON_DOCS
 
 AGENT = "https://bots.example/.well-known/http-message-signatures-directory"
 

@@ -22,7 +22,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import redis
 from scrapy.settings import Settings
 from w3lib.url import canonicalize_url
 
@@ -31,9 +30,10 @@ from extensions import defaults
 from extensions.spidermiddlewares.duplicates import content_digest, stable_text
 from extensions.spidermiddlewares.nearduplicates import BLOCK_KEPT, fingerprint, words
 from extensions.urlnorm.chain import UrlNormalizerChain
-from tools import services
+from servers import services
+from servers.clients import redis_at
+from servers.nginx import PYTHON_DOCS
 from tools.bench_crawl import BENCH_SPIDERS, NO_ADDON
-from tools.nginx import PYTHON_DOCS
 
 DISTINCT_PAGES = 2 * ITEMS + 2  # items, AMP versions, and the two index pages
 OFF = {"URL_NORMALIZE_ENABLED": "False", "CONTENT_DUPLICATES": "off", "CANONICAL_ENABLED": "False"}
@@ -87,7 +87,7 @@ def _get(url: str) -> dict:
 
 
 def crawl(redis_url: str, settings: dict[str, str], workdir: Path) -> dict[str, float]:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     site = services.start_demo_site()
     try:
@@ -156,7 +156,7 @@ def digest_cost() -> dict[str, float]:
 
 
 def digest_bytes(redis_url: str) -> dict[str, dict[int, float]]:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     result: dict[str, dict[int, float]] = {"digests": {}, "near": {}}
     try:
         for kind, script, args in (("digests", FILL, ["b:digests:"]),

@@ -8,17 +8,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import redis
-
-from tools import services
-from tools.nginx import PYTHON_DOCS, start_nginx
+from servers import services
+from servers.clients import redis_at
+from servers.nginx import PYTHON_DOCS, start_nginx
 
 ALLOW = r"/library/[\w.]+\.html$"
 UNLIMITED = 100_000  # nginx's limit_req, requests/s: none in effect
 
 
 def _crawl(redis_url: str, settings: dict[str, str], workdir: Path, start: str) -> dict:
-    client = redis.Redis.from_url(redis_url)
+    client = redis_at(redis_url)
     client.flushall()
     client.lpush("site:start_urls", start)
     client.close()

@@ -11,7 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
-from tools import services
+from servers import services
 
 
 def main() -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import redis
-
-from tools.services import Service, free_port, start_redis, wait_until
+from servers.clients import redis_at
+from servers.services import Service, free_port, start_redis, wait_until
 
 
 class RedisCluster:
@@ -45,8 +44,8 @@ def start_redis_cluster(
                         workdir / f"replica-{n}", _port_with_free_bus(), extra_args=cluster_args
                     )
                 )
-        clients = [redis.Redis.from_url(node.url, socket_timeout=5) for node in nodes]
-        replica_clients = [redis.Redis.from_url(node.url, socket_timeout=5) for node in copies]
+        clients = [redis_at(node.url, socket_timeout=5) for node in nodes]
+        replica_clients = [redis_at(node.url, socket_timeout=5) for node in copies]
         first = clients[0]
         for client in clients[1:] + replica_clients:
             port = client.connection_pool.connection_kwargs["port"]

@@ -1,6 +1,6 @@
 """A small authoritative DNS server on loopback: names a test or a demo controls.
 
-    python -m tools.dns_server --zone zone.json --log queries.log [--port 0]
+    python -m servers.dns_server --zone zone.json --log queries.log [--port 0]
 
 ``zone.json`` maps names to what they answer: ``{"shop.test": {"a": ["127.0.0.1"],
 "ttl": 300}, "six.test": {"aaaa": ["::1"]}, "broken.test": "servfail",

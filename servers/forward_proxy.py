@@ -1,6 +1,6 @@
 """A small HTTP forward proxy on 127.0.0.1, for the tests and ``make bench``.
 
-    python -m tools.forward_proxy --port 0 [--auth user:pass]
+    python -m servers.forward_proxy --port 0 [--auth user:pass]
 
 Forwards plain-HTTP requests in absolute form (``GET http://host/path``), one
 request per connection. With ``--auth`` it answers 407 unless the request

@@ -1,7 +1,7 @@
 """A TCP forwarder on 127.0.0.1 that holds every reply for a while: a Redis on
 loopback made to answer like one across a network.
 
-    python -m tools.latency_proxy --target 127.0.0.1:6379 --delay-ms 1 --port 0
+    python -m servers.latency_proxy --target 127.0.0.1:6379 --delay-ms 1 --port 0
 
 Replies keep their order and are delayed from their own arrival, so pipelined
 traffic is not slowed further than one delay. asyncio's timers have millisecond

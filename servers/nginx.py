@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tools.services import Service, free_port, stop
+from servers.services import Service, free_port, stop
 
 #: real HTML nobody here wrote: Debian's python3-doc (``make system-tools``)
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import redis
 
+from servers.clients import redis_at
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -140,7 +142,7 @@ def start_redis(
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     auth = f":{password}@" if password else ""
     url = f"redis://{auth}127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+    client = redis_at(url, socket_timeout=1, socket_connect_timeout=1)
     wait_until(client.ping, 15, f"redis-server on port {port}", proc)
     client.close()
     return Service(proc, url, "redis")
@@ -174,12 +176,12 @@ def start_link_web(hosts: int, pages: int) -> Service:
 def start_latency_proxy(target_url: str, delay_ms: float) -> Service:
     """A Redis URL in front of ``target_url`` whose replies are held ``delay_ms``."""
     target = target_url.split("//", 1)[1].rsplit("/", 1)[0]
-    args = ["tools.latency_proxy", "--target", target, "--delay-ms", str(delay_ms)]
+    args = ["servers.latency_proxy", "--target", target, "--delay-ms", str(delay_ms)]
     return _start_announcing(args, "latency proxy", None)
 
 
 def start_forward_proxy(*, auth: str = "", log: Path | None = None) -> Service:
-    args = ["tools.forward_proxy", "--port", "0"] + (["--auth", auth] if auth else [])
+    args = ["servers.forward_proxy", "--port", "0"] + (["--auth", auth] if auth else [])
     return _start_announcing(args, "forward proxy", log)
 
 
@@ -363,7 +365,7 @@ def stop_all(nodes: list[subprocess.Popen], started: list[Service]) -> None:
 
 
 def start_dns_server(zone: Path, log: Path) -> Service:
-    """tools/dns_server.py on a free loopback UDP port, answering from ``zone``
+    """servers/dns_server.py on a free loopback UDP port, answering from ``zone``
     (JSON, read at every query); its ``url`` is ``127.0.0.1:PORT``."""
-    args = ["tools.dns_server", "--zone", str(zone), "--log", str(log)]
+    args = ["servers.dns_server", "--zone", str(zone), "--log", str(log)]
     return _start_announcing(args, "DNS server", None)
