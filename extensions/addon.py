@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from extensions import compat, config, connection, defaults, installed
+from extensions import capability, compat, config, connection, defaults, installed
 from extensions.render import setup as render
 
 if TYPE_CHECKING:
@@ -119,10 +119,17 @@ class DistributedAddon:
         if ROBOTSTXT not in middlewares:
             middlewares[SCRAPY_ROBOTSTXT] = None  # ours mends it, at its place (100)
             middlewares[ROBOTSTXT] = 100
-        for path, order in DOWNLOADER_MIDDLEWARES.items():
+        # the stack's own, then those the capability packages declare
+        for path, order in {
+            **DOWNLOADER_MIDDLEWARES,
+            **capability.components("downloader_middlewares"),
+        }.items():
             if path not in middlewares:
                 middlewares[path] = order
-        for path, order in SPIDER_MIDDLEWARES.items():
+        for path, order in {
+            **SPIDER_MIDDLEWARES,
+            **capability.components("spider_middlewares"),
+        }.items():
             if path not in settings["SPIDER_MIDDLEWARES"]:
                 settings["SPIDER_MIDDLEWARES"][path] = order
         if METRICS not in settings["EXTENSIONS"]:

@@ -12,7 +12,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from extensions import compat, defaults, engine, gctuning, keys
+from extensions import capability, compat, defaults, engine, gctuning, shardcount
 from extensions.dns.resolver import dns_servers_problem
 from extensions.downloadermiddlewares.botauth import SETTING_CHECKS as BOT_AUTH_CHECKS
 from extensions.exceptions import ConfigError
@@ -23,7 +23,6 @@ from extensions.settingchecks import choice as _choice
 from extensions.settingchecks import flag as _flag
 from extensions.settingchecks import number as _number
 from extensions.spidermiddlewares.duplicates import SETTING_CHECKS as CONTENT_CHECKS
-from extensions.spidermiddlewares.linkgraph import SETTING_CHECKS as LINK_GRAPH_CHECKS
 from extensions.spidermiddlewares.robotsmeta import SETTING_CHECKS as ROBOTS_META_CHECKS
 from extensions.spidermiddlewares.scoring import SETTING_CHECKS as SCORING_CHECKS
 from extensions.spidermiddlewares.usagesignals import SETTING_CHECKS as USAGE_CHECKS
@@ -36,9 +35,9 @@ if TYPE_CHECKING:
 
 
 def _shards(settings: BaseSettings, name: str) -> str | None:
-    if str(settings.get(name, defaults.FRONTIER_SHARDS)).strip().lower() == keys.AUTO:
+    if str(settings.get(name, defaults.FRONTIER_SHARDS)).strip().lower() == shardcount.AUTO:
         return None
-    problem = _number(int, 1, keys.MAX_SHARDS)(settings, name)
+    problem = _number(int, 1, shardcount.MAX_SHARDS)(settings, name)
     return f'{problem}, or "auto"' if problem else None
 
 
@@ -214,7 +213,8 @@ CHECKS: dict[str, Check] = {
     **CONTENT_CHECKS,
     **ROBOTS_META_CHECKS,
     **SCORING_CHECKS,
-    **LINK_GRAPH_CHECKS,
+    # the settings the capability packages declare, each with its check
+    **{name: s.check for name, s in capability.settings().items() if s.check},
     **USAGE_CHECKS,
     **BOT_AUTH_CHECKS,
     **URLNORM_CHECKS,

@@ -151,7 +151,6 @@ FRONTIER_PARTS_BASE = {
     "extensions.frontier.recrawls.part.RecrawlPart": 300,
     "extensions.frontier.overflow.part.OverflowPart": 400,
     "extensions.frontier.hosts.levels.HostLevels": 500,
-    "extensions.frontier.ranks.part.RanksPart": 600,
     "extensions.warc.part.WarcPart": 700,
 }
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
@@ -216,13 +215,6 @@ WARC_REVISITS = True  # a payload the crawl already archived: a revisit record (
 # are archived in full without being entered
 WARC_DIGESTS_IN_REDIS = 2_000_000
 REPARSE_FOLLOW = False  # scrapy reparse --follow: links found go to the start list
-# host ranks (extensions/frontier/ranks/): "importance" gives hosts that more
-# registered domains link to more of the lease turns; "discovery" is priority, then
-# the order requests were found in
-FRONTIER_ORDER = "discovery"
-# {"floor": F, "per_rank": P, "ceiling": C}: a host's page budget is F + P * rank, at
-# most C, in place of HOST_PAGE_BUDGET; {} = off
-HOST_BUDGET_BY_RANK: dict[str, float] = {}
 
 # --- several crawls of one spider (extensions/frontier/crawls/) ---
 CRAWL_ID = ""  # the crawl this node's own start requests join ("" = the crawl without an id)
@@ -359,3 +351,16 @@ RENDER_AUTO_SELECTOR = ""  # CSS selector a page's content must match (or a spid
 RENDER_AUTO_RECHECK = 0.05  # share of pages learned as needing a browser fetched plainly again
 RENDER_AUTO_MAX_PATTERNS = 100_000  # learned URL patterns kept in Redis at most
 RENDER_AUTO_REFRESH = 10.0  # seconds between a node's looks at the cluster's learned patterns
+
+
+# --- the settings the capability packages declare (extensions/capability.py) ----
+def _declared() -> None:
+    from extensions import capability
+
+    globals().update({name: setting.default for name, setting in capability.settings().items()})
+    parts = {**FRONTIER_PARTS_BASE, **capability.components("frontier_parts")}
+    FRONTIER_PARTS_BASE.clear()
+    FRONTIER_PARTS_BASE.update(sorted(parts.items(), key=lambda part: part[1]))
+
+
+_declared()

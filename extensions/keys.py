@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from redis.cluster import RedisCluster
-
-from extensions import connection
+from extensions import capability, connection
 from extensions.crawlid import host_of
 from extensions.installed import require_addon
 from extensions.runtime import runtime_of
+from extensions.shardcount import auto_shards, shards_setting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -79,12 +78,7 @@ PAYMENT_REQUIRED = "%(name)s:payment_required"
 PARAMS = "%(name)s:params:%(host)s"
 PARAMS_HOSTS = "%(name)s:params_hosts"
 PARAMS_LEARNED = "%(name)s:params_learned"
-HOSTRANK = "%(name)s:hostrank"
 WARC_DIGESTS = "%(name)s:warc_digests:"  # + bucket (4 hex digits)
-INLINKS = "%(name)s:inlinks:%(group)s"
-
-AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
-MAX_SHARDS = 4096
 
 
 @dataclass(frozen=True)
@@ -131,6 +125,8 @@ class SpiderKeys:
     #: FRONTIER_SHARDS = "auto" and the count not yet resolved against Redis
     #: (``for_crawler`` resolves it; a command adopts what the crawl recorded)
     auto_shards: bool = False
+    #: a shard's keys: the prefix of the crawl's keys that are not per shard
+    base_prefix: str = ""
 
     @classmethod
     def for_spider(
@@ -291,15 +287,15 @@ class SpiderKeys:
         return WARC_DIGESTS % {"name": self.prefix}
 
     @property
-    def hostrank(self) -> str:
-        return HOSTRANK % {"name": self.prefix}
-
-    def inlinks(self, group: str) -> str:
-        return INLINKS % {"name": self.prefix, "group": group}
-
-    @property
     def lines(self) -> str:
         return LINES % {"name": self.prefix}
+
+    def named(self, name: str, **parts: str) -> str:
+        """A key a capability declares (``extensions/capability.py``), with its
+        ``parts`` (a group...): in this shard if it is kept per shard."""
+        key = capability.keys()[name]
+        prefix = self.prefix if key.sharded or not self.base_prefix else self.base_prefix
+        return key.template % {"name": prefix, **parts}
 
     def crawl(self, crawl: str) -> str:
         """Crawl ``crawl``'s hash; the scripts find it next to NAME:data: (_crawls.lua)."""
@@ -348,7 +344,7 @@ class SpiderKeys:
         if not 0 <= index < self.shards:
             raise IndexError(f"shard {index} of {self.shards}")
         keys = SpiderKeys.for_spider(f"{self.name}:{index}", hash_tag=True)
-        return replace(keys, name=self.name)
+        return replace(keys, name=self.name, base_prefix=self.prefix)
 
     def all_shards(self) -> list[SpiderKeys]:
         return [self.shard(index) for index in range(self.shards)]
@@ -360,14 +356,6 @@ class SpiderKeys:
         return zlib.crc32(host_of(group).encode("utf-8", "surrogateescape")) % self.shards
 
 
-def shards_setting(settings: BaseSettings) -> int | None:
-    """FRONTIER_SHARDS as a count, or None for "auto"."""
-    value = settings.get("FRONTIER_SHARDS")
-    if str(value).strip().lower() == AUTO:
-        return None
-    return int(value)
-
-
 def start_type(settings: BaseSettings) -> str:
     """The start key's type under scrapy-redis's REDIS_START_URLS_AS_SET / _AS_ZSET."""
     as_set = settings.getbool("REDIS_START_URLS_AS_SET")
@@ -375,26 +363,3 @@ def start_type(settings: BaseSettings) -> str:
     if as_set and as_zset:
         raise ValueError("REDIS_START_URLS_AS_SET and REDIS_START_URLS_AS_ZSET are both on")
     return "zset" if as_zset else "set" if as_set else "list"
-
-
-# Shards per primary for FRONTIER_SHARDS = "auto": a shard's slot follows its
-# name, so it takes about 30 per primary before each holds within ~15 % of an
-# even share (docs/SCALING.md, `make bench` section 14).
-AUTO_SHARDS_PER_PRIMARY = 32
-
-
-def auto_shards(server: Any, spider_keys: SpiderKeys) -> int:
-    """FRONTIER_SHARDS = "auto": the count the crawl recorded; else 1 for a crawl
-    begun unsharded or on a single Redis; else 32 per primary of the cluster."""
-    stored = server.get(spider_keys.shards_key)
-    if stored is not None:
-        try:
-            return min(max(int(stored), 1), MAX_SHARDS)
-        except ValueError:
-            return 1  # not a count: shards_problem says so
-    if not isinstance(server, RedisCluster):
-        return 1
-    unsharded = (spider_keys.frontier, spider_keys.dupefilter, spider_keys.bloom_count)
-    if server.exists(*unsharded):
-        return 1
-    return min(len(server.get_primaries()) * AUTO_SHARDS_PER_PRIMARY, MAX_SHARDS)

@@ -1,5 +1,6 @@
 """Every Redis key a crawl keeps, what it holds and who writes it (the keys
-themselves are built in ``extensions/keys.py``).
+themselves are built in ``extensions/keys.py``); the keys a capability package
+declares (``extensions/capability.py``) are described in its declaration.
 
 All keys of one spider share the prefix ``NAME:``; with ``REDIS_CLUSTER`` on, the
 prefix is ``{NAME}:`` instead, a hash tag that puts every key of the spider in one
@@ -181,13 +182,6 @@ key                            type    holds
                                        all when it opens)
 ``NAME:params_learned``        stream  each decision as it changes (h, p, s): every node
                                        reads it each second (the last ~10,000 entries)
-``NAME:hostrank``              zset    queue group (a host) -> its rank: how many registered
-                                       domains link to it (learned from the pages the
-                                       nodes fetch), or the rank scrapy hostrank import
-                                       gave it, whichever is higher
-``NAME:inlinks:GROUP``         string  a HyperLogLog of the registered domains that link
-                                       to GROUP (a few dozen bytes for a host few link to,
-                                       12 KB at most)
 ``NAME:warc_digests:BUCKET``   hash    WARC_ENABLED: 18 bytes of an archived payload's SHA-1
                                        (its first 2 name the bucket) -> the first record
                                        of it (URL, date, id), for revisit records; the
@@ -203,6 +197,8 @@ key                            type    holds
                                        stay under NAME
 =============================  ======  ==================================================
 """
+
+from extensions import capability
 
 #: Who writes each key (docs/reference/keys.md is written from it): aim for one writer.
 WRITTEN_BY = {
@@ -266,7 +262,7 @@ WRITTEN_BY = {
     "params": "learn_params.lua (from spidermiddlewares/duplicates.py, a page at a time)",
     "params_hosts": "learn_params.lua",
     "params_learned": "learn_params.lua; frontier/params.py (every node reads it)",
-    "hostrank": "link_graph.lua (from spidermiddlewares/linkgraph.py); scrapy hostrank import",
-    "inlinks": "link_graph.lua",
     "warc_digests": "warc/middleware.py (each node, a page at a time)",
 }
+# the keys the capability packages declare, by the same name
+WRITTEN_BY.update({name: key.written_by for name, key in capability.keys().items()})

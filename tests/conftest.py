@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from servers import services
-from servers.clients import redis_at
+from servers.clients import cluster_at, redis_at
 from servers.redis_cluster import start_redis_cluster
 
 ROOT = services.ROOT
@@ -361,7 +361,7 @@ def redis_cluster(tmp_path_factory):
 
 
 @pytest.fixture
-def cluster_at(redis_cluster):
+def cluster_client(redis_cluster):
     client = cluster_at(redis_cluster.url)
     client.flushall()  # every primary
     yield client

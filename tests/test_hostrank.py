@@ -15,7 +15,8 @@ from scrapy.settings import Settings
 from extensions.commands.hostrank import read_ranks
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
-from extensions.frontier.ranks.state import HostRanks, RankBudget, budget_problem
+from extensions.frontier.ranks.declared import budget_problem
+from extensions.frontier.ranks.state import HostRanks, RankBudget
 from extensions.keys import SpiderKeys
 from extensions.spidermiddlewares.linkgraph import LinkGraphMiddleware
 from tests.conftest import scrapy
@@ -158,14 +159,14 @@ def test_with_importance_the_hosts_more_domains_link_to_are_leased_first(redis_c
 
 def test_rank_keys_another_writer_spoiled_are_replaced_and_stop_nothing(redis_client):
     keys = SpiderKeys.for_spider("t")
-    redis_client.set(keys.hostrank, "not a sorted set")
+    redis_client.set(keys.named("hostrank"), "not a sorted set")
     frontier = Frontier(redis_client, keys, "n1", budget=RankBudget(2, 1, 10))
     redis_client.hset(keys.frontier, "order", "importance")
     frontier.enqueue([entry(f"http://a.test/{n}") for n in range(5)])  # rank 0: the floor
     assert redis_client.zcard(keys.queue("a.test")) == 2
     leased, _ = frontier.lease(5, lease_timeout=60)
     assert len(leased) == 2
-    redis_client.set(keys.inlinks("b.test"), "not a HyperLogLog")
+    redis_client.set(keys.named("inlinks", group="b.test"), "not a HyperLogLog")
     ranks = HostRanks(redis_client, keys)
     assert ranks.add_links([("b.test", "b.test", "x.test"), ("c.test", "c.test", "x.test")]) == (
         2,

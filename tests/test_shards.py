@@ -8,7 +8,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from extensions import connection, sharding
-from extensions import keys as shard_keys
+from extensions import shardcount as shard_keys
 from extensions.frontier.frontier import Frontier, now_ms
 from extensions.frontier.groups import group_for
 from extensions.frontier.redisops import execute

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from extensions import commands, defaults, keyspace
+from extensions import capability, commands, defaults, keyspace
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "docs" / "reference"
@@ -62,6 +62,13 @@ def settings_page() -> str:
         meaning = " ".join([*comments, inline]).strip()
         default = repr(getattr(defaults, name))
         out.append(f"| `{name}` | `{_cell(default)}` | {_cell(meaning)} |\n")
+    for declared in capability.declared():  # each in its own package's declaration
+        if declared.settings:
+            out.append(f"\n## {declared.about}\n\n| setting | default | meaning |\n|---|---|---|\n")
+        for name, setting in declared.settings.items():
+            out.append(
+                f"| `{name}` | `{_cell(repr(setting.default))}` | {_cell(setting.meaning)} |\n"
+            )
     return "".join(out)
 
 
@@ -93,6 +100,10 @@ def keys_page() -> str:
         writers = keyspace.WRITTEN_BY.get(short, "")
         meaning = meaning.replace("``", "`")
         out.append(f"| `{key}` | {kind} | {_cell(meaning)} | {_cell(writers)} |\n")
+    for name, declared in capability.keys().items():
+        key = re.sub(r"%\((\w+)\)s", lambda m: m[1].upper(), declared.template)
+        out.append(f"| `{key}` | {declared.type} | {_cell(declared.holds)} | "
+                   f"{_cell(keyspace.WRITTEN_BY[name])} |\n")  # fmt: skip
     return "".join(out)
 
 

@@ -85,7 +85,7 @@ def sketch(client: redis.Redis) -> dict[str, object]:
     client.flushall()
     for start in range(0, 100_000, 10_000):
         ranks.set_ranks({f"h{i}.example": i for i in range(start, start + 10_000)})
-    rank_bytes = int(client.memory_usage(keys.hostrank) or 0) / 100_000
+    rank_bytes = int(client.memory_usage(keys.named("hostrank")) or 0) / 100_000
     client.config_resetstat()
     before = command_calls(client)
     links = [(f"h{i % 5000}.example", f"h{i % 5000}.example", f"src{i}.example")

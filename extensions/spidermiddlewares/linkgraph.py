@@ -26,10 +26,9 @@ from extensions import connection
 from extensions.crawlid import host_of
 from extensions.frontier.domains import registered_domain
 from extensions.frontier.groups import queue_group_for
-from extensions.frontier.ranks.state import HostRanks, budget_problem
+from extensions.frontier.ranks.state import HostRanks
 from extensions.installed import require_addon, switched_off
 from extensions.keys import SpiderKeys
-from extensions.settingchecks import choice
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -40,11 +39,6 @@ logger = logging.getLogger(__name__)
 LINKS_REMEMBERED = 100_000  # links a node knows it sent (a few MB), then it starts again
 LINKS_PER_WRITE = 500
 WRITE_INTERVAL = 1.0  # seconds between writes of what a node has
-
-SETTING_CHECKS = {
-    "FRONTIER_ORDER": choice("discovery", "importance"),
-    "HOST_BUDGET_BY_RANK": budget_problem,
-}
 
 
 def ranks_used(settings: Any) -> bool:

@@ -42,7 +42,7 @@ class RanksPart(FrontierPart):
         pipe = view.server.pipeline(transaction=False)
         shards = view.keys.all_shards()
         for keys in shards:
-            pipe.zcard(keys.hostrank)
+            pipe.zcard(keys.named("hostrank"))
         pipe.hget(shards[0].frontier, "order")
         *counts, order = pipe.execute()
         return {"ranked_hosts": sum(counts), "order": connection.text(order or "discovery")}

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     import redis
     from scrapy.settings import BaseSettings
 
-BUDGET_FIELDS = ("floor", "per_rank", "ceiling")
 IMPORT_BATCH = 1000  # ranks one ZADD writes
 
 
@@ -57,29 +56,8 @@ class RankBudget:
     def args(self, keys: SpiderKeys) -> dict[str, Any]:
         """What enqueue*.lua reads the budget from (``scripts/_ranks.lua``): the
         function, and where the ranks are."""
-        return {"budget": 0, "rank_key": keys.hostrank, "rank_floor": self.floor,
+        return {"budget": 0, "rank_key": keys.named("hostrank"), "rank_floor": self.floor,
                 "rank_per": self.per_rank, "rank_ceiling": self.ceiling}  # fmt: skip
-
-
-def budget_problem(settings: BaseSettings, name: str) -> str | None:
-    try:
-        value = settings.getdict(name)
-    except (TypeError, ValueError):
-        return 'must be a dict, e.g. {"floor": 100, "per_rank": 20, "ceiling": 20000}'
-    if not value:
-        return None
-    if set(value) != set(BUDGET_FIELDS):
-        return f"must have exactly the keys {', '.join(BUDGET_FIELDS)}"
-    try:
-        numbers = {key: float(value[key]) for key in BUDGET_FIELDS}
-    except (TypeError, ValueError):
-        return "must give numbers"
-    if not all(math.isfinite(n) and n >= 0 for n in numbers.values()):
-        return "must give numbers of 0 or more"
-    if numbers["floor"] < 1 or numbers["ceiling"] < numbers["floor"]:
-        # a floor of 0 would drop the start URLs of every host no page links to
-        return "must have a floor of at least 1 and a ceiling of at least its floor"
-    return None
 
 
 class HostRanks:
@@ -110,10 +88,10 @@ class HostRanks:
         pipe = self.server.pipeline(transaction=False)
         for shard, part in items.items():
             keys = self.shards[shard]
-            run_named(self._learn, {"hostrank": keys.hostrank, "ready": keys.ready,
-                                    "frontier": keys.frontier},
-                      {"inlinks_prefix": keys.inlinks(""), "data_prefix": keys.data("")},
-                      pipe, part)  # fmt: skip
+            script_keys = {"hostrank": keys.named("hostrank"), "ready": keys.ready,
+                           "frontier": keys.frontier}  # fmt: skip
+            args = {"inlinks_prefix": keys.named("inlinks", group=""), "data_prefix": keys.data("")}
+            run_named(self._learn, script_keys, args, pipe, part)
         answers = [fields(result) for result in execute(pipe)]
         return sum(int(a["raised"]) for a in answers), sum(int(a["bad"]) for a in answers)
 
@@ -121,7 +99,7 @@ class HostRanks:
         """Give each group its rank, whatever it had (an import); how many."""
         pipe = self.server.pipeline(transaction=False)
         for shard, groups in self._by_shard(ranks).items():
-            key = self.shards[shard].hostrank
+            key = self.shards[shard].named("hostrank")
             for start in range(0, len(groups), IMPORT_BATCH):
                 pipe.zadd(key, {g: ranks[g] for g in groups[start : start + IMPORT_BATCH]})
         execute(pipe)
@@ -131,7 +109,7 @@ class HostRanks:
         """The rank of each group that has one."""
         found: dict[str, float] = {}
         for shard, part in self._by_shard(groups).items():
-            scores = self.server.zmscore(self.shards[shard].hostrank, part)
+            scores = self.server.zmscore(self.shards[shard].named("hostrank"), part)
             found.update({g: float(s) for g, s in zip(part, scores, strict=True) if s is not None})
         return found
 
@@ -139,7 +117,7 @@ class HostRanks:
         """The ``count`` best-ranked groups, best first."""
         pipe = self.server.pipeline(transaction=False)
         for keys in self.shards:
-            pipe.zrange(keys.hostrank, 0, count - 1, desc=True, withscores=True)
+            pipe.zrange(keys.named("hostrank"), 0, count - 1, desc=True, withscores=True)
         rows = ((_text(g), float(s)) for part in pipe.execute() for g, s in part)
         return heapq.nlargest(count, rows, key=lambda row: (row[1], row[0]))
 
@@ -160,7 +138,7 @@ class HostRanks:
     def graph_bytes(self, group: str) -> int:
         """What ``group``'s sketch takes in Redis (MEMORY USAGE), for the bench."""
         keys = self.shards[self.keys.shard_of(group)]
-        return int(self.server.memory_usage(keys.inlinks(group)) or 0)
+        return int(self.server.memory_usage(keys.named("inlinks", group=group)) or 0)
 
 
 def _count(value: Any) -> int:
