@@ -19,13 +19,17 @@ A declaration is data: ``declared.py`` imports nothing above
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from extensions.settingchecks import Check
+    from scrapy.settings import BaseSettings
+
+#: (settings, name) -> what is wrong with the setting's value, or None
+#: (``extensions/settingchecks.py`` has the usual ones)
+Check = Callable[["BaseSettings", str], "str | None"]
 
 #: the modules whose CAPABILITY the stack takes in, in order
 DECLARED = ("extensions.frontier.ranks.declared",)

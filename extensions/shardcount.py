@@ -3,14 +3,26 @@ or "auto", resolved against the Redis the crawl runs on (``keys.SpiderKeys.for_c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.cluster import RedisCluster
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-    from extensions.keys import SpiderKeys
+
+class CrawlKeys(Protocol):
+    """The keys of a crawl that say how it was begun (``keys.SpiderKeys`` has them)."""
+
+    @property
+    def shards_key(self) -> str: ...
+    @property
+    def frontier(self) -> str: ...
+    @property
+    def dupefilter(self) -> str: ...
+    @property
+    def bloom_count(self) -> str: ...
+
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -30,7 +42,7 @@ def shards_setting(settings: BaseSettings) -> int | None:
 AUTO_SHARDS_PER_PRIMARY = 32
 
 
-def auto_shards(server: Any, spider_keys: SpiderKeys) -> int:
+def auto_shards(server: Any, spider_keys: CrawlKeys) -> int:
     """FRONTIER_SHARDS = "auto": the count the crawl recorded; else 1 for a crawl
     begun unsharded or on a single Redis; else 32 per primary of the cluster."""
     stored = server.get(spider_keys.shards_key)

@@ -14,7 +14,7 @@ import os
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
@@ -32,8 +32,25 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-    from extensions.frontier.results import FrontierSizes
     from extensions.keys import SpiderKeys
+
+
+class FrontierSizes(Protocol):
+    """The crawl's sizes a heartbeat records (``frontier.results.FrontierSizes``)."""
+
+    @property
+    def queued(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def delayed(self) -> int: ...
+    @property
+    def dlq(self) -> int: ...
+    @property
+    def seen(self) -> int: ...
+    @property
+    def start_urls(self) -> int: ...
+
 
 HOST = socket.gethostname()
 REGISTRY_FORGET_MS = 86_400_000
