@@ -19,7 +19,7 @@ from scrapy.settings import SETTINGS_PRIORITIES
 
 from extensions import defaults, installed
 from extensions.exceptions import RedisUnavailable
-from extensions.runtime import runtime_of
+from extensions.runtime import runtime_of, state_of
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -320,11 +320,8 @@ def _installed(settings: BaseSettings) -> BaseSettings:
 
 def health_for(crawler) -> RedisHealth:
     """The crawler's one RedisHealth, shared by its components."""
-    runtime = runtime_of(crawler)
-    if runtime.health is None:
-        url = redis_url(_installed(crawler.settings))
-        runtime.health = RedisHealth(mask_url(url), crawler.stats)
-    return runtime.health
+    url = redis_url(_installed(crawler.settings))
+    return state_of(crawler, RedisHealth, lambda: RedisHealth(mask_url(url), crawler.stats))
 
 
 def client_for(crawler, *, ping: bool = False) -> redis.Redis:

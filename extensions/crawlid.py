@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from extensions.runtime import state_of
+
 Fingerprint = TypeVar("Fingerprint", bytes, str)
 
 #: the stat of the items of the crawl without an id (the heartbeat reports it)
@@ -106,3 +108,9 @@ def crawls_of(groups: Iterable[str]) -> dict[str, int]:
 def crawl_fields(crawl: str | None) -> dict[str, Any]:
     """What a dead-letter record says of its crawl: ``crawl``, if it is one."""
     return {"crawl": crawl} if crawl and crawl_id_problem(crawl) is None else {}
+
+
+def item_counts(crawler: Any) -> dict[str, int]:
+    """Items scraped per crawl under an id since the scheduler's last flush
+    (spidermiddlewares/crawlid.py counts, the frontier's crawls part writes them)."""
+    return state_of(crawler, "crawl_items", dict)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from extensions.runtime import runtime_of
+from extensions.runtime import peek_state, state_of
 from extensions.spidermiddlewares.crawlid import ItemCrawls
 
 if TYPE_CHECKING:
@@ -23,11 +23,12 @@ FETCHED_AT = "_fetched_at"
 REPARSED_AT = "_reparsed_at"
 
 
+#: the key of the notes beside items (ItemCrawls is the crawl id's too)
+NOTES = "item_times"
+
+
 def _notes(crawler: Crawler) -> ItemCrawls:
-    runtime = runtime_of(crawler)
-    if runtime.item_times is None:
-        runtime.item_times = ItemCrawls()
-    return runtime.item_times
+    return state_of(crawler, NOTES, ItemCrawls)
 
 
 def stamp_reparsed(crawler: Crawler, item: Any, fetched: dt.datetime | None) -> None:
@@ -43,6 +44,6 @@ def stamp_reparsed(crawler: Crawler, item: Any, fetched: dt.datetime | None) -> 
 
 def times_of(crawler: Crawler, item: Any) -> dict[str, dt.datetime]:
     """What ``stamp_reparsed`` noted beside ``item`` (taken), else nothing."""
-    if isinstance(item, dict) or runtime_of(crawler).item_times is None:
+    if isinstance(item, dict) or peek_state(crawler, NOTES) is None:
         return {}
     return _notes(crawler).pop(item) or {}

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
+
+from extensions.runtime import state_of
 
 if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
@@ -94,3 +98,23 @@ async def _sleep(seconds: float) -> None:
     from twisted.internet.task import deferLater
 
     await maybe_deferred_to_future(deferLater(reactor, seconds))
+
+
+@dataclass
+class RobotsState:
+    """What a node's middlewares hand each other of hosts' robots.txt."""
+
+    #: netloc -> the send slot of the page whose robots.txt is being fetched: the
+    #: robots.txt goes at it, the page asks for a new one (robotstxt.py, pushback.py)
+    slots: dict[str, Any] = field(default_factory=dict)
+    #: groups whose robots.txt asked for a Crawl-delay, fetched here or read from the
+    #: cluster: their requests leased before Redis knew it ask for a send slot
+    #: (sendslots.py, robotstxt.py)
+    crawl_delayed: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: netloc -> the usage preferences its robots.txt states (usage.py), fetched here
+    #: or read from the cluster, for its items (robotstxt.py, spidermiddlewares/usage.py)
+    usage: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
+
+
+def robots_state(crawler: Any) -> RobotsState:
+    return state_of(crawler, RobotsState, RobotsState)

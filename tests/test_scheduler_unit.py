@@ -231,7 +231,7 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
 
 
 def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(scheduler, redis_client):
-    from extensions.runtime import runtime_of
+    from extensions.crawlid import item_counts
 
     scheduler.enqueue_request(Request("http://example.com/p", meta={"crawl_id": "job"}))
     scheduler.node.flush()
@@ -242,7 +242,7 @@ def test_a_crawls_done_count_and_items_go_with_the_release_of_its_pages(schedule
     member = scheduler.node.leased.pop(page)
     scheduler.node.parts.call("finished", page)  # as _collect_finished does
     scheduler.node.pending.finish(page, member)
-    runtime_of(scheduler.node.crawler).crawl_items["job"] = 2
+    item_counts(scheduler.node.crawler)["job"] = 2
     scheduler.node.flush()
     record = redis_client.hgetall("unit:crawl:job")
     assert (record[b"done"], record[b"items"], record[b"in_flight"]) == (b"1", b"2", b"0")

@@ -7,10 +7,9 @@ import time
 from scrapy import Request, Spider
 from scrapy.core.downloader import Slot
 
-from extensions.downloader import GatedDownloader
+from extensions.downloader import GatedDownloader, send_gate_of
 from extensions.frontier.leased import leased_for
 from extensions.meta import DELAY_UNTIL
-from extensions.runtime import runtime_of
 from tests.conftest import crawler_with_addon
 from tests.helpers import run_without_waiting
 
@@ -26,7 +25,7 @@ def test_a_request_of_a_host_held_while_it_waited_in_its_slot_is_parked_not_sent
     assert crawler.settings["DOWNLOADER"] == "extensions.downloader.GatedDownloader"
     crawler.stats.open_spider()
     downloader = GatedDownloader(crawler)  # its middlewares: the pushback one sets the gate
-    gate_owner = runtime_of(crawler).send_gate.__self__
+    gate_owner = send_gate_of(crawler).__self__
     leased = leased_for(crawler)
     page = Request("http://held.test/page", meta={"download_slot": "held.test"})
     leased.remember(page)

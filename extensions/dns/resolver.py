@@ -333,17 +333,23 @@ def cluster_resolver(
 ) -> ClusterResolver:
     from twisted.internet import reactor
 
-    from extensions.runtime import runtime_of
+    from extensions.runtime import set_state
 
     resolver = ClusterResolver(server, keys, crawler.settings, crawler.stats, reactor, check)
-    runtime_of(crawler).resolver = resolver
+    set_state(crawler, ClusterResolver, resolver)
+    return resolver
+
+
+def resolver_of(crawler: Crawler) -> ClusterResolver | None:
+    """The node's shared resolver (DNS_SHARED), or None."""
+    from extensions.runtime import peek_state
+
+    resolver: ClusterResolver | None = peek_state(crawler, ClusterResolver)
     return resolver
 
 
 def failure_reason(crawler: Crawler, url_host: str) -> str | None:
     """Why the node's shared resolver could not resolve ``url_host`` (None: no
     DNS_SHARED, or no failure kept)."""
-    from extensions.runtime import runtime_of
-
-    resolver = runtime_of(crawler).resolver
+    resolver = resolver_of(crawler)
     return resolver.reason(url_host) if resolver is not None else None

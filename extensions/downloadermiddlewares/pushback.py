@@ -43,6 +43,7 @@ from twisted.internet import task
 from extensions import connection
 from extensions.bans import BanDetector
 from extensions.cluster.checkpoint import node_id_for
+from extensions.downloader import set_send_gate
 from extensions.downloadermiddlewares.challenges import BAN_ANSWER, ChallengeAnswerer
 from extensions.downloadermiddlewares.retry import backoff_delay, parse_retry_after
 from extensions.downloadermiddlewares.sendslots import SendSlots
@@ -62,7 +63,7 @@ from extensions.meta import (
     HOST_WATCHED,
     SEND_SLOT,
 )
-from extensions.runtime import runtime_of
+from extensions.robotscache import robots_state
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -117,9 +118,9 @@ class PushbackMiddleware:
         self._held: dict[str, float] = {}  # group -> hold end this node knows of
         self._errors: dict[str, int] = {}  # group -> errors in a row here
         self.answers = AnswerLedger(hosts.backoff.window)
-        runtime = runtime_of(crawler)
-        self.slots = SendSlots(hosts, self.stats, self.health, runtime.crawl_delayed)
-        self.robots_slots = runtime.robots_slots
+        robots = robots_state(crawler)
+        self.slots = SendSlots(hosts, self.stats, self.health, robots.crawl_delayed)
+        self.robots_slots = robots.slots
         self.as_leased = leased_for(crawler)
         self.refused_urls = RecentRefusals()
         self._loop: task.LoopingCall | None = None
@@ -144,7 +145,7 @@ class PushbackMiddleware:
             retry_after_max=s.getfloat("HOST_BACKOFF_MAX"),
             queue_by=s.get("FRONTIER_QUEUE_BY"),
         )
-        runtime_of(crawler).send_gate = middleware.held_at_send
+        set_send_gate(crawler, middleware.held_at_send)
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware

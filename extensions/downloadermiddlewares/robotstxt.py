@@ -38,8 +38,7 @@ from extensions.downloadermiddlewares.sendslots import remember_crawl_delay
 from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID, DELAY_UNTIL, ROBOTS_WAITS, SEND_SLOT
-from extensions.robotscache import SharedRobots
-from extensions.runtime import runtime_of
+from extensions.robotscache import SharedRobots, robots_state
 from extensions.usage import crawler_token, robots_usage
 
 if TYPE_CHECKING:
@@ -70,7 +69,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._unavailable: dict[str, float] = {}  # netloc -> when to ask again
         #: ROBOTSTXT_SHARED: robots.txt once for the cluster (robotscache.py)
         self.shared: SharedRobots | None = None
-        self.robots_slots = runtime_of(crawler).robots_slots
+        self.robots_slots = robots_state(crawler).slots
         self._robots_crawls: dict[str, str] = {}  # netloc -> the crawl whose page asked
         self.queue_by = crawler.settings.get("FRONTIER_QUEUE_BY")
         self.usage_token = crawler_token(crawler.settings)
@@ -141,7 +140,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             self._usage_of(netloc, body)
             # as if fetched here: what was leased before its Crawl-delay was known waits
             group = group_for(request.url, request.meta.get("download_slot"), self.queue_by)
-            remember_crawl_delay(runtime_of(self.crawler).crawl_delayed, group, body)
+            remember_crawl_delay(robots_state(self.crawler).crawl_delayed, group, body)
             return
         del self._parsers[netloc]  # this node fetches it (Scrapy's way)
         slot = request.meta.get(SEND_SLOT)
@@ -166,7 +165,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     def _usage_of(self, netloc: str, body: bytes) -> None:
         """Keep what the host's robots.txt says its content may be used for."""
-        usage = runtime_of(self.crawler).usage
+        usage = robots_state(self.crawler).usage
         found = robots_usage(body, self.usage_token)
         if found:
             usage[netloc] = found

@@ -21,7 +21,7 @@ from extensions.crawlid import crawl_fields, split_group
 from extensions.exceptions import SerializationError
 from extensions.frontier.serializer import loads_request
 from extensions.meta import DELAY_UNTIL, HOST_WATCHED, SEND_SLOT
-from extensions.runtime import runtime_of
+from extensions.runtime import state_of
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -96,11 +96,7 @@ class LeasedRequests:
 
 def leased_for(crawler: Crawler) -> LeasedRequests:
     """The crawler's leased requests: the scheduler remembers, the middlewares read."""
-    runtime = runtime_of(crawler)
-    if runtime.leased is None:
-        runtime.leased = LeasedRequests()
-    leased: LeasedRequests = runtime.leased
-    return leased
+    return state_of(crawler, LeasedRequests, LeasedRequests)
 
 
 class Unreadable(NamedTuple):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from extensions.meta import CRAWL_ID, DELAY_UNTIL
-from extensions.runtime import runtime_of
+from extensions.runtime import state_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -101,8 +101,5 @@ class SentFingerprints:
 def sent_for(crawler: Crawler) -> SentFingerprints:
     """The crawler's memory of what it sent: the admission writes it, the link
     path reads it (``DUPEFILTER_LOCAL_CACHE`` entries a generation)."""
-    runtime = runtime_of(crawler)
-    if runtime.sent is None:
-        runtime.sent = SentFingerprints(crawler.settings.getint("DUPEFILTER_LOCAL_CACHE"))
-    sent: SentFingerprints = runtime.sent
-    return sent
+    size = crawler.settings.getint("DUPEFILTER_LOCAL_CACHE")
+    return state_of(crawler, SentFingerprints, lambda: SentFingerprints(size))

@@ -34,7 +34,7 @@ from extensions.frontier.frontier import now_ms
 from extensions.frontier.redisops import load_script, run_named
 from extensions.meta import CONTROL_KEYS, CRAWL_ID, control_meta_problem, priority_problem
 from extensions.render.actions import render_meta_problem
-from extensions.runtime import runtime_of
+from extensions.runtime import state_of
 from extensions.urlpolicy import UrlPolicy
 
 if TYPE_CHECKING:
@@ -283,10 +283,7 @@ class StartEntryTracker:
 
 def tracker_for(crawler: Any) -> StartEntryTracker:
     """The one tracker of a crawler, shared by its spider and its scheduler."""
-    runtime = runtime_of(crawler)
-    if runtime.start_entries is None:
-        runtime.start_entries = StartEntryTracker()
-    return runtime.start_entries
+    return state_of(crawler, StartEntryTracker, StartEntryTracker)
 
 
 def reads_start_urls(spidercls: type) -> bool:

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from extensions.runtime import runtime_of
+from extensions.runtime import state_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -44,11 +44,7 @@ class Revisits:
 
 
 def revisits_for(crawler: Crawler) -> Revisits:
-    runtime = runtime_of(crawler)
-    if runtime.revisits is None:
-        runtime.revisits = Revisits()
-    revisits: Revisits = runtime.revisits
-    return revisits
+    return state_of(crawler, Revisits, Revisits)
 
 
 def ignored_fields(crawler: Crawler) -> frozenset[str]:

@@ -28,7 +28,7 @@ import redis
 from extensions import connection
 from extensions.keys import SpiderKeys
 from extensions.meta import RENDER, RENDER_CHECK
-from extensions.runtime import runtime_of
+from extensions.runtime import state_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -142,17 +142,18 @@ class LearnedRender:
 def learned_for(crawler: Crawler) -> LearnedRender:
     """The crawler's one LearnedRender: what its check learns, its scheduler
     knows at once."""
-    runtime = runtime_of(crawler)
-    if runtime.render_learned is None:
-        settings = crawler.settings
-        runtime.render_learned = LearnedRender(
+    settings = crawler.settings
+    return state_of(
+        crawler,
+        LearnedRender,
+        lambda: LearnedRender(
             connection.client_for(crawler),
             SpiderKeys.for_crawler(crawler).render_auto,
             refresh=settings.getfloat("RENDER_AUTO_REFRESH"),
             max_patterns=settings.getint("RENDER_AUTO_MAX_PATTERNS"),
             stats=crawler.stats,
-        )
-    return runtime.render_learned
+        ),
+    )
 
 
 class RenderPolicy:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 
-from extensions.crawlid import ITEMS_WITHOUT_ID, crawl_id_problem
+from extensions.crawlid import ITEMS_WITHOUT_ID, crawl_id_problem, item_counts
 from extensions.installed import require_addon
 from extensions.meta import CRAWL_ID, START_ENTRY
-from extensions.runtime import runtime_of
+from extensions.runtime import state_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -61,10 +61,7 @@ class ItemCrawls:
 
 
 def item_crawls(crawler: Crawler) -> ItemCrawls:
-    runtime = runtime_of(crawler)
-    if runtime.item_crawls is None:
-        runtime.item_crawls = ItemCrawls()
-    return runtime.item_crawls
+    return state_of(crawler, "item_crawls", ItemCrawls)
 
 
 def crawl_of_item(crawler: Crawler, item: Any) -> str | None:
@@ -81,7 +78,7 @@ class CrawlIdMiddleware:
         self.stats = crawler.stats
         self.default = default
         self.items = item_crawls(crawler)
-        self.counts = runtime_of(crawler).crawl_items
+        self.counts = item_counts(crawler)
         crawler.signals.connect(self._item_scraped, signal=signals.item_scraped)
 
     @classmethod

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.utils.httpobj import urlparse_cached
 
 from extensions.installed import require_addon, switched_off
-from extensions.runtime import runtime_of
+from extensions.robotscache import robots_state
 from extensions.settingchecks import flag
 from extensions.spidermiddlewares.marking import ItemMarker
 from extensions.usage import header_usage
@@ -33,7 +33,7 @@ HEADERS = ("Content-Signal", "Content-Usage")
 class UsageSignalsMiddleware:
     def __init__(self, crawler: Crawler):
         self.stats = crawler.stats
-        self.by_host = runtime_of(crawler).usage
+        self.by_host = robots_state(crawler).usage
         self.marker = ItemMarker(self.stats, "usage/unmarkable", logger)
 
     @classmethod

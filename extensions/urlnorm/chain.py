@@ -18,7 +18,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
 from extensions.installed import components_problem
-from extensions.runtime import runtime_of
+from extensions.runtime import state_of
 from extensions.urlnorm.normalizers import host_rules_problem
 
 if TYPE_CHECKING:
@@ -113,11 +113,13 @@ class Normalizing:
 def normalizing_for(crawler: Any) -> Normalizing | None:
     """The chain a node runs on what it queues, or None when it is off: one per
     crawler, whoever asks first builds it."""
-    runtime = runtime_of(crawler)
-    if runtime.normalizing is None:
+
+    def build() -> Normalizing | None:
         chain = UrlNormalizerChain.from_settings(crawler.settings, crawler)
-        runtime.normalizing = Normalizing(chain, crawler.stats) if chain is not None else False
-    return runtime.normalizing or None
+        return Normalizing(chain, crawler.stats) if chain is not None else None
+
+    # (None is kept too: the chain is off, and is not built again)
+    return state_of(crawler, Normalizing, build)
 
 
 def normalizers_problem(settings: BaseSettings, name: str) -> str | None:

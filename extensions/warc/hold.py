@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from extensions.runtime import runtime_of
+from extensions.runtime import state_of
 
 FIRST_HOLD = 5.0  # seconds
 LONGEST_HOLD = 300.0
@@ -46,8 +46,4 @@ class WriteHold:
 
 
 def hold_for(crawler: Any) -> WriteHold:
-    runtime = runtime_of(crawler)
-    if runtime.warc_hold is None:
-        runtime.warc_hold = WriteHold()
-    hold: WriteHold = runtime.warc_hold
-    return hold
+    return state_of(crawler, WriteHold, WriteHold)

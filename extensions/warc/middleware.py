@@ -48,6 +48,7 @@ from extensions.warc.digests import PayloadIndex, payload_digest
 from extensions.warc.files import WarcFiles
 from extensions.warc.hold import hold_for
 from extensions.warc.part import publish_payloads
+from extensions.warc.state import warc_state
 from extensions.warc.storage import LocalArchive, S3Archive, archive_for
 
 if TYPE_CHECKING:
@@ -79,8 +80,8 @@ class WarcMiddleware:
         self.directory = archive.writes_to
         self.uploads: set[Deferred] = set()
         self.max_size = max_size
-        self.runtime = runtime_of(crawler)
-        self.runtime.warc_payloads = payloads
+        self.state = warc_state(crawler)
+        self.state.payloads = payloads
         self.hold = hold_for(crawler)
         self.as_leased = leased_for(crawler)
         crawler.signals.connect(self._closed, signals.spider_closed)
@@ -106,12 +107,12 @@ class WarcMiddleware:
         return cls(crawler, archive, settings.getint("WARC_MAX_SIZE"), payloads)
 
     def _files(self) -> WarcFiles:
-        if self.runtime.warc is None:
+        if self.state.files is None:
             spider = self.crawler.spider
             name = spider.name if spider is not None else "crawl"
-            node = self.runtime.node_id or "node"
-            self.runtime.warc = WarcFiles(self.directory, name, node, self.max_size)
-        return self.runtime.warc
+            node = runtime_of(self.crawler).node_id or "node"
+            self.state.files = WarcFiles(self.directory, name, node, self.max_size)
+        return self.state.files
 
     def process_response(self, request: Request, response: Response, spider: Any = None) -> Any:
         if self.hold.waiting():
@@ -206,7 +207,7 @@ class WarcMiddleware:
         await maybe_deferred_to_future(threads.deferToThread(self.archive.leftovers, spider.name))
 
     def _store_closed(self) -> None:
-        files = self.runtime.warc
+        files = self.state.files
         while files is not None and files.closed:
             upload = threads.deferToThread(self.archive.on_closed, files.closed.pop(0))
             self.uploads.add(upload)
@@ -216,8 +217,8 @@ class WarcMiddleware:
         self.uploads.discard(upload)  # a failure is the archive's to log
 
     async def _closed(self, spider: Any) -> None:
-        if self.runtime.warc is not None:
-            self.runtime.warc.close()
+        if self.state.files is not None:
+            self.state.files.close()
             publish_payloads(self.crawler)
             self._store_closed()
         # the node stops once they are stored

@@ -13,8 +13,8 @@ import redis
 from extensions import connection
 from extensions.frontier.part import FrontierPart
 from extensions.installed import switched_off
-from extensions.runtime import runtime_of
 from extensions.warc.hold import hold_for
+from extensions.warc.state import warc_state
 
 if TYPE_CHECKING:
     from extensions.frontier.context import PartContext
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class WarcPart(FrontierPart):
     def __init__(self, context: PartContext):
         self.crawler = context.crawler
-        self.runtime = runtime_of(context.crawler)
+        self.state = warc_state(context.crawler)
         self.hold = hold_for(context.crawler)
         self.look_again_now = context.wake
         self._waiting = False
@@ -56,16 +56,16 @@ class WarcPart(FrontierPart):
         return cls(context)
 
     def before_flush(self) -> None:
-        if self.runtime.warc is None:
+        if self.state.files is None:
             return
-        self.runtime.warc.sync()
+        self.state.files.sync()
         publish_payloads(self.crawler)
 
 
 def publish_payloads(crawler: Any) -> None:
     """Enter the synced records' payloads in the digest index; with Redis away
     they wait for the next flush (their pages stay archived in full)."""
-    payloads = runtime_of(crawler).warc_payloads
+    payloads = warc_state(crawler).payloads
     if payloads is None:
         return
     try:

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from extensions.connection import text
+from extensions.crawlid import item_counts
 from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.crawls.tally import CrawlTally
 from extensions.frontier.part import FrontierPart, StatusView
 from extensions.meta import CRAWL_ID, DEAD_LETTERED
-from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -40,7 +40,7 @@ class CrawlsPart(FrontierPart):
 
     @classmethod
     def from_context(cls, context: PartContext) -> CrawlsPart:
-        tally = CrawlTally(runtime_of(context.crawler).crawl_items)
+        tally = CrawlTally(item_counts(context.crawler))
         context.write_with_flush(tally)
         return cls(Crawls(context.server, context.keys), context.stats, context.health, tally)
 

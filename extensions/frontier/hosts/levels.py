@@ -34,11 +34,11 @@ from twisted.python.failure import Failure
 
 from extensions import connection
 from extensions.crawlid import crawl_fields, split_group
+from extensions.dns.resolver import resolver_of
 from extensions.frontier.domains import registered_domain
 from extensions.frontier.frontier import LEASE_LEAD_MS
 from extensions.frontier.hosts.claims import LevelClaims
 from extensions.frontier.part import FrontierPart
-from extensions.runtime import runtime_of
 
 if TYPE_CHECKING:
     from extensions.frontier.context import PartContext
@@ -150,7 +150,7 @@ class HostLevels(FrontierPart):
         self.stats.inc_value("levels/dead_lettered", len(leases))
 
     def _resolve(self, host: str) -> defer.Deferred:
-        resolver = runtime_of(self.crawler).resolver
+        resolver = resolver_of(self.crawler)
         if resolver is not None:
             return resolver.getHostByName(host)
         from twisted.internet import reactor
@@ -159,7 +159,7 @@ class HostLevels(FrontierPart):
 
     def _resolved(self, address: str, host: str) -> None:
         self._failures.pop(host, None)
-        resolver = runtime_of(self.crawler).resolver
+        resolver = resolver_of(self.crawler)
         ttl = resolver.ttl_left(host) if resolver is not None else None
         ttl = min(max(ttl or self.min_ttl, 1), self.max_ttl)
         self.stats.inc_value("levels/described")
@@ -167,7 +167,7 @@ class HostLevels(FrontierPart):
 
     def _failed(self, failure: Failure, host: str) -> None:
         why = failure.getErrorMessage()
-        resolver = runtime_of(self.crawler).resolver
+        resolver = resolver_of(self.crawler)
         reason = (resolver.reason(host) if resolver is not None else None) or why
         if any(words in reason for words in NO_ADDRESS_WORDS):
             self.stats.inc_value("levels/no_address")
