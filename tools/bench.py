@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pymongo
 
+from servers import services
 from servers.clients import redis_at
 from tools import (
     bench_sections,  # noqa: F401  (sections 12 to 27 register)
     duplicates_bench,  # noqa: F401  (section 29 registers)
     links_bench,  # noqa: F401  (section 28 registers)
-    services,
 )
 from tools.bench_base import (
     SECTIONS,

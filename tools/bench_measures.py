@@ -15,10 +15,8 @@ import pymongo
 import redis
 
 from extensions.pipelines.mongo import MongoStore
+from servers import services
 from servers.clients import redis_at
-from tools import (
-    services,
-)
 from tools.bench_crawl import (
     NO_ADDON,
     OURS,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from servers import redis_cluster
 from servers.services import ROOT
 from tools import (
     console_bench,
@@ -21,7 +22,6 @@ from tools import (
     ranks_bench,
     recrawl_bench,
     redis_ceiling,
-    redis_cluster,
     render_bench,
     shard_spread,
     trust_bench,

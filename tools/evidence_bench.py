@@ -29,9 +29,10 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from servers import services
 from servers.clients import redis_at
 from servers.nginx import PYTHON_DOCS, start_nginx
-from tools import pushback_bench, services
+from tools import pushback_bench
 
 LIMIT = 8  # nginx limit_req, requests/s
 OVERLOAD = 5  # the overloaded host serves this many requests/s

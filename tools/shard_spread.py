@@ -16,7 +16,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from tools import redis_cluster
+from servers import redis_cluster
 from tools.redis_ceiling import page_links, request_json
 
 HOSTS = 500  # hosts the crawl finds links to
