@@ -1,4 +1,4 @@
-"""What ``make bench`` measures: the figures behind its sections (``tools/bench.py``)."""
+"""What ``make bench`` measures: the figures behind its sections (``tools/bench/``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How ``make bench`` prints its figures, side by side (``tools/bench.py``)."""
+"""How ``make bench`` prints its figures, side by side (``tools/bench/``)."""
 
 from __future__ import annotations
 

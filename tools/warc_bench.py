@@ -5,12 +5,18 @@ the ``site`` spider, WARC off and on. Skipped when python3-doc or nginx is missi
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from servers import services
 from servers.clients import redis_at
 from servers.nginx import PYTHON_DOCS, start_nginx
+from servers.services import ROOT
+from tools.bench_crawl import Sample
 
 ALLOW = r"/library/[\w.]+\.html$"
 UNLIMITED = 100_000  # nginx's limit_req, requests/s: none in effect
@@ -62,3 +68,28 @@ def report(result: dict[str, dict] | None) -> None:
     on, off = result["WARC_ENABLED"], result["WARC off"]
     cpu_on, cpu_off = on["cpu"] / max(on["pages"], 1), off["cpu"] / max(off["pages"], 1)
     print(f"   with WARC / without, real pages: {cpu_on / cpu_off:.2f}x CPU per page")
+
+
+WARC_VARIANTS = {
+    "WARC off": {},
+    "WARC_ENABLED": {"WARC_ENABLED": "True", "WARC_DIR": "{workdir}/warc"},
+    "WARC_ENABLED, WARC_REVISITS off": {"WARC_ENABLED": "True", "WARC_DIR": "{workdir}/warc",
+                                        "WARC_REVISITS": "False"},
+}  # fmt: skip
+
+
+def reparse_once(redis_url: str, work: Path) -> Sample:
+    """``scrapy reparse shop`` on what a crawl archived in ``work``: pages and
+    seconds as the command reports them (its engine's time), CPU of the process."""
+    command = [sys.executable, "-m", "scrapy", "reparse", "shop", "-s", f"WARC_DIR={work}/warc",
+               "-s", f"REDIS_URL={redis_url}", "-s", f"ITEMS_DIR={work}/reparsed",
+               "-s", "LOG_LEVEL=WARNING"]  # fmt: skip
+    log = work / "reparse.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(command, cwd=ROOT, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)  # its own CPU time
+    err = log.read_text()
+    found = re.search(r"reparsed (\d+) responses .* in ([\d.]+) s", err)
+    if os.waitstatus_to_exitcode(status) != 0 or found is None:
+        raise SystemExit(f"scrapy reparse failed:\n{err[-3000:]}")
+    return Sample(int(found[1]), float(found[2]), usage.ru_utime + usage.ru_stime, 0)

@@ -1,4 +1,4 @@
-"""What the sections of ``make bench`` share: the run's state and the registry."""
+"""What the sections of ``make bench`` share: the run's state, and what a section is."""
 
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ class Bench:
 
 
 class Section:
-    """One numbered comparison: ``measure`` is called in every run (the first only
-    when ``once``), ``report`` after the last."""
+    """One numbered comparison, a module of its own in ``sections/`` (found there,
+    by its ``number``): ``measure`` is called in every run (the first only when
+    ``once``), ``report`` after the last."""
 
     number: int
     title: str
@@ -66,22 +67,6 @@ class Section:
 
     def close(self) -> None:
         """Stops what the section kept running from one run to the next."""
-
-
-SECTIONS: dict[int, type[Section]] = {}
-
-
-def section(number: int, title: str):
-    """Registers a section under its number, which no other section may have."""
-
-    def register(cls: type[Section]) -> type[Section]:
-        if number in SECTIONS:
-            raise RuntimeError(f"bench section {number} registered twice")
-        cls.number, cls.title = number, title
-        SECTIONS[number] = cls
-        return cls
-
-    return register
 
 
 def mongo_server(bench: Bench) -> str:
