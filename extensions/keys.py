@@ -216,7 +216,9 @@ class SpiderKeys:
         runtime = runtime_of(crawler)
         shards = runtime.shards
         if shards is None:
-            shards = runtime.shards = auto_shards(connection.client_for(crawler), keys)
+            unsharded = (keys.frontier, keys.dupefilter, keys.bloom_count)
+            client = connection.client_for(crawler)
+            shards = runtime.shards = auto_shards(client, keys.shards_key, unsharded)
         return replace(keys, shards=shards, auto_shards=False)
 
     def leases(self, node: str) -> str:

@@ -3,26 +3,12 @@ or "auto", resolved against the Redis the crawl runs on (``keys.SpiderKeys.for_c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from redis.cluster import RedisCluster
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
-
-
-class CrawlKeys(Protocol):
-    """The keys of a crawl that say how it was begun (``keys.SpiderKeys`` has them)."""
-
-    @property
-    def shards_key(self) -> str: ...
-    @property
-    def frontier(self) -> str: ...
-    @property
-    def dupefilter(self) -> str: ...
-    @property
-    def bloom_count(self) -> str: ...
-
 
 AUTO = "auto"  # FRONTIER_SHARDS chosen from the Redis the crawl runs on
 MAX_SHARDS = 4096
@@ -42,10 +28,11 @@ def shards_setting(settings: BaseSettings) -> int | None:
 AUTO_SHARDS_PER_PRIMARY = 32
 
 
-def auto_shards(server: Any, spider_keys: CrawlKeys) -> int:
-    """FRONTIER_SHARDS = "auto": the count the crawl recorded; else 1 for a crawl
-    begun unsharded or on a single Redis; else 32 per primary of the cluster."""
-    stored = server.get(spider_keys.shards_key)
+def auto_shards(server: Any, shards_key: str, unsharded: tuple[str, ...]) -> int:
+    """FRONTIER_SHARDS = "auto": the count the crawl recorded (in ``shards_key``);
+    else 1 for a crawl begun unsharded (one of the ``unsharded`` keys exists) or on
+    a single Redis; else 32 per primary of the cluster."""
+    stored = server.get(shards_key)
     if stored is not None:
         try:
             return min(max(int(stored), 1), MAX_SHARDS)
@@ -53,7 +40,6 @@ def auto_shards(server: Any, spider_keys: CrawlKeys) -> int:
             return 1  # not a count: shards_problem says so
     if not isinstance(server, RedisCluster):
         return 1
-    unsharded = (spider_keys.frontier, spider_keys.dupefilter, spider_keys.bloom_count)
     if server.exists(*unsharded):
         return 1
     return min(len(server.get_primaries()) * AUTO_SHARDS_PER_PRIMARY, MAX_SHARDS)

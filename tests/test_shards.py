@@ -108,6 +108,12 @@ def test_changing_the_shard_count_of_a_crawl_is_refused(redis_client):
         assert problem and "set it back to 3" in problem
 
 
+def _auto_count(client, keys):
+    return shard_keys.auto_shards(
+        client, keys.shards_key, (keys.frontier, keys.dupefilter, keys.bloom_count)
+    )
+
+
 def test_auto_takes_the_recorded_count_else_one_on_a_single_redis_else_32_per_primary(
     redis_client,
     redis_cluster,
@@ -115,18 +121,32 @@ def test_auto_takes_the_recorded_count_else_one_on_a_single_redis_else_32_per_pr
 ):
     auto = SpiderKeys.from_settings("t", stack_settings({"FRONTIER_SHARDS": "auto"}))
     assert auto.auto_shards and sharding.shards_problem(redis_client, auto) is None
-    assert shard_keys.auto_shards(redis_client, auto) == 1
+    assert _auto_count(redis_client, auto) == 1
     redis_client.set(auto.shards_key, 7)  # a crawl begun with 7: every node adopts it
-    assert shard_keys.auto_shards(redis_client, auto) == 7
+    assert _auto_count(redis_client, auto) == 7
     assert sharding.shards_problem(redis_client, auto) is None
     assert sharding.as_recorded(redis_client, auto).shards == 7
 
     client = connection.connect(redis_cluster.url, cluster=True)
     on_cluster = SpiderKeys.from_settings("t", stack_settings({"REDIS_CLUSTER": True}))
     assert on_cluster.auto_shards  # "auto" is the default
-    assert shard_keys.auto_shards(client, on_cluster) == 3 * shard_keys.AUTO_SHARDS_PER_PRIMARY
+    assert (
+        shard_keys.auto_shards(
+            client,
+            on_cluster.shards_key,
+            (on_cluster.frontier, on_cluster.dupefilter, on_cluster.bloom_count),
+        )
+        == 3 * shard_keys.AUTO_SHARDS_PER_PRIMARY
+    )
     Frontier(client, on_cluster, "n1").enqueue([entry("http://a.example/")])
-    assert shard_keys.auto_shards(client, on_cluster) == 1  # a crawl begun unsharded stays so
+    assert (
+        shard_keys.auto_shards(
+            client,
+            on_cluster.shards_key,
+            (on_cluster.frontier, on_cluster.dupefilter, on_cluster.bloom_count),
+        )
+        == 1
+    )  # a crawl begun unsharded stays so
     explicit = SpiderKeys.from_settings("t", stack_settings({"REDIS_CLUSTER": True,
                                                        "FRONTIER_SHARDS": 4}))  # fmt: skip
     assert not explicit.auto_shards and sharding.shards_problem(client, explicit)

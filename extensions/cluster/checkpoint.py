@@ -14,7 +14,7 @@ import os
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -33,23 +33,6 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from extensions.keys import SpiderKeys
-
-
-class FrontierSizes(Protocol):
-    """The crawl's sizes a heartbeat records (``frontier.results.FrontierSizes``)."""
-
-    @property
-    def queued(self) -> int: ...
-    @property
-    def in_flight(self) -> int: ...
-    @property
-    def delayed(self) -> int: ...
-    @property
-    def dlq(self) -> int: ...
-    @property
-    def seen(self) -> int: ...
-    @property
-    def start_urls(self) -> int: ...
 
 
 HOST = socket.gethostname()
@@ -129,7 +112,7 @@ class Checkpoint:
     def write(
         self,
         stats: StatsCollector | None,
-        sizes: FrontierSizes | None = None,
+        sizes: dict[str, int] | None = None,
         state: str = "running",
     ) -> None:
         values = stats.get_stats() if stats is not None else {}
@@ -164,11 +147,8 @@ class Checkpoint:
             pipe.zremrangebyscore(registry, 0, now_ms() - REGISTRY_FORGET_MS)
         pipe.hsetnx(self.keys.checkpoint, "started", now)
         crawl: dict[Any, Any] = {"updated": now}
-        if sizes is not None:
-            crawl.update(
-                queued=sizes.queued, in_flight=sizes.in_flight, delayed=sizes.delayed,
-                dlq=sizes.dlq, seen=sizes.seen, start_urls=sizes.start_urls,
-            )  # fmt: skip
+        if sizes is not None:  # the crawl's sizes (frontier.results.FrontierSizes.recorded)
+            crawl.update(sizes)
         pipe.hset(self.keys.checkpoint, mapping=crawl)
         deltas = {name: max(value - self._reported[name], 0) for name, value in progress.items()}
         for name, delta in deltas.items():

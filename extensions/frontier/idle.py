@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import redis
 from scrapy.exceptions import DontCloseSpider
@@ -91,11 +91,21 @@ class Polling:
             self._wake_call.cancel()
 
 
+class NodeSide(NamedTuple):
+    """What the cluster duties use of the node, and no more."""
+
+    flush: Callable[[], Any]
+    #: every lease member the node holds
+    held_leases: Callable[[], set[bytes]]
+    #: whether it owes the frontier writes
+    owes_writes: Callable[[], bool]
+    #: forget the links it sent (the crawl is over: the dupefilter alone decides)
+    forget_sent: Callable[[], None]
+
+
 class ClusterDuties:
     """The node's work for the cluster: joining and leaving, the heartbeat (with
-    each part's duty), reclaim, and the idle check. Of the node it is given what
-    it uses: its flush, the leases it holds, whether it owes writes, and the
-    links it sent (forgotten when the crawl is over)."""
+    each part's duty), reclaim, and the idle check."""
 
     def __init__(
         self,
@@ -108,11 +118,7 @@ class ClusterDuties:
         parts: Parts,
         start_entries: StartEntryTracker,
         lost_leases: LostLeases,
-        *,
-        flush: Callable[[], Any],
-        held_leases: Callable[[], set[bytes]],
-        owes_writes: Callable[[], bool],
-        forget_sent: Callable[[], None],
+        node: NodeSide,
     ):
         self.crawler = crawler
         self.stats = crawler.stats
@@ -124,10 +130,7 @@ class ClusterDuties:
         self.polling = polling
         self.parts = parts
         self.lost_leases = lost_leases
-        self.flush = flush
-        self.held_leases = held_leases
-        self.owes_writes = owes_writes
-        self.forget_sent = forget_sent
+        self.node = node
         self._idle_since: float | None = None
         #: when this node's last beat went in: the silence of others it could hear
         self._beat_in: float | None = None
@@ -196,14 +199,14 @@ class ClusterDuties:
             finally:
                 # the beat goes even when the sizes cannot be read: a live node
                 # whose beat stopped would have its leases taken by the others
-                self.checkpoint.write(self.stats, sizes)
+                self.checkpoint.write(self.stats, sizes.recorded() if sizes else None)
                 self._beat_in = time.time()
             assert sizes is not None
             # after a silence of its own (Redis stalled, this node's loop blocked)
             # the others' beats were as silent: they have a beat's time to speak
             heard = before + self.config.heartbeat_interval if before is not None else None
             self.reclaim(in_turn=True, observed_until=heard)
-            if self.lost_leases.give_back(self.held_leases):
+            if self.lost_leases.give_back(self.node.held_leases):
                 self.polling.work_found()
                 engine.wake(self.crawler)
             self.parts.call("heartbeat")
@@ -261,7 +264,7 @@ class ClusterDuties:
                 abandoned,
             )
             self.stats.inc_value("start_urls/dropped_before_queue", abandoned)
-        self.flush()
+        self.node.flush()
         now = time.monotonic()
         try:
             sizes = self.frontier.sizes()
@@ -269,7 +272,7 @@ class ClusterDuties:
         except redis.RedisError as exc:
             self.health.failed(exc)
             raise DontCloseSpider from None
-        if pending > 0 or self.owes_writes() or len(self.start_entries):
+        if pending > 0 or self.node.owes_writes() or len(self.start_entries):
             self._idle_since = None
             raise DontCloseSpider
         if self._idle_since is None:
@@ -277,7 +280,7 @@ class ClusterDuties:
             logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
             # The crawl is over: from here on the shared dupefilter alone decides,
             # so a recrawl after someone cleared it is not dropped on this node.
-            self.forget_sent()
+            self.node.forget_sent()
         close_after = self.close_after(spider)
         if close_after is None or now - self._idle_since < close_after:
             logger.debug("no work anywhere; looking again in %.2f s", self.config.idle_poll_max)

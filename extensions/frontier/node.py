@@ -38,7 +38,7 @@ from extensions.frontier.context import ExtensionPoints, PartContext
 from extensions.frontier.counts import FlushCounts
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.idle import ClusterDuties, Polling
+from extensions.frontier.idle import ClusterDuties, NodeSide, Polling
 from extensions.frontier.leased import dead_letter_unreadable, leased_for, requests_of
 from extensions.frontier.lostleases import LostLeases
 from extensions.frontier.part import build_parts
@@ -132,8 +132,7 @@ class NodeFrontier:
         self.duties = ClusterDuties(
             self.crawler, config, self.frontier, self.checkpoint, self.health, self.polling,
             self.parts, self.start_entries, self.lost_leases,
-            flush=self.flush, held_leases=self.held_leases,
-            owes_writes=self.pending.unwritten, forget_sent=self._sent.clear,
+            NodeSide(self.flush, self.held_leases, self.pending.unwritten, self._sent.clear),
         )  # fmt: skip
         sharding.record_shards(self.server, self.keys)
         # before anything reads the crawl's state (leases handed back too)

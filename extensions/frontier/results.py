@@ -146,6 +146,11 @@ class FrontierSizes:
         """Work the cluster still has to do (start URLs, queue, in flight, retries)."""
         return self.start_urls + self.queued + self.in_flight + self.delayed
 
+    def recorded(self) -> dict[str, int]:
+        """What a heartbeat records of them in NAME:checkpoint."""
+        return {"queued": self.queued, "in_flight": self.in_flight, "delayed": self.delayed,
+                "dlq": self.dlq, "seen": self.seen, "start_urls": self.start_urls}  # fmt: skip
+
 
 #: the sizes by name, as frontier.lua returns them
 SIZE_FIELDS = tuple(field.name for field in fields(FrontierSizes))

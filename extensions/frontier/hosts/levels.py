@@ -64,11 +64,7 @@ NO_ADDRESS_WORDS = ("NXDOMAIN", "no address in DNS", "refused:")
 class HostLevels(FrontierPart):
     def __init__(self, context: PartContext, domain_rate: float, ip_rate: float):
         self.context = context
-        self.frontier = context.frontier
-        self.server = context.server
-        self.keys = context.keys
         self.stats = context.stats
-        self.crawler = context.crawler
         self.domain_rate = domain_rate
         self.ip_rate = ip_rate
         settings = context.settings
@@ -80,9 +76,9 @@ class HostLevels(FrontierPart):
         self._failures: OrderedDict[str, int] = OrderedDict()
         # a sharded frontier's levels are claimed apart from the lease (claims.py)
         self.claims = (
-            LevelClaims(self.server, self.keys, context.node_id, self.frontier.send_tolerance,
-                        LEASE_LEAD_MS, self.stats)
-            if self.keys.shards > 1
+            LevelClaims(context.server, context.keys, context.node_id,
+                        context.frontier.send_tolerance, LEASE_LEAD_MS, self.stats)
+            if context.keys.shards > 1
             else None
         )  # fmt: skip
 
@@ -115,7 +111,7 @@ class HostLevels(FrontierPart):
         return admitted
 
     def leased(self) -> None:
-        notes = self.frontier.host_notes
+        notes = self.context.frontier.host_notes
         if notes.unresolvable:
             self._dead_letter(notes.unresolvable)
             notes.unresolvable = []
@@ -150,7 +146,7 @@ class HostLevels(FrontierPart):
         self.stats.inc_value("levels/dead_lettered", len(leases))
 
     def _resolve(self, host: str) -> defer.Deferred:
-        resolver = resolver_of(self.crawler)
+        resolver = resolver_of(self.context.crawler)
         if resolver is not None:
             return resolver.getHostByName(host)
         from twisted.internet import reactor
@@ -159,7 +155,7 @@ class HostLevels(FrontierPart):
 
     def _resolved(self, address: str, host: str) -> None:
         self._failures.pop(host, None)
-        resolver = resolver_of(self.crawler)
+        resolver = resolver_of(self.context.crawler)
         ttl = resolver.ttl_left(host) if resolver is not None else None
         ttl = min(max(ttl or self.min_ttl, 1), self.max_ttl)
         self.stats.inc_value("levels/described")
@@ -167,7 +163,7 @@ class HostLevels(FrontierPart):
 
     def _failed(self, failure: Failure, host: str) -> None:
         why = failure.getErrorMessage()
-        resolver = resolver_of(self.crawler)
+        resolver = resolver_of(self.context.crawler)
         reason = (resolver.reason(host) if resolver is not None else None) or why
         if any(words in reason for words in NO_ADDRESS_WORDS):
             self.stats.inc_value("levels/no_address")
@@ -201,9 +197,9 @@ class HostLevels(FrontierPart):
             logger.error("describing %s failed: %s", host, result.getTraceback())
 
     def _write(self, described: dict[str, dict[str, Any]]) -> None:
-        pipe = self.server.pipeline(transaction=False)
+        pipe = self.context.server.pipeline(transaction=False)
         for host, fields in described.items():
-            keys = self.keys.shard(self.keys.shard_of(host))
+            keys = self.context.keys.shard(self.context.keys.shard_of(host))
             pipe.hset(keys.host(host), mapping=fields)  # type: ignore[arg-type]
         try:
             pipe.execute()

@@ -3,13 +3,8 @@ pages/s, CPU, commands."""
 
 from __future__ import annotations
 
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_reports import (
-    report,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_reports import report
 
 
 class OneNode(Section):

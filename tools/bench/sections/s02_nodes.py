@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_crawl import (
-    Figures,
-    crawl_once,
-)
-from tools.bench_reports import (
-    report_scale,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_crawl import Figures, crawl_once
+from tools.bench_reports import report_scale
 
 
 class Nodes(Section):

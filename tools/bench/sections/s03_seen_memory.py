@@ -4,16 +4,9 @@ Bloom filter."""
 from __future__ import annotations
 
 from servers.clients import redis_at
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_measures import (
-    seen_memory,
-)
-from tools.bench_reports import (
-    report_seen_memory,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_measures import seen_memory
+from tools.bench_reports import report_seen_memory
 
 
 class SeenMemory(Section):

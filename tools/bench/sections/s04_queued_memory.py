@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 from servers.clients import redis_at
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_measures import (
-    queued_memory,
-)
-from tools.bench_reports import (
-    report_queued_memory,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_measures import queued_memory
+from tools.bench_reports import report_queued_memory
 
 
 class QueuedMemory(Section):

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from tools.bench.base import (
-    Bench,
-)
+from tools.bench.base import Bench
 from tools.bench.sections.s01_one_node import OneNode
-from tools.bench_reports import (
-    report_commands,
-)
+from tools.bench_reports import report_commands
 
 
 class RedisTraffic(OneNode):

@@ -6,24 +6,10 @@ import uuid
 
 import pymongo
 
-from tools.bench.base import (
-    Bench,
-    Section,
-    mongo_server,
-)
-from tools.bench_crawl import (
-    Figures,
-    crawl_once,
-)
-from tools.bench_measures import (
-    STORE_VARIANTS,
-    THREE_CATEGORIES,
-    crawl_variants,
-    store_rates,
-)
-from tools.bench_reports import (
-    report_store,
-)
+from tools.bench.base import Bench, Section, mongo_server
+from tools.bench_crawl import Figures, crawl_once
+from tools.bench_measures import STORE_VARIANTS, THREE_CATEGORIES, crawl_variants, store_rates
+from tools.bench_reports import report_store
 
 
 class ItemStore(Section):

@@ -3,20 +3,10 @@ through a proxy."""
 
 from __future__ import annotations
 
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_crawl import (
-    Figures,
-    crawl_once,
-)
-from tools.bench_measures import (
-    stack_variants,
-)
-from tools.bench_reports import (
-    report_stack,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_crawl import Figures, crawl_once
+from tools.bench_measures import stack_variants
+from tools.bench_reports import report_stack
 
 
 class MiddlewareStack(Section):

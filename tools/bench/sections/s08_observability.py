@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 from servers import services
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_crawl import (
-    RUNS,
-    Figures,
-    crawl_once,
-)
-from tools.bench_measures import (
-    OBSERVABILITY,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_crawl import RUNS, Figures, crawl_once
+from tools.bench_measures import OBSERVABILITY
 
 
 class Observability(Section):

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_measures import (
-    WAKE_VARIANTS,
-    wake_latencies,
-)
-from tools.bench_reports import (
-    report_wake,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_measures import WAKE_VARIANTS, wake_latencies
+from tools.bench_reports import report_wake
 
 
 class Wake(Section):

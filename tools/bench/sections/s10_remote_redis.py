@@ -5,23 +5,10 @@ from __future__ import annotations
 import statistics
 
 from servers import services
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_crawl import (
-    VARIANT_SPIDERS,
-    Figures,
-    crawl_once,
-)
-from tools.bench_measures import (
-    REMOTE_DELAY_MS,
-    REMOTE_VARIANTS,
-    round_trip_ms,
-)
-from tools.bench_reports import (
-    report_remote,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_crawl import VARIANT_SPIDERS, Figures, crawl_once
+from tools.bench_measures import REMOTE_DELAY_MS, REMOTE_VARIANTS, round_trip_ms
+from tools.bench_reports import report_remote
 
 
 class RemoteRedis(Section):

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_measures import (
-    AOF_VARIANTS,
-    aof_per_page,
-)
-from tools.bench_reports import (
-    report_aof,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_measures import AOF_VARIANTS, aof_per_page
+from tools.bench_reports import report_aof
 
 
 class AofPerPage(Section):

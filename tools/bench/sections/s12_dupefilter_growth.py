@@ -3,16 +3,9 @@ seen URLs."""
 
 from __future__ import annotations
 
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_measures import (
-    dupefilter_growth,
-)
-from tools.bench_reports import (
-    report_growth,
-)
+from tools.bench.base import Bench, Section
+from tools.bench_measures import dupefilter_growth
+from tools.bench_reports import report_growth
 
 
 class DupefilterGrowth(Section):

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from tools import (
-    redis_ceiling,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import redis_ceiling
+from tools.bench.base import Bench, Section
 
 
 class RedisCeiling(Section):

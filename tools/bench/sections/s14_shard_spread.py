@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 from servers import redis_cluster
-from tools import (
-    shard_spread,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_measures import (
-    SPREAD_PAGES,
-    SPREAD_SHARDS,
-)
+from tools import shard_spread
+from tools.bench.base import Bench, Section
+from tools.bench_measures import SPREAD_PAGES, SPREAD_SHARDS
 
 
 class ShardSpread(Section):

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 from servers import redis_cluster
-from tools import (
-    redis_ceiling,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_crawl import (
-    Figures,
-    crawl_once,
-)
-from tools.bench_measures import (
-    CEILING_HOSTS,
-    SHARDING_VARIANTS,
-)
-from tools.bench_reports import (
-    report_sharding,
-)
+from tools import redis_ceiling
+from tools.bench.base import Bench, Section
+from tools.bench_crawl import Figures, crawl_once
+from tools.bench_measures import CEILING_HOSTS, SHARDING_VARIANTS
+from tools.bench_reports import report_sharding
 
 
 class Sharding(Section):

@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from tools import (
-    recrawl_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-    mongo_server,
-)
-from tools.bench_crawl import (
-    CONCURRENCY,
-)
+from tools import recrawl_bench
+from tools.bench.base import Bench, Section, mongo_server
+from tools.bench_crawl import CONCURRENCY
 
 
 class Freshness(Section):

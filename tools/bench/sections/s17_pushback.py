@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from tools import (
-    pushback_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import pushback_bench
+from tools.bench.base import Bench, Section
 
 
 class Pushback(Section):

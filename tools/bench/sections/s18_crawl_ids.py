@@ -3,21 +3,9 @@ weight on the others."""
 
 from __future__ import annotations
 
-from tools import (
-    crawls_bench,
-)
-from tools.bench.base import (
-    CRAWL_ID_VARIANTS,
-    WITH_CRAWL_ID,
-    WITHOUT_CRAWL_ID,
-    Bench,
-    Section,
-)
-from tools.bench_crawl import (
-    RUNS,
-    Figures,
-    crawl_once,
-)
+from tools import crawls_bench
+from tools.bench.base import CRAWL_ID_VARIANTS, WITH_CRAWL_ID, WITHOUT_CRAWL_ID, Bench, Section
+from tools.bench_crawl import RUNS, Figures, crawl_once
 
 
 class CrawlIds(Section):

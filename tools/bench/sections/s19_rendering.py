@@ -3,13 +3,8 @@ RENDER_AUTO saves."""
 
 from __future__ import annotations
 
-from tools import (
-    render_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import render_bench
+from tools.bench.base import Bench, Section
 
 
 class Rendering(Section):

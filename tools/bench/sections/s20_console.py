@@ -3,13 +3,8 @@ crawl grows."""
 
 from __future__ import annotations
 
-from tools import (
-    console_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import console_bench
+from tools.bench.base import Bench, Section
 
 
 class Console(Section):

@@ -3,14 +3,8 @@ request at 1M and 10M queued."""
 
 from __future__ import annotations
 
-from tools import (
-    overflow_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-    mongo_server,
-)
+from tools import overflow_bench
+from tools.bench.base import Bench, Section, mongo_server
 
 
 class Overflow(Section):

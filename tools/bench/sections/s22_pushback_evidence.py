@@ -3,13 +3,8 @@ overloaded and a banning host."""
 
 from __future__ import annotations
 
-from tools import (
-    evidence_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import evidence_bench
+from tools.bench.base import Bench, Section
 
 
 class PushbackEvidence(Section):

@@ -3,13 +3,8 @@ hosts, Redis bytes per host."""
 
 from __future__ import annotations
 
-from tools import (
-    levels_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import levels_bench
+from tools.bench.base import Bench, Section
 
 
 class Levels(Section):

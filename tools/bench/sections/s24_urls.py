@@ -3,13 +3,8 @@ digest bytes at 10M."""
 
 from __future__ import annotations
 
-from tools import (
-    urls_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import urls_bench
+from tools.bench.base import Bench, Section
 
 
 class Urls(Section):

@@ -3,13 +3,8 @@ page's robots directives."""
 
 from __future__ import annotations
 
-from tools import (
-    trust_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import trust_bench
+from tools.bench.base import Bench, Section
 
 
 class Trust(Section):

@@ -3,13 +3,8 @@ sketch bytes, lease cost."""
 
 from __future__ import annotations
 
-from tools import (
-    ranks_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
+from tools import ranks_bench
+from tools.bench.base import Bench, Section
 
 
 class Ranks(Section):

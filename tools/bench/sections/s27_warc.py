@@ -3,18 +3,9 @@ off, bytes, reparse."""
 
 from __future__ import annotations
 
-from tools import (
-    warc_bench,
-)
-from tools.bench.base import (
-    Bench,
-    Section,
-)
-from tools.bench_crawl import (
-    RUNS,
-    Figures,
-    crawl_once,
-)
+from tools import warc_bench
+from tools.bench.base import Bench, Section
+from tools.bench_crawl import RUNS, Figures, crawl_once
 from tools.warc_bench import WARC_VARIANTS, reparse_once
 
 
