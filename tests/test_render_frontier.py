@@ -63,15 +63,15 @@ def test_a_node_that_cannot_render_never_leases_a_render_request(frontier, redis
     frontier.enqueue([entry("http://h0/plain")])
     assert frontier_count(redis_client, keys, "queued") == 4
     assert frontier_count(redis_client, keys, "render_queued") == 3
-    leased, _ = frontier.lease(10, lease_timeout=60)  # render=0: a plain node
+    leased, _ = frontier.lease(10, lease_timeout=60)  # no render_count: a plain node
     assert urls(leased) == ["http://h0/plain"]
     leased, _ = frontier.lease(10, lease_timeout=60)
     assert leased == []
     assert frontier.sizes().render_queued == 3  # still waiting for a render node
     render_node = Frontier(redis_client, keys, "r1")
-    leased, _ = render_node.lease(10, lease_timeout=60, render=2)
+    leased, _ = render_node.lease(10, lease_timeout=60, shares={"render_count": 2})
     assert len(leased) == 2 and all("/js" in url for url in urls(leased))
-    leased += render_node.lease(10, lease_timeout=60, render=2)[0]
+    leased += render_node.lease(10, lease_timeout=60, shares={"render_count": 2})[0]
     assert len(leased) == 3
     assert frontier_count(redis_client, keys, "queued") == 0
     assert frontier_count(redis_client, keys, "render_queued") == 0
@@ -79,7 +79,7 @@ def test_a_node_that_cannot_render_never_leases_a_render_request(frontier, redis
 
 def test_a_render_node_leases_plain_work_too(frontier, redis_client, keys):
     frontier.enqueue([entry("http://a/1"), entry("http://b/1", render=True)])
-    leased, _ = frontier.lease(10, lease_timeout=60, render=4)
+    leased, _ = frontier.lease(10, lease_timeout=60, shares={"render_count": 4})
     assert urls(leased) == ["http://a/1", "http://b/1"]
 
 
@@ -87,7 +87,7 @@ def test_both_lanes_of_a_host_keep_its_one_pace(frontier, redis_client, keys):
     redis_client.hset(keys.rates, "slow", 2)  # 2 requests per second, both lanes together
     frontier.enqueue([entry(f"http://slow/p{i}") for i in range(3)])
     frontier.enqueue([entry(f"http://slow/r{i}", render=True) for i in range(3)])
-    leased = frontier.lease(10, lease_timeout=60, render=10)[0]
+    leased = frontier.lease(10, lease_timeout=60, shares={"render_count": 10})[0]
     assert redis_client.exists(keys.host("slow!render")) == 0  # no politeness of its own
     # one series of send slots for the host: every two sends, either lane, 0.5 s apart
     slots = sorted(lease.slot for lease in leased)
@@ -97,7 +97,7 @@ def test_both_lanes_of_a_host_keep_its_one_pace(frontier, redis_client, keys):
     for _ in range(6):
         redis_client.zadd(keys.waiting, {"slow": 0, "slow!render": 0}, xx=True)
         redis_client.hset(keys.host("slow"), "next", now_ms())  # as if the interval passed
-        served += frontier.lease(10, lease_timeout=60, render=10)[0]
+        served += frontier.lease(10, lease_timeout=60, shares={"render_count": 10})[0]
     assert len(served) == 6
     assert int(redis_client.hget(keys.host("slow"), "leased")) == 6
 
@@ -105,7 +105,7 @@ def test_both_lanes_of_a_host_keep_its_one_pace(frontier, redis_client, keys):
 def test_a_held_host_holds_its_render_lane(frontier, redis_client, keys):
     frontier.enqueue([entry("http://held/1", render=True), entry("http://free/1", render=True)])
     redis_client.hset(keys.host("held"), "hold", now_ms() + 60_000)
-    leased, _ = frontier.lease(10, lease_timeout=60, render=10)
+    leased, _ = frontier.lease(10, lease_timeout=60, shares={"render_count": 10})
     assert urls(leased) == ["http://free/1"]
     assert redis_client.zscore(keys.waiting, "held!render") > now_ms() + 50_000
 
@@ -123,13 +123,15 @@ def test_a_dead_render_nodes_leases_go_back_to_the_render_lane(frontier, redis_c
     frontier.enqueue([entry("http://h/js", render=True)])
     render_node = Frontier(redis_client, keys, "r1")
     render_node.heartbeat()
-    leased, _ = render_node.lease(10, lease_timeout=60, render=4)
+    leased, _ = render_node.lease(10, lease_timeout=60, shares={"render_count": 4})
     assert len(leased) == 1
     redis_client.zadd(keys.nodes, {"r1": now_ms() - 60_000})  # its heartbeat stopped
     assert frontier.reclaim(node_timeout=10).requests == {"r1": 1}
     assert frontier.lease(10, lease_timeout=60)[0] == []  # not to a plain node
     assert frontier_count(redis_client, keys, "render_queued") == 1
-    again, _ = Frontier(redis_client, keys, "r2").lease(10, lease_timeout=60, render=4)
+    again, _ = Frontier(redis_client, keys, "r2").lease(
+        10, lease_timeout=60, shares={"render_count": 4}
+    )
     assert urls(again) == ["http://h/js"]
 
 
@@ -141,7 +143,7 @@ def test_render_work_of_crawls_takes_turns_and_a_stopped_crawl_drains_it(
     crawls.register("b")
     frontier.enqueue([entry(f"http://h{i % 4}/a{i}", True, "a") for i in range(8)])
     frontier.enqueue([entry(f"http://h{i % 4}/b{i}", True, "b") for i in range(8)])
-    leased, _ = frontier.lease(0, lease_timeout=60, render=4)
+    leased, _ = frontier.lease(0, lease_timeout=60, shares={"render_count": 4})
     assert sorted(split_group(lease.member.split(b"\n")[0].decode())[1] for lease in leased) == [
         "a",
         "a",
@@ -153,9 +155,9 @@ def test_render_work_of_crawls_takes_turns_and_a_stopped_crawl_drains_it(
     assert frontier_count(redis_client, keys, "render_queued") == 6  # a's left
     paused = crawls.pause("a")
     assert paused is not None
-    assert frontier.lease(0, lease_timeout=60, render=10)[0] == []
+    assert frontier.lease(0, lease_timeout=60, shares={"render_count": 10})[0] == []
     crawls.resume("a")
-    assert len(frontier.lease(0, lease_timeout=60, render=10)[0]) == 6
+    assert len(frontier.lease(0, lease_timeout=60, shares={"render_count": 10})[0]) == 6
 
 
 def test_render_lanes_in_a_sharded_frontier(redis_client):
@@ -170,7 +172,7 @@ def test_render_lanes_in_a_sharded_frontier(redis_client):
     assert len(plain) == 12 and all("plain" in url for url in urls(plain))
     rendered: list = []
     for _ in range(20):
-        rendered += frontier.lease(4, lease_timeout=60, render=4)[0]
+        rendered += frontier.lease(4, lease_timeout=60, shares={"render_count": 4})[0]
     assert len(rendered) == 12
     assert frontier.sizes().render_queued == 0
 

@@ -55,8 +55,8 @@ class FrontierWrite:
     done: int = 0
     #: requests to lease, after the writes, in the same round trip
     lease: int = 0
-    #: render requests to lease besides (a render node's room for them)
-    render_lease: int = 0
+    #: the parts' counts the lease script takes besides (``Parts.lease_shares``)
+    lease_shares: dict[str, int] = field(default_factory=dict)
     #: written to NAME:commit:NODE in the transaction, when there is one
     mark: str = ""
     #: the parts' sections: {name: (section, what it carries)}
@@ -199,7 +199,7 @@ def _queue_parts(
         elif part == "done":
             pipe.hincrby(frontier.keys.checkpoint, "done", write.done)
         elif part == "lease":
-            calls["lease"] = frontier.lease_on(pipe, write.lease, lease_timeout, write.render_lease)
+            calls["lease"] = frontier.lease_on(pipe, write.lease, lease_timeout, write.lease_shares)
         else:
             section, payload = write.sections[part]
             section.queue(payload, frontier, pipe)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import redis
@@ -188,7 +188,7 @@ class Frontier:
         self._bloom_ready.add(keys.bloom_prefix)
 
     def lease(
-        self, count: int, lease_timeout: float, render: int = 0
+        self, count: int, lease_timeout: float, shares: Mapping[str, int] | None = None
     ) -> tuple[list[Lease], float | None]:
         """Lease up to ``count`` requests to this node, best priority first,
         after moving retries that are due into the queue.
@@ -196,14 +196,21 @@ class Frontier:
         Returns (the leases, when the next waiting host or delayed request is
         due in seconds since epoch, if nothing was leased). A sharded frontier
         asks the shards that last had work for the bulk and a few others in turn
-        (``leaseplan``), in one round trip. ``render``: up to that many render
-        requests besides (a render node's; any other node leases none).
+        (``leaseplan``), in one round trip. ``shares``: the parts' counts the
+        script takes besides, split over the shards asked in proportion (a render
+        node's ``render_count``: render requests besides the others).
         """
         pipe = self.server.pipeline(transaction=False)
-        self.lease_on(pipe, count, lease_timeout, render)
+        self.lease_on(pipe, count, lease_timeout, shares)
         return self.lease_result(execute(pipe))
 
-    def lease_on(self, pipe: Pipeline, count: int, lease_timeout: float, render: int = 0) -> int:
+    def lease_on(
+        self,
+        pipe: Pipeline,
+        count: int,
+        lease_timeout: float,
+        shares: Mapping[str, int] | None = None,
+    ) -> int:
         """``lease``, queued on ``pipe``: one call per shard asked, whose number
         is returned (``lease_result`` reads their results from ``execute(pipe)``)."""
         plan = self._planner.plan(count)
@@ -224,8 +231,8 @@ class Frontier:
                  "tolerance": self.send_tolerance, "lead": LEASE_LEAD_MS,
                  "domain_prefix": keys.domain(""), "ip_prefix": keys.address(""),
                  "levels_apart": int(self.keys.shards > 1),
-                 "render_count": render if wanted == count
-                 else math.ceil(render * wanted / max(count, 1))},
+                 **{name: n if wanted == count else math.ceil(n * wanted / max(count, 1))
+                    for name, n in (shares or {}).items()}},
                 pipe,
             )  # fmt: skip
         return len(plan)

@@ -243,9 +243,10 @@ class NodeFrontier:
         (``commit``: a lease never goes before what its request produced, nor a
         start-URL entry before the requests built from it).
 
-        With ``lease``, that many requests (and the render requests the parts
-        have room for) are leased in the same round trip, after the writes, and
-        the lease's outcome is returned (None if it failed).
+        With ``lease``, that many requests (and what the parts' shares ask
+        besides: render requests a render node has room for) are leased in the
+        same round trip, after the writes, and the lease's outcome is returned
+        (None if it failed).
         """
         try:
             return self._flush(lease)
@@ -258,13 +259,13 @@ class NodeFrontier:
         if self.pending.unsure is not None and not self._resolve_unsure():
             return None
         self.parts.call("before_flush")
-        render = self.parts.render_room() if lease else 0
-        write = self.pending.write(self.start_entries.take_done(), lease, render)
+        shares = self.parts.lease_shares() if lease else {}
+        write = self.pending.write(self.start_entries.take_done(), lease, shares)
         if not write.writes_anything:
             # the lease alone: a Redis error reaches the caller (_refill)
             if not lease:
                 return None
-            return self.frontier.lease(lease, self.config.lease_timeout, write.render_lease)
+            return self.frontier.lease(lease, self.config.lease_timeout, write.lease_shares)
         write.mark = f"{self._mark_prefix}:{next(self._marks)}"
         return self._settle(write, commit(self.frontier, write, self.config.lease_timeout))
 

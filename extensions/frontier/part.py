@@ -103,10 +103,12 @@ class FrontierPart:
         when MongoDB takes its spills."""
         return room
 
-    def render_room(self) -> int:
-        """How many render requests the lease may take besides (asked at the
-        flush that leases, once finished requests are counted out)."""
-        return 0
+    def lease_shares(self) -> dict[str, int]:
+        """Counts the lease script takes besides, by its argument's name (asked
+        at the flush that leases, once finished requests are counted out; split
+        over the shards a lease asks in proportion): the render part's
+        ``render_count``, the render requests this node has room for."""
+        return {}
 
     def leased(self) -> None:
         """A lease came back (what it said of hosts: ``frontier.host_notes``)."""
@@ -191,8 +193,12 @@ class Parts:
             leases = method(leases, asked_ms)
         return leases
 
-    def render_room(self) -> int:
-        return sum(method() for method in self._by_hook["render_room"])
+    def lease_shares(self) -> dict[str, int]:
+        shares: dict[str, int] = {}
+        for method in self._by_hook["lease_shares"]:
+            for name, count in method().items():
+                shares[name] = shares.get(name, 0) + count
+        return shares
 
     def idle_pending(self, pending: int, sizes: FrontierSizes, now: float) -> int:
         for method in self._by_hook["idle_pending"]:

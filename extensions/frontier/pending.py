@@ -105,7 +105,9 @@ class PendingWrites:
         if not request.meta.get(DEAD_LETTERED):
             self.done += 1
 
-    def write(self, start_acks: list[bytes], lease: int, render_lease: int) -> FrontierWrite:
+    def write(
+        self, start_acks: list[bytes], lease: int, lease_shares: dict[str, int]
+    ) -> FrontierWrite:
         parked = [group for _, group, _ in self.delay]
         return FrontierWrite(
             enqueue=self.enqueue,
@@ -114,7 +116,7 @@ class PendingWrites:
             start_acks=start_acks,
             done=self.done - len(self.delay),
             lease=lease,
-            render_lease=render_lease,
+            lease_shares=lease_shares,
             sections={section.name: (section, section.take(parked)) for section in self.sections},
         )
 

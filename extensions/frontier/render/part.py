@@ -85,8 +85,9 @@ class RenderPart(FrontierPart):
     def checkpoint(self) -> dict[str, Any]:
         return {"render": int(bool(self.room.pages))}
 
-    def render_room(self) -> int:
-        return self.room.room()
+    def lease_shares(self) -> dict[str, int]:
+        room = self.room.room()
+        return {"render_count": room} if room else {}
 
     def took(self, request: Request) -> None:
         self.room.took(request)
