@@ -48,10 +48,6 @@ DOWNLOADER_MIDDLEWARES = {
     "extensions.downloadermiddlewares.proxies.BanDetectionMiddleware": 620,
     # after every middleware that sets a header (Scrapy's stats at 850, cache at 900)
     "extensions.downloadermiddlewares.botauth.BotAuthMiddleware": 950,
-    # next to the downloader: the request as sent, the response as received
-    "extensions.warc.middleware.WarcMiddleware": 960,
-    # what it could not archive goes back to the frontier, after the answer is counted
-    "extensions.warc.middleware.ParkUnarchived": 545,
     # the last to see an answer before the spider: which URL had its content first
     "extensions.downloadermiddlewares.duplicates.ContentDuplicatesLookup": 530,
 }

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 Check = Callable[["BaseSettings", str], "str | None"]
 
 #: the modules whose CAPABILITY the stack takes in, in order
-DECLARED = ("extensions.frontier.ranks.declared",)
+DECLARED = ("extensions.frontier.ranks.declared", "extensions.warc.declared")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ from extensions.spidermiddlewares.scoring import SETTING_CHECKS as SCORING_CHECK
 from extensions.spidermiddlewares.usagesignals import SETTING_CHECKS as USAGE_CHECKS
 from extensions.urlnorm.chain import SETTING_CHECKS as URLNORM_CHECKS
 from extensions.urlpolicy import resolver_problem
-from extensions.warc.storage import location_problem
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -218,11 +217,6 @@ CHECKS: dict[str, Check] = {
     **USAGE_CHECKS,
     **BOT_AUTH_CHECKS,
     **URLNORM_CHECKS,
-    "WARC_ENABLED": _flag,
-    "WARC_REVISITS": _flag,
-    "WARC_MAX_SIZE": _number(int, 1_000_000),
-    "WARC_DIR": lambda settings, name: location_problem(str(settings.get(name))),
-    "WARC_DIGESTS_IN_REDIS": _number(int, 0),
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_DOMAIN_RATE": _number(float, 0),
     "CLUSTER_IP_RATE": _number(float, 0),

@@ -151,7 +151,6 @@ FRONTIER_PARTS_BASE = {
     "extensions.frontier.recrawls.part.RecrawlPart": 300,
     "extensions.frontier.overflow.part.OverflowPart": 400,
     "extensions.frontier.hosts.levels.HostLevels": 500,
-    "extensions.warc.part.WarcPart": 700,
 }
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
 FRONTIER_PARTS: dict[str, int | None] = {}
@@ -204,18 +203,6 @@ HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl;
 FRONTIER_SCORER = ""
 FRONTIER_SCORE_SCALE = 100.0
 SCORER_KEYWORDS: list[str] = []  # AnchorKeywordScorer's words
-# --- WARC capture (extensions/warc/) ---
-WARC_ENABLED = False  # every fetch's request, response and metadata into WARC/1.1 files
-WARC_DIR = "data/warc"  # a local directory (shared or each node's own), or s3://BUCKET/PREFIX
-WARC_SPOOL_DIR = "data/warc-spool"  # with s3://: files being written, until uploaded
-WARC_MAX_SIZE = 1_000_000_000  # bytes: a file is rotated past this
-WARC_REVISITS = True  # a payload the crawl already archived: a revisit record (Redis index)
-# payloads the revisit index keeps in Redis (about 150 bytes each); past it, with
-# MONGO_URI, the index grows in MongoDB (NAME_warc_digests), else new payloads
-# are archived in full without being entered
-WARC_DIGESTS_IN_REDIS = 2_000_000
-REPARSE_FOLLOW = False  # scrapy reparse --follow: links found go to the start list
-
 # --- several crawls of one spider (extensions/frontier/crawls/) ---
 CRAWL_ID = ""  # the crawl this node's own start requests join ("" = the crawl without an id)
 # requests a crawl under an id may be given, unless seeded with its own --budget; 0 = no limit

@@ -78,7 +78,6 @@ PAYMENT_REQUIRED = "%(name)s:payment_required"
 PARAMS = "%(name)s:params:%(host)s"
 PARAMS_HOSTS = "%(name)s:params_hosts"
 PARAMS_LEARNED = "%(name)s:params_learned"
-WARC_DIGESTS = "%(name)s:warc_digests:"  # + bucket (4 hex digits)
 
 
 @dataclass(frozen=True)
@@ -283,10 +282,6 @@ class SpiderKeys:
     @property
     def params_learned(self) -> str:
         return PARAMS_LEARNED % {"name": self.prefix}
-
-    @property
-    def warc_digests_prefix(self) -> str:
-        return WARC_DIGESTS % {"name": self.prefix}
 
     @property
     def lines(self) -> str:

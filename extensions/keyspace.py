@@ -182,11 +182,6 @@ key                            type    holds
                                        all when it opens)
 ``NAME:params_learned``        stream  each decision as it changes (h, p, s): every node
                                        reads it each second (the last ~10,000 entries)
-``NAME:warc_digests:BUCKET``   hash    WARC_ENABLED: 18 bytes of an archived payload's SHA-1
-                                       (its first 2 name the bucket) -> the first record
-                                       of it (URL, date, id), for revisit records; the
-                                       ``count`` "bucket": a string, how many are entered
-                                       (at most WARC_DIGESTS_IN_REDIS)
 ``NAME:shards``                string  FRONTIER_SHARDS of a sharded crawl, set by its first node:
                                        a node with another count is refused
 ``{NAME:K}:...``               -       with FRONTIER_SHARDS > 1, shard K's queue, data, host,
@@ -262,7 +257,6 @@ WRITTEN_BY = {
     "params": "learn_params.lua (from spidermiddlewares/duplicates.py, a page at a time)",
     "params_hosts": "learn_params.lua",
     "params_learned": "learn_params.lua; frontier/params.py (every node reads it)",
-    "warc_digests": "warc/middleware.py (each node, a page at a time)",
 }
 # the keys the capability packages declare, by the same name
 WRITTEN_BY.update({name: key.written_by for name, key in capability.keys().items()})

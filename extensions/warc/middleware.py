@@ -102,7 +102,8 @@ class WarcMiddleware:
                 client = connection.mongo_client(settings.get("MONGO_URI"))
                 name = f"{crawler.spidercls.name}_warc_digests"
                 beyond = client[settings.get("MONGO_DATABASE")][name]
-            payloads = PayloadIndex(connection.client_for(crawler), keys.warc_digests_prefix,
+            prefix = keys.named("warc_digests", bucket="")
+            payloads = PayloadIndex(connection.client_for(crawler), prefix,
                                     settings.getint("WARC_DIGESTS_IN_REDIS"), beyond)  # fmt: skip
         return cls(crawler, archive, settings.getint("WARC_MAX_SIZE"), payloads)
 
