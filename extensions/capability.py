@@ -67,6 +67,8 @@ class Capability:
     spider_middlewares: Mapping[str, int] = field(default_factory=dict)
 
 
+# (each read once: keys.SpiderKeys.named asks at every call; what they return is
+# shared, never to be changed by a caller)
 @functools.cache
 def declared() -> tuple[Capability, ...]:
     """The declared capabilities; two that name one setting or key are refused."""
@@ -83,14 +85,17 @@ def declared() -> tuple[Capability, ...]:
     return capabilities
 
 
+@functools.cache
 def settings() -> dict[str, Setting]:
     return {name: s for c in declared() for name, s in c.settings.items()}
 
 
+@functools.cache
 def keys() -> dict[str, Key]:
     return {name: k for c in declared() for name, k in c.keys.items()}
 
 
+@functools.cache
 def components(kind: str) -> dict[str, int]:
     """``kind``: "frontier_parts", "downloader_middlewares" or "spider_middlewares"."""
     return {path: order for c in declared() for path, order in getattr(c, kind).items()}

@@ -320,8 +320,11 @@ def _installed(settings: BaseSettings) -> BaseSettings:
 
 def health_for(crawler) -> RedisHealth:
     """The crawler's one RedisHealth, shared by its components."""
-    url = redis_url(_installed(crawler.settings))
-    return state_of(crawler, RedisHealth, lambda: RedisHealth(mask_url(url), crawler.stats))
+
+    def build() -> RedisHealth:  # (the settings read once, by whoever asks first)
+        return RedisHealth(mask_url(redis_url(_installed(crawler.settings))), crawler.stats)
+
+    return state_of(crawler, RedisHealth, build)
 
 
 def client_for(crawler, *, ping: bool = False) -> redis.Redis:

@@ -36,7 +36,8 @@ logger = logging.getLogger(__name__)
 class _Owed(WriteSection):
     """A list of entries written with a flush; kept in order when it does not go in."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: RecrawlStore) -> None:
+        self.store = store
         self.entries: list[Any] = []
 
     def take(self, parked_groups: list[str]) -> list[Any]:
@@ -54,7 +55,7 @@ class RevisitSection(_Owed):
     phase = "writes"
 
     def queue(self, payload: list[RevisitEntry], frontier: Frontier, pipe: Pipeline) -> None:
-        RecrawlStore(frontier).revisit(payload, pipe)
+        self.store.revisit(payload, pipe)
 
 
 class UnmarkSection(_Owed):
@@ -65,7 +66,7 @@ class UnmarkSection(_Owed):
     phase = "after"
 
     def queue(self, payload: list[tuple[str, str]], frontier: Frontier, pipe: Pipeline) -> None:
-        RecrawlStore(frontier).unmark(payload, pipe)
+        self.store.unmark(payload, pipe)
 
 
 class RecrawlPart(FrontierPart):
@@ -80,8 +81,9 @@ class RecrawlPart(FrontierPart):
         self.claim_timeout = settings.getfloat("RECRAWL_CLAIM_TIMEOUT")
         self.kept = RecrawlStore(context.frontier)
         self.revisits = revisits_for(context.crawler)
-        self.revisit_section = RevisitSection()
-        self.unmark_section = UnmarkSection()
+        # (built once: a RecrawlStore registers its scripts, hashing them)
+        self.revisit_section = RevisitSection(self.kept)
+        self.unmark_section = UnmarkSection(self.kept)
         #: RECRAWL_STORE = "mongo": the store, and the finished requests whose
         #: revisit record it has yet to take (their leases wait for it)
         self.status_store: MongoStatusStore | None = None
