@@ -18,7 +18,7 @@ setup(
     version=VERSION,
     packages=find_packages(include=["crawler", "crawler.*", "extensions", "extensions.*"]),
     package_data={
-        "extensions.frontier.scripts": ["*.lua"],
+        "": ["*.lua"],  # the core's scripts and every part's pieces, in their packages
         "extensions.console": ["templates/*.html", "static/*.*", "static/vendor/*/*"],
     },
     entry_points={"scrapy": ["settings = crawler.settings"]},

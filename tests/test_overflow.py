@@ -12,7 +12,7 @@ import pytest
 
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
-from extensions.frontier.overflow.spilling import Overflow, OverflowLimits
+from extensions.frontier.overflow.spilling import TAKE, Overflow, OverflowLimits
 from extensions.frontier.overflow.store import MongoOverflow
 from extensions.frontier.redisops import fields, run_named
 from extensions.keys import SpiderKeys
@@ -51,7 +51,7 @@ def overflow_setup(redis_client, mongo_db):
         frontier = Frontier(redis_client, keys, node)
         redis_client.zadd(keys.nodes, {node: 10**13})  # alive
         overflow = Overflow(
-            redis_client, frontier.shards, node,
+            frontier,
             MongoOverflow(uri, database, f"{name}_frontier"),
             OverflowLimits(queue_max=queue_max, batch=batch, interval=1.0, backlog_max=1000,
                            node_timeout=30.0),
@@ -140,7 +140,7 @@ def take_spill_batch(overflow: Overflow, keys: SpiderKeys, node: str) -> list[by
                    "refill": keys.refill, "frontier": keys.frontier}  # fmt: skip
     args = {"node": node, "now": 1, "batch": 1000, "claim_ms": 60000, "groups": 0,
             "queue_prefix": keys.queue("")}  # fmt: skip
-    return fields(run_named(overflow._take, script_keys, args))["batch"]
+    return fields(run_named(overflow.scripts.script(TAKE), script_keys, args))["batch"]
 
 
 def test_a_node_dying_after_its_spill_write_leaves_nothing_doubled(overflow_setup, redis_client):

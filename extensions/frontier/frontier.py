@@ -20,7 +20,8 @@ from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawls_of
 from extensions.frontier.leaseplan import LeasePlanner
-from extensions.frontier.redisops import execute, fields, load_script, run_named
+from extensions.frontier.manifest import Manifest
+from extensions.frontier.redisops import execute, fields, run_named
 from extensions.frontier.results import (
     SIZE_FIELDS,
     Added,
@@ -91,13 +92,9 @@ class Frontier:
         self.node_id = node_id
         self.bloom = bloom
         self.leases_key = keys.leases(node_id)
-        self._enqueue = server.register_script(load_script("enqueue"))
-        self._enqueue_bloom = server.register_script(load_script("enqueue_bloom"))
-        self._lease = server.register_script(load_script("lease"))
-        self._reclaim = server.register_script(load_script("reclaim"))
+        #: the crawl's scripts, with the pieces its manifest names
+        self.manifest = Manifest(server, keys)
         self.reclaim_batch = RECLAIM_BATCH
-        self._release = server.register_script(load_script("release"))
-        self._sizes = server.register_script(load_script("frontier"))
         self._bloom_ready: set[str] = set()  # the bitmaps known to exist, by prefix
         self.shards = keys.all_shards()  # each shard's keys, built once
         self._planner = LeasePlanner(len(self.shards))
@@ -147,7 +144,7 @@ class Frontier:
             args["level_prefix"] = keys.dupefilter + ":"  # its levels' buckets
             for fingerprint, group, priority, data in entries:
                 items.extend((fingerprint[:FINGERPRINT_BYTES], group, priority, data))
-            script, counted = self._enqueue, {"dupefilter": keys.dupefilter}
+            script, counted = self.manifest.script("enqueue"), {"dupefilter": keys.dupefilter}
         else:
             self._create_bloom_shards(keys)
             args.update(bloom_prefix=keys.bloom_prefix, k=self.bloom.hashes)
@@ -160,7 +157,10 @@ class Frontier:
                 else:  # dont_filter: no check, same stride
                     items.extend([""] * (self.bloom.hashes + 1))
                 items.extend((group, priority, data))
-            script, counted = self._enqueue_bloom, {"bloom_count": keys.bloom_count}
+            script, counted = (
+                self.manifest.script("enqueue_bloom"),
+                {"bloom_count": keys.bloom_count},
+            )
         script_keys = {**counted, "ready": keys.ready, "waiting": keys.waiting,
                        "frontier": keys.frontier}  # fmt: skip
         return run_named(script, script_keys, args, pipe, items)
@@ -219,7 +219,7 @@ class Frontier:
             keys = self.shards[shard]
             now = now_ms()
             run_named(
-                self._lease,
+                self.manifest.script("lease"),
                 {"leases": keys.leases(self.node_id), "nodes": keys.nodes,
                  "delayed": keys.delayed, "ready": keys.ready, "waiting": keys.waiting,
                  "frontier": keys.frontier, "rates": keys.rates, "crawl_delay": keys.crawl_delay,
@@ -297,7 +297,7 @@ class Frontier:
         for shard, part in parts.items():
             keys = self.shards[shard]
             run_named(
-                self._release,
+                self.manifest.script("release"),
                 {"leases": keys.leases(self.node_id)},
                 {"data_prefix": keys.data("")},
                 pipe,
@@ -354,7 +354,7 @@ class Frontier:
             return script_keys, args
 
         results = self.in_scopes(
-            self._reclaim,
+            self.manifest.script("reclaim"),
             named,
             "reclaim" if in_turn else None,
         )
@@ -389,7 +389,7 @@ class Frontier:
             return script_keys, args
 
         results = self.in_scopes(
-            self._sizes,
+            self.manifest.script("frontier"),
             named,
             "sizes" if in_turn else None,
         )

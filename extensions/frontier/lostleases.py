@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions.cluster.checkpoint import now_ms
-from extensions.frontier.redisops import execute, load_script, run_named
+from extensions.frontier.redisops import execute, run_named
 
 if TYPE_CHECKING:
     from extensions.frontier.frontier import Frontier
@@ -41,7 +41,6 @@ class LostLeases:
         self.timeout_ms = int(lease_timeout * 1000)
         self.stats = stats
         self.windows: list[tuple[int, int]] = []
-        self._give_back = frontier.server.register_script(load_script("give_back"))
 
     def lease_failed(self, asked_ms: int) -> None:
         """A lease call that began at ``asked_ms`` failed: it may have run."""
@@ -74,7 +73,11 @@ class LostLeases:
                 script_keys = {"leases": keys.leases(frontier.node_id), "ready": keys.ready,
                                "waiting": keys.waiting, "frontier": keys.frontier}  # fmt: skip
                 args = {"queue_prefix": keys.queue(""), "data_prefix": keys.data("")}
-                given += int(run_named(self._give_back, script_keys, args, None, lost))
+                given += int(
+                    run_named(
+                        self.frontier.manifest.script("give_back"), script_keys, args, None, lost
+                    )
+                )
         self.windows = []
         if given:
             self.stats.inc_value("frontier/lost_leases_given_back", given)

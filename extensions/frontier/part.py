@@ -65,6 +65,9 @@ class FrontierPart:
 
     #: the status fields the console shows among a spider's figures, {field: label}
     figures: ClassVar[dict[str, str]] = {}
+    #: the Lua pieces (``package:_name``, a ``_name.lua`` in the package) this part
+    #: may add to the core scripts' hook slots (``scripts/_hooks.lua``)
+    lua_pieces: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def status(cls, view: StatusView) -> dict[str, Any]:
@@ -89,6 +92,12 @@ class FrontierPart:
     @classmethod
     def from_context(cls, context: PartContext) -> FrontierPart:
         return cls()
+
+    def pieces(self) -> tuple[str, ...]:
+        """The Lua pieces this crawl needs of this part (joined to the crawl's
+        manifest as the node opens: ``manifest.py``); all it may add unless it
+        says otherwise."""
+        return self.lua_pieces
 
     def open(self, spider: Spider) -> None:
         """The node has joined the crawl (its leftover leases reclaimed): start."""
@@ -192,6 +201,9 @@ class Parts:
         for method in self._by_hook["admit_leases"]:
             leases = method(leases, asked_ms)
         return leases
+
+    def pieces(self) -> list[str]:
+        return [piece for part in self.parts for piece in part.pieces()]
 
     def lease_shares(self) -> dict[str, int]:
         shares: dict[str, int] = {}

@@ -5,6 +5,7 @@ run again in full where Redis forgot them), and the start key's three shapes."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -21,27 +22,75 @@ if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
 
 
-#: a script's first line may name the shared pieces (``scripts/_*.lua``) it uses
+#: a script's first line may name the shared pieces (``_*.lua``) it uses
 INCLUDE = "--! include "
+#: the package of the core scripts; a part's scripts and pieces are in its own,
+#: named ``package:name`` (``extensions.frontier.ranks:link_graph``)
+CORE = "extensions.frontier.scripts"
+#: the core piece that holds the hook slots: a script that includes it gets the
+#: crawl's pieces (``manifest.py``), which fill them, after its own
+HOOKS = f"{CORE}:_hooks"
+_NAME = re.compile(r"^(?:[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*:)?_?[a-z][a-z0-9_]*$")
+#: a piece in a crawl's manifest: always with its package
+PIECE_NAME = re.compile(r"^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*:_[a-z][a-z0-9_]*$")
 
 
 @functools.cache  # read once a process: a status or health call registers scripts anew
-def load_script(name: str) -> str:
+def load_script(name: str, pieces: tuple[str, ...] = ()) -> str:
     """The script ``name`` as Redis gets it: ``script_source`` without its
     comments and indentation. Redis hashes the whole text of every EVAL (a
     transaction's scripts go so: ``run_script``), and the comments were two
     fifths of it; each line stays where it was, so Redis's errors name the
     source's line numbers."""
-    return "\n".join(_code_of(line) for line in script_source(name).split("\n"))
+    return "\n".join(_code_of(line) for line in script_source(name, pieces).split("\n"))
 
 
-def script_source(name: str) -> str:
+def script_source(name: str, pieces: tuple[str, ...] = ()) -> str:
     """The script ``name`` with the shared pieces it uses, and theirs, before it
     (Lua scripts cannot import one another), each once, a piece before those
-    that use it."""
+    that use it. A script with hook slots (``scripts/_hooks.lua``) also gets
+    ``pieces``, the crawl's, after its own and before its body. A name without a
+    package is looked for in the including file's package, then the core's."""
     sources: dict[str, str] = {}
-    _add_with_pieces(name, sources, ())
+    full = qualified(name, CORE)
+    text = _read(full)
+    for piece in _includes(text, full):
+        if piece not in sources:
+            _add_with_pieces(piece, sources, (full,))
+    if HOOKS in sources:
+        for piece in pieces:
+            if piece not in sources:
+                _add_with_pieces(qualified(piece, CORE), sources, (full,))
+    sources[full] = text
     return "".join(sources.values())
+
+
+def qualified(name: str, package: str) -> str:
+    """``name`` as ``package:name``: a bare name is ``package``'s when it has
+    that file, else the core's."""
+    if not _NAME.match(name):
+        raise ValueError(f"not a Lua script's name: {name!r}")
+    if ":" in name:
+        return name
+    if package != CORE and resources.files(package).joinpath(f"{name}.lua").is_file():
+        return f"{package}:{name}"
+    return f"{CORE}:{name}"
+
+
+def _read(full: str) -> str:
+    package, _, name = full.partition(":")
+    try:
+        return resources.files(package).joinpath(f"{name}.lua").read_text()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise ValueError(f"no Lua script {full}: {exc}") from None
+
+
+def _includes(text: str, full: str) -> list[str]:
+    first = text.partition("\n")[0]
+    if not first.startswith(INCLUDE):
+        return []
+    package = full.partition(":")[0]
+    return [qualified(piece, package) for piece in first[len(INCLUDE) :].split()]
 
 
 def _code_of(line: str) -> str:
@@ -57,16 +106,14 @@ def _code_of(line: str) -> str:
     return line
 
 
-def _add_with_pieces(name: str, sources: dict[str, str], using: tuple[str, ...]) -> None:
-    if name in using:
-        raise ValueError(f"Lua pieces include one another: {' -> '.join((*using, name))}")
-    text = resources.files("extensions.frontier.scripts").joinpath(f"{name}.lua").read_text()
-    first = text.partition("\n")[0]
-    if first.startswith(INCLUDE):
-        for piece in first[len(INCLUDE) :].split():
-            if piece not in sources:
-                _add_with_pieces(piece, sources, (*using, name))
-    sources[name] = text
+def _add_with_pieces(full: str, sources: dict[str, str], using: tuple[str, ...]) -> None:
+    if full in using:
+        raise ValueError(f"Lua pieces include one another: {' -> '.join((*using, full))}")
+    text = _read(full)
+    for piece in _includes(text, full):
+        if piece not in sources:
+            _add_with_pieces(piece, sources, (*using, full))
+    sources[full] = text
 
 
 def run_script(script: Script, keys: list, args: list, pipe: Pipeline | None = None):

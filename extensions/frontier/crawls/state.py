@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from extensions import connection
 from extensions.cluster.checkpoint import now_ms
 from extensions.crawlid import crawl_id_problem
+from extensions.frontier.manifest import Manifest
 from extensions.frontier.redisops import execute, fields, load_script, run_named
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class Crawls:
         self.keys = keys
         self.scopes = [keys] if keys.shards == 1 else [keys, *keys.all_shards()]
         self._control = server.register_script(load_script("crawl_control"))
-        self._drain = server.register_script(load_script("crawl_drain"))
+        self.manifest = Manifest(server, keys)  # draining goes through the crawl's pieces
         self._known: set[str] = set()  # ids this node registered already
 
     # --- the registry -----------------------------------------------------------
@@ -234,7 +235,7 @@ class Crawls:
         for scope in self.scopes:
             for _ in range(calls):
                 drained = fields(run_named(
-                    self._drain,
+                    self.manifest.script("crawl_drain"),
                     {"groups": scope.crawl_groups(crawl), "waiting": scope.waiting,
                      "frontier": scope.frontier},
                     {"crawl": crawl, "queue_prefix": scope.queue(""),

@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 class OverflowPart(FrontierPart):
     figures = {"spilled": "in MongoDB"}
+    lua_pieces = (f"{__package__}:_overflow",)
 
     def __init__(self, overflow: Overflow):
         self.overflow = overflow
@@ -43,9 +44,7 @@ class OverflowPart(FrontierPart):
                 )
             raise NotConfigured
         overflow = Overflow(
-            context.server,
-            frontier.shards,
-            context.node_id,
+            frontier,
             MongoOverflow.from_settings(settings, context.spider.name),
             OverflowLimits.from_settings(settings),
             stats=context.stats,

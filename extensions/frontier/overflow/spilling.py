@@ -30,14 +30,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-import redis
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
 from extensions import connection, defaults
 from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.overflow.store import MongoOverflow, SpillRecord
-from extensions.frontier.redisops import execute, fields, load_script, run_named
+from extensions.frontier.redisops import execute, fields, run_named
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
 
+    from extensions.frontier.frontier import Frontier
     from extensions.keys import SpiderKeys
 
 logger = logging.getLogger(__name__)
@@ -55,6 +55,10 @@ CLAIM_SECONDS = 15.0  # a refill claim's life: a node dying with it holds the gr
 REFILL_RETRY_MS = 500  # a group still short of work (its requests on their way) waits this
 RECOVER_EVERY = 10.0  # seconds between looks for what dead nodes left half done
 SWEEP_EVERY = 600.0  # seconds between sweeps of old tombstones
+# the overflow's own scripts (with its piece, _overflow.lua)
+TAKE, SPILLED, REFILL = (
+    f"{__package__}:{name}" for name in ("overflow_take", "spill_done", "refill")
+)
 
 
 @dataclass
@@ -100,9 +104,7 @@ class Overflow:
 
     def __init__(
         self,
-        server: redis.Redis,
-        shards: list[SpiderKeys],
-        node_id: str,
+        frontier: Frontier,
         store: MongoOverflow,
         limits: OverflowLimits,
         *,
@@ -110,9 +112,9 @@ class Overflow:
         dead_letter: Callable[..., None],
         resumed: Callable[[], object],
     ):
-        self.server = server
-        self.shards = shards
-        self.node_id = node_id
+        self.server = frontier.server
+        self.shards = frontier.shards
+        self.node_id = frontier.node_id
         self.store = store
         self.queue_max = limits.queue_max
         self.batch = limits.batch
@@ -126,9 +128,7 @@ class Overflow:
         #: the spill records waiting in Redis passed FRONTIER_OVERFLOW_BACKLOG
         self.holding = False
         self.backlog = 0  # those records, as the last turn found them
-        self._take = server.register_script(load_script("overflow_take"))
-        self._spilled = server.register_script(load_script("spill_done"))
-        self._refill = server.register_script(load_script("refill"))
+        self.scripts = frontier.manifest  # the crawl's pieces: a refill pushes
         self._busy = False
         self._next_shard = 0
         self._waiting: dict[int, int] = {}  # spill records waiting, per shard, last seen
@@ -260,7 +260,7 @@ class Overflow:
         pipe = self.server.pipeline(transaction=False)
         for keys in shards:
             run_named(
-                self._take,
+                self.scripts.script(TAKE),
                 {"spill": keys.spill, "journal": keys.spilling(self.node_id),
                  "spillers": keys.spillers, "refill": keys.refill, "frontier": keys.frontier},
                 {"node": self.node_id, "now": now_ms(), "batch": self.batch,
@@ -308,7 +308,7 @@ class Overflow:
                 records.append(record)
         self.store.write(records)
         run_named(
-            self._spilled,
+            self.scripts.script(SPILLED),
             {"journal": keys.spilling(node), "spillers": keys.spillers, "frontier": keys.frontier},
             {"node": node, "queue_prefix": keys.queue(""), "data_prefix": keys.data("")},
         )
@@ -332,7 +332,7 @@ class Overflow:
                 items.extend((ident, life, "", ""))  # taken off the group's count, not queued
                 bad.append((ident, why))
         settled = run_named(
-            self._refill,
+            self.scripts.script(REFILL),
             {"ready": keys.ready, "waiting": keys.waiting, "frontier": keys.frontier,
              "refilled": keys.refilled, "refill": keys.refill},
             args,

@@ -21,10 +21,19 @@ if TYPE_CHECKING:
 
 class RanksPart(FrontierPart):
     figures = {"ranked_hosts": "ranked hosts"}
+    lua_pieces = (f"{__package__}:_ranks",)
 
     def __init__(self, context: PartContext, order: str):
         self.context = context
         self.order = order
+
+    def pieces(self) -> tuple[str, ...]:
+        # a crawl that neither orders by importance nor budgets by rank: its
+        # scripts read no ranks (its link graph still learns them: link_graph.lua)
+        settings = self.context.settings
+        if self.order == "importance" or settings.getdict("HOST_BUDGET_BY_RANK"):
+            return self.lua_pieces
+        return ()
 
     @classmethod
     def from_context(cls, context: PartContext) -> RanksPart:

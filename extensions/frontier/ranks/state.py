@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from extensions.frontier.redisops import execute, fields, load_script, run_named
+from extensions.frontier.manifest import Manifest
+from extensions.frontier.redisops import execute, fields, run_named
 from extensions.keys import SpiderKeys
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class HostRanks:
         self.server = server
         self.keys = keys
         self.shards = keys.all_shards()
-        self._learn = server.register_script(load_script("link_graph"))
+        self.manifest = Manifest(server, keys)  # a raised rank may reorder a ready set
 
     def _by_shard(self, groups: Iterable[str]) -> dict[int, list[str]]:
         parts: dict[int, list[str]] = {}
@@ -91,7 +92,9 @@ class HostRanks:
             script_keys = {"hostrank": keys.named("hostrank"), "ready": keys.ready,
                            "frontier": keys.frontier}  # fmt: skip
             args = {"inlinks_prefix": keys.named("inlinks", group=""), "data_prefix": keys.data("")}
-            run_named(self._learn, script_keys, args, pipe, part)
+            run_named(
+                self.manifest.script(f"{__package__}:link_graph"), script_keys, args, pipe, part
+            )
         answers = [fields(result) for result in execute(pipe)]
         return sum(int(a["raised"]) for a in answers), sum(int(a["bad"]) for a in answers)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions.cluster.checkpoint import now_ms
-from extensions.frontier.redisops import execute, load_script, run_named
+from extensions.frontier.redisops import execute, run_named
 from extensions.recrawl.records import RecrawlSchedule, revisit_page, revisit_state
 
 if TYPE_CHECKING:
@@ -31,8 +31,6 @@ class RecrawlStore:
         self.frontier = frontier
         self.server = frontier.server
         self.shards = frontier.shards
-        self._feed = self.server.register_script(load_script("recrawl_feed"))
-        self._requeue = self.server.register_script(load_script("recrawl_requeue"))
 
     def revisit(
         self, entries: list[tuple[str, str, float, bytes]], pipe: Pipeline | None = None
@@ -53,7 +51,7 @@ class RecrawlStore:
         heartbeat's turn of shards (or in every shard); returns how many were queued."""
         now = now_ms()
         results = self.frontier.in_scopes(
-            self._feed,
+            self.frontier.manifest.script("recrawl_feed"),
             lambda keys: (
                 {
                     "due": keys.due,
@@ -87,7 +85,11 @@ class RecrawlStore:
             script_keys = {"revisit": keys.revisit, "ready": keys.ready,
                            "waiting": keys.waiting, "frontier": keys.frontier}  # fmt: skip
             args = {"queue_prefix": keys.queue(""), "data_prefix": keys.data("")}
-            queued += int(run_named(self._requeue, script_keys, args, items=items))
+            queued += int(
+                run_named(
+                    self.frontier.manifest.script("recrawl_requeue"), script_keys, args, items=items
+                )
+            )
         return queued
 
     def unmark(self, entries: list[tuple[str, str]], pipe: Pipeline | None = None) -> None:

@@ -1,4 +1,4 @@
---! include _crawls _pacing _ranks
+--! include _hooks _crawls _pacing
 -- The lines of the levels above hosts (_pacing.lua host_levels): a group that
 -- finds its registered domain or its address busy waits in that level's line,
 -- and the level wakes one group a slot, so a level with thousands of hosts

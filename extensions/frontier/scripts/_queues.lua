@@ -1,68 +1,6 @@
---! include _entries _crawls _ranks
--- Adding a request to its group's queue (push, settle) and sending it out of
--- Redis when its queue is over its bound.
-
--- Overflow (FRONTIER_OVERFLOW = "mongo"): a group keeps at most 'host_queue_max'
--- (NAME:frontier) requests in its queue; the rest go to MongoDB by way of the
--- list NAME:spill ("GROUP\nID\nLIFE\nORDER\nJSON" records, which nodes write
--- there: spilling.py) and come back best first as the queue drains (refill.lua).
--- LIFE numbers each trip out ('lives' in NAME:frontier): a request back in the
--- queue may go out again before its last trip's document is marked taken, and
--- the two documents must not be taken for one another.
--- NAME:overflow:GROUP: n (its requests out of Redis, in MongoDB or on their
--- way), floor (none of those has a better order: a request worse than it goes
--- out too, so the queue always holds the group's best), transit (on their way)
--- and tmin (the best order among those: a refill takes nothing worse until
--- they have landed). What is out of Redis still counts in 'queued'; 'spilled'
--- (NAME:frontier) counts it apart.
-local function queue_max(F)
-  if F.queue_max == nil then
-    F.queue_max = tonumber(redis.call('HGET', F.frontier, 'host_queue_max') or '0') or 0
-  end
-  return F.queue_max
-end
-
-local function overflow_key(F, group)
-  return crawl_base(F) .. 'overflow:' .. group
-end
-
--- A group whose queue is down to half its bound and that has requests out of
--- Redis is due for a refill (NAME:refill: group -> when it may be claimed, ms).
-local function want_refill(F, group)
-  local limit = queue_max(F)
-  if limit <= 0 or redis.call('ZCARD', F.queue_prefix .. group) * 2 > limit then return end
-  if redis.call('EXISTS', overflow_key(F, group)) == 1 then
-    redis.call('ZADD', crawl_base(F) .. 'refill', 'NX', 0, group)  -- a claim stands
-  end
-end
-
--- Send a request out of Redis: its record to NAME:spill, its JSON out of the
--- group's data (item = nil: read from there). False if it has no JSON (a lease
--- of it was dead-lettered meanwhile).
-local function spill(F, group, score, id, item)
-  if not item then
-    item = redis.call('HGET', F.data_prefix .. group, id)
-    if not item then return false end
-  end
-  redis.call('HDEL', F.data_prefix .. group, id)
-  local order = string.format('%.0f', score)
-  local life = redis.call('HINCRBY', F.frontier, 'lives', 1)
-  redis.call('RPUSH', crawl_base(F) .. 'spill',
-             group .. '\n' .. id .. '\n' .. life .. '\n' .. order .. '\n' .. item)
-  local key = overflow_key(F, group)
-  local state = redis.call('HMGET', key, 'floor', 'tmin')
-  redis.call('HINCRBY', key, 'n', 1)
-  redis.call('HINCRBY', key, 'transit', 1)
-  if not tonumber(state[1] or '') or score < tonumber(state[1]) then
-    redis.call('HSET', key, 'floor', order)
-  end
-  if not tonumber(state[2] or '') or score < tonumber(state[2]) then
-    redis.call('HSET', key, 'tmin', order)
-  end
-  F.spilled = (F.spilled or 0) + 1
-  want_refill(F, group)
-  return true
-end
+--! include _hooks _entries _crawls
+-- Adding a request to its group's queue (push, settle); a piece may take it
+-- elsewhere (the hook slots: _hooks.lua).
 
 local function count_queued(F, group, crawl)
   F.count = (F.count or 0) + 1
@@ -76,10 +14,9 @@ end
 -- Add a request to its group's queue: its id, with its JSON when the id is new
 -- (item = nil puts back an id whose JSON is stored). A request of a crawl that
 -- was stopped is dropped instead (its JSON too), counted in the crawl's 'removed'.
--- With an overflow bound, a request worse than what is out of Redis, or the
--- worst of a queue over the bound, goes out (spill). F.refilling: requests
--- coming back, counted already. F: {queue_prefix, data_prefix, ready, waiting,
--- frontier, added = {}}; call settle(F) once at the end of the script.
+-- A new request may go elsewhere (the 'diverted' slot: the overflow). F.refilling:
+-- requests coming back, counted already. F: {queue_prefix, data_prefix, ready,
+-- waiting, frontier, added = {}}; call settle(F) once at the end of the script.
 local function push(F, group, score, id, item)
   local crawl = crawl_of(group)
   if has_ended(F, crawl) then
@@ -87,15 +24,8 @@ local function push(F, group, score, id, item)
     count_crawl(F, crawl, 'removed', 1)
     return
   end
-  local limit = 0
-  if id and not F.refilling then limit = queue_max(F) end
-  if limit > 0 then
-    local floor = tonumber(redis.call('HGET', overflow_key(F, group), 'floor') or '')
-    if floor and score > floor then
-      if spill(F, group, score, id, item) then count_queued(F, group, crawl) end
-      return
-    end
-  end
+  local fresh = id and not F.refilling
+  if fresh and diverted(F, group, score, id, item) then return end
   local member = id or item
   if id and item then
     redis.call('HSET', F.data_prefix .. group, id, item)
@@ -105,12 +35,7 @@ local function push(F, group, score, id, item)
     local best = F.added[group]
     F.added[group] = (best and math.min(best, score)) or score
     if not F.refilling then count_queued(F, group, crawl) end
-    if limit > 0 and redis.call('ZCARD', queue) > limit then
-      local tail = redis.call('ZPOPMAX', queue)
-      if not spill(F, group, tonumber(tail[2]), tail[1], nil) then
-        redis.call('ZADD', queue, tail[2], tail[1])  -- no JSON to send: it stays
-      end
-    end
+    if fresh then call_each('queued', F, group, queue) end
   end
 end
 
@@ -122,7 +47,6 @@ local function settle(F)
   if F.count then
     redis.call('HINCRBY', F.frontier, 'queued', F.count)
   end
-  if F.spilled then redis.call('HINCRBY', F.frontier, 'spilled', F.spilled) end
   if F.render_count then redis.call('HINCRBY', F.frontier, 'render_queued', F.render_count) end
   for crawl, n in pairs(F.crawl_count or {}) do
     count_crawl(F, crawl, 'queued', n)
@@ -174,5 +98,6 @@ local function settle(F)
     end
     take_turn(F, ready[2], ready[3])
   end
-  F.added, F.count, F.crawl_count, F.render_count, F.spilled = {}, nil, nil, nil, nil
+  call_each('settled', F)
+  F.added, F.count, F.crawl_count, F.render_count = {}, nil, nil, nil
 end

@@ -1,4 +1,4 @@
---! include _named _crawls _queues
+--! include _named _hooks _crawls
 -- Empty the queues of a crawl that was stopped, a bounded part per call.
 -- Keys (by name, _named.lua): groups (the crawl's groups, a set), waiting
 -- (groups, zset), frontier (counters: queued).
@@ -25,10 +25,7 @@ while budget > 0 do
     budget = budget - #ids
   end
   if redis.call('ZCARD', queue) == 0 then
-    -- what it has in MongoDB comes back to be dropped the same way (refill.lua)
-    if redis.call('EXISTS', overflow_key(F, group)) == 1 then
-      redis.call('ZADD', crawl_base(F) .. 'refill', 0, group)
-    end
+    call_each('emptied', F, group)
     redis.call('SREM', K.groups, group)
     redis.call('ZREM', ready_of(F, crawl, lane_of(group)), group)
     redis.call('ZREM', K.waiting, group)

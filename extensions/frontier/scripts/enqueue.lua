@@ -1,4 +1,4 @@
---! include _named _entries _crawls _queues _dupefilter _ranks
+--! include _named _hooks _entries _crawls _queues _dupefilter
 -- Add requests to their groups' queues unless their fingerprint was seen before.
 -- Keys (by name, _named.lua): dupefilter (hash: field 'n' counts the
 -- fingerprints); ready, waiting (groups, zsets); frontier (counters: queued, seq).

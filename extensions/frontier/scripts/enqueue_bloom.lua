@@ -1,4 +1,4 @@
---! include _named _entries _crawls _queues _ranks
+--! include _named _hooks _entries _crawls _queues
 -- Add requests to their groups' queues unless the Bloom filter has seen them.
 -- Keys (by name, _named.lua): bloom_count (count of fingerprints added to the
 -- filter, a string); ready, waiting (groups, zsets); frontier (counters: queued,

@@ -1,4 +1,4 @@
---! include _named _entries _crawls _queues _fields _pacing _lines _ranks
+--! include _named _hooks _entries _crawls _queues _fields _pacing _lines
 -- Lease requests to a node: from the crawls that take part in the turns, a share
 -- each by weight (the one furthest behind first); within a crawl, from its groups
 -- (hosts) that are ready, the best first, a fair share each. Politeness is
@@ -188,7 +188,7 @@ local function lease_groups(ready, want_total)
       end
       if #items > 0 then
         redis.call('ZREMRANGEBYRANK', queue, 0, #items - 1)
-        want_refill(F, group)
+        call_each('taken', F, group)
         got = got + #items
         taken = taken + #items
         local counters = A.host_prefix .. host

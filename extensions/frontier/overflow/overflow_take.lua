@@ -1,4 +1,4 @@
---! include _named _queues
+--! include _named _overflow
 -- A node's turn at moving requests between Redis and MongoDB (FRONTIER_OVERFLOW):
 -- a batch of spill records into its journal, and the groups due for a refill.
 -- Keys (by name, _named.lua):

@@ -1,4 +1,4 @@
---! include _named _queues
+--! include _named _overflow
 -- A spill batch is in MongoDB: its records are no longer on their way, and the
 -- journal that held them goes (once: a batch another node already finished
 -- for a dead one is not counted again).

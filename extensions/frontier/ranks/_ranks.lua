@@ -1,5 +1,7 @@
---! include _entries _crawls
--- What a queue group's rank (NAME:hostrank, frontier/ranks/) decides.
+--! include _hooks _entries _crawls
+-- What a queue group's rank (NAME:hostrank, frontier/ranks/) decides: the
+-- ranks part's piece, in the crawl's manifest when the crawl orders by
+-- importance or budgets by rank (part.py), and in its own link_graph.
 
 -- A group's rank, 0 when it has none or the key is not a sorted set (anyone may
 -- write to Redis: a bad key ranks no one, and stops no lease nor enqueue).
@@ -12,7 +14,7 @@ end
 -- The page budget of ``base`` (a group without its crawl and lane): with
 -- HOST_BUDGET_BY_RANK (A.rank_key given: NAME:hostrank), floor + per_rank * rank, at most
 -- ceiling, read once per script call; else the fixed HOST_PAGE_BUDGET.
-local function group_budget(F, A, base, fixed)
+fill('budget', function(F, A, base, fixed)
   if not A.rank_key then return fixed end
   F.budget_of = F.budget_of or {}
   local limit = F.budget_of[base]
@@ -23,7 +25,7 @@ local function group_budget(F, A, base, fixed)
     F.budget_of[base] = limit
   end
   return limit
-end
+end)
 
 -- FRONTIER_ORDER = "importance" (the frontier hash's 'order', ranks/part.py): a
 -- group's place among its crawl's ready groups is its head's order less
@@ -46,8 +48,7 @@ local function rank_steps(rank)
                   MOST_STEPS)
 end
 
-local function ready_score(F, group, order)
-  order = tonumber(order)
+fill('ready_score', function(F, group, order)
   if not by_importance(F) then return order end
   local host = host_part(group)
   F.bonus = F.bonus or {}
@@ -57,7 +58,7 @@ local function ready_score(F, group, order)
     F.bonus[host] = steps
   end
   return order - steps * SEQ_SPAN
-end
+end)
 
 -- A rank that rose moves its group (a queue group: HOST, HOST#CRAWL, its render
 -- lane) ahead in its ready set by the steps it gained, if it is there: a host

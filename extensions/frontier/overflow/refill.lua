@@ -1,4 +1,4 @@
---! include _named _crawls _queues
+--! include _named _crawls _queues _overflow
 -- Requests of one group back from MongoDB into its queue, best first. Each is
 -- marked in refilled as it comes back (GROUP\nID\nLIFE -> node) until its
 -- document is marked taken: one a node that died before that put back already,
