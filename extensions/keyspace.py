@@ -45,7 +45,9 @@ key                            type    holds
                                        the trips out; render_queued:
                                        those in render groups), seq (the
                                        discovery counter behind the order), format (the
-                                       layout the crawl was brought to when a node opened)
+                                       layout the crawl was brought to when a node opened),
+                                       pieces (the crawl's manifest: the parts' Lua pieces
+                                       its scripts carry, frontier/manifest.py)
 ``NAME:rates``                 hash    requests per second per group ('*' = the default),
                                        from CLUSTER_HOST_RATE(S); read by every lease
 ``NAME:crawl_delay``           hash    robots.txt Crawl-delay per group, in seconds
@@ -208,7 +210,8 @@ WRITTEN_BY = {
     "held": "host_feedback.lua",
     "banned": "host_feedback.lua",
     "holds": "host_feedback.lua; hosts/holds.py (every node reads it)",
-    "frontier": "enqueue*.lua, lease.lua, reclaim.lua, refill.lua; spilling.py (host_queue_max)",
+    "frontier": "enqueue*.lua, lease.lua, reclaim.lua, refill.lua; spilling.py (host_queue_max); "
+    "manifest_join.lua",
     "rates": "politeness.py (each node at start)",
     "crawl_delay": "politeness.py (from robots.txt)",
     "requests": "earlier versions; scheduler.py converts it at open",
@@ -242,7 +245,8 @@ WRITTEN_BY = {
     "spilling": "overflow_take.lua, spill_done.lua",
     "spillers": "overflow_take.lua, spill_done.lua",
     "overflow": "the scripts that queue (spill), spill_done.lua, refill.lua",
-    "refill": "lease.lua, spill_done.lua, crawl_drain.lua, overflow_take.lua (claims), refill.lua",
+    "refill": "_overflow.lua (in lease.lua, crawl_drain.lua), spill_done.lua, overflow_take.lua "
+    "(claims), refill.lua",
     "refilled": "refill.lua; spilling.py (once the documents are marked taken)",
     "dns": "dns/resolver.py (the first node to resolve a host)",
     "domain": "lease.lua, send_slot.lua; claim_levels.lua (sharded)",

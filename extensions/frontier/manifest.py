@@ -1,5 +1,6 @@
 """The crawl's manifest: the parts' Lua pieces that fill the core scripts' hook
-slots (``scripts/_hooks.lua``), kept in ``NAME:frontier`` (field ``pieces``) so
+slots (``scripts/_hooks.lua``), kept in ``NAME:frontier`` (field ``pieces``;
+the first shard's on a sharded frontier) so
 that every node of a crawl runs the same scripts.
 
 A node joins its parts' pieces to it as it opens (a union: a piece stays for
@@ -65,7 +66,8 @@ class Manifest:
         self, server: redis.Redis, keys: SpiderKeys, known: Iterable[str] = (), stats=None
     ):
         self.server = server
-        self.keys = keys
+        #: in the first shard's hash: NAME:frontier itself says a crawl is unsharded
+        self.key = keys.shard(0).frontier
         self.stats = stats
         self.known = set(bundled()) | set(known)
         self._pieces: tuple[str, ...] | None = None
@@ -83,9 +85,11 @@ class Manifest:
             self.refresh()
         return self._pieces
 
-    def join(self, pieces: Iterable[str]) -> tuple[str, ...]:
+    def join(self, pieces: Iterable[str], known: Iterable[str] = ()) -> tuple[str, ...]:
         """Add ``pieces`` (this node's parts') to the crawl's manifest; raises
-        ManifestError if it names one this node cannot run."""
+        ManifestError if it names one this node cannot run (neither bundled nor
+        ``known``: the pieces of the parts this node was given)."""
+        self.known |= set(known)
         wanted = sorted(set(pieces))
         for piece in wanted:
             if not PIECE_NAME.match(piece):
@@ -95,7 +99,7 @@ class Manifest:
                 )
             script_source(piece)  # raises ValueError naming a piece that is not there
         self.known |= set(wanted)
-        joined = run_named(self._join, {"frontier": self.keys.frontier}, {}, items=wanted)
+        joined = run_named(self._join, {"frontier": self.key}, {}, items=wanted)
         self._pieces = self._parse(joined)
         self._read_at = time.monotonic()
         return self._pieces
@@ -127,7 +131,7 @@ class Manifest:
         return script
 
     def _read(self) -> tuple[str, ...]:
-        raw = self.server.hget(self.keys.frontier, FIELD)
+        raw = self.server.hget(self.key, FIELD)
         self._read_at = time.monotonic()
         if raw is None:
             return bundled()
@@ -145,7 +149,7 @@ class Manifest:
                 continue
             if name not in self.known:
                 raise ManifestError(
-                    f"the crawl's manifest ({self.keys.frontier} '{FIELD}') names the Lua piece "
+                    f"the crawl's manifest ({self.key} '{FIELD}') names the Lua piece "
                     f"{name}, which no part of this node declares: give this node the part that "
                     "brings it (FRONTIER_PARTS), as the other nodes of the crawl have it"
                 )

@@ -41,7 +41,7 @@ from extensions.frontier.frontier import Frontier
 from extensions.frontier.idle import ClusterDuties, NodeSide, Polling
 from extensions.frontier.leased import dead_letter_unreadable, leased_for, requests_of
 from extensions.frontier.lostleases import LostLeases
-from extensions.frontier.part import build_parts, part_classes
+from extensions.frontier.part import build_parts
 from extensions.frontier.pending import PendingWrites
 from extensions.frontier.results import Lease
 from extensions.frontier.sent import sent_for
@@ -125,11 +125,6 @@ class NodeFrontier:
             logger.info("SCHEDULER_FLUSH_ON_START: cleared the crawl state of %s", spider.name)
         self.checkpoint.registries = self.points.beat_registries
         self.parts = build_parts(self._context(spider))
-        # before any script with hook slots runs (reclaiming leftover leases does)
-        self.frontier.manifest.known |= {
-            piece for cls in part_classes(self.crawler.settings) for piece in cls.lua_pieces
-        }
-        self.frontier.manifest.join(self.parts.pieces())
         self.checkpoint.extra = lambda: {
             "unconfirmed": self.backlog.held, "held_back": int(self.backlog.held_back),
             **self.parts.checkpoint(),
@@ -140,6 +135,8 @@ class NodeFrontier:
             NodeSide(self.flush, self.held_leases, self.pending.unwritten, self._sent.clear),
         )  # fmt: skip
         sharding.record_shards(self.server, self.keys)
+        # before any script with hook slots runs (reclaiming leftover leases does)
+        self.frontier.manifest.join(self.parts.pieces(), known=self.parts.declared_pieces)
         # before anything reads the crawl's state (leases handed back too)
         Upkeep(self.frontier).upgrade_crawl(config.queue_by)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)

@@ -163,8 +163,10 @@ class Parts:
     """The parts a node runs, in their order; each hook calls only the parts
     that override it."""
 
-    def __init__(self, parts: list[FrontierPart]):
+    def __init__(self, parts: list[FrontierPart], declared_pieces: frozenset[str] = frozenset()):
         self.parts = parts
+        #: the Lua pieces of every part named, left out or not: this node can run them
+        self.declared_pieces = declared_pieces
         self._by_hook = {
             hook: [getattr(p, hook) for p in parts
                    if getattr(type(p), hook) is not getattr(FrontierPart, hook)]
@@ -273,7 +275,8 @@ def build_parts(context: PartContext) -> Parts:
     """FRONTIER_PARTS over FRONTIER_PARTS_BASE, Scrapy's way: {class path: order},
     None leaves a part out."""
     parts = []
-    for cls in part_classes(context.settings):
+    classes = part_classes(context.settings)
+    for cls in classes:
         if "from_node" in vars(cls):
             raise TypeError(
                 f"{cls.__module__}.{cls.__qualname__} defines from_node(node): a frontier "
@@ -289,4 +292,4 @@ def build_parts(context: PartContext) -> Parts:
                     cls.__qualname__,
                     exc.args[0],
                 )
-    return Parts(parts)
+    return Parts(parts, frozenset(piece for cls in classes for piece in cls.lua_pieces))

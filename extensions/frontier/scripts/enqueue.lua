@@ -6,7 +6,7 @@
 -- request data key prefixes: each queued request's JSON by id); budget
 -- (HOST_PAGE_BUDGET: requests a group may ever be given, 0 = no limit; with
 -- HOST_BUDGET_BY_RANK, rank_key (NAME:hostrank), rank_floor, rank_per and
--- rank_ceiling instead: _ranks.lua);
+-- rank_ceiling instead: ranks/_ranks.lua);
 -- level_prefix (the fingerprints live in small hashes prefix .. LEVEL .. ':' ..
 -- BUCKET, one field of 7 bytes each).
 -- Items: four per request: its 14-byte fingerprint, group, priority and JSON; an
