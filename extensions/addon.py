@@ -30,8 +30,6 @@ GATED_DOWNLOADER = "extensions.downloader.GatedDownloader"
 # downloader middlewares, at scrapy-rotating-proxies' documented places; each
 # switches itself off when not configured (no proxies, no rate, rotation off)
 DOWNLOADER_MIDDLEWARES = {
-    # below the retry and compression middlewares: sees the final, decoded answer
-    "extensions.downloadermiddlewares.recrawl.RecrawlMiddleware": 540,
     "extensions.downloadermiddlewares.retry.BackoffRetryMiddleware": 550,
     # above the retry middleware: it sees a refused address before a retry is planned
     "extensions.downloadermiddlewares.urlpolicy.UrlPolicyMiddleware": 560,
@@ -65,8 +63,6 @@ SPIDER_MIDDLEWARES = {
     "extensions.spidermiddlewares.crawlid.CrawlIdMiddleware": 980,
     # once a request has its crawl id, before any other middleware spends time on it
     "extensions.spidermiddlewares.sentlinks.SentLinksMiddleware": 970,
-    # next to the spider: hashes the items it yields, before anything drops one
-    "extensions.downloadermiddlewares.recrawl.RecrawlItemsMiddleware": 990,
     # after Scrapy's DepthMiddleware (900): a scorer sees the request's depth
     "extensions.spidermiddlewares.scoring.ScoringMiddleware": 870,
     # after the meta robots (a nofollow link is no vote for its host)

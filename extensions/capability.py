@@ -32,7 +32,11 @@ if TYPE_CHECKING:
 Check = Callable[["BaseSettings", str], "str | None"]
 
 #: the modules whose CAPABILITY the stack takes in, in order
-DECLARED = ("extensions.frontier.ranks.declared", "extensions.warc.declared")
+DECLARED = (
+    "extensions.frontier.ranks.declared",
+    "extensions.recrawl.declared",
+    "extensions.warc.declared",
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,9 @@ class Key:
     written_by: str
     #: kept in each shard of a sharded frontier (under ``{NAME:K}``)
     sharded: bool = False
+    #: the crawl's state: forgotten with it (``scrapy clear``, SCHEDULER_FLUSH_ON_START);
+    #: only a key named by ``%(name)s`` alone
+    crawl_state: bool = False
 
 
 @dataclass(frozen=True)

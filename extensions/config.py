@@ -8,7 +8,6 @@ used on their own, but a crawl never starts with a value they would choke on.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import TYPE_CHECKING
 
@@ -18,7 +17,7 @@ from extensions.downloadermiddlewares.botauth import SETTING_CHECKS as BOT_AUTH_
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 from extensions.frontier.part import parts_problem
-from extensions.settingchecks import Check, component
+from extensions.settingchecks import Check, component, names, number_map
 from extensions.settingchecks import choice as _choice
 from extensions.settingchecks import flag as _flag
 from extensions.settingchecks import number as _number
@@ -63,34 +62,10 @@ def _schemes(settings: BaseSettings, name: str) -> str | None:
 
 
 HOST_RATES_FORM = 'hosts to requests per second, e.g. {"example.com": 2}'
-RULES_FORM = 'URL regexes to seconds, e.g. {"/news/": 3600}'
-
-
-def _number_map(
-    settings: BaseSettings, name: str, what: str, what_values: str
-) -> tuple[dict[str, float] | None, str | None]:
-    """A dict setting of finite numbers >= 0, or the problem with it."""
-    try:
-        values = {key: float(value) for key, value in settings.getdict(name).items()}
-    except (TypeError, ValueError):
-        return None, f"must map {what}"
-    if any(not math.isfinite(v) or v < 0 for v in values.values()):
-        return None, f"{what_values} must be 0 or positive"
-    return values, None
 
 
 def _host_rates(settings: BaseSettings, name: str) -> str | None:
-    _, problem = _number_map(settings, name, HOST_RATES_FORM, "rates (0: no limit)")
-    return problem
-
-
-def _recrawl_rules(settings: BaseSettings, name: str) -> str | None:
-    rules, problem = _number_map(settings, name, RULES_FORM, "intervals (0: never again)")
-    for pattern in rules or ():
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            return f"{pattern!r} is not a regular expression: {exc}"
+    _, problem = number_map(settings, name, HOST_RATES_FORM, "rates (0: no limit)")
     return problem
 
 
@@ -139,13 +114,6 @@ def _gc_threshold(settings: BaseSettings, name: str) -> str | None:
         gctuning.parse_threshold(settings.get(name, defaults.GC_THRESHOLD))
     except ValueError as problem:
         return str(problem)
-    return None
-
-
-def _names(settings: BaseSettings, name: str) -> str | None:
-    names = settings.getlist(name, [])
-    if not all(isinstance(n, str) and n for n in names):
-        return 'must be a list of field names, e.g. ["fetched_at"]'
     return None
 
 
@@ -250,16 +218,6 @@ CHECKS: dict[str, Check] = {
     "TRAP_REPEATED_SEGMENTS": _number(int, 0),
     "TRAP_QUERY_VARIANTS": _number(int, 0),
     "CLUSTER_HOST_RATES": _host_rates,
-    "RECRAWL_AFTER": _number(float, 0),
-    "RECRAWL_RULES": _recrawl_rules,
-    "RECRAWL_ADAPTIVE": _flag,
-    "RECRAWL_MIN": _number(float, 0, above=True),
-    "RECRAWL_MAX": _number(float, 0, above=True),
-    "RECRAWL_FEED_BATCH": _number(int, 1),
-    "RECRAWL_FINGERPRINT": _choice("body", "items"),
-    "RECRAWL_STORE": _choice("auto", "redis", "mongo"),
-    "RECRAWL_CLAIM_TIMEOUT": _number(float, 0, above=True),
-    "RECRAWL_IGNORE_FIELDS": _names,
     "PROXY_BAN_STATUSES": _int_list(100, 599, "HTTP status codes"),
     "USER_AGENT_ROTATION": _flag,
     "USER_AGENT_POOL_SIZE": _number(int, 1),
@@ -282,7 +240,7 @@ CHECKS: dict[str, Check] = {
     "RENDER_PAGES_PER_BROWSER": _number(int, 1),
     "RENDER_MEMORY_LIMIT_MB": _number(int, 64),
     "RENDER_PAGE_TIMEOUT": _number(float, 0, above=True),
-    "RENDER_BLOCK_RESOURCES": _names,
+    "RENDER_BLOCK_RESOURCES": names,
     "RENDER_WAIT_FOR_NODES": _flag,
     "RENDER_AUTO": _flag,
     "RENDER_AUTO_URLS": _regexes,

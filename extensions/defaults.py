@@ -148,7 +148,6 @@ FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
 FRONTIER_PARTS_BASE = {
     "extensions.frontier.crawls.part.CrawlsPart": 100,
     "extensions.frontier.render.part.RenderPart": 200,
-    "extensions.frontier.recrawls.part.RecrawlPart": 300,
     "extensions.frontier.overflow.part.OverflowPart": 400,
     "extensions.frontier.hosts.levels.HostLevels": 500,
 }
@@ -308,18 +307,6 @@ ITEMS_DIR = "data"  # folder of the JSON Lines store: ITEMS_DIR/NAME/NODE.jsonl
 ITEM_STORE_BATCH_SIZE = 500  # items per write
 ITEM_STORE_FLUSH_INTERVAL = 1.0  # seconds an item waits at most before its batch is written
 ITEM_STORE_MAX_PENDING = 5000  # items buffered or being written before the crawl is made to wait
-
-# --- recrawls (extensions/downloadermiddlewares/recrawl.py) ---
-RECRAWL_AFTER = 0.0  # seconds until a fetched page is fetched again; 0 = never
-RECRAWL_RULES: dict[str, float] = {}  # URL regex -> seconds, before RECRAWL_AFTER
-RECRAWL_ADAPTIVE = False  # unchanged pages wait longer, changed ones less
-RECRAWL_MIN = 3600.0  # seconds: the adaptive interval's floor
-RECRAWL_MAX = 30 * 86400.0  # seconds: the adaptive interval's ceiling
-RECRAWL_FINGERPRINT = "body"  # what tells a change: "body", or "items" the page yields
-RECRAWL_IGNORE_FIELDS: list[str] = []  # item fields that are not content (a timestamp)
-RECRAWL_STORE = "auto"  # where pages' recrawl state lives: redis, mongo (auto: mongo if MONGO_URI)
-RECRAWL_CLAIM_TIMEOUT = 600.0  # s: due pages a node took from MongoDB are its own this long
-RECRAWL_FEED_BATCH = 500  # due pages a heartbeat moves into the queue, per shard
 
 # --- browser rendering (extensions/render) ---
 RENDER_ENABLED = False  # this node renders (a render node) when it also finds a browser

@@ -64,8 +64,6 @@ SPILLERS = "%(name)s:spillers"
 OVERFLOW = "%(name)s:overflow:%(group)s"
 REFILL = "%(name)s:refill"
 REFILLED = "%(name)s:refilled"
-REVISIT = "%(name)s:revisit"
-DUE = "%(name)s:due"
 DNS = "%(name)s:dns:%(host)s"
 DOMAIN = "%(name)s:domain:%(domain)s"
 ADDRESS = "%(name)s:ip:%(address)s"
@@ -93,8 +91,6 @@ class SpiderKeys:
     bloom_prefix: str
     bloom_count: str
     delayed: str
-    revisit: str
-    due: str
     nodes: str
     checkpoint: str
     dlq: str
@@ -156,8 +152,6 @@ class SpiderKeys:
             bloom_prefix=BLOOM % subs,
             bloom_count=BLOOM_COUNT % subs,
             delayed=DELAYED % subs,
-            revisit=REVISIT % subs,
-            due=DUE % subs,
             nodes=NODES % subs,
             checkpoint=CHECKPOINT % subs,
             dlq=DLQ % subs,

@@ -83,13 +83,6 @@ key                            type    holds
                                        dupefilter holds scrapy-redis's request fingerprints
 ``NAME:migrating:WHAT``       any     scrapy-redis's queue (``requests``) and dupefilter while
                                        ``scrapy migrate`` converts them (gone once converted)
-``NAME:revisit``               hash    RECRAWL_AFTER: request fingerprint (hex) -> "GROUP\nJSON",
-                                       the request to fetch again, its validators and
-                                       content fingerprint in its meta ``recrawl``; with
-                                       RECRAWL_STORE = "mongo", only the pages moved from
-                                       MongoDB into the queue: fingerprint -> group
-``NAME:due``                   zset    RECRAWL_AFTER: request fingerprint -> when it is due
-                                       again (ms since epoch)
 ``NAME:crawls``                hash    crawls under an id (scrapy seed --crawl ID): id -> state
                                        (running, paused, stopped, expired); '*' = paused
                                        pauses every crawl, '' the crawl without an id

@@ -75,3 +75,23 @@ def component(method: str) -> Check:
         return None
 
     return check
+
+
+def number_map(
+    settings: BaseSettings, name: str, what: str, what_values: str
+) -> tuple[dict[str, float] | None, str | None]:
+    """A dict setting of finite numbers >= 0, or the problem with it."""
+    try:
+        values = {key: float(value) for key, value in settings.getdict(name).items()}
+    except (TypeError, ValueError):
+        return None, f"must map {what}"
+    if any(not math.isfinite(v) or v < 0 for v in values.values()):
+        return None, f"{what_values} must be 0 or positive"
+    return values, None
+
+
+def names(settings: BaseSettings, name: str) -> str | None:
+    names = settings.getlist(name, [])
+    if not all(isinstance(n, str) and n for n in names):
+        return 'must be a list of field names, e.g. ["fetched_at"]'
+    return None

@@ -34,9 +34,9 @@ from twisted.internet import threads
 
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
-from extensions.frontier.recrawls.revisits import RecrawlStore
 from extensions.keys import SpiderKeys
 from extensions.recrawl.lastmod import LASTMOD_SLACK, apply_lastmods, parse_lastmod
+from extensions.recrawl.redisstore import RecrawlStore
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:

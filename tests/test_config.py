@@ -142,7 +142,7 @@ def test_the_public_paths_users_put_in_their_settings_still_load():
     "path",
     [
         "extensions.frontier.scheduler.DistributedScheduler",
-        "extensions.downloadermiddlewares.recrawl.RecrawlMiddleware",
+        "extensions.recrawl.middleware.RecrawlMiddleware",
         "extensions.downloadermiddlewares.retry.BackoffRetryMiddleware",
         "extensions.downloadermiddlewares.pushback.PushbackMiddleware",
         "extensions.downloadermiddlewares.politeness.ClusterPolitenessMiddleware",

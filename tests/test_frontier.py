@@ -146,10 +146,13 @@ def test_clear_keeps_start_urls_and_dead_letters(redis_client, keys):
     redis_client.lpush(keys.start_urls, "http://a/")
     redis_client.lpush(keys.dlq, "{}")
     redis_client.xadd(keys.holds, {"g": "a", "u": "1"})
+    # the recrawl state its package declares goes with the crawl
+    redis_client.hset(keys.named("revisit"), "ab", "a\n{}")
+    redis_client.zadd(keys.named("due"), {"ab": 1})
     Upkeep(frontier).clear()
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.in_flight, sizes.seen) == (0, 0, 0)
-    assert not redis_client.exists(keys.holds)
+    assert not redis_client.exists(keys.holds, keys.named("revisit"), keys.named("due"))
     assert (sizes.start_urls, sizes.dlq) == (1, 1)
 
 

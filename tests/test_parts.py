@@ -16,10 +16,10 @@ from extensions.frontier.crawls.part import CrawlsPart
 from extensions.frontier.overflow.part import OverflowPart
 from extensions.frontier.part import FrontierPart, StatusParts, StatusView
 from extensions.frontier.ranks.part import RanksPart
-from extensions.frontier.recrawls.part import RecrawlPart
 from extensions.frontier.render.part import RenderPart
 from extensions.keys import SpiderKeys
 from extensions.observability.status import crawl_status
+from extensions.recrawl.part import RecrawlPart
 from tests.conftest import queued
 from tests.test_scheduler_unit import dlq, open_scheduler, stop_loops
 

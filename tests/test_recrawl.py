@@ -5,9 +5,9 @@ import urllib.request
 
 from demosite.flaky import CHANGE_EVERY, CHANGING_PAGES
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.recrawls.revisits import RecrawlStore
 from extensions.keys import SpiderKeys
 from extensions.recrawl.records import revisit_page
+from extensions.recrawl.redisstore import RecrawlStore
 from servers import services
 from servers.clients import redis_at
 from tests.conftest import crawler_with_addon, queued, read_items, site_hits
@@ -136,7 +136,7 @@ def test_a_page_down_at_its_recrawl_is_dead_lettered_and_stays_on_the_schedule(
 
 def test_an_adaptive_interval_grows_while_a_page_stays_the_same_and_shrinks_when_it_changes():
 
-    from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
+    from extensions.recrawl.middleware import RecrawlMiddleware
 
     settings = {"RECRAWL_ADAPTIVE": True, "RECRAWL_MIN": 60, "RECRAWL_MAX": 1000}
     middleware = RecrawlMiddleware(crawler_with_addon(settings=settings))
@@ -155,7 +155,7 @@ def test_a_pages_validators_do_not_follow_its_meta_into_another_pages_request():
     the page's ETag for another page (a wrong 304 would hide that page)."""
     from scrapy import Request
 
-    from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
+    from extensions.recrawl.middleware import RecrawlMiddleware
 
     state = {"url": "http://a.example/1", "etag": '"v1"', "last_modified": "x"}
     middleware = RecrawlMiddleware.__new__(RecrawlMiddleware)
@@ -232,8 +232,8 @@ def test_with_items_as_the_fingerprint_a_page_changes_only_when_its_items_do():
     from scrapy import Request, Spider
     from scrapy.http import HtmlResponse
 
-    from extensions.downloadermiddlewares.recrawl import RecrawlItemsMiddleware, RecrawlMiddleware
     from extensions.frontier.leased import leased_for
+    from extensions.recrawl.middleware import RecrawlItemsMiddleware, RecrawlMiddleware
     from extensions.recrawl.revisits import revisits_for
 
     class Prices(Spider):
@@ -363,8 +363,8 @@ def test_a_kept_page_that_fails_for_good_stays_kept_and_one_that_is_gone_is_drop
     from scrapy import Request, Spider
     from scrapy.http import HtmlResponse
 
-    from extensions.downloadermiddlewares.recrawl import RecrawlMiddleware
     from extensions.frontier.leased import leased_for
+    from extensions.recrawl.middleware import RecrawlMiddleware
     from extensions.recrawl.revisits import revisits_for
 
     crawler = crawler_with_addon(Spider, {"RECRAWL_AFTER": 60})

@@ -213,7 +213,7 @@ def test_at_close_a_status_batch_still_in_its_thread_is_stored_and_its_leases_re
                             json.dumps({"url": request.url}).encode())  # fmt: skip
     scheduler.node._collect_finished()
     # as StatusBatches.write leaves a batch whose worker thread has not returned yet
-    from extensions.frontier.recrawls.part import RecrawlPart
+    from extensions.recrawl.part import RecrawlPart
 
     statuses = scheduler.node.parts.get(RecrawlPart).statuses
     statuses.in_flight, statuses.pending = statuses.pending, []

@@ -133,8 +133,8 @@ def test_lastmod_moves_a_changed_page_to_now_and_an_unchanged_one_an_interval_ou
     import time
 
     from extensions.frontier.frontier import Frontier
-    from extensions.frontier.recrawls.revisits import RecrawlStore
     from extensions.keys import SpiderKeys
+    from extensions.recrawl.redisstore import RecrawlStore
     from extensions.recrawl.statusstore import MongoStatusStore
 
     frontier = RecrawlStore(Frontier(redis_at(redis_url), SpiderKeys.for_spider("s"), "n1"))
@@ -182,8 +182,8 @@ def test_a_lastmod_that_does_not_parse_or_lies_ahead_moves_nothing(redis_url):
     import time
 
     from extensions.frontier.frontier import Frontier
-    from extensions.frontier.recrawls.revisits import RecrawlStore
     from extensions.keys import SpiderKeys
+    from extensions.recrawl.redisstore import RecrawlStore
     from tests.spiders import BooksSitemapSpider
 
     crawler = crawler_with_addon(
@@ -222,8 +222,8 @@ def test_a_plain_distributed_spider_reads_a_urlset_with_its_rules_and_lastmod(re
     from scrapy.http import XmlResponse
 
     from extensions.frontier.frontier import Frontier
-    from extensions.frontier.recrawls.revisits import RecrawlStore
     from extensions.keys import SpiderKeys
+    from extensions.recrawl.redisstore import RecrawlStore
     from tests.spiders import BooksFromRobotsSpider
 
     crawler = crawler_with_addon(

@@ -12,7 +12,7 @@ from scrapy.exceptions import UsageError
 from extensions import compat, installed, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.recrawls.revisits import RecrawlStore
+from extensions.recrawl.redisstore import RecrawlStore
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from extensions import connection
+from extensions import capability, connection
 from extensions.compat import PICKLE_PREFIX
 from extensions.frontier.groups import group_for
 from extensions.frontier.redisops import load_script, push_start_entries, run_named
@@ -77,13 +77,16 @@ class Upkeep:
                 keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
                 keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
                 keys.held, keys.banned, keys.holds,
-                keys.bloom_count, keys.shards_key, keys.revisit, keys.due,
+                keys.bloom_count, keys.shards_key,
                 keys.crawls, keys.turns, keys.crawl_ends,
                 keys.ready + ":render", keys.turns + ":render", keys.render_nodes,
                 keys.render_auto, keys.lines, keys.params_hosts, keys.params_learned,
                 keys.payment_required,
             ]  # fmt: skip
             doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
+            # the crawl state a capability declares (recrawls' revisit and due keys)
+            doomed += [keys.named(name) for name, key in capability.keys().items()
+                       if key.crawl_state]  # fmt: skip
             self.server.delete(*doomed)
             patterns = (keys.bloom_prefix, keys.queue(""), keys.data(""), keys.host(""),
                         keys.dupefilter + ":", keys.crawl(""), keys.domain(""),

@@ -39,7 +39,7 @@ from extensions.recrawl.records import RecrawlSchedule, revisit_request
 if TYPE_CHECKING:
     import pymongo
 
-    from extensions.frontier.recrawls.revisits import RecrawlStore
+    from extensions.recrawl.redisstore import RecrawlStore
 
 logger = logging.getLogger(__name__)
 

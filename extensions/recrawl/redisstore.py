@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
 
 HOUR_MS = 3_600_000
+# its scripts, in this package (they push: they carry the crawl's pieces)
+FEED, REQUEUE = f"{__package__}:recrawl_feed", f"{__package__}:recrawl_requeue"
 
 
 def _left(limit: int | None, done: int) -> int | None:
@@ -41,21 +43,21 @@ class RecrawlStore:
             keys = self.shards[shard]
             target = pipe or self.server
             target.hset(
-                keys.revisit,
+                keys.named("revisit"),
                 mapping={fp: group.encode() + b"\n" + data for fp, group, _, data in part},
             )
-            target.zadd(keys.due, {fp: int(due * 1000) for fp, _, due, _ in part})
+            target.zadd(keys.named("due"), {fp: int(due * 1000) for fp, _, due, _ in part})
 
     def feed_due(self, limit: int, in_turn: bool = True) -> int:
         """Queue up to ``limit`` pages per shard whose recrawl is due, in a
         heartbeat's turn of shards (or in every shard); returns how many were queued."""
         now = now_ms()
         results = self.frontier.in_scopes(
-            self.frontier.manifest.script("recrawl_feed"),
+            self.frontier.manifest.script(FEED),
             lambda keys: (
                 {
-                    "due": keys.due,
-                    "revisit": keys.revisit,
+                    "due": keys.named("due"),
+                    "revisit": keys.named("revisit"),
                     "ready": keys.ready,
                     "waiting": keys.waiting,
                     "frontier": keys.frontier,
@@ -82,13 +84,11 @@ class RecrawlStore:
             items: list[Any] = []
             for fingerprint, group, data in part:
                 items.extend((fingerprint, group, data))
-            script_keys = {"revisit": keys.revisit, "ready": keys.ready,
+            script_keys = {"revisit": keys.named("revisit"), "ready": keys.ready,
                            "waiting": keys.waiting, "frontier": keys.frontier}  # fmt: skip
             args = {"queue_prefix": keys.queue(""), "data_prefix": keys.data("")}
             queued += int(
-                run_named(
-                    self.frontier.manifest.script("recrawl_requeue"), script_keys, args, items=items
-                )
+                run_named(self.frontier.manifest.script(REQUEUE), script_keys, args, items=items)
             )
         return queued
 
@@ -96,7 +96,7 @@ class RecrawlStore:
         """Forget the queued marks of (fingerprint in hex, group) pages whose new
         status is in the store outside Redis."""
         for shard, part in self.frontier.by_shard(entries, lambda entry: entry[1]).items():
-            (pipe or self.server).hdel(self.shards[shard].revisit, *(fp for fp, _ in part))
+            (pipe or self.server).hdel(self.shards[shard].named("revisit"), *(fp for fp, _ in part))
 
     def recrawl_schedule(self, hours: int = 24) -> RecrawlSchedule:
         """The pages kept for a recrawl, how many are due now, and how many fall
@@ -104,11 +104,11 @@ class RecrawlStore:
         now = now_ms()
         pipe = self.server.pipeline(transaction=False)
         for keys in self.shards:
-            pipe.hlen(keys.revisit)
-            pipe.zcount(keys.due, "-inf", now)
+            pipe.hlen(keys.named("revisit"))
+            pipe.zcount(keys.named("due"), "-inf", now)
             for hour in range(hours):
                 start, end = now + hour * HOUR_MS, now + (hour + 1) * HOUR_MS
-                pipe.zcount(keys.due, f"({start}", end)
+                pipe.zcount(keys.named("due"), f"({start}", end)
         counts = [int(n) for n in execute(pipe)]
         stride = hours + 2
         shards = [counts[i : i + stride] for i in range(0, len(counts), stride)]
@@ -131,7 +131,7 @@ class RecrawlStore:
         chosen = unreadable = 0
         for keys in self.shards:
             batch: list[bytes] = []
-            for fingerprint, record in self.server.hscan_iter(keys.revisit, count=1000):
+            for fingerprint, record in self.server.hscan_iter(keys.named("revisit"), count=1000):
                 page = revisit_page(record)
                 if page is None:
                     unreadable += 1
@@ -158,7 +158,7 @@ class RecrawlStore:
         sooner = later = 0
         for shard, part in self.frontier.by_shard(entries, lambda entry: entry[1]).items():
             keys = self.shards[shard]
-            records: list[Any] = self.server.hmget(keys.revisit, [fp for fp, _, _ in part])
+            records: list[Any] = self.server.hmget(keys.named("revisit"), [fp for fp, _, _ in part])
             due_now: dict[str, int] = {}
             put_off: dict[str, int] = {}
             for (fp, _, modified), record in zip(part, records, strict=True):
@@ -172,9 +172,9 @@ class RecrawlStore:
                     put_off[fp] = now + int(interval * 1000)
             pipe = self.server.pipeline(transaction=False)
             if due_now:
-                pipe.zadd(keys.due, due_now, xx=True, lt=True, ch=True)
+                pipe.zadd(keys.named("due"), due_now, xx=True, lt=True, ch=True)
             if put_off:
-                pipe.zadd(keys.due, put_off, xx=True, gt=True, ch=True)
+                pipe.zadd(keys.named("due"), put_off, xx=True, gt=True, ch=True)
             results = iter(execute(pipe))
             sooner += int(next(results)) if due_now else 0
             later += int(next(results)) if put_off else 0
@@ -188,9 +188,9 @@ class RecrawlStore:
         # only pages waiting for their date (XX): the others are queued or in flight
         pipe = self.server.pipeline(transaction=False)
         for fingerprint in fingerprints:
-            pipe.zscore(keys.due, fingerprint)
+            pipe.zscore(keys.named("due"), fingerprint)
         scores = execute(pipe)
         waiting = [fp for fp, s in zip(fingerprints, scores, strict=True) if s is not None][:limit]
         if waiting:
-            self.server.zadd(keys.due, dict.fromkeys(waiting, now), xx=True, lt=True)
+            self.server.zadd(keys.named("due"), dict.fromkeys(waiting, now), xx=True, lt=True)
         return len(waiting)

@@ -16,10 +16,10 @@ from twisted.python.failure import Failure
 
 from extensions.frontier.context import WriteSection
 from extensions.frontier.part import FrontierPart, StatusView
-from extensions.frontier.recrawls.revisits import RecrawlStore
-from extensions.frontier.recrawls.statuses import StatusBatches
 from extensions.meta import DEAD_LETTERED
+from extensions.recrawl.redisstore import RecrawlStore
 from extensions.recrawl.revisits import revisits_for
+from extensions.recrawl.statuses import StatusBatches
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
 
 if TYPE_CHECKING:
