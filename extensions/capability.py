@@ -33,6 +33,7 @@ Check = Callable[["BaseSettings", str], "str | None"]
 
 #: the modules whose CAPABILITY the stack takes in, in order
 DECLARED = (
+    "extensions.frontier.overflow.declared",
     "extensions.frontier.ranks.declared",
     "extensions.recrawl.declared",
     "extensions.warc.declared",

@@ -159,12 +159,6 @@ CHECKS: dict[str, Check] = {
     "FRONTIER_FETCH_BATCH": _number(int, 1, 10_000),
     "FRONTIER_MAX_UNCONFIRMED": _number(int, 0),
     "FRONTIER_ENQUEUE_BATCH": _number(int, 1, 100_000),
-    "FRONTIER_OVERFLOW": _choice(None, "mongo"),
-    "FRONTIER_HOST_QUEUE_MAX": _number(int, 1),
-    "FRONTIER_OVERFLOW_BATCH": _number(int, 1, 10_000),
-    "FRONTIER_OVERFLOW_INTERVAL": _number(float, 0, above=True),
-    "FRONTIER_OVERFLOW_BACKLOG": _number(int, 1),
-    "FRONTIER_START_URLS_MAX": _number(int, 1),
     "FRONTIER_LEASE_TIMEOUT": _number(float, 0, above=True),
     "FRONTIER_RELEASE_INTERVAL": _number(float, 0, above=True),
     "FRONTIER_IDLE_POLL_MIN": _number(float, 0, above=True),
@@ -270,8 +264,6 @@ def _relations(settings: BaseSettings) -> list[str]:
             "NODE_TIMEOUT must be longer than NODE_HEARTBEAT_INTERVAL, or live nodes "
             "look dead between two heartbeats"
         )
-    if settings.get("FRONTIER_OVERFLOW") == "mongo" and not settings.get("MONGO_URI"):
-        problems.append('FRONTIER_OVERFLOW = "mongo" needs MONGO_URI (where the overflow goes)')
     if value("ITEM_STORE_MAX_PENDING") < value("ITEM_STORE_BATCH_SIZE"):
         problems.append("ITEM_STORE_MAX_PENDING must be at least ITEM_STORE_BATCH_SIZE")
     if value("DNS_CACHE_MAX_TTL") < value("DNS_CACHE_MIN_TTL"):

@@ -148,24 +148,10 @@ FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
 FRONTIER_PARTS_BASE = {
     "extensions.frontier.crawls.part.CrawlsPart": 100,
     "extensions.frontier.render.part.RenderPart": 200,
-    "extensions.frontier.overflow.part.OverflowPart": 400,
     "extensions.frontier.hosts.levels.HostLevels": 500,
 }
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
 FRONTIER_PARTS: dict[str, int | None] = {}
-# FRONTIER_OVERFLOW = "mongo" (needs MONGO_URI): each host group keeps at most
-# FRONTIER_HOST_QUEUE_MAX requests in Redis, the rest in MongoDB (NAME_frontier),
-# back in order as the group drains; None keeps the whole frontier in Redis
-FRONTIER_OVERFLOW = None
-FRONTIER_HOST_QUEUE_MAX = 200  # a group's requests in Redis at most (its head)
-FRONTIER_OVERFLOW_BATCH = 1000  # requests one spill or one group's refill moves at most
-FRONTIER_OVERFLOW_INTERVAL = 0.5  # seconds between a node's turns at spilling and refilling
-# spill records Redis holds while MongoDB cannot take them; past that, nodes lease
-# no more (the crawl slows rather than drops)
-FRONTIER_OVERFLOW_BACKLOG = 200_000
-# with FRONTIER_OVERFLOW: start entries scrapy seed keeps in Redis at most, pushing more
-# as nodes take them
-FRONTIER_START_URLS_MAX = 100_000
 # seconds ahead a request may be parked (retries, politeness, resting proxies);
 # later than that is refused and dead-lettered, so nothing waits forever
 FRONTIER_MAX_DELAY = 86400.0

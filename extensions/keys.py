@@ -58,12 +58,6 @@ RENDER_NODES = "%(name)s:render_nodes"
 RENDER_AUTO = "%(name)s:render_auto"
 SERIES = "%(name)s:series"
 AUDIT = "%(name)s:audit"
-SPILL = "%(name)s:spill"
-SPILLING = "%(name)s:spilling:%(node)s"
-SPILLERS = "%(name)s:spillers"
-OVERFLOW = "%(name)s:overflow:%(group)s"
-REFILL = "%(name)s:refill"
-REFILLED = "%(name)s:refilled"
 DNS = "%(name)s:dns:%(host)s"
 DOMAIN = "%(name)s:domain:%(domain)s"
 ADDRESS = "%(name)s:ip:%(address)s"
@@ -300,28 +294,6 @@ class SpiderKeys:
 
     def migrating(self, what: str) -> str:
         return MIGRATING % {"name": self.prefix, "what": what}
-
-    @property
-    def spill(self) -> str:
-        return SPILL % {"name": self.prefix}
-
-    def spilling(self, node: str) -> str:
-        return SPILLING % {"name": self.prefix, "node": node}
-
-    @property
-    def spillers(self) -> str:
-        return SPILLERS % {"name": self.prefix}
-
-    def overflow(self, group: str) -> str:
-        return OVERFLOW % {"name": self.prefix, "group": group}
-
-    @property
-    def refill(self) -> str:
-        return REFILL % {"name": self.prefix}
-
-    @property
-    def refilled(self) -> str:
-        return REFILLED % {"name": self.prefix}
 
     def leases_prefix(self) -> str:
         return self.leases("")

@@ -115,21 +115,6 @@ key                            type    holds
                                        minutes since the epoch
 ``NAME:audit``                 list    what people did in the console (newest first, at
                                        most 1,000): JSON with time, user, action, detail
-``NAME:spill``                 list    FRONTIER_OVERFLOW: requests on their way to MongoDB
-                                       (``NAME_frontier``): GROUP, ID, LIFE (the request's
-                                       trip out: 'lives' in NAME:frontier counts them),
-                                       ORDER and JSON, one per line
-``NAME:spilling:NODE``         list    the batch NODE is writing to MongoDB (written again
-                                       by any node if NODE dies)
-``NAME:spillers``              zset    nodes with such a batch -> when they took it (ms)
-``NAME:overflow:GROUP``        hash    that group's requests out of Redis: n (in MongoDB or
-                                       on their way), floor (none has a better order),
-                                       transit (on their way), tmin (the best of those)
-``NAME:refill``                zset    groups due for a refill from MongoDB -> when one may
-                                       be claimed (ms; a claim pushes it ahead)
-``NAME:refilled``              hash    requests back from MongoDB whose documents are not
-                                       yet marked taken: GROUP, ID and LIFE, one per
-                                       line -> node
 ``NAME:dns:HOST``              string  DNS_SHARED: HOST's addresses for every node, JSON
                                        {"a": [addresses]}, or {"error": "NXDOMAIN"};
                                        expires with the answer's TTL (DNS_CACHE_MIN_TTL to
@@ -233,14 +218,6 @@ WRITTEN_BY = {
     "render_auto": "render/autocheck.py (RENDER_AUTO learns and unlearns patterns)",
     "series": "checkpoint.py (every node's heartbeat adds its minute and drops the oldest)",
     "audit": "console/actions.py (each action taken in the console)",
-    "spill": "enqueue*.lua, lease.lua, reclaim.lua, recrawl_requeue.lua (a group over its "
-    "bound); overflow_take.lua takes",
-    "spilling": "overflow_take.lua, spill_done.lua",
-    "spillers": "overflow_take.lua, spill_done.lua",
-    "overflow": "the scripts that queue (spill), spill_done.lua, refill.lua",
-    "refill": "_overflow.lua (in lease.lua, crawl_drain.lua), spill_done.lua, overflow_take.lua "
-    "(claims), refill.lua",
-    "refilled": "refill.lua; spilling.py (once the documents are marked taken)",
     "dns": "dns/resolver.py (the first node to resolve a host)",
     "domain": "lease.lua, send_slot.lua; claim_levels.lua (sharded)",
     "address": "lease.lua, send_slot.lua, host_feedback.lua (a server that refuses); "

@@ -61,6 +61,11 @@ BAD_VALUES = [
     ("WARC_DIR", "ftp://archive/warc"),
     ("WARC_DIR", "s3:///no-bucket"),
     ("WARC_DIGESTS_IN_REDIS", -1),
+    ("RECRAWL_RULES", {"/news/(": 3600}),
+    ("RECRAWL_STORE", "disk"),
+    ("FRONTIER_OVERFLOW", "redis"),
+    ("FRONTIER_OVERFLOW", "mongo"),  # and no MONGO_URI: where would it go?
+    ("FRONTIER_HOST_QUEUE_MAX", 0),
 ]
 
 

@@ -12,8 +12,9 @@ import pytest
 
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
-from extensions.frontier.overflow.spilling import TAKE, Overflow, OverflowLimits
+from extensions.frontier.overflow.spilling import Overflow
 from extensions.frontier.overflow.store import MongoOverflow
+from extensions.frontier.overflow.turn import TAKE, OverflowLimits, take_keys
 from extensions.frontier.redisops import fields, run_named
 from extensions.keys import SpiderKeys
 
@@ -103,18 +104,18 @@ def test_a_group_keeps_its_bound_in_redis_and_the_rest_comes_back_in_order(overf
     assert sizes.queued == 43 and sizes.spilled == 38
     overflow.turn()
     assert overflow.store.waiting_count("a.test") == 38
-    assert frontier.server.llen(keys.spill) == 0
+    assert frontier.server.llen(keys.named("spill")) == 0
     assert drain(frontier, overflow) == high + urls
     sizes = frontier.sizes()
     assert (sizes.queued, sizes.spilled) == (0, 0)
     assert overflow.store.waiting_count() == 0
-    assert not frontier.server.exists(keys.overflow("a.test"))
+    assert not frontier.server.exists(keys.named("overflow", group="a.test"))
 
 
 def test_hosts_with_little_work_never_touch_mongodb(overflow_setup):
     frontier, overflow = overflow_setup(queue_max=5)
     frontier.enqueue([entry(f"http://small{n}.test/{i}") for n in range(20) for i in range(5)])
-    assert frontier.server.llen(frontier.keys.spill) == 0
+    assert frontier.server.llen(frontier.keys.named("spill")) == 0
     overflow.turn()
     assert overflow_setup.db["t_frontier"].count_documents({}) == 0
 
@@ -136,8 +137,7 @@ def test_a_request_found_while_the_group_has_work_in_mongodb_waits_its_turn(over
 def take_spill_batch(overflow: Overflow, keys: SpiderKeys, node: str) -> list[bytes]:
     """What a node's turn takes first: a spill batch moved into ``node``'s journal
     (overflow_take.lua), before it is written to MongoDB."""
-    script_keys = {"spill": keys.spill, "journal": keys.spilling(node), "spillers": keys.spillers,
-                   "refill": keys.refill, "frontier": keys.frontier}  # fmt: skip
+    script_keys = take_keys(keys, node)
     args = {"node": node, "now": 1, "batch": 1000, "claim_ms": 60000, "groups": 0,
             "queue_prefix": keys.queue("")}  # fmt: skip
     return fields(run_named(overflow.scripts.script(TAKE), script_keys, args))["batch"]
@@ -157,7 +157,7 @@ def test_a_node_dying_after_its_spill_write_leaves_nothing_doubled(overflow_setu
     redis_client.zrem(keys.nodes, "dies")  # its heartbeat is gone
     on_peer, peer = overflow_setup(node="peer", queue_max=2)
     assert drain(on_peer, peer) == [f"http://a.test/{n}" for n in range(8)]
-    assert not redis_client.exists(keys.spilling("dies"))
+    assert not redis_client.exists(keys.named("spilling", node="dies"))
     assert frontier.sizes().queued == 0 and peer.store.waiting_count() == 0
 
 
@@ -171,13 +171,13 @@ def test_a_node_dying_mid_refill_leaves_nothing_doubled(overflow_setup, redis_cl
     # the refill queued its requests, and the node died before MongoDB heard
     overflow._settle = lambda *args: None  # type: ignore[method-assign]
     overflow.turn()
-    assert redis_client.hlen(keys.refilled) == 2
+    assert redis_client.hlen(keys.named("refilled")) == 2
     assert overflow.store.waiting_count("a.test") == 4  # still waiting there too
     redis_client.zrem(keys.nodes, "dies")
     on_peer, peer = overflow_setup(node="peer", queue_max=2)
     rest = drain(on_peer, peer)
     assert rest == [f"http://a.test/{n}" for n in range(2, 6)]
-    assert redis_client.hlen(keys.refilled) == 0
+    assert redis_client.hlen(keys.named("refilled")) == 0
     assert peer.store.waiting_count() == 0
 
 
@@ -275,14 +275,14 @@ def test_a_refill_whose_claim_ran_out_does_nothing(overflow_setup, redis_client)
 
     def slow_read(*args):
         found = waiting(*args)
-        redis_client.zadd(keys.refill, {"a.test": 1})  # another node's claim meanwhile
+        redis_client.zadd(keys.named("refill"), {"a.test": 1})  # another node's claim meanwhile
         return found
 
     overflow.store.waiting = slow_read  # type: ignore[method-assign]
     overflow.turn()
     overflow.store.waiting = waiting  # type: ignore[method-assign]
     assert redis_client.zcard(keys.queue("a.test")) == 0  # nothing queued by the late one
-    assert redis_client.hlen(keys.refilled) == 0
+    assert redis_client.hlen(keys.named("refilled")) == 0
     assert drain(frontier, overflow) == [f"http://a.test/{n}" for n in range(2, 6)]
 
 
@@ -317,10 +317,10 @@ def test_a_node_that_heard_nothing_for_a_while_takes_no_live_nodes_journal(
     redis_client.zadd(keys.nodes, {"other": int((now - 40) * 1000)})  # silent for 40 s
     peer._heard = now - 35  # and the peer heard nothing for 35 s: it cannot tell
     peer.turn_done(peer.turn())
-    assert redis_client.llen(keys.spilling("other")) == 6
+    assert redis_client.llen(keys.named("spilling", node="other")) == 6
     assert peer.store.waiting_count() == 0
 
     peer._last_recover = 0.0  # the next recovery, now that the peer hears Redis
     peer.turn_done(peer.turn())
-    assert not redis_client.exists(keys.spilling("other"))
+    assert not redis_client.exists(keys.named("spilling", node="other"))
     assert peer.store.waiting_count() == 6

@@ -22,8 +22,9 @@ import bson
 import redis
 
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.overflow.spilling import Overflow, OverflowLimits
+from extensions.frontier.overflow.spilling import Overflow
 from extensions.frontier.overflow.store import MongoOverflow
+from extensions.frontier.overflow.turn import OverflowLimits
 from extensions.keys import SpiderKeys
 from servers.clients import redis_at
 from tools.crawls_bench import lease_and_release
@@ -60,7 +61,9 @@ def _idle() -> None:
 def _spill_all(overflow: Overflow, client: redis.Redis, keys: SpiderKeys) -> float:
     """Run turns until nothing waits in NAME:spill: seconds taken."""
     began = time.perf_counter()
-    while client.llen(keys.spill) or client.exists(keys.spilling(overflow.node_id)):
+    while client.llen(keys.named("spill")) or client.exists(
+        keys.named("spilling", node=overflow.node_id)
+    ):
         overflow.turn()
     return time.perf_counter() - began
 
@@ -97,7 +100,7 @@ def measure_one(redis_url: str, mongo_uri: str | None, size: int) -> dict[str, A
     spill_seconds = 0.0
     for start in range(0, size - FILL_BATCH, FILL_BATCH):
         frontier.enqueue(_entries(start, FILL_BATCH))
-        if overflow is not None and client.llen(keys.spill) >= 50_000:
+        if overflow is not None and client.llen(keys.named("spill")) >= 50_000:
             spill_seconds += _spill_all(overflow, client, keys)
     began = time.perf_counter()
     frontier.enqueue(_entries(size - FILL_BATCH, FILL_BATCH))

@@ -278,9 +278,11 @@ class ClusterDuties:
         if self._idle_since is None:
             self._idle_since = now
             logger.info("the crawl of %s has no work left anywhere in the cluster", spider.name)
-            # The crawl is over: from here on the shared dupefilter alone decides,
-            # so a recrawl after someone cleared it is not dropped on this node.
-            self.node.forget_sent()
+        # The crawl is over: from here on the shared dupefilter alone decides, so a
+        # recrawl after someone cleared it is not dropped on this node. At every
+        # idle look, not only the first: work pushed and done between two looks
+        # (the engine busy, so no look saw it) left its links here too.
+        self.node.forget_sent()
         close_after = self.close_after(spider)
         if close_after is None or now - self._idle_since < close_after:
             logger.debug("no work anywhere; looking again in %.2f s", self.config.idle_poll_max)

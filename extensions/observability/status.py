@@ -242,13 +242,13 @@ def host_rows(
             pipe.hgetall(keys.host(group))
             pipe.hget(keys.rates, group)
             pipe.hget(keys.crawl_delay, group)
-            pipe.hget(keys.overflow(group), "n")  # FRONTIER_OVERFLOW: out of Redis
+            pipe.hget(keys.named("overflow", group=group), "n")  # FRONTIER_OVERFLOW: out of Redis
             pipe.hgetall(keys.params(group))  # its query parameters learned
         lanes = {group: [*crawl_groups.get(group, ()), render_group(group)] for group in chunk}
         for group in chunk:
             for crawl_group in lanes[group]:
                 pipe.zcard(keys.queue(crawl_group))
-                pipe.hget(keys.overflow(crawl_group), "n")
+                pipe.hget(keys.named("overflow", group=crawl_group), "n")
         replies = pipe.execute()
         in_crawls = iter(replies[6 * len(chunk) :])
         for n, group in enumerate(chunk):

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
-from extensions.frontier.overflow.spilling import Overflow, OverflowLimits
+from extensions.frontier.overflow.spilling import Overflow
 from extensions.frontier.overflow.store import MongoOverflow
+from extensions.frontier.overflow.turn import OverflowLimits
 from extensions.frontier.part import FrontierPart, StatusView
 
 if TYPE_CHECKING:

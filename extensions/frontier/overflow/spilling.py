@@ -27,21 +27,20 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
-from extensions import connection, defaults
+from extensions import connection
 from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.overflow.store import MongoOverflow, SpillRecord
+from extensions.frontier.overflow.turn import REFILL, SPILLED, TAKE, OverflowLimits, Turn, take_keys
 from extensions.frontier.redisops import execute, fields, run_named
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
 
     from extensions.frontier.frontier import Frontier
@@ -55,48 +54,6 @@ CLAIM_SECONDS = 15.0  # a refill claim's life: a node dying with it holds the gr
 REFILL_RETRY_MS = 500  # a group still short of work (its requests on their way) waits this
 RECOVER_EVERY = 10.0  # seconds between looks for what dead nodes left half done
 SWEEP_EVERY = 600.0  # seconds between sweeps of old tombstones
-# the overflow's own scripts (with its piece, _overflow.lua)
-TAKE, SPILLED, REFILL = (
-    f"{__package__}:{name}" for name in ("overflow_take", "spill_done", "refill")
-)
-
-
-@dataclass
-class Turn:
-    """What one turn did, counted in the stats by the reactor."""
-
-    spilled: int = 0
-    refilled: int = 0
-    recovered: int = 0
-    malformed: list[dict[str, Any]] = field(default_factory=list)
-    #: spill records waiting in Redis, all shards together
-    backlog: int = 0
-
-
-@dataclass(frozen=True)
-class OverflowLimits:
-    """The overflow's settings: FRONTIER_HOST_QUEUE_MAX, FRONTIER_OVERFLOW_BATCH,
-    FRONTIER_OVERFLOW_INTERVAL and FRONTIER_OVERFLOW_BACKLOG, and NODE_TIMEOUT
-    (after which a dead node's half-done steps are finished by another) with
-    NODE_HEARTBEAT_INTERVAL (how soon a node speaks again after a silence)."""
-
-    queue_max: int
-    batch: int
-    interval: float
-    backlog_max: int
-    node_timeout: float
-    heartbeat_interval: float = defaults.NODE_HEARTBEAT_INTERVAL
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> OverflowLimits:
-        return cls(
-            queue_max=settings.getint("FRONTIER_HOST_QUEUE_MAX"),
-            batch=settings.getint("FRONTIER_OVERFLOW_BATCH"),
-            interval=settings.getfloat("FRONTIER_OVERFLOW_INTERVAL"),
-            backlog_max=settings.getint("FRONTIER_OVERFLOW_BACKLOG"),
-            node_timeout=settings.getfloat("NODE_TIMEOUT"),
-            heartbeat_interval=settings.getfloat("NODE_HEARTBEAT_INTERVAL"),
-        )
 
 
 class Overflow:
@@ -261,8 +218,7 @@ class Overflow:
         for keys in shards:
             run_named(
                 self.scripts.script(TAKE),
-                {"spill": keys.spill, "journal": keys.spilling(self.node_id),
-                 "spillers": keys.spillers, "refill": keys.refill, "frontier": keys.frontier},
+                take_keys(keys, self.node_id),
                 {"node": self.node_id, "now": now_ms(), "batch": self.batch,
                  "claim_ms": int(CLAIM_SECONDS * 1000), "groups": GROUPS_PER_TURN,
                  "queue_prefix": keys.queue("")},
@@ -285,7 +241,7 @@ class Overflow:
                     done.refilled += self._refill_group(keys, group, room, tmin, claim, done)
                 except Exception:
                     # its claim would hold it for CLAIM_SECONDS: due again soon instead
-                    self.server.zadd(keys.refill, {group: now_ms() + REFILL_RETRY_MS})
+                    self.server.zadd(keys.named("refill"), {group: now_ms() + REFILL_RETRY_MS})
                     raise
         if now - self._last_sweep >= SWEEP_EVERY:
             self._last_sweep = now
@@ -309,7 +265,11 @@ class Overflow:
         self.store.write(records)
         run_named(
             self.scripts.script(SPILLED),
-            {"journal": keys.spilling(node), "spillers": keys.spillers, "frontier": keys.frontier},
+            {
+                "journal": keys.named("spilling", node=node),
+                "spillers": keys.named("spillers"),
+                "frontier": keys.frontier,
+            },
             {"node": node, "queue_prefix": keys.queue(""), "data_prefix": keys.data("")},
         )
         return len(records)
@@ -334,7 +294,7 @@ class Overflow:
         settled = run_named(
             self.scripts.script(REFILL),
             {"ready": keys.ready, "waiting": keys.waiting, "frontier": keys.frontier,
-             "refilled": keys.refilled, "refill": keys.refill},
+             "refilled": keys.named("refilled"), "refill": keys.named("refill")},
             args,
             items=items,
         )  # fmt: skip
@@ -358,7 +318,7 @@ class Overflow:
             return
         self.store.mark_taken(group, lives)
         marks = (f"{group}\n{ident}\n{life}" for ident, life in lives)
-        self.server.hdel(keys.refilled, *marks)
+        self.server.hdel(keys.named("refilled"), *marks)
 
     def recover(self, keys: SpiderKeys, done: Turn, heard_until: float | None = None) -> int:
         """Finish what nodes that died (or this node, in an earlier turn cut
@@ -377,14 +337,16 @@ class Overflow:
             return not alive[node]
 
         recovered = 0
-        for raw_node in self.server.zrange(keys.spillers, 0, -1):
+        for raw_node in self.server.zrange(keys.named("spillers"), 0, -1):
             node = connection.text(raw_node)
             if node != self.node_id and is_dead(node):
-                batch = cast("list[bytes]", self.server.lrange(keys.spilling(node), 0, -1))
+                batch = cast(
+                    "list[bytes]", self.server.lrange(keys.named("spilling", node=node), 0, -1)
+                )
                 recovered += self._write(keys, node, batch, done)
                 logger.info("wrote the spill batch node %s left (%d requests)", node, len(batch))
         marks: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for raw_mark, raw_node in self.server.hgetall(keys.refilled).items():
+        for raw_mark, raw_node in self.server.hgetall(keys.named("refilled")).items():
             if is_dead(connection.text(raw_node)):
                 parts = connection.text(raw_mark).split("\n")
                 if len(parts) == 3:  # GROUP, ID, LIFE (a group holds no newline)
