@@ -27,9 +27,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import redis
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
 
-from extensions import connection
-from extensions.frontier.part import part_classes
+from extensions import connection, defaults
 from extensions.frontier.redisops import PIECE_NAME, load_script, run_named, script_source
 
 if TYPE_CHECKING:
@@ -49,8 +50,10 @@ class ManifestError(ValueError):
 
 @functools.cache
 def bundled() -> tuple[str, ...]:
-    """The pieces of every part the project ships, in name order."""
-    return tuple(sorted({piece for cls in part_classes() for piece in cls.lua_pieces}))
+    """The pieces of every part the project ships, in name order (the parts
+    loaded by name, as Scrapy loads components: the core knows none of them)."""
+    paths = build_component_list(defaults.FRONTIER_PARTS_BASE)
+    return tuple(sorted({piece for path in paths for piece in load_object(path).lua_pieces}))
 
 
 @functools.cache
