@@ -37,9 +37,6 @@ DOWNLOADER_MIDDLEWARES = {
     # the first after decompression to see an answer: a 429/503 or a ban page goes
     # back to wait with its host before the retry middleware or a callback sees it
     "extensions.downloadermiddlewares.pushback.PushbackMiddleware": 585,
-    # after the ban check (a ban page is not a page that lacks its content):
-    # RENDER_AUTO's check of a plain fetch, and render requests a plain node met
-    "extensions.render.autocheck.RenderAutoMiddleware": 580,
     "extensions.downloadermiddlewares.politeness.ClusterPolitenessMiddleware": 590,
     "extensions.downloadermiddlewares.proxies.RotatingProxyMiddleware": 610,
     "extensions.downloadermiddlewares.useragents.RotatingUserAgentMiddleware": 615,
@@ -78,6 +75,13 @@ def _silent(*args: object) -> None:
     """Where a command only reads the settings, the crawler says it."""
 
 
+def stack_middlewares(kind: str) -> dict[str, int]:
+    """The stack's own ``kind`` ("downloader" or "spider") middlewares, then those
+    the capability packages declare (``scrapy reparse`` turns the downloader's off)."""
+    own = DOWNLOADER_MIDDLEWARES if kind == "downloader" else SPIDER_MIDDLEWARES
+    return {**own, **capability.components(f"{kind}_middlewares")}
+
+
 class DistributedAddon:
     #: whether update_settings logs what it did (off where a command only reads)
     announce = True
@@ -111,17 +115,10 @@ class DistributedAddon:
         if ROBOTSTXT not in middlewares:
             middlewares[SCRAPY_ROBOTSTXT] = None  # ours mends it, at its place (100)
             middlewares[ROBOTSTXT] = 100
-        # the stack's own, then those the capability packages declare
-        for path, order in {
-            **DOWNLOADER_MIDDLEWARES,
-            **capability.components("downloader_middlewares"),
-        }.items():
+        for path, order in stack_middlewares("downloader").items():
             if path not in middlewares:
                 middlewares[path] = order
-        for path, order in {
-            **SPIDER_MIDDLEWARES,
-            **capability.components("spider_middlewares"),
-        }.items():
+        for path, order in stack_middlewares("spider").items():
             if path not in settings["SPIDER_MIDDLEWARES"]:
                 settings["SPIDER_MIDDLEWARES"][path] = order
         if METRICS not in settings["EXTENSIONS"]:

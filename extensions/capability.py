@@ -36,6 +36,7 @@ DECLARED = (
     "extensions.frontier.overflow.declared",
     "extensions.frontier.ranks.declared",
     "extensions.recrawl.declared",
+    "extensions.render.declared",
     "extensions.warc.declared",
 )
 

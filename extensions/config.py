@@ -8,7 +8,6 @@ used on their own, but a crawl never starts with a value they would choke on.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from extensions import capability, compat, defaults, engine, gctuning, shardcount
@@ -17,7 +16,7 @@ from extensions.downloadermiddlewares.botauth import SETTING_CHECKS as BOT_AUTH_
 from extensions.exceptions import ConfigError
 from extensions.frontier.groups import QUEUE_BY
 from extensions.frontier.part import parts_problem
-from extensions.settingchecks import Check, component, names, number_map
+from extensions.settingchecks import Check, component, number_map
 from extensions.settingchecks import choice as _choice
 from extensions.settingchecks import flag as _flag
 from extensions.settingchecks import number as _number
@@ -67,18 +66,6 @@ HOST_RATES_FORM = 'hosts to requests per second, e.g. {"example.com": 2}'
 def _host_rates(settings: BaseSettings, name: str) -> str | None:
     _, problem = number_map(settings, name, HOST_RATES_FORM, "rates (0: no limit)")
     return problem
-
-
-def _regexes(settings: BaseSettings, name: str) -> str | None:
-    patterns = settings.getlist(name, [])
-    for pattern in patterns:
-        if not isinstance(pattern, str):
-            return f"must be a list of regular expressions, not {patterns!r:.80}"
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            return f"{pattern!r} is not a regular expression: {exc}"
-    return None
 
 
 def _metrics_port(settings: BaseSettings, name: str) -> str | None:
@@ -228,19 +215,6 @@ CHECKS: dict[str, Check] = {
     "ITEM_STORE_BATCH_SIZE": _number(int, 1),
     "ITEM_STORE_FLUSH_INTERVAL": _number(float, 0, above=True),
     "ITEM_STORE_MAX_PENDING": _number(int, 1),
-    "RENDER_ENABLED": _flag,
-    "RENDER_URLS": _regexes,
-    "RENDER_MAX_PAGES": _number(int, 1, 256),
-    "RENDER_PAGES_PER_BROWSER": _number(int, 1),
-    "RENDER_MEMORY_LIMIT_MB": _number(int, 64),
-    "RENDER_PAGE_TIMEOUT": _number(float, 0, above=True),
-    "RENDER_BLOCK_RESOURCES": names,
-    "RENDER_WAIT_FOR_NODES": _flag,
-    "RENDER_AUTO": _flag,
-    "RENDER_AUTO_URLS": _regexes,
-    "RENDER_AUTO_RECHECK": _number(float, 0, 1),
-    "RENDER_AUTO_MAX_PATTERNS": _number(int, 0),
-    "RENDER_AUTO_REFRESH": _number(float, 0, above=True),
     "SERIES_HOURS": _number(float, 0, 168, above=True),
     "CONSOLE_PORT": _number(int, 0, 65535),
     "CONSOLE_SESSION_HOURS": _number(float, 0, above=True),

@@ -147,7 +147,6 @@ FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
 # (no FRONTIER_OVERFLOW, say) stays out by itself
 FRONTIER_PARTS_BASE = {
     "extensions.frontier.crawls.part.CrawlsPart": 100,
-    "extensions.frontier.render.part.RenderPart": 200,
     "extensions.frontier.hosts.levels.HostLevels": 500,
 }
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
@@ -293,24 +292,6 @@ ITEMS_DIR = "data"  # folder of the JSON Lines store: ITEMS_DIR/NAME/NODE.jsonl
 ITEM_STORE_BATCH_SIZE = 500  # items per write
 ITEM_STORE_FLUSH_INTERVAL = 1.0  # seconds an item waits at most before its batch is written
 ITEM_STORE_MAX_PENDING = 5000  # items buffered or being written before the crawl is made to wait
-
-# --- browser rendering (extensions/render) ---
-RENDER_ENABLED = False  # this node renders (a render node) when it also finds a browser
-RENDER_BROWSER = ""  # Chromium's path; empty = chromium, chromium-browser or google-chrome on PATH
-RENDER_URLS: list[str] = []  # URL regexes always rendered (and a spider's render_urls)
-RENDER_MAX_PAGES = 4  # pages open at once on a render node (the render requests it leases)
-RENDER_PAGES_PER_BROWSER = 100  # pages a browser renders before it is replaced by a fresh one
-RENDER_MEMORY_LIMIT_MB = 1024  # the browser's processes above this (RSS): replaced when idle
-RENDER_PAGE_TIMEOUT = 30.0  # seconds a page may take, actions included, before it fails
-RENDER_BLOCK_RESOURCES = ["image", "font", "media"]  # resource types the browser never fetches
-RENDER_SCRIPTS: dict[str, str] = {}  # name -> JavaScript that page actions may evaluate
-RENDER_WAIT_FOR_NODES = True  # an idle plain node stays while render work waits for a render node
-RENDER_AUTO = False  # fetch plainly first, render what lacks content, learn it for the cluster
-RENDER_AUTO_URLS: list[str] = []  # URL regexes RENDER_AUTO decides for; empty = every URL
-RENDER_AUTO_SELECTOR = ""  # CSS selector a page's content must match (or a spider's needs_render)
-RENDER_AUTO_RECHECK = 0.05  # share of pages learned as needing a browser fetched plainly again
-RENDER_AUTO_MAX_PATTERNS = 100_000  # learned URL patterns kept in Redis at most
-RENDER_AUTO_REFRESH = 10.0  # seconds between a node's looks at the cluster's learned patterns
 
 
 # --- the settings the capability packages declare (extensions/capability.py) ----

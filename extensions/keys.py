@@ -54,8 +54,6 @@ CRAWLS = "%(name)s:crawls"
 CRAWL = "%(name)s:crawl:%(crawl)s"
 TURNS = "%(name)s:turns"
 CRAWL_ENDS = "%(name)s:crawl_ends"
-RENDER_NODES = "%(name)s:render_nodes"
-RENDER_AUTO = "%(name)s:render_auto"
 SERIES = "%(name)s:series"
 AUDIT = "%(name)s:audit"
 DNS = "%(name)s:dns:%(host)s"
@@ -100,8 +98,6 @@ class SpiderKeys:
     crawls: str = ""
     turns: str = ""
     crawl_ends: str = ""
-    render_nodes: str = ""
-    render_auto: str = ""
     series: str = ""
     audit: str = ""
     holds: str = ""
@@ -161,8 +157,6 @@ class SpiderKeys:
             crawls=CRAWLS % subs,
             turns=TURNS % subs,
             crawl_ends=CRAWL_ENDS % subs,
-            render_nodes=RENDER_NODES % subs,
-            render_auto=RENDER_AUTO % subs,
             series=SERIES % subs,
             audit=AUDIT % subs,
             holds=HOLDS % subs,

@@ -104,11 +104,6 @@ key                            type    holds
                                        browser fetches) that may be leased now; a crawl
                                        under an id has NAME:crawl:ID:ready:render
 ``NAME:turns:render``          zset    NAME:turns of the render lane
-``NAME:render_nodes``          zset    render nodes (RENDER_ENABLED, a browser found) -> last
-                                       heartbeat (ms since epoch)
-``NAME:render_auto``           hash    RENDER_AUTO: URL patterns (host/dir/) learned as
-                                       needing a browser -> when (ms since epoch);
-                                       '#changes' counts what was learned (nodes follow it)
 ``NAME:series``                hash    the last SERIES_HOURS of the crawl per minute, for
                                        the console's charts: MINUTE:p (pages), MINUTE:i
                                        (items), MINUTE:e (errors) -> count; MINUTE =
@@ -214,8 +209,6 @@ WRITTEN_BY = {
     "crawl_groups": "enqueue*.lua, lease.lua, reclaim.lua; crawls.py (stop)",
     "turns": "enqueue*.lua, lease.lua, reclaim.lua; crawls.py (pause, resume, stop)",
     "crawl_ends": "crawls.py (seed --expire-after, stop; heartbeats end and empty them)",
-    "render_nodes": "checkpoint.py (a render node's heartbeat; gone when it leaves)",
-    "render_auto": "render/autocheck.py (RENDER_AUTO learns and unlearns patterns)",
     "series": "checkpoint.py (every node's heartbeat adds its minute and drops the oldest)",
     "audit": "console/actions.py (each action taken in the console)",
     "dns": "dns/resolver.py (the first node to resolve a host)",

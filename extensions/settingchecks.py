@@ -5,6 +5,7 @@ name, and returns what is wrong with its value, or None."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -94,4 +95,16 @@ def names(settings: BaseSettings, name: str) -> str | None:
     names = settings.getlist(name, [])
     if not all(isinstance(n, str) and n for n in names):
         return 'must be a list of field names, e.g. ["fetched_at"]'
+    return None
+
+
+def regexes(settings: BaseSettings, name: str) -> str | None:
+    patterns = settings.getlist(name, [])
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            return f"must be a list of regular expressions, not {patterns!r:.80}"
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"{pattern!r} is not a regular expression: {exc}"
     return None

@@ -181,3 +181,18 @@ def test_a_node_keeps_scrapys_concurrent_items_and_starts_tasks_only_where_outpu
     own.set("EXTENSIONS", {"extensions.outputs.SpiderOutputTasks": None}, "project")
     DistributedAddon().update_settings(own)
     assert own["EXTENSIONS"]["extensions.outputs.SpiderOutputTasks"] is None
+
+
+def test_reparse_turns_off_every_downloader_middleware_the_stack_and_its_capabilities_add():
+    from extensions.commands.reparse import ReparseAddon
+
+    settings = Settings()
+    ReparseAddon().update_settings(settings)
+    middlewares = settings["DOWNLOADER_MIDDLEWARES"]
+    # declared in their packages (render, recrawl), not in the add-on's own list
+    for path in (
+        "extensions.render.autocheck.RenderAutoMiddleware",
+        "extensions.recrawl.middleware.RecrawlMiddleware",
+        "extensions.downloadermiddlewares.politeness.ClusterPolitenessMiddleware",
+    ):
+        assert path in middlewares and middlewares[path] is None, path

@@ -218,8 +218,8 @@ def test_learned_patterns_are_the_clusters_and_bounded(redis_client):
 
 def test_clearing_the_frontier_clears_its_render_lane(frontier, redis_client, keys):
     frontier.enqueue([entry("http://h/js", render=True)])
-    redis_client.zadd(keys.render_nodes, {"r1": now_ms()})
-    redis_client.hset(keys.render_auto, "h/js/", 1)
+    redis_client.zadd(keys.named("render_nodes"), {"r1": now_ms()})
+    redis_client.hset(keys.named("render_auto"), "h/js/", 1)
     Upkeep(frontier).clear()
     assert frontier.sizes().render_queued == 0
     left = {key.decode() for key in redis_client.scan_iter("t:*")}

@@ -186,7 +186,7 @@ class Checkpoint:
     def render_nodes_alive(self, node_timeout: float) -> int:
         """Render nodes whose heartbeat is younger than ``node_timeout`` seconds."""
         since = int((time.time() - node_timeout) * 1000)
-        return int(self.server.zcount(self.keys.render_nodes, since, "+inf"))
+        return int(self.server.zcount(self.keys.named("render_nodes"), since, "+inf"))
 
     def dead_local_nodes(self) -> list[str]:
         """Nodes of this host whose process is gone: their leases need not wait

@@ -52,7 +52,8 @@ class ReparseAddon:
         for scheme in {*settings["DOWNLOAD_HANDLERS_BASE"], *handlers, "http", "https"}:
             handlers[scheme] = REPLAY_HANDLER
         middlewares = settings["DOWNLOADER_MIDDLEWARES"]
-        for path in [*addon.DOWNLOADER_MIDDLEWARES, addon.ROBOTSTXT, addon.SCRAPY_ROBOTSTXT]:
+        stack = addon.stack_middlewares("downloader")
+        for path in [*stack, addon.ROBOTSTXT, addon.SCRAPY_ROBOTSTXT]:
             middlewares[path] = None
         middlewares[REPLAY_BAN_CHECK] = 585  # where the crawl's ban check is
         # without --follow, next to the spider: nothing else sees a link; with

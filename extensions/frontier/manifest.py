@@ -1,7 +1,7 @@
 """The crawl's manifest: the parts' Lua pieces that fill the core scripts' hook
-slots (``scripts/_hooks.lua``), kept in ``NAME:frontier`` (field ``pieces``;
-the first shard's on a sharded frontier) so
-that every node of a crawl runs the same scripts.
+slots (``scripts/_hooks.lua``), kept in ``NAME:frontier`` (field ``pieces``; the
+first shard's on a sharded frontier) so that every node of a crawl runs the
+same scripts.
 
 A node joins its parts' pieces to it as it opens (a union: a piece stays for
 the crawl's life, as a node that brought it may come back), and whoever runs
@@ -24,7 +24,7 @@ import functools
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 from scrapy.utils.conf import build_component_list
@@ -66,7 +66,7 @@ class Manifest:
     """One crawl's manifest, as one node (or tool) reads it, and its scripts."""
 
     def __init__(
-        self, server: redis.Redis, keys: SpiderKeys, known: Iterable[str] = (), stats=None
+        self, server: redis.Redis, keys: SpiderKeys, known: Iterable[str] = (), stats: Any = None
     ):
         self.server = server
         #: in the first shard's hash: NAME:frontier itself says a crawl is unsharded
@@ -88,11 +88,15 @@ class Manifest:
             self.refresh()
         return self._pieces
 
-    def join(self, pieces: Iterable[str], known: Iterable[str] = ()) -> tuple[str, ...]:
+    def join(
+        self, pieces: Iterable[str], known: Iterable[str] = (), stats: Any = None
+    ) -> tuple[str, ...]:
         """Add ``pieces`` (this node's parts') to the crawl's manifest; raises
         ManifestError if it names one this node cannot run (neither bundled nor
-        ``known``: the pieces of the parts this node was given)."""
+        ``known``: the pieces of the parts this node was given). ``stats``: the
+        node's, which count what the manifest holds that is no piece."""
         self.known |= set(known)
+        self.stats = stats if stats is not None else self.stats
         wanted = sorted(set(pieces))
         for piece in wanted:
             if not PIECE_NAME.match(piece):

@@ -136,7 +136,9 @@ class NodeFrontier:
         )  # fmt: skip
         sharding.record_shards(self.server, self.keys)
         # before any script with hook slots runs (reclaiming leftover leases does)
-        self.frontier.manifest.join(self.parts.pieces(), known=self.parts.declared_pieces)
+        self.frontier.manifest.join(
+            self.parts.pieces(), known=self.parts.declared_pieces, stats=self.stats
+        )
         # before anything reads the crawl's state (leases handed back too)
         Upkeep(self.frontier).upgrade_crawl(config.queue_by)
         self.fingerprinter = compat.fingerprinter_for(self.server, self.keys, self.fingerprinter)

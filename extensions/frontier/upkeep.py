@@ -77,14 +77,13 @@ class Upkeep:
                 keys.requests, keys.dupefilter, keys.delayed, keys.nodes, keys.checkpoint,
                 keys.fingerprinter, keys.ready, keys.waiting, keys.frontier, keys.crawl_delay,
                 keys.held, keys.banned, keys.holds,
-                keys.bloom_count, keys.shards_key,
-                keys.crawls, keys.turns, keys.crawl_ends,
-                keys.ready + ":render", keys.turns + ":render", keys.render_nodes,
-                keys.render_auto, keys.lines, keys.params_hosts, keys.params_learned,
-                keys.payment_required,
+                keys.bloom_count, keys.shards_key, keys.crawls, keys.turns, keys.crawl_ends,
+                keys.ready + ":render", keys.turns + ":render", keys.lines, keys.params_hosts,
+                keys.params_learned, keys.payment_required,
             ]  # fmt: skip
             doomed += [keys.leases(n) for n in nodes] + [keys.node(n) for n in nodes]
-            # the crawl state a capability declares (recrawls' revisit and due keys)
+            # the crawl state a capability declares (recrawls' revisit and due keys, the
+            # render nodes and the patterns RENDER_AUTO learned)
             doomed += [keys.named(name) for name, key in capability.keys().items()
                        if key.crawl_state]  # fmt: skip
             self.server.delete(*doomed)

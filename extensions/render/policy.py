@@ -148,7 +148,7 @@ def learned_for(crawler: Crawler) -> LearnedRender:
         LearnedRender,
         lambda: LearnedRender(
             connection.client_for(crawler),
-            SpiderKeys.for_crawler(crawler).render_auto,
+            SpiderKeys.for_crawler(crawler).named("render_auto"),
             refresh=settings.getfloat("RENDER_AUTO_REFRESH"),
             max_patterns=settings.getint("RENDER_AUTO_MAX_PATTERNS"),
             stats=crawler.stats,

@@ -44,7 +44,7 @@ class RenderPart(FrontierPart):
         if policy is not None:
             context.decide_admitted(policy.decide)
         if pages:  # its heartbeats say so to the nodes that cannot render
-            context.beat_into(context.keys.render_nodes)
+            context.beat_into(context.keys.named("render_nodes"))
 
     @classmethod
     def from_context(cls, context: PartContext) -> RenderPart:
@@ -56,7 +56,9 @@ class RenderPart(FrontierPart):
         alive_since = int((view.now - view.node_timeout) * 1000)
         return {
             "render_queued": view.sizes.render_queued,
-            "render_nodes": int(view.server.zcount(view.keys.render_nodes, alive_since, "+inf")),
+            "render_nodes": int(
+                view.server.zcount(view.keys.named("render_nodes"), alive_since, "+inf")
+            ),
         }
 
     @classmethod
