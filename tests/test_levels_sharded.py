@@ -105,6 +105,10 @@ def lease_and_claim(frontier, claims):
     return leases, admitted
 
 
+# alone: time is moved by hand to the first reservation, but the claim that
+# follows reads the real clock; on a loaded machine the next slot, 100 ms on,
+# may come within the lead before the claim runs and be given out of turn
+@pytest.mark.alone
 def test_hosts_of_one_address_in_many_shards_take_its_slots_in_turn(redis_client, keys):
     frontier = Frontier(redis_client, keys, "n1")
     claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
