@@ -59,7 +59,7 @@ class Key:
     written_by: str
     #: kept in each shard of a sharded frontier (under ``{NAME:K}``)
     sharded: bool = False
-    #: the crawl's state: forgotten with it (``scrapy clear``, SCHEDULER_FLUSH_ON_START);
+    #: the crawl's state: forgotten with it (SCHEDULER_FLUSH_ON_START, a finished crawl);
     #: only a key named by ``%(name)s`` alone
     crawl_state: bool = False
 
