@@ -56,6 +56,9 @@ def test_a_projects_part_adds_a_piece_and_the_core_scripts_run_it(redis_url, red
         enqueue_hosts(scheduler)
         # found second, leased first: the piece's ready score, in the core's settle
         assert leased_urls(scheduler, 2) == ["http://late.test/", "http://early.test/"]
+        # the node's other readers of the manifest (the link graph's ranks, a
+        # stopped crawl's drain) run the crawl's scripts with the piece too
+        assert PIECE in Manifest(redis_client, SpiderKeys.for_spider("unit")).pieces
     finally:
         stop_loops(scheduler)
 

@@ -44,6 +44,16 @@ FIELD = "pieces"  # in NAME:frontier
 MANIFEST_TTL = 10.0  # seconds a manifest read stands
 
 
+#: the pieces of every part this process was given (``part.build_parts`` adds
+#: them): its other readers of the manifest (the link graph, a crawl's drain)
+#: run the crawl's scripts with them too
+_RUNNABLE: set[str] = set()
+
+
+def runnable(pieces: Iterable[str]) -> None:
+    _RUNNABLE.update(pieces)
+
+
 class ManifestError(ValueError):
     """The crawl's manifest names a piece this node cannot run."""
 
@@ -154,7 +164,7 @@ class Manifest:
                 if self.stats is not None:
                     self.stats.inc_value("frontier/manifest/malformed")
                 continue
-            if name not in self.known:
+            if name not in self.known and name not in _RUNNABLE:
                 raise ManifestError(
                     f"the crawl's manifest ({self.key} '{FIELD}') names the Lua piece "
                     f"{name}, which no part of this node declares: give this node the part that "

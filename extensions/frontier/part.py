@@ -29,6 +29,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 
 from extensions import defaults
+from extensions.frontier import manifest
 from extensions.installed import components_problem
 
 if TYPE_CHECKING:
@@ -292,4 +293,6 @@ def build_parts(context: PartContext) -> Parts:
                     cls.__qualname__,
                     exc.args[0],
                 )
-    return Parts(parts, frozenset(piece for cls in classes for piece in cls.lua_pieces))
+    declared = frozenset(piece for cls in classes for piece in cls.lua_pieces)
+    manifest.runnable(declared)
+    return Parts(parts, declared)
