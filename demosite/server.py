@@ -72,6 +72,7 @@ from demosite import (
     jspages,
     pushback,
     robotsmeta,
+    sections,
     traps,
     variants,
     wide,
@@ -336,6 +337,7 @@ def make_app(
     variants.add_routes(app)
     robotsmeta.add_routes(app)
     jspages.add_routes(app)
+    sections.add_routes(app)
     app.router.add_get("/__not_modified", not_modified)
     app.router.add_post("/__edit", edit)
     app.router.add_post("/__down", down)

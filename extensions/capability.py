@@ -37,6 +37,7 @@ DECLARED = (
     "extensions.frontier.ranks.declared",
     "extensions.recrawl.declared",
     "extensions.render.declared",
+    "extensions.scope.declared",
     "extensions.warc.declared",
 )
 

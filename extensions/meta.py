@@ -59,6 +59,11 @@ RENDER_ACTIONS = "render_actions"
 RENDER_CHECK = "render_check"
 RENDER_CHECKS = ("probe", "recheck")
 
+#: a scoped crawl's request: [the seed it descends from, its hops from it, hops
+#: outside the scope that led to it, its seed's own scope document id or ""]
+#: (extensions/scope/rules.py)
+SCOPE_TRAIL = "_scope"
+
 #: the largest request priority taken (either sign); the queue orders by at
 #: most +-2**20 of it (scripts/_entries.lua), with the discovery order below it
 MAX_PRIORITY = 10**9
@@ -90,6 +95,13 @@ def _list_of_text(value: Any) -> bool:
 
 def _crawl_id(value: Any) -> bool:
     return crawl_id_problem(value) is None
+
+
+def _scope_trail(value: Any) -> bool:
+    return (
+        isinstance(value, list) and len(value) == 4 and _text(value[0]) and _integer(value[1])
+        and _integer(value[2]) and value[1] >= 0 and value[2] >= 0 and _text(value[3])
+    )  # fmt: skip
 
 
 def _slot(value: Any) -> bool:
@@ -141,6 +153,7 @@ CONTROL_KEYS: dict[str, Any] = {
     SEEN_ONLY: _flag,
     HOST_WAITS: _integer,
     BAN_RETRIES: _integer,
+    SCOPE_TRAIL: _scope_trail,
     RENDER_CHECK: lambda value: value in RENDER_CHECKS,
     "trap_chain": _integer,  # extensions.frontier.traps.CHAIN
     "retry_times": _integer,

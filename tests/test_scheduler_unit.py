@@ -15,6 +15,7 @@ import redis
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
+from extensions.frontier.idle import each_turn
 from extensions.frontier.scheduler import DistributedScheduler
 from extensions.frontier.start_urls import tracker_for
 from extensions.meta import DELAY_UNTIL, START_ENTRY
@@ -271,17 +272,17 @@ def test_a_flush_or_heartbeat_that_fails_unexpectedly_runs_again_at_its_next_tur
     stopped that way would have its leases taken by the others while it still
     fetched them. Each turn is guarded instead."""
     node = scheduler.node
-    assert [loop.f for loop in node.loops] == [node._each_turn] * 2
-    duties = [loop.a[0] for loop in node.loops]
+    assert [loop.f for loop in node.loops] == [each_turn] * 2
+    duties = [loop.a[1] for loop in node.loops]
     assert duties == [node.flush, node.duties.heartbeat]
 
     def hostile() -> None:
         raise ValueError("a record no node wrote")
 
-    node._each_turn(hostile)
+    each_turn(node.stats, hostile)
     assert node.stats.get_value("frontier/duty_errors") == 1
     redis_client.zrem("unit:nodes", "unit-node")
-    node._each_turn(node.duties.heartbeat)  # the next turn beats as ever
+    each_turn(node.stats, node.duties.heartbeat)  # the next turn beats as ever
     assert redis_client.zscore("unit:nodes", "unit-node") is not None
 
 

@@ -14,6 +14,13 @@ from extensions.crawlid import crawl_id_problem
 from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.seeding import push, validate, with_field
 from extensions.frontier.start_urls import EntryRules, reads_start_urls
+from extensions.scope.document import ScopeError
+from extensions.scope.seeding import (
+    entry_scope_problem,
+    read_scope_file,
+    store_crawl_scope,
+    with_sitemaps,
+)
 from extensions.sitemaps import SitemapReading
 
 if TYPE_CHECKING:
@@ -24,7 +31,7 @@ class Command(ProjectCommand):
     def syntax(self) -> str:
         return (
             "NAME [URL ...] [-f FILE] [--sitemap] [--again] [--crawl ID [--weight W] "
-            "[--budget N] [--expire-after S]]"
+            "[--budget N] [--expire-after S]] [--scope FILE]"
         )
 
     def short_desc(self) -> str:
@@ -43,7 +50,11 @@ class Command(ProjectCommand):
             'FRONTIER_OVERFLOW = "mongo" at most FRONTIER_START_URLS_MAX entries wait in '
             "Redis: the command pushes more as the nodes take them, and returns when all "
             "are in. A URL the crawl has already seen is not fetched again: --again "
-            "fetches the given URLs anyway, and a new --crawl ID starts afresh."
+            "fetches the given URLs anyway, and a new --crawl ID starts afresh. --scope "
+            "FILE gives the crawl (--crawl ID, or the crawl without an id) a scope: a JSON "
+            "document every node enforces (scrapy scope shows and changes it); an entry "
+            'may carry a scope of its own, "meta": {"scope": {...}}, for every page that '
+            "descends from it."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -79,6 +90,12 @@ class Command(ProjectCommand):
             help="with --crawl: it stops itself this long after now",
         )  # fmt: skip
         parser.add_argument(
+            "--scope", metavar="FILE", default=None,
+            help="a scope document (JSON) for the crawl: scope, include, exclude, "
+                 "max_depth, extra_hops, sitemaps, max_pages, max_bytes, max_seconds, "
+                 "max_pages_per_host",
+        )  # fmt: skip
+        parser.add_argument(
             "--score", type=float, default=0.0,
             help="with REDIS_START_URLS_AS_ZSET: the entries' score (highest read first)",
         )  # fmt: skip
@@ -93,6 +110,10 @@ class Command(ProjectCommand):
             raise UsageError("no URLs given: pass them as arguments or with -f FILE")
         assert self.settings is not None
         crawl = opts.crawl
+        try:
+            scope = read_scope_file(opts.scope) if opts.scope else None
+        except ScopeError as exc:
+            raise SystemExit(f"error: --scope {opts.scope}: {exc}") from None
         if crawl:
             problem = crawl_id_problem(crawl)
             if problem:
@@ -120,7 +141,15 @@ class Command(ProjectCommand):
                 )
             entries = [with_field(entry, "sitemap", True) for entry in entries]
 
+        if scope is not None and scope.sitemaps in ("include", "only"):
+            if not issubclass(spidercls, SitemapReading):
+                raise UsageError(f"spider {name!r} does not read sitemaps: the scope's "
+                                 f"sitemaps {scope.sitemaps!r} cannot be met")  # fmt: skip
+            entries = with_sitemaps(entries, scope, crawl)
+
         valid, refusals = validate(entries, EntryRules.from_settings(self.settings))
+        refusals += [(e, p) for e in valid if (p := entry_scope_problem(e)) is not None]
+        valid = [e for e in valid if entry_scope_problem(e) is None]
         for entry, reason in refusals:
             print(f"refused {entry!r:.200}: {reason}", file=sys.stderr)
         refused = len(refusals)
@@ -140,6 +169,8 @@ class Command(ProjectCommand):
                 budget = self.settings.getint("CRAWL_PAGE_BUDGET")
             crawls.register(crawl, weight=opts.weight, budget=budget,
                             expire_after=opts.expire_after)  # fmt: skip
+        if server is not None and scope is not None:
+            store_crawl_scope(server, sharding.as_recorded(server, keys), crawl, scope)
         if server is not None:
             # with the overflow, the start list need not hold millions of entries
             # either: they go in as nodes take them (the command waits meanwhile)

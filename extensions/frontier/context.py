@@ -7,6 +7,8 @@ runs at its place:
 
 * admission checks and deciders (``check_admitted``, ``decide_admitted``): a
   request's problem, which dead-letters it, and what a part marks on it;
+* lease checks (``check_leased``): a leased request a part drops before the
+  engine is given it (a crawl's scope changed since it was queued);
 * release gates (``gate_releases``): a finished request's lease a part releases
   itself, later, once what it must keep of the page is durable (``release``);
 * write sections (``write_with_flush``): what a part writes in the flush's
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
 AdmissionCheck = Callable[["Request"], "str | None"]
 #: marks an admitted request (its meta) before it is fingerprinted and stored
 AdmissionDecider = Callable[["Request"], None]
+#: why a leased request must not be fetched now (it is dropped, its lease
+#: released, and the check counts it), or None
+LeaseCheck = Callable[["Request"], "str | None"]
 
 
 class ReleaseGate(Protocol):
@@ -76,6 +81,7 @@ class ExtensionPoints:
 
     admission_checks: list[AdmissionCheck] = field(default_factory=list)
     admission_deciders: list[AdmissionDecider] = field(default_factory=list)
+    lease_checks: list[LeaseCheck] = field(default_factory=list)
     release_gates: list[ReleaseGate] = field(default_factory=list)
     write_sections: list[WriteSection] = field(default_factory=list)
     beat_registries: list[str] = field(default_factory=list)
@@ -112,6 +118,9 @@ class PartContext:
 
     def decide_admitted(self, decider: AdmissionDecider) -> None:
         self.points.admission_deciders.append(decider)
+
+    def check_leased(self, check: LeaseCheck) -> None:
+        self.points.lease_checks.append(check)
 
     def gate_releases(self, gate: ReleaseGate) -> None:
         self.points.release_gates.append(gate)

@@ -37,6 +37,18 @@ logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
 
+def each_turn(stats: Any, duty: Callable[[], Any]) -> None:
+    """A turn of a node's flush or heartbeat: an error it did not expect (a
+    record in Redis no node wrote, say) is logged and counted, and the loop
+    goes on; stopped, a live node's heartbeat would age until the others took
+    its leases and fetched its pages twice."""
+    try:
+        duty()
+    except Exception:
+        stats.inc_value("frontier/duty_errors")
+        logger.exception("%s failed; it runs again at its next turn", duty.__qualname__)
+
+
 class Polling:
     """When a node with an empty buffer asks Redis again: at once while there is
     work, backing off from ``idle_poll_min`` to ``idle_poll_max`` while there is

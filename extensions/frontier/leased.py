@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
+    from extensions.frontier.context import LeaseCheck
     from extensions.frontier.results import Lease
 
 logger = logging.getLogger(__name__)
@@ -131,6 +132,12 @@ def requests_of(
             request.meta[HOST_WATCHED] = True
         requests.append((request, member))
     return requests, unreadable
+
+
+def refused_now(request: Request, checks: list[LeaseCheck]) -> bool:
+    """Whether a part's lease check drops a leased request before the engine
+    is given it (each check counts what it drops)."""
+    return any(check(request) is not None for check in checks)
 
 
 def dead_letter_unreadable(

@@ -9,10 +9,8 @@ given a ``PartContext`` (``context.py``), never the node.
   request (callback run, child requests written to Redis, items through the
   pipelines), in batches, in the same transaction that writes its children;
 * round trips are batched: leases in groups into a local buffer, discovered
-  requests checked against the dupefilter and enqueued in one Lua call, and
-  links this node already sent dropped before they are even serialized;
-* what it queues is checked first (``admission.py``); a start-URL entry's
-  lease is dropped in the transaction that queues its requests.
+  requests checked (``admission.py``) and enqueued in one Lua call; a start
+  entry's lease is dropped in the transaction that queues its requests.
 """
 
 from __future__ import annotations
@@ -38,8 +36,13 @@ from extensions.frontier.context import ExtensionPoints, PartContext
 from extensions.frontier.counts import FlushCounts
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
-from extensions.frontier.idle import ClusterDuties, NodeSide, Polling
-from extensions.frontier.leased import dead_letter_unreadable, leased_for, requests_of
+from extensions.frontier.idle import ClusterDuties, NodeSide, Polling, each_turn
+from extensions.frontier.leased import (
+    dead_letter_unreadable,
+    leased_for,
+    refused_now,
+    requests_of,
+)
 from extensions.frontier.lostleases import LostLeases
 from extensions.frontier.part import build_parts
 from extensions.frontier.pending import PendingWrites
@@ -86,8 +89,8 @@ class NodeFrontier:
             max_delay=config.max_delay,
             normalize=normalizing_for(crawler),
         )
-        self.admission.checks = self.points.admission_checks
-        self.admission.deciders = self.points.admission_deciders
+        self.admission.checks, self.admission.deciders = (
+            self.points.admission_checks, self.points.admission_deciders)  # fmt: skip
         self.counts = FlushCounts(crawler.stats, config.host_page_budget)
         self.buffer: deque[tuple[Request, bytes]] = deque()
         #: requests the engine took and is not done with, and their lease members
@@ -156,7 +159,7 @@ class NodeFrontier:
             (config.release_interval, self.flush),
             (config.heartbeat_interval, self.duties.heartbeat),
         ):
-            loop = task.LoopingCall(self._each_turn, func)
+            loop = task.LoopingCall(each_turn, self.stats, func)
             loop.start(interval, now=False)
             self.loops.append(loop)
 
@@ -173,17 +176,6 @@ class NodeFrontier:
     def _work_found(self) -> None:
         self.polling.work_found()
         engine.wake(self.crawler)
-
-    def _each_turn(self, duty: Any) -> None:
-        """A turn of the flush or the heartbeat: an error it did not expect (a
-        record in Redis no node wrote, say) is logged and counted, and the loop
-        goes on; stopped, a live node's heartbeat would age until the others
-        took its leases and fetched its pages twice."""
-        try:
-            duty()
-        except Exception:
-            self.stats.inc_value("frontier/duty_errors")
-            logger.exception("%s failed; it runs again at its next turn", duty.__qualname__)
 
     def close(self, reason: str) -> None:
         for loop in self.loops:
@@ -226,15 +218,18 @@ class NodeFrontier:
     def next_request(self) -> Request | None:
         if not self.buffer:
             self._refill()
-            if not self.buffer:
-                return None
-        request, data = self.buffer.popleft()
-        self.leased[request] = data
-        if self.parts.takes:
-            self.parts.took(request)
-        self.as_leased.remember(request, data)
-        self.counts.dequeued += 1
-        return request
+        while self.buffer:
+            request, data = self.buffer.popleft()
+            if self.points.lease_checks and refused_now(request, self.points.lease_checks):
+                self.pending.release.append(data)  # not fetched: its lease goes
+                continue
+            self.leased[request] = data
+            if self.parts.takes:
+                self.parts.took(request)
+            self.as_leased.remember(request, data)
+            self.counts.dequeued += 1
+            return request
+        return None
 
     def unconfirmed(self) -> int:
         releases = len(self.pending.release) + len(self.pending.unsure_releases())
