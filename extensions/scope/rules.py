@@ -9,6 +9,7 @@ document, if it has one. A request without a trail is its own seed.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from extensions.scope.document import Scope
+
+SEEDS_REMEMBERED = 4096
 
 #: what a refusal is counted as (``scope/REASON``)
 REASONS = ("excluded", "depth", "outside", "limit")
@@ -67,6 +70,12 @@ class Place:
         return cls(url.split("#", 1)[0], host, netloc, parts.path or "/")
 
 
+@functools.lru_cache(maxsize=SEEDS_REMEMBERED)
+def _seed_place(url: str) -> Place | None:
+    # a crawl's requests descend from few seeds: each is read once
+    return Place.of(url)
+
+
 def in_kind(kind: str | None, place: Place, seed: Place) -> bool:
     if kind == "any":
         return True
@@ -98,7 +107,7 @@ def judge(scopes: Iterable[Scope], url: str, trail: Trail) -> tuple[str | None, 
     """(why the URL is refused, or None; its hops outside the scope) for a URL
     at ``trail`` (its own hops, and the hops outside that led to its parent)."""
     place = Place.of(url)
-    seed = Place.of(trail.seed)
+    seed = _seed_place(trail.seed)
     if place is None or seed is None:
         return "outside", trail.out
     out = 0
