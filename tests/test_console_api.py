@@ -115,3 +115,30 @@ def test_status_reads_the_recrawl_schedule_where_the_crawl_keeps_it(
                          .stdout)  # fmt: skip
     assert status == 200 and (from_api["recrawl"], from_api["due"]) == (2, 1)
     assert from_api["due_by_hour"] == printed["due_by_hour"] and from_api["due_by_hour"][0] == 1
+
+
+def test_a_scope_given_at_seed_time_and_changed_through_the_api(
+    redis_url, redis_client, start_console
+):
+    console = start_console()
+    seed = console.url + "/api/shop/seed"
+    status, body = api(seed, data={"urls": ["http://127.0.0.1:1/"], "crawl": "c",
+                                   "scope": {"scope": "host", "max_pages": -1}})  # fmt: skip
+    assert status == 400 and body["error"].startswith("scope: max_pages:")
+    assert redis_client.llen("shop:start_urls") == 0 and not redis_client.exists("shop:scope")
+    status, body = api(seed, data={"urls": ["http://127.0.0.1:1/"], "crawl": "c",
+                                   "scope": '{"scope": "host"}'})  # fmt: skip
+    assert status == 200 and body["pushed"] == 1
+    assert json.loads(redis_client.hget("shop:scope", "c")) == {"scope": "host"}
+
+    change = console.url + "/api/shop/scope"
+    status, body = api(change, data={"crawl": "c", "exclude": ["/private/"],
+                                     "set": {"max_pages": "500"}})  # fmt: skip
+    assert status == 200, body
+    assert body["scope"] == {"scope": "host", "exclude": ["/private/"], "max_pages": 500}
+    status, body = api(change, data={"crawl": "c", "exclude": ["(unclosed"]})
+    assert status == 400 and body["error"].startswith("exclude:")
+    status, page = api(console.url + "/shop")
+    assert status == 200 and "/private/" in page and 'id="scope"' in page
+    audit = json.loads(redis_client.lindex("shop:audit", 0))
+    assert audit["action"] == "scope" and "/private/" in audit["detail"]

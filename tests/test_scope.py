@@ -12,7 +12,7 @@ from scrapy.statscollectors import MemoryStatsCollector
 
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID, SCOPE_TRAIL, control_meta_problem
-from extensions.scope.command import changed
+from extensions.scope.changes import Change
 from extensions.scope.document import EMPTY, ScopeError, parse
 from extensions.scope.rules import Trail, judge
 from extensions.scope.state import ScopeState
@@ -96,6 +96,10 @@ def test_extra_hops_fetch_pages_outside_without_following_them():
     # its own links: two hops out, refused; a link back into the scope is in again
     assert judge(scope, outside + "b", Trail(SEED, 2, out=1)) == ("outside", 2)
     assert judge(scope, "https://example.com/x", Trail(SEED, 2, out=1)) == (None, 0)
+
+
+def changed(scope, include, exclude, sets):
+    return Change(include=include, exclude=exclude, sets=sets).applied_to(scope)
 
 
 def test_changes_are_checked_whole_and_refused_naming_the_field():

@@ -1,6 +1,7 @@
 """What a person does in the console, each action logged with who did it (the
-log and ``NAME:audit``): replay or delete dead letters, seed start URLs, pause,
-resume or stop a crawl. Each is the command line's own code underneath."""
+log and ``NAME:audit``): replay or delete dead letters, seed start URLs (with a
+scope), change a crawl's scope, pause, resume or stop a crawl. Each is the
+command line's own code underneath."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from extensions.frontier.crawls.state import Crawls, UnknownCrawl
 from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.seeding import push, validate, with_field
+from extensions.scope.changes import Change, apply
+from extensions.scope.document import Scope, ScopeError, parse
+from extensions.scope.store import ScopeStore
 from extensions.urlpolicy import mask_credentials
 
 if TYPE_CHECKING:
@@ -111,7 +115,9 @@ class Actions:
 
     def seed(self, user: str, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict) or not isinstance(body.get("urls"), list):
-            raise ActionRefused('the body must be {"urls": [...], "crawl": "ID" (optional)}')
+            raise ActionRefused('the body must be {"urls": [...], "crawl": "ID" (optional), '
+                                '"scope": {...} (optional)}')  # fmt: skip
+        scope = _seed_scope(body.get("scope"))
         entries = [str(u) for u in body["urls"] if str(u).strip()]
         if not entries or len(entries) > MAX_SEED:
             raise ActionRefused(f"give 1 to {MAX_SEED} URLs (scrapy seed -f FILE for more)")
@@ -135,6 +141,8 @@ class Actions:
         if valid:
             if crawl:
                 crawls.register(crawl, budget=self.crawl_budget if state is None else None)
+            if scope is not None:
+                ScopeStore(self.server, self.keys).set_crawl_scope(crawl, scope)
             push(self.server, self.keys, valid)
         into = f" into crawl {crawl}" if crawl else ""
         self.audit(user, "seed", f"{len(valid)} start URLs pushed{into}, {len(refused)} refused")
@@ -142,6 +150,20 @@ class Actions:
             "pushed": len(valid),
             "refused": [{"entry": entry[:300], "reason": reason} for entry, reason in refused],
         }
+
+    def scope(self, user: str, body: Any) -> dict[str, Any]:
+        """Change a crawl's scope for the cluster, and remove what is queued that
+        it refuses (``scrapy scope``'s own code)."""
+        try:
+            change = Change.from_json(body)
+            scope, swept = apply(self.server, self.keys, change)
+        except ScopeError as exc:
+            raise ActionRefused(str(exc)) from None
+        shown = "removed" if scope is None else scope.to_json()
+        what = f"crawl {change.crawl or '(no id)'}"
+        self.audit(user, "scope", f"{what}: {shown}; {swept.removed} queued requests removed")
+        return {"crawl": change.crawl, "scope": None if scope is None else scope.as_dict(),
+                "removed": swept.removed}  # fmt: skip
 
     def crawl(self, user: str, action: str, crawl: str | None) -> dict[str, Any]:
         """Pause, resume or stop one crawl (``""``: the crawl without an id;
@@ -176,3 +198,12 @@ class Actions:
         pipe.lpush(self.keys.audit, json.dumps(record))
         pipe.ltrim(self.keys.audit, 0, AUDIT_KEEP - 1)
         pipe.execute()
+
+
+def _seed_scope(document: Any) -> Scope | None:
+    if document in (None, "", {}):
+        return None
+    try:
+        return parse(document)
+    except ScopeError as exc:
+        raise ActionRefused(f"scope: {exc}") from None

@@ -5,7 +5,7 @@ Pages: ``/`` the overview, ``/nodes``, ``/NAME`` a spider's crawl, ``/NAME/hosts
 ``/NAME/dlq``. API: ``/api/overview``, ``/api/nodes``, ``/api/NAME/status`` (what
 ``scrapy status NAME --json`` prints), ``/api/NAME/crawls``, ``/api/NAME/hosts``,
 ``/api/NAME/dlq``, ``/api/NAME/series``, ``/api/NAME/audit``; actions (POST, JSON):
-``/api/NAME/dlq/replay``, ``/api/NAME/dlq/delete``, ``/api/NAME/seed``,
+``/api/NAME/dlq/replay``, ``/api/NAME/dlq/delete``, ``/api/NAME/seed``, ``/api/NAME/scope``,
 ``/api/NAME/crawls/ID/pause|resume|stop`` (ID ``-``: the crawl without an id,
 ``*``: every crawl). Redis is read in worker threads: the loop never waits on it.
 """
@@ -307,8 +307,8 @@ class Console:
                 choice = Choice.from_json(body)
                 method = "replay" if what == "dlq/replay" else "delete"
                 result = await _off_loop(self.cluster.act, name, method, user, choice)
-            else:
-                result = await _off_loop(self.cluster.act, name, "seed", user, body)
+            else:  # seed, scope
+                result = await _off_loop(self.cluster.act, name, what, user, body)
         except ActionRefused as exc:
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response(result)
@@ -352,7 +352,7 @@ class Console:
         r.add_get("/api/{name}/series", self.api_series)
         r.add_get("/api/{name}/audit", self.api_audit)
         r.add_post("/api/{name}/crawls/{crawl}/{action}", self.act_on_crawl)
-        r.add_post("/api/{name}/{what:dlq/replay|dlq/delete|seed}", self.act)
+        r.add_post("/api/{name}/{what:dlq/replay|dlq/delete|seed|scope}", self.act)
         r.add_get("/", self.overview_page)
         r.add_get("/nodes", self.nodes_page)
         r.add_get("/{name}", self.spider_page)

@@ -5,6 +5,7 @@ the cluster at once (``--exclude RX``, ``--include RX``, ``--set FIELD=VALUE``,
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
@@ -12,23 +13,16 @@ from scrapy.exceptions import UsageError
 from extensions import sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.crawlid import crawl_id_problem
-from extensions.scope.document import EMPTY, Scope, ScopeError, parse_value
+from extensions.scope.changes import Change, apply
+from extensions.scope.document import ScopeError
 from extensions.scope.store import ScopeStore
 
 if TYPE_CHECKING:
     import argparse
 
+    from extensions.scope.sweep import Swept
 
-def changed(scope: Scope, include: list[str], exclude: list[str], sets: list[str]) -> Scope:
-    """``scope`` with the changes a command line asks for; ScopeError naming
-    the field that cannot take its value (nothing is changed then)."""
-    scope = scope.with_patterns(include, exclude)
-    for assignment in sets:
-        name, equals, value = assignment.partition("=")
-        if not equals:
-            raise ScopeError(f"{name}: --set takes FIELD=VALUE")
-        scope = scope.with_field(name.strip(), parse_value(name.strip(), value))
-    return scope
+PROGRESS_EVERY = 100_000  # queued requests looked at between two progress lines
 
 
 class ScopeCommand(ProjectCommand):
@@ -45,8 +39,9 @@ class ScopeCommand(ProjectCommand):
             "--exclude add a regular expression (matched anywhere in the URL; exclude "
             "wins); --set FIELD=VALUE sets a field (null leaves it out); --clear removes "
             "the scope. A change that does not hold is refused, naming the field, and "
-            "nothing changes. Every node judges its next leased request by the new scope: "
-            "queued requests it refuses are dropped, not fetched, and counted."
+            "nothing changes. Every node judges its next leased request by the new scope, "
+            "and the queued requests it refuses are removed from Redis now (--keep-queued: "
+            "as the nodes lease them), counted in the crawl's figures."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -60,6 +55,10 @@ class ScopeCommand(ProjectCommand):
         parser.add_argument("--set", metavar="FIELD=VALUE", action="append", default=[],
                             dest="sets", help="set one field of the scope")  # fmt: skip
         parser.add_argument("--clear", action="store_true", help="remove the crawl's scope")
+        parser.add_argument(
+            "--keep-queued", action="store_true", dest="keep_queued",
+            help="leave queued requests to be judged as they are leased",
+        )  # fmt: skip
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
@@ -71,28 +70,43 @@ class ScopeCommand(ProjectCommand):
         assert self.settings is not None
         keys = spider_keys(self.settings, args[0])
         server = redis_for_command(self.settings)
-        store = ScopeStore(server, sharding.as_recorded(server, keys))
+        keys = sharding.as_recorded(server, keys)
+        change = Change(opts.crawl, opts.include, opts.exclude, opts.sets, clear=opts.clear)
+        if change.empty:
+            _show(ScopeStore(server, keys), opts.crawl)
+            return
         which = f"crawl {opts.crawl}" if opts.crawl else "the crawl without an id"
         try:
-            current = store.crawl_scope(opts.crawl)
-        except ScopeError as exc:
-            print(f"warning: the stored scope cannot be read ({exc}): starting afresh")
-            current = None
-        if opts.clear:
-            store.set_crawl_scope(opts.crawl, None)
-            print(f"scope of {which} of {args[0]} removed")
-            return
-        if not (opts.include or opts.exclude or opts.sets):
-            shown = {
-                "crawl": opts.crawl,
-                "scope": None if current is None else current.as_dict(),
-                "counts": store.counts(opts.crawl),
-            }
-            print(json.dumps(shown, indent=2, sort_keys=True))
-            return
-        try:
-            scope = changed(current or EMPTY, opts.include, opts.exclude, opts.sets)
+            scope, swept = apply(server, keys, change, sweep=not opts.keep_queued,
+                                 progress=_Progress())  # fmt: skip
         except ScopeError as exc:
             raise SystemExit(f"error: {exc}") from None
-        store.set_crawl_scope(opts.crawl, scope)
+        if scope is None:
+            print(f"scope of {which} of {args[0]} removed")
+            return
         print(f"scope of {which} of {args[0]}: {scope.to_json()}")
+        if not opts.keep_queued:
+            print(f"queued requests looked at: {swept.looked}, removed: {swept.removed}")
+
+
+def _show(store: ScopeStore, crawl: str) -> None:
+    try:
+        current = store.crawl_scope(crawl)
+        shown = None if current is None else current.as_dict()
+    except ScopeError as exc:
+        shown = {"unreadable": str(exc)}
+    print(json.dumps({"crawl": crawl, "scope": shown, "counts": store.counts(crawl)},
+                     indent=2, sort_keys=True))  # fmt: skip
+
+
+class _Progress:
+    """A line on standard error every PROGRESS_EVERY queued requests looked at."""
+
+    def __init__(self) -> None:
+        self.said = 0
+
+    def __call__(self, swept: Swept) -> None:
+        if swept.looked - self.said >= PROGRESS_EVERY:
+            self.said = swept.looked
+            print(f"{swept.looked} queued requests looked at, {swept.removed} removed",
+                  file=sys.stderr, flush=True)  # fmt: skip

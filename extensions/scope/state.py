@@ -67,6 +67,8 @@ class ScopeState:
         #: (crawl, host) at its max_pages_per_host; pages owed per host
         self.full_hosts: set[tuple[str, str]] = set()
         self.owed_hosts: collections.Counter[tuple[str, str]] = collections.Counter()
+        #: crawl -> its cluster-wide pages and bytes, and its start (s), at the last look
+        self.totals: dict[str, tuple[int, int, float]] = {}
         self._seed_docs: set[str] = set()
 
     # --- the judgements -------------------------------------------------------------
@@ -149,10 +151,17 @@ class ScopeState:
 
     def fetched(self, crawl: str, size: int, url: str) -> None:
         """A response of a crawl with limits: its page and bytes count."""
-        self.owed[count_field(crawl, "pages")] += 1
-        self.owed[count_field(crawl, "bytes")] += size
+        pages, size_field = count_field(crawl, "pages"), count_field(crawl, "bytes")
+        self.owed[pages] += 1
+        self.owed[size_field] += size
         if self.scopes[crawl].max_pages_per_host is not None:
             self.owed_hosts[(crawl, _host(url))] += 1
+        if crawl not in self.reached:
+            # the cluster's totals at the last look, and this node's pages since:
+            # the node stops at once, not at its next look
+            known, known_size, since = self.totals.get(crawl, (0, 0, 0.0))
+            self._check_limits(crawl, known + self.owed[pages], known_size + self.owed[size_field],
+                               since)  # fmt: skip
 
     def _host_full(self, crawl: str, url: str) -> bool:
         return bool(self.full_hosts) and (crawl, _host(url)) in self.full_hosts
@@ -226,6 +235,7 @@ class ScopeState:
         for index, crawl in enumerate(limited):
             pages, size = (_number(v) for v in totals[2 * index])
             since = _number(totals[2 * index + 1]) / 1000
+            self.totals[crawl] = (pages, size, since)
             self._check_limits(crawl, pages, size, since)
 
     def _read_documents(self, version: int) -> None:

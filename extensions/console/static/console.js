@@ -128,12 +128,40 @@ document.addEventListener("click", async (event) => {
 
 document.addEventListener("submit", async (event) => {
   const form = event.target;
+  if (form.id !== "scope") return;
+  event.preventDefault();
+  const data = new FormData(form);
+  const body = {crawl: data.get("crawl") || "", clear: data.get("clear") === "on"};
+  for (const name of ["exclude", "include"]) {
+    const value = String(data.get(name) || "").trim();
+    body[name] = value ? [value] : [];
+  }
+  const assignment = String(data.get("set") || "").trim();
+  if (assignment) {
+    const at = assignment.indexOf("=");
+    body.set = {[assignment.slice(0, at < 0 ? assignment.length : at)]: at < 0 ? "" : assignment.slice(at + 1)};
+  }
+  try {
+    const result = await post(form.dataset.endpoint, body);
+    flash(`scope ${result.scope ? JSON.stringify(result.scope) : "removed"}; ` +
+          `${result.removed} queued requests removed`);
+    setTimeout(() => window.location.reload(), 1500);
+  } catch (e) {
+    flash(`refused: ${e.message}`, true);
+  }
+});
+
+document.addEventListener("submit", async (event) => {
+  const form = event.target;
   if (form.id !== "seed") return;
   event.preventDefault();
   const data = new FormData(form);
   const urls = String(data.get("urls") || "").split("\n").map(s => s.trim()).filter(Boolean);
+  const body = {urls, crawl: data.get("crawl") || ""};
+  const scopeText = String(data.get("scope") || "").trim();
+  if (scopeText) body.scope = scopeText;
   try {
-    const result = await post(form.dataset.endpoint, {urls, crawl: data.get("crawl") || ""});
+    const result = await post(form.dataset.endpoint, body);
     const refused = result.refused.map(r => `${r.entry}: ${r.reason}`).join("; ");
     flash(`pushed ${result.pushed} start URLs` + (refused ? `; refused ${refused}` : ""),
           result.refused.length > 0);
