@@ -9,7 +9,8 @@ way ({class path: order}): frontier parts, downloader and spider middlewares.
 The stack iterates the capabilities ``DECLARED`` lists: the defaults
 (``defaults.py``), the checks at start (``config.py``), the keys
 (``keys.SpiderKeys.named``, ``keyspace.py``, the reference pages), the parts
-(``FRONTIER_PARTS_BASE``) and the middlewares (``addon.py``). A new capability
+(``FRONTIER_PARTS_BASE``), the middlewares (``addon.py``) and the meta keys
+that steer a request (``meta.py``). A new capability
 is its package and one line here.
 
 A declaration is data: ``declared.py`` imports nothing above
@@ -75,6 +76,10 @@ class Capability:
     frontier_parts: Mapping[str, int] = field(default_factory=dict)
     downloader_middlewares: Mapping[str, int] = field(default_factory=dict)
     spider_middlewares: Mapping[str, int] = field(default_factory=dict)
+    #: request.meta keys it steers a request with: {key: whether a value is one
+    #: the stack can use} (``extensions.meta``: a start entry never sets one, a
+    #: queue entry's must hold)
+    control_meta: Mapping[str, Callable[[Any], bool]] = field(default_factory=dict)
 
 
 # (each read once: keys.SpiderKeys.named asks at every call; what they return is
@@ -103,6 +108,11 @@ def settings() -> dict[str, Setting]:
 @functools.cache
 def keys() -> dict[str, Key]:
     return {name: k for c in declared() for name, k in c.keys.items()}
+
+
+@functools.cache
+def control_meta() -> dict[str, Callable[[Any], bool]]:
+    return {key: check for c in declared() for key, check in c.control_meta.items()}
 
 
 @functools.cache

@@ -10,9 +10,11 @@ expects, or the entry is dead-lettered.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
+from extensions import capability
 from extensions.crawlid import crawl_id_problem
 
 #: park the request in ``NAME:delayed`` until this time (s since epoch)
@@ -59,11 +61,6 @@ RENDER_ACTIONS = "render_actions"
 RENDER_CHECK = "render_check"
 RENDER_CHECKS = ("probe", "recheck")
 
-#: a scoped crawl's request: [the seed it descends from, its hops from it, hops
-#: outside the scope that led to it, its seed's own scope document id or ""]
-#: (extensions/scope/rules.py)
-SCOPE_TRAIL = "_scope"
-
 #: the largest request priority taken (either sign); the queue orders by at
 #: most +-2**20 of it (scripts/_entries.lua), with the discovery order below it
 MAX_PRIORITY = 10**9
@@ -95,13 +92,6 @@ def _list_of_text(value: Any) -> bool:
 
 def _crawl_id(value: Any) -> bool:
     return crawl_id_problem(value) is None
-
-
-def _scope_trail(value: Any) -> bool:
-    return (
-        isinstance(value, list) and len(value) == 4 and _text(value[0]) and _integer(value[1])
-        and _integer(value[2]) and value[1] >= 0 and value[2] >= 0 and _text(value[3])
-    )  # fmt: skip
 
 
 def _slot(value: Any) -> bool:
@@ -153,7 +143,6 @@ CONTROL_KEYS: dict[str, Any] = {
     SEEN_ONLY: _flag,
     HOST_WAITS: _integer,
     BAN_RETRIES: _integer,
-    SCOPE_TRAIL: _scope_trail,
     RENDER_CHECK: lambda value: value in RENDER_CHECKS,
     "trap_chain": _integer,  # extensions.frontier.traps.CHAIN
     "retry_times": _integer,
@@ -162,13 +151,21 @@ CONTROL_KEYS: dict[str, Any] = {
 }
 
 
+@functools.cache
+def control_keys() -> dict[str, Any]:
+    """CONTROL_KEYS, and those the declared capabilities steer requests with
+    (``extensions/capability.py``)."""
+    return {**CONTROL_KEYS, **capability.control_meta()}
+
+
 def control_meta_problem(meta: dict[str, Any]) -> str | None:
     """Why a queue entry's meta cannot be trusted to steer a node, or None
     (its page actions are checked by extensions.render.actions)."""
     if RENDER in meta and not _flag(meta[RENDER]):
         return f"meta['render'] holds {meta[RENDER]!r:.80}, not true or false"
-    for key in meta.keys() & CONTROL_KEYS.keys():  # meta is small: cheap on the hot path
-        check = CONTROL_KEYS[key]
+    control = control_keys()
+    for key in meta.keys() & control.keys():  # meta is small: cheap on the hot path
+        check = control[key]
         value = meta[key]
         ok = isinstance(value, check) if isinstance(check, type) else check(value)
         if not ok:
@@ -193,7 +190,7 @@ def entry_meta(meta: dict[str, Any], allowed: frozenset[str] | None) -> tuple[di
     """
     kept, dropped = {}, []
     for key, value in meta.items():
-        if key in CONTROL_KEYS or (allowed is not None and key not in allowed):
+        if key in control_keys() or (allowed is not None and key not in allowed):
             dropped.append(key)
         else:
             kept[key] = value

@@ -11,8 +11,9 @@ from scrapy.settings import Settings
 from scrapy.statscollectors import MemoryStatsCollector
 
 from extensions.keys import SpiderKeys
-from extensions.meta import CRAWL_ID, SCOPE_TRAIL, control_meta_problem
+from extensions.meta import CRAWL_ID, control_meta_problem
 from extensions.scope.changes import Change
+from extensions.scope.declared import SCOPE_TRAIL
 from extensions.scope.document import EMPTY, ScopeError, parse
 from extensions.scope.rules import Trail, judge
 from extensions.scope.state import ScopeState
@@ -279,3 +280,33 @@ def test_seed_scope_then_scope_shows_and_changes_it(redis_url, redis_client, tmp
         "scope": "prefix", "max_pages": 50, "exclude": ["/private/"]}  # fmt: skip
     assert scope("--clear").returncode == 0
     assert json.loads(scope().stdout)["scope"] is None
+
+
+def test_sitemaps_include_only_and_skip():
+    from extensions.scope.seeding import with_sitemaps
+
+    seeds = ["https://a.example/blog/", json.dumps({"url": "https://b.example/x"})]
+    robots = [json.loads(e) for e in with_sitemaps(seeds, parse({"sitemaps": "only"}), "c")]
+    assert robots == [{"url": f"https://{h}.example/robots.txt", "sitemap": True, "crawl": "c"}
+                      for h in "ab"]  # fmt: skip
+    assert with_sitemaps(seeds, parse({"sitemaps": "include"}), "")[:2] == seeds
+    assert with_sitemaps(seeds, parse({"sitemaps": "skip"}), "") == seeds
+
+    class Reader:  # a spider's sitemap callback, as the frontier restores it
+        def _parse_sitemap(self, response):
+            return []
+
+    state = ScopeState(None, MemoryStatsCollector(SimpleNamespace(
+        settings=Settings({"STATS_DUMP": False}))), Health(), refresh=1e9)  # fmt: skip
+    state.looked = 0.0  # nothing read from Redis: the documents below
+    state.scopes = {"only": parse({"sitemaps": "only"}), "skip": parse({"sitemaps": "skip"})}
+    sitemap = Request("https://a.example/sitemap.xml", callback=Reader()._parse_sitemap,
+                      meta={CRAWL_ID: "only"})  # fmt: skip
+    page = Request("https://a.example/p", meta={CRAWL_ID: "only"})
+    # "only": what a sitemap lists is taken, a page's own links are not
+    assert state.child(sitemap, Request("https://a.example/p", meta={CRAWL_ID: "only"})) is None
+    assert state.child(page, Request("https://a.example/q", meta={CRAWL_ID: "only"})) == "outside"
+    # "skip": no sitemap is read
+    skipped = Request("https://a.example/sitemap.xml", callback=Reader()._parse_sitemap,
+                      meta={CRAWL_ID: "skip"})  # fmt: skip
+    assert state.leased(skipped) == "outside"

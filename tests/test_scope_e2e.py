@@ -34,6 +34,11 @@ def test_two_crawls_of_one_spider_fetch_exactly_what_their_scopes_take(
     root = demo_site.url + "/sections/"
     command(redis_url, "seed", "site", root + "blog/0", "--crawl", "blog", "--scope", blog)
     command(redis_url, "seed", "site", root + "shop/0", "--crawl", "public", "--scope", public)
+    # two seeds of one crawl, each with a scope of its own
+    own = [json.dumps({"url": root + "blog/0", "meta": {"scope": {"scope": "page"}}}),
+           json.dumps({"url": root + "private/0",
+                       "meta": {"scope": {"scope": "prefix", "exclude": ["sort="]}}})]  # fmt: skip
+    command(redis_url, "seed", "site", *own, "--crawl", "seeds")
     for node in ("n1", "n2"):
         nodes.start("site", redis_url, NODE_ID=node, **SETTINGS)
     for proc in nodes.procs:
@@ -44,7 +49,8 @@ def test_two_crawls_of_one_spider_fetch_exactly_what_their_scopes_take(
     blog_pages = section_paths("blog")
     shop_pages = section_paths("shop")
     expected = {path: 2 for path in blog_pages}  # once by each crawl
-    expected |= {path: 1 for path in shop_pages}
+    expected["/sections/blog/0"] = 3  # and by the seed whose scope is its page
+    expected |= {path: 1 for path in shop_pages + section_paths("private")}
     expected |= {f"{path}?sort=price": 1 for path in blog_pages + shop_pages}
     assert hits == expected
 

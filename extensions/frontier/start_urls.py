@@ -32,7 +32,7 @@ from extensions.crawlid import crawl_id_problem
 from extensions.exceptions import InvalidStartURL
 from extensions.frontier.frontier import now_ms
 from extensions.frontier.redisops import load_script, run_named
-from extensions.meta import CONTROL_KEYS, CRAWL_ID, control_meta_problem, priority_problem
+from extensions.meta import CRAWL_ID, control_keys, control_meta_problem, priority_problem
 from extensions.render.actions import render_meta_problem
 from extensions.runtime import state_of
 from extensions.urlpolicy import UrlPolicy
@@ -147,7 +147,7 @@ def _checked_meta(meta: Any, rules: EntryRules) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise InvalidStartURL("'meta' must be a JSON object")
     for key in meta:
-        if key in CONTROL_KEYS:
+        if key in control_keys():
             raise InvalidStartURL(
                 f"meta key {key!r} steers the crawler and cannot come from a start entry"
             )

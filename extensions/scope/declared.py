@@ -1,11 +1,29 @@
 """Crawl scope as data, declared (``extensions/capability.py``): its setting,
-its keys, its frontier part and its middlewares; what a scope document holds:
-``document.py``; how a URL is judged: ``rules.py``."""
+its keys, its frontier part, its middlewares and the meta key its requests
+carry; what a scope document holds: ``document.py``; how a URL is judged:
+``rules.py``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from extensions.capability import Capability, Key, Setting
 from extensions.settingchecks import number
+
+#: a scoped crawl's request: [the seed it descends from, its hops from it, hops
+#: outside the scope that led to it, its seed's own scope document id or ""]
+#: (``rules.py``)
+SCOPE_TRAIL = "_scope"
+
+
+def trail_ok(value: Any) -> bool:
+    """Whether a queue entry's trail is one the nodes can judge by."""
+    if not (isinstance(value, list) and len(value) == 4):
+        return False
+    seed, hops, out, doc = value
+    numbers = all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (hops, out))
+    return numbers and isinstance(seed, str) and isinstance(doc, str)
+
 
 CAPABILITY = Capability(
     name="scope",
@@ -47,4 +65,5 @@ CAPABILITY = Capability(
     frontier_parts={"extensions.scope.part.ScopePart": 150},
     spider_middlewares={"extensions.scope.middleware.ScopeMiddleware": 975},
     downloader_middlewares={"extensions.scope.middleware.ScopeFetches": 950},
+    control_meta={SCOPE_TRAIL: trail_ok},
 )

@@ -5,6 +5,7 @@ shows of it."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from extensions.connection import text
@@ -87,4 +88,4 @@ class ScopePart(FrontierPart):
 
 
 def _short(scope: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in scope.items()) or "(empty)"
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in scope.items()) or "(empty)"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from extensions.frontier.domains import registered_domain
-from extensions.meta import SCOPE_TRAIL
+from extensions.scope.declared import SCOPE_TRAIL
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 import redis
 
 from extensions.connection import text
-from extensions.meta import CRAWL_ID, SCOPE_TRAIL
+from extensions.meta import CRAWL_ID
+from extensions.scope.declared import SCOPE_TRAIL
 from extensions.scope.document import EMPTY, Scope, ScopeError, parse
 from extensions.scope.rules import Trail, judge
 from extensions.scope.store import (
