@@ -146,7 +146,6 @@ FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
 # class with its order, as Scrapy's *_MIDDLEWARES_BASE; a part a crawl does not use
 # (no FRONTIER_OVERFLOW, say) stays out by itself
 FRONTIER_PARTS_BASE = {
-    "extensions.frontier.crawls.part.CrawlsPart": 100,
     "extensions.frontier.hosts.levels.HostLevels": 500,
 }
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
@@ -187,10 +186,6 @@ HOST_PAGE_BUDGET = 0  # requests a host (queue group) may be given in one crawl;
 FRONTIER_SCORER = ""
 FRONTIER_SCORE_SCALE = 100.0
 SCORER_KEYWORDS: list[str] = []  # AnchorKeywordScorer's words
-# --- several crawls of one spider (extensions/frontier/crawls/) ---
-CRAWL_ID = ""  # the crawl this node's own start requests join ("" = the crawl without an id)
-# requests a crawl under an id may be given, unless seeded with its own --budget; 0 = no limit
-CRAWL_PAGE_BUDGET = 0
 
 # --- robots.txt (Scrapy's ROBOTSTXT_OBEY; extensions/downloadermiddlewares/robotstxt.py) ---
 ROBOTSTXT_RETRY_DELAY = 30.0  # seconds a host's requests wait when its robots.txt fails (5xx)

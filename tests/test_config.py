@@ -66,6 +66,9 @@ BAD_VALUES = [
     ("FRONTIER_OVERFLOW", "redis"),
     ("FRONTIER_OVERFLOW", "mongo"),  # and no MONGO_URI: where would it go?
     ("FRONTIER_HOST_QUEUE_MAX", 0),
+    ("CRAWL_ID", "two words"),
+    ("CRAWL_PAGE_BUDGET", -1),
+    ("SCOPE_REFRESH", 0),
 ]
 
 

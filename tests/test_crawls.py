@@ -365,7 +365,8 @@ def test_a_bad_crawl_id_setting_stops_the_node_with_the_reason():
     from extensions.spidermiddlewares.crawlid import CrawlIdMiddleware
     from tests.conftest import crawler_with_addon
 
-    with pytest.raises(ValueError, match="CRAWL_ID: crawl id 'a b'"):
+    # the setting is checked as the node starts, as every declared one is
+    with pytest.raises(ValueError, match="CRAWL_ID = 'a b': crawl id 'a b'"):
         CrawlIdMiddleware.from_crawler(crawler_with_addon(None, {"CRAWL_ID": "a b"}))
 
 
