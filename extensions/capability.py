@@ -35,6 +35,7 @@ Check = Callable[["BaseSettings", str], "str | None"]
 #: the modules whose CAPABILITY the stack takes in, in order
 DECLARED = (
     "extensions.frontier.crawls.declared",
+    "extensions.frontier.hosts.declared",
     "extensions.frontier.overflow.declared",
     "extensions.frontier.ranks.declared",
     "extensions.recrawl.declared",

@@ -167,8 +167,6 @@ CHECKS: dict[str, Check] = {
     **BOT_AUTH_CHECKS,
     **URLNORM_CHECKS,
     "CLUSTER_HOST_RATE": _number(float, 0),
-    "CLUSTER_DOMAIN_RATE": _number(float, 0),
-    "CLUSTER_IP_RATE": _number(float, 0),
     "CLUSTER_CRAWL_DELAY_MAX": _number(float, 0),
     "CLUSTER_SEND_TOLERANCE": _number(float, 0, 1),
     "HOST_BACKOFF_STATUSES": _int_list(100, 599, "HTTP status codes"),

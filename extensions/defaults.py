@@ -144,10 +144,9 @@ FRONTIER_IDLE_POLL_MIN = 0.05  # seconds an idle node first waits before asking 
 FRONTIER_IDLE_POLL_MAX = 1.0  # seconds an idle node waits at most between asks
 # the frontier's capabilities beside its leases (extensions/frontier/part.py), each a
 # class with its order, as Scrapy's *_MIDDLEWARES_BASE; a part a crawl does not use
-# (no FRONTIER_OVERFLOW, say) stays out by itself
-FRONTIER_PARTS_BASE = {
-    "extensions.frontier.hosts.levels.HostLevels": 500,
-}
+# (no FRONTIER_OVERFLOW, say) stays out by itself. Every bundled part is declared by
+# its capability (the end of this module adds them)
+FRONTIER_PARTS_BASE: dict[str, int] = {}
 # a project's own parts, {class path: order}, merged with FRONTIER_PARTS_BASE; None leaves one out
 FRONTIER_PARTS: dict[str, int | None] = {}
 # seconds ahead a request may be parked (retries, politeness, resting proxies);
@@ -163,11 +162,6 @@ RETRY_AFTER_MAX = 300.0  # seconds: the longest Retry-After (on 429/503) that is
 # requests per second per host from all nodes together; 0 = no limit; per-host
 # overrides in CLUSTER_HOST_RATES = {"example.com": 2.0} (a dict setting, default empty)
 CLUSTER_HOST_RATE = 0.0
-# requests per second per registered domain (its hosts together) and per server
-# address (IPv4 or IPv6; DNS_SHARED is then on unless set), for the whole cluster;
-# 0 = no limit (extensions/frontier/hosts/levels.py; sharded: hosts/claims.py)
-CLUSTER_DOMAIN_RATE = 0.0
-CLUSTER_IP_RATE = 0.0
 CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay honoured
 # fraction of a paced host's interval a send may come late by; slots are spaced by
 # the interval plus this (and, below about 5 requests a second, a fifth of the
