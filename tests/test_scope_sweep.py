@@ -11,7 +11,9 @@ from extensions.frontier.groups import queue_group_for
 from extensions.keys import SpiderKeys
 from extensions.scope.changes import Change, apply
 from extensions.scope.document import parse
+from extensions.scope.overflow_sweep import OverflowSweep
 from extensions.scope.store import ScopeStore
+from tests.test_overflow import drain, overflow_setup  # noqa: F401 - a fixture
 
 
 def entry(url: str, crawl: str, seed: str = "http://h0/"):
@@ -56,3 +58,30 @@ def test_an_exclusion_removes_the_queued_matches_and_leaves_the_rest_and_the_lea
     frontier.release(list(leased_ids))
     b = crawls.figures("b")
     assert frontier.sizes().queued == a.queued + b.queued
+
+
+def test_with_the_overflow_what_mongodb_holds_of_the_crawl_is_judged_too(
+    overflow_setup,  # noqa: F811 - the fixture imported above
+):
+    frontier, overflow = overflow_setup(name="swo", queue_max=5)
+    keys, server = frontier.keys, frontier.server
+    Crawls(server, keys).register("a")
+    ScopeStore(server, keys).set_crawl_scope("a", parse({"scope": "any"}))
+    urls = [f"http://h.test/{'private' if n % 2 else 'public'}/{n}" for n in range(40)]
+    frontier.enqueue([entry(url, "a") for url in urls])
+    overflow.turn()  # the spills written to MongoDB
+    assert overflow.store.waiting_count("h.test#a") == 35
+
+    sweeper = OverflowSweep(server, keys, overflow.store)
+    _, swept = apply(server, keys, Change("a", exclude=["/private/"]), overflow=sweeper)
+    assert swept.removed == 20
+    figures = Crawls(server, keys).figures("a")
+    assert (figures.queued, figures.removed) == (20, 20)
+    assert overflow.store.waiting_count("h.test#a") + server.zcard(keys.queue("h.test#a")) == 20
+    assert frontier.sizes().queued == 20
+    # every public page comes back and is leased once; no private one ever is
+    leased = drain(frontier, overflow)
+    assert sorted(leased) == sorted(u for u in urls if "/public/" in u)
+    sizes = frontier.sizes()
+    assert (sizes.queued, sizes.spilled) == (0, 0)
+    assert not server.exists(keys.named("overflow", group="h.test#a"))

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import redis
+    from scrapy.settings import BaseSettings
 
     from extensions.keys import SpiderKeys
+    from extensions.scope.overflow_sweep import OverflowSweep
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,17 @@ class Change:
         return scope
 
 
+def overflow_for(settings: BaseSettings, server: redis.Redis, keys: SpiderKeys) -> Any:
+    """With FRONTIER_OVERFLOW = "mongo", what sweeps the crawl's MongoDB part
+    (close its ``store`` when done); else None."""
+    if settings.get("FRONTIER_OVERFLOW") != "mongo":
+        return None
+    from extensions.frontier.overflow.store import MongoOverflow
+    from extensions.scope.overflow_sweep import OverflowSweep
+
+    return OverflowSweep(server, keys, MongoOverflow.from_settings(settings, keys.name))
+
+
 def _typed(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -88,6 +101,7 @@ def apply(
     change: Change,
     *,
     sweep: bool = True,
+    overflow: OverflowSweep | None = None,
     progress: Callable[[Swept], Any] = lambda swept: None,
 ) -> tuple[Scope | None, Swept]:
     """Check the change, store it for every node, then remove what is queued that
@@ -101,5 +115,5 @@ def apply(
     store.set_crawl_scope(change.crawl, scope)
     swept = Swept()
     if sweep and scope is not None:
-        swept = Sweep(server, keys).run(change.crawl, progress)
+        swept = Sweep(server, keys, overflow).run(change.crawl, progress)
     return scope, swept

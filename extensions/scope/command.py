@@ -13,7 +13,7 @@ from scrapy.exceptions import UsageError
 from extensions import sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.crawlid import crawl_id_problem
-from extensions.scope.changes import Change, apply
+from extensions.scope.changes import Change, apply, overflow_for
 from extensions.scope.document import ScopeError
 from extensions.scope.store import ScopeStore
 
@@ -40,8 +40,9 @@ class ScopeCommand(ProjectCommand):
             "wins); --set FIELD=VALUE sets a field (null leaves it out); --clear removes "
             "the scope. A change that does not hold is refused, naming the field, and "
             "nothing changes. Every node judges its next leased request by the new scope, "
-            "and the queued requests it refuses are removed from Redis now (--keep-queued: "
-            "as the nodes lease them), counted in the crawl's figures."
+            "and the queued requests it refuses are removed now, from Redis and from the "
+            "MongoDB overflow (--keep-queued: as the nodes lease them), counted in the "
+            "crawl's figures."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -76,11 +77,15 @@ class ScopeCommand(ProjectCommand):
             _show(ScopeStore(server, keys), opts.crawl)
             return
         which = f"crawl {opts.crawl}" if opts.crawl else "the crawl without an id"
+        overflow = None if opts.keep_queued else overflow_for(self.settings, server, keys)
         try:
             scope, swept = apply(server, keys, change, sweep=not opts.keep_queued,
-                                 progress=_Progress())  # fmt: skip
+                                 overflow=overflow, progress=_Progress())  # fmt: skip
         except ScopeError as exc:
             raise SystemExit(f"error: {exc}") from None
+        finally:
+            if overflow is not None:
+                overflow.store.close()
         if scope is None:
             print(f"scope of {which} of {args[0]} removed")
             return

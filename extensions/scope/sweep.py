@@ -6,8 +6,9 @@ crawl is judged by it, and those it refuses are removed from Redis at once
 The sweep reads each of the crawl's groups a batch at a time (HSCAN of its
 JSON), so it costs the crawl's queued requests once, in the command, and Redis
 a bounded call per batch. What it misses (a request leased meanwhile, one
-parked for later, one out in the MongoDB overflow) is judged when a node
-leases it, and refused there.
+parked for later) is judged when a node leases it, and refused there. With
+the MongoDB overflow, what it holds of the crawl is judged too
+(``overflow_sweep.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
     from extensions.keys import SpiderKeys
     from extensions.scope.document import Scope
+    from extensions.scope.overflow_sweep import OverflowSweep
 
 logger = logging.getLogger(__name__)
 
@@ -61,20 +63,27 @@ def queued_verdict(scopes: dict[str, Scope], crawl: str, raw: bytes) -> str | No
 
 
 class Sweep:
-    def __init__(self, server: redis.Redis, keys: SpiderKeys):
+    def __init__(
+        self, server: redis.Redis, keys: SpiderKeys, overflow: OverflowSweep | None = None
+    ):
         self.server = server
         self.keys = keys
         self.store = ScopeStore(server, keys)
         self.manifest = Manifest(server, keys)
+        #: FRONTIER_OVERFLOW = "mongo": what the crawl holds in MongoDB, judged too
+        self.overflow = overflow
 
     def run(self, crawl: str, progress: Callable[[Swept], Any] = lambda swept: None) -> Swept:
         scopes, _ = self.store.read_all()
         swept = Swept()
         reasons: dict[str, int] = {}
         shards = [self.keys] if self.keys.shards == 1 else self.keys.all_shards()
+        overflow = self.overflow if self.overflow is not None and self.overflow.begin() else None
         for shard in shards:
             for group in self._groups(shard, crawl):
                 self._sweep_group(shard, group, crawl, scopes, swept, reasons)
+                if overflow is not None:
+                    overflow.group(shard, crawl, group, scopes, swept, reasons)
                 progress(swept)
         if reasons:
             pipe = self.server.pipeline(transaction=False)
