@@ -36,8 +36,10 @@ console: venv
 # beside it would move (marked alone), runs by itself, last.
 # --maxschedchunk 1: a worker is handed tests one at a time as it finishes them;
 # xdist's default hands out runs of dozens, and the workers that drew the long
-# crawls kept going for minutes after the others were done.
-TEST_WORKERS ?= 5
+# crawls kept going for minutes after the others were done (the longest modules
+# are collected first for the same reason: tests/conftest.py, LONG_FIRST). Six
+# workers keep the 2 cores busy; five left them idle part of the time.
+TEST_WORKERS ?= 6
 PACED_WORKERS ?= 3
 test: venv system-tools bytecode
 	$(PY) -m ruff check .

@@ -40,10 +40,23 @@ def _no_process_in_a_unit_test(event: str, args: tuple) -> None:
 sys.addaudithook(_no_process_in_a_unit_test)
 
 
+#: the modules whose tests take longest (a minute or so each: browsers, kills,
+#: whole crawls), run first: xdist hands tests out in collection order, and one
+#: of these drawn last kept its worker going for a minute after the others were done
+LONG_FIRST = (
+    "test_render_e2e.py", "test_pushback.py", "test_chaos.py", "test_scrapyd.py",
+    "test_retry.py", "test_dns.py", "test_crawls_e2e.py", "test_cluster.py", "test_warc.py",
+    "test_scoring.py", "test_warc_s3.py", "test_backlog.py", "test_shards_failover.py",
+    "test_metrics.py", "test_render_scroll.py", "test_scope_e2e.py", "test_sitemaps.py",
+)  # fmt: skip
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not SERVER_FIXTURES & set(item.fixturenames) and not item.get_closest_marker("spawns"):
             item.add_marker(pytest.mark.unit)
+    rank = {name: at for at, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as found
 
 
 #: the paced tests' usual length (s), by test function, to share them out among

@@ -113,7 +113,7 @@ def test_limits_stop_a_crawl_within_one_lease_batch_per_node(
     try:
         root = site.url + "/sections/"
         limits = {"pages": {"max_pages": 30}, "bytes": {"max_bytes": 40_000},
-                  "seconds": {"max_seconds": 3}}  # fmt: skip
+                  "seconds": {"max_seconds": 5}}  # fmt: skip
         for crawl, limit in limits.items():
             path = scope_file(tmp_path, crawl, {"scope": "host", **limit})
             command(redis_url, "seed", "site", root + "blog/0", "--crawl", crawl, "--scope", path)
@@ -136,4 +136,7 @@ def test_limits_stop_a_crawl_within_one_lease_batch_per_node(
     fetched = ScopeStore(redis_client, SpiderKeys.for_spider("site")).counts("bytes")
     assert fetched["bytes"] >= 40_000 and len(pages["bytes"]) < whole
     assert len(pages["bytes"]) <= fetched["pages"] <= len(pages["bytes"]) + batch
-    assert 0 < len(pages["seconds"]) < whole
+    # its seconds count from the seed: on a loaded machine they may pass before a
+    # node has started; either way the crawl stops by itself, short of the site
+    assert len(pages["seconds"]) < whole
+    assert "max_seconds (5) passed" in nodes.log(0) + nodes.log(1)

@@ -266,7 +266,7 @@ class ScopeState:
             return
         if crawl not in self.reached:
             self.reached[crawl] = why
-            logger.info("crawl %r of the scope's limits: %s", crawl or "(no id)", why)
+            logger.info("crawl %r stopped by its scope: %s", crawl or "(no id)", why)
             if crawl and self.stop_crawl is not None:
                 self.stop_crawl(crawl, why)
 
