@@ -310,3 +310,25 @@ def test_sitemaps_include_only_and_skip():
     skipped = Request("https://a.example/sitemap.xml", callback=Reader()._parse_sitemap,
                       meta={CRAWL_ID: "skip"})  # fmt: skip
     assert state.leased(skipped) == "outside"
+
+
+def test_a_seed_scope_met_while_redis_is_away_is_judged_and_stored_once_it_is_back(
+    redis_client,
+):
+    import redis as redis_py
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    state, _ = node_state(redis_client)
+    look_now(state)
+    live = state.store.server
+    # nothing listens there: each call fails at once
+    state.store.server = redis_py.Redis(port=1, retry=Retry(NoBackoff(), 0))
+    seed = Request("https://example.com/", meta={"scope": {"scope": "page"}})
+    assert state.seed_problem(seed) is None  # the seed goes on
+    assert state.health.failures
+    assert state.child(seed, Request("https://example.com/other")) == "outside"
+    state.store.server = live
+    look_now(state)
+    doc = seed.meta[SCOPE_TRAIL][3]
+    assert json.loads(redis_client.hget("scoped:scope", f"seed:{doc}")) == {"scope": "page"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -51,7 +52,7 @@ class ScopeState:
         health: RedisHealth,
         *,
         refresh: float,
-        stop_crawl: Any = None,
+        stop_crawl: Callable[[str, str], Any] | None = None,
     ):
         self.store = store
         self.stats = stats
@@ -71,6 +72,8 @@ class ScopeState:
         #: crawl -> its cluster-wide pages and bytes, and its start (s), at the last look
         self.totals: dict[str, tuple[int, int, float]] = {}
         self._seed_docs: set[str] = set()
+        #: seeds' own scopes Redis did not take yet (it was away)
+        self._unstored: dict[str, Scope] = {}
 
     # --- the judgements -------------------------------------------------------------
 
@@ -184,9 +187,13 @@ class ScopeState:
     def _seed_doc(self, scope: Scope) -> str:
         doc = seed_doc_id(scope)
         if doc not in self._seed_docs:
-            self.store.add_seed_scope(scope)
-            self._seed_docs.add(doc)
             self.scopes[SEED + doc] = scope
+            try:
+                self.store.add_seed_scope(scope)
+            except redis.RedisError as exc:  # stored at the next look: judged here meanwhile
+                self.health.failed(exc)
+                self._unstored[doc] = scope
+            self._seed_docs.add(doc)
         return doc
 
     # --- the cluster's view -------------------------------------------------------------
@@ -202,6 +209,9 @@ class ScopeState:
             self.health.failed(exc)
 
     def sync(self) -> None:
+        for doc, scope in list(self._unstored.items()):
+            self.store.add_seed_scope(scope)
+            del self._unstored[doc]
         owed, self.owed = self.owed, collections.Counter()
         hosts, self.owed_hosts = self.owed_hosts, collections.Counter()
         pipe = self.store.server.pipeline(transaction=False)
@@ -268,7 +278,10 @@ class ScopeState:
             self.reached[crawl] = why
             logger.info("crawl %r stopped by its scope: %s", crawl or "(no id)", why)
             if crawl and self.stop_crawl is not None:
-                self.stop_crawl(crawl, why)
+                try:
+                    self.stop_crawl(crawl, why)
+                except redis.RedisError as exc:  # its requests are refused here all the same,
+                    self.health.failed(exc)  # and the other nodes stop it at their look
 
 
 def _host(url: str) -> str:
