@@ -332,3 +332,23 @@ def test_a_seed_scope_met_while_redis_is_away_is_judged_and_stored_once_it_is_ba
     look_now(state)
     doc = seed.meta[SCOPE_TRAIL][3]
     assert json.loads(redis_client.hget("scoped:scope", f"seed:{doc}")) == {"scope": "page"}
+
+
+def test_only_a_start_entry_s_meta_scope_is_a_scope(redis_url):
+    """A spider's own request may use meta["scope"] for its own ends: it is queued as
+    it is; the same key in what a person pushed is a scope, and a bad one is refused."""
+    from extensions.meta import START_ENTRY
+    from tests.test_scheduler_unit import dlq, open_scheduler, stop_loops
+
+    scheduler = open_scheduler(redis_url)
+    try:
+        own = Request("http://a.test/own", meta={"scope": "premium"})
+        assert scheduler.enqueue_request(own) is True
+        pushed = Request("http://a.test/seed", meta={"scope": {"max_pages": "lots"},
+                                                     START_ENTRY: "entry-1"})  # fmt: skip
+        assert scheduler.enqueue_request(pushed) is False
+        [record] = dlq(scheduler.node.server)
+        assert record["url"] == "http://a.test/seed"
+        assert record["error"].startswith("meta['scope']: max_pages:")
+    finally:
+        stop_loops(scheduler)

@@ -62,6 +62,8 @@ class Admission:
         #: the parts' checks (a problem dead-letters the request) and deciders
         #: (what they mark on it, before it is fingerprinted): context.py
         self.checks: list[AdmissionCheck] = []
+        #: the parts' checks of requests built from a start entry
+        self.start_checks: list[AdmissionCheck] = []
         self.deciders: list[AdmissionDecider] = []
 
     def admit(
@@ -97,7 +99,7 @@ class Admission:
         crawl = request.meta.get(CRAWL_ID) or ""
         if invalid is None and crawl:
             invalid = crawl_id_problem(crawl)
-        for check in self.checks:
+        for check in self.checks + self.start_checks if from_start_entry else self.checks:
             if invalid is not None:
                 break
             invalid = check(request)

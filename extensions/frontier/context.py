@@ -6,7 +6,9 @@ add to the core's path is one of the extension points, each a list the core
 runs at its place:
 
 * admission checks and deciders (``check_admitted``, ``decide_admitted``): a
-  request's problem, which dead-letters it, and what a part marks on it;
+  request's problem, which dead-letters it, and what a part marks on it; checks
+  of the requests built from a start entry alone (``check_start_entries``: what
+  a person pushed, read where a spider's own request would mean something else);
 * lease checks (``check_leased``): a leased request a part drops before the
   engine is given it (a crawl's scope changed since it was queued);
 * release gates (``gate_releases``): a finished request's lease a part releases
@@ -80,6 +82,7 @@ class ExtensionPoints:
     """The lists the core runs, which parts add to through the context."""
 
     admission_checks: list[AdmissionCheck] = field(default_factory=list)
+    start_entry_checks: list[AdmissionCheck] = field(default_factory=list)
     admission_deciders: list[AdmissionDecider] = field(default_factory=list)
     lease_checks: list[LeaseCheck] = field(default_factory=list)
     release_gates: list[ReleaseGate] = field(default_factory=list)
@@ -115,6 +118,9 @@ class PartContext:
 
     def check_admitted(self, check: AdmissionCheck) -> None:
         self.points.admission_checks.append(check)
+
+    def check_start_entries(self, check: AdmissionCheck) -> None:
+        self.points.start_entry_checks.append(check)
 
     def decide_admitted(self, decider: AdmissionDecider) -> None:
         self.points.admission_deciders.append(decider)

@@ -89,8 +89,9 @@ class NodeFrontier:
             max_delay=config.max_delay,
             normalize=normalizing_for(crawler),
         )
-        self.admission.checks, self.admission.deciders = (
-            self.points.admission_checks, self.points.admission_deciders)  # fmt: skip
+        self.admission.checks, self.admission.deciders, self.admission.start_checks = (
+            self.points.admission_checks, self.points.admission_deciders,
+            self.points.start_entry_checks)  # fmt: skip
         self.counts = FlushCounts(crawler.stats, config.host_page_budget)
         self.buffer: deque[tuple[Request, bytes]] = deque()
         #: requests the engine took and is not done with, and their lease members

@@ -45,7 +45,7 @@ class ScopePart(FrontierPart):
             stop_crawl=stop_crawl,
         )
         set_state(context.crawler, STATE, state)
-        context.check_admitted(state.seed_problem)
+        context.check_start_entries(state.seed_problem)
         context.decide_admitted(state.mark)
         context.check_leased(state.leased)
         return cls(state)

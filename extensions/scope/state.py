@@ -132,7 +132,9 @@ class ScopeState:
 
     def seed_problem(self, request: Request) -> str | None:
         """A start entry's own scope that cannot be taken (the request is
-        dead-lettered with it); a good one is stored and becomes its trail."""
+        dead-lettered with it); a good one is stored and becomes its trail.
+        Asked of start entries' requests alone (``check_start_entries``): a
+        spider's own requests may use ``meta["scope"]`` for anything."""
         document = request.meta.get(SEED_SCOPE)
         if document is None:
             return None
