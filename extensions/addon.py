@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 PIPELINE = "extensions.pipelines.itemstore.ItemStorePipeline"
 METRICS = "extensions.observability.metrics.PrometheusMetrics"
 GC_TUNING = "extensions.gctuning.GarbageCollectorTuning"
+REMOTE_CONTROL = "scrapy.extensions.remote_control.RemoteControl"
 # a task for a callback's output only where it waits, not Scrapy's CONCURRENT_ITEMS a response
 OUTPUT_TASKS = "extensions.outputs.SpiderOutputTasks"
 SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
@@ -162,6 +163,11 @@ class DistributedAddon:
         # Scrapy 2.19's remote control runs Python sent over HTTP (token, loopback);
         # a crawler node has no use for it unless someone turns it on.
         settings.set("REMOTE_CONTROL_ENABLED", False, "addon")
+        base = settings["EXTENSIONS_BASE"]
+        if not settings.getbool("REMOTE_CONTROL_ENABLED") and REMOTE_CONTROL in base:
+            # not even imported (Scrapy imports a component set to None too): its
+            # aiohttp server is a tenth of a node's start
+            del base[REMOTE_CONTROL]
         allowed = {s.lower() for s in settings.getlist("ALLOWED_SCHEMES", defaults.ALLOWED_SCHEMES)}
         handlers = settings["DOWNLOAD_HANDLERS"]
         for scheme in settings["DOWNLOAD_HANDLERS_BASE"]:

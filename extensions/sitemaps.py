@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,6 +31,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.sitemap import sitemap_urls_from_robots
 from twisted.internet import threads
 
+from extensions import clock
 from extensions.frontier.frontier import Frontier
 from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
@@ -158,7 +158,7 @@ class SitemapReading:
         queue_by = self.crawler.settings.get("FRONTIER_QUEUE_BY")
         fingerprinter = self.crawler.request_fingerprinter
         entries = []
-        latest = time.time() + LASTMOD_SLACK
+        latest = clock.now() + LASTMOD_SLACK
         for loc, text in dated:
             when = parse_lastmod(text)
             if when is not None and when > latest:

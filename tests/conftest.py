@@ -59,56 +59,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as found
 
 
-#: the paced tests' usual length (s), by test function, to share them out among
-#: the workers that run them a few at a time (Makefile, PACED_WORKERS)
-PACED_SECONDS = {
-    "test_kill_9_during_spills_and_refills_and_a_mongodb_outage_lose_nothing": 85,
-    "test_hosts_on_one_address_share_its_rate_and_a_domain_its_own": 65,
-    "test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire": 40,
-    "test_a_host_that_keeps_banning_is_dead_lettered_as_banned": 60,
-}
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``-m paced`` on several workers: the longest test first, each to the
-    worker with the least to do, so that none is left with two long ones while
-    the others are done. xdist's own schedulers send tests in collection order,
-    and its ``loadgroup`` marks a test's group in a node id pytest 9 no longer reads."""
-    if config.getoption("markexpr") != "paced":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class PacedScheduling(LoadScopeScheduling):
-        def __init__(self, config: pytest.Config, log=None):
-            super().__init__(config, log)
-            self.shares: dict[str, str] = {}  # node id -> its worker's scope
-
-        def schedule(self) -> None:
-            if self.collection is None and self.registered_collections:
-                collection = next(iter(self.registered_collections.values()))
-                self.shares = share_out(collection, len(self.nodes))
-            super().schedule()
-
-        def _split_scope(self, nodeid: str) -> str:
-            return self.shares.get(nodeid, nodeid)
-
-    return PacedScheduling(config, log)
-
-
-def share_out(nodeids, workers: int) -> dict[str, str]:
-    """Each node id's worker (a scope of xdist's), by longest processing time
-    first; a test not in PACED_SECONDS counts as 20 s."""
-
-    def seconds(nodeid: str) -> float:
-        return PACED_SECONDS.get(nodeid.rpartition("::")[2].partition("[")[0], 20)
-
-    loads = [0.0] * max(workers, 1)
-    shares = {}
-    for nodeid in sorted(nodeids, key=seconds, reverse=True):
-        worker = loads.index(min(loads))
-        loads[worker] += seconds(nodeid)
-        shares[nodeid] = f"share{worker}"
-    return shares
+# the paced tests shared out among the workers that run them (tests/scheduling.py)
+from tests.scheduling import pytest_xdist_make_scheduler  # noqa: E402, F401
 
 
 @pytest.fixture(autouse=True)
@@ -252,7 +204,7 @@ class Nodes:
 
     def start(
         self, spider: str, redis_url: str, spider_args: dict | None = None, *,
-        runner: str = "scrapy", **settings,
+        runner: str = "scrapy", env: dict[str, str] | None = None, **settings,
     ) -> subprocess.Popen:  # fmt: skip
         log = self.tmp_path / f"node-{len(self.procs) + 1}.log"
         settings.setdefault("ITEMS_DIR", self.tmp_path / "items")
@@ -262,7 +214,13 @@ class Nodes:
         settings.setdefault("STATS_CLASS", "tests.statsdump.DumpingStatsCollector")
         settings.setdefault("STATS_DUMP_FILE", log.with_suffix(".stats.json"))
         proc = services.start_node(
-            spider, redis_url, log=log, settings=settings, spider_args=spider_args, runner=runner
+            spider,
+            redis_url,
+            log=log,
+            settings=settings,
+            spider_args=spider_args,
+            runner=runner,
+            env=env,
         )
         self.procs.append(proc)
         self.logs.append(log)

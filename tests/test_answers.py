@@ -41,11 +41,11 @@ def test_a_host_watched_by_its_lease_brings_the_nodes_earlier_answers_along():
 def test_old_answers_decay_and_a_watch_ends(monkeypatch):
     ledger = AnswerLedger(window=10.0)
     now = time.time()
-    monkeypatch.setattr(answers.time, "time", lambda: now)
+    monkeypatch.setattr(time, "time", lambda: now)
     ledger.answered("h", watched=False, latency=0.0)
-    monkeypatch.setattr(answers.time, "time", lambda: now + 10.0)
+    monkeypatch.setattr(time, "time", lambda: now + 10.0)
     assert ledger.refused("h") == pytest.approx(1 / 2.718281828, rel=1e-6)  # one window: 1/e
-    monkeypatch.setattr(answers.time, "time", lambda: now + 10.0 + 3 * 10.0 + 1)
+    monkeypatch.setattr(time, "time", lambda: now + 10.0 + 3 * 10.0 + 1)
     ledger.take_reports()  # the watch is over
     ledger.answered("h", watched=False, latency=0.0)
     assert ledger.take_reports() == []

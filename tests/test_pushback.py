@@ -210,13 +210,13 @@ def test_a_host_that_keeps_banning_is_dead_lettered_as_banned(
 LIMIT = 12  # requests/s nginx's limit_req lets through (burst 12, then 429 + Retry-After: 3)
 
 
-# the rate reached is the cluster's and the machine's: measured unloaded. The
-# adaptive rate finds the limiter from above (at 8 requests/s: sends evenly spaced
-# at 10.3, 9.2, then 8.8 a second, each refused once limit_req's burst was spent),
-# and each refusal holds the host for its Retry-After (3 s). At 8/s, beside two
-# busy processes, one refusal more came: 79 % of the limit against 88 % alone. At
-# 12/s: 87 % alone and beside them, the crawl a minute long instead of 90 s
-@pytest.mark.alone
+# the rate reached is the cluster's and the machine's. The adaptive rate finds
+# the limiter from above (at 8 requests/s: sends evenly spaced at 10.3, 9.2, then
+# 8.8 a second, each refused once limit_req's burst was spent), and each refusal
+# holds the host for its Retry-After (3 s). At 8/s, beside two busy processes, one
+# refusal more came: 79 % of the limit against 88 % alone. At 12/s: 87 % alone and
+# beside them, so it runs with the other paced tests (each a third of a core)
+@pytest.mark.paced
 @pytest.mark.skipif(
     not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")) or not PYTHON_DOCS.is_dir(),
     reason="nginx-light and python3-doc come with make system-tools",

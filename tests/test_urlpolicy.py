@@ -59,6 +59,7 @@ def test_the_addon_closes_the_doors_a_project_may_reopen():
     settings = Settings()
     DistributedAddon().update_settings(settings)
     assert settings.getbool("REMOTE_CONTROL_ENABLED") is False
+    assert not [path for path in settings.getwithbase("EXTENSIONS") if "remote_control" in path]
     assert settings.getint("DOWNLOAD_MAXSIZE") == 32 * 1024 * 1024
     handlers = settings.getdict("DOWNLOAD_HANDLERS")
     assert {scheme: handlers.get(scheme, "on") for scheme in ("file", "ftp", "s3", "data")} == {
@@ -74,6 +75,7 @@ def test_the_addon_closes_the_doors_a_project_may_reopen():
     )  # fmt: skip
     DistributedAddon().update_settings(reopened)
     assert reopened.getbool("REMOTE_CONTROL_ENABLED") is True
+    assert [path for path in reopened.getwithbase("EXTENSIONS") if "remote_control" in path]
     assert reopened.getint("DOWNLOAD_MAXSIZE") == 1000
     assert "ftp" not in reopened.getdict("DOWNLOAD_HANDLERS")
     assert UrlPolicy.from_settings(reopened).problem("ftp://example.com/") is None

@@ -13,13 +13,12 @@ import logging
 import os
 import secrets
 import socket
-import time
 from typing import TYPE_CHECKING, Any
 
 import redis
 
 import extensions
-from extensions import connection
+from extensions import clock, connection
 from extensions.cluster import series
 from extensions.crawlid import ITEMS_WITHOUT_ID
 from extensions.runtime import runtime_of
@@ -77,8 +76,9 @@ def resident_memory() -> int:
 
 
 def now_ms() -> int:
-    """The time as the frontier's scripts and the node registry count it."""
-    return int(time.time() * 1000)
+    """The time as the frontier's scripts and the node registry count it:
+    Redis's clock (``extensions/clock.py``)."""
+    return clock.now_ms()
 
 
 class Checkpoint:
@@ -91,7 +91,11 @@ class Checkpoint:
         self.keys = keys
         self.node_id = node_id
         self.key = keys.node(node_id)
-        self.started = time.time()
+        try:
+            clock.measure_server(server)
+        except redis.RedisError as exc:  # measured again at each heartbeat
+            logger.debug("the frontier's clock not read at start: %s", exc)
+        self.started = clock.now()
         self._reported = {"pages": 0, "items": 0, "items_no_id": 0}
         self._pages_said: dict[str, int] = dict.fromkeys(PAGES_SAID, 0)
         #: SERIES_HOURS: the window of NAME:series this node adds to (0: none)
@@ -122,9 +126,14 @@ class Checkpoint:
             "items_no_id": int(values.get(ITEMS_WITHOUT_ID, 0)),
         }
         errors = sum(int(values.get(name, 0)) for name in series.ERROR_STATS)
-        now = time.time()
+        now = clock.now()
         if progress["pages"] > self._reported["pages"]:
             self._last_progress = now
+        if stats is not None:
+            stats.set_value("clock/skew_ms", int(clock.skew() * 1000))
+        # this node's clock measured at each beat (extensions/clock.py); on its own,
+        # as a Redis Cluster's pipelines refuse TIME
+        clock.measure_server(self.server)
         pipe = self.server.pipeline(transaction=True)
         pipe.zadd(self.keys.nodes, {self.node_id: now_ms()})
         record: dict[Any, Any] = {**progress, **self.extra()}
@@ -135,7 +144,7 @@ class Checkpoint:
                 "started": self.started, "last_beat": now,
                 "last_progress": self._last_progress,
                 "rss": resident_memory(), "version": extensions.__version__,
-                **record,
+                "skew_ms": int(clock.skew() * 1000), **record,
             },
         )  # fmt: skip
         for registry in self.registries:
@@ -180,12 +189,12 @@ class Checkpoint:
 
     def nodes_alive(self, node_timeout: float) -> int:
         """Nodes whose heartbeat is younger than ``node_timeout`` seconds."""
-        since = int((time.time() - node_timeout) * 1000)
+        since = now_ms() - int(node_timeout * 1000)
         return int(self.server.zcount(self.keys.nodes, since, "+inf"))
 
     def render_nodes_alive(self, node_timeout: float) -> int:
         """Render nodes whose heartbeat is younger than ``node_timeout`` seconds."""
-        since = int((time.time() - node_timeout) * 1000)
+        since = now_ms() - int(node_timeout * 1000)
         return int(self.server.zcount(self.keys.named("render_nodes"), since, "+inf"))
 
     def dead_local_nodes(self) -> list[str]:

@@ -4,12 +4,11 @@ pages kept for a recrawl now, instead of at their date."""
 from __future__ import annotations
 
 import re
-import time
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, installed, sharding
+from extensions import clock, compat, installed, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.frontier.frontier import Frontier
 from extensions.recrawl.redisstore import RecrawlStore
@@ -70,7 +69,7 @@ class Command(ProjectCommand):
         foreign = compat.foreign_state(server, keys)
         if foreign:
             raise SystemExit("error: " + "\n       ".join(foreign))
-        cutoff = time.time() - age if age is not None else None
+        cutoff = clock.now() - age if age is not None else None
 
         def wanted(url: str, fetched_at: float | None) -> bool:
             if pattern is not None and not pattern.search(url):

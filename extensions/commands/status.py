@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import UsageError
 
-from extensions import compat, defaults, sharding
+from extensions import clock, compat, defaults, sharding
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.cluster import series
 from extensions.commands.crawls import CrawlsOf, render_one
@@ -132,7 +132,7 @@ def render_hosts(rows: list[dict[str, Any]], learn_pairs: int = defaults.URL_LEA
         f"{'host':32s} {'queued':>8s} {'flight':>6s} {'fetched':>8s} {'rate/s':>7s} "
         f"{'state':>11s} {'for':>7s} {'budget':>7s} {'pushed':>6s} {'bans':>5s}  dropped"
     ]
-    now = time.time()
+    now = clock.now()
     if not rows:
         lines.append("(no host has queued work: seed the crawl, or see scrapy status NAME)")
     for row in rows:
@@ -318,7 +318,7 @@ class Command(CrawlsOf, ProjectCommand):
             return
         if not opts.watch:
             status = snapshot()
-            now = time.time()
+            now = clock.now()
             for kind in ("pages", "items"):
                 status[f"{kind}_per_s_last_minute"] = series.last_minute_rate(
                     server, keys.series, now, kind

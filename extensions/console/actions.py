@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from extensions import clock
 from extensions.console.readers import LetterFilter, letter_id
 from extensions.crawlid import crawl_id_problem
 from extensions.frontier.crawls.state import Crawls, UnknownCrawl
@@ -193,7 +193,7 @@ class Actions:
 
     def audit(self, user: str, action: str, detail: str) -> None:
         logger.info("console: %s: %s on %s: %s", user, action, self.keys.name, detail)
-        record = {"time": time.time(), "user": user, "action": action, "detail": detail}
+        record = {"time": clock.now(), "user": user, "action": action, "detail": detail}
         pipe = self.server.pipeline(transaction=True)
         pipe.lpush(self.keys.audit, json.dumps(record))
         pipe.ltrim(self.keys.audit, 0, AUDIT_KEEP - 1)

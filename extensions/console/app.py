@@ -24,7 +24,7 @@ from aiohttp import web
 from pymongo.errors import PyMongoError
 from redis import exceptions as redis_errors
 
-from extensions import __version__, sharding
+from extensions import __version__, clock, sharding
 from extensions.console import readers
 from extensions.console.actions import ActionRefused, Actions, Choice
 from extensions.console.security import Gate
@@ -108,13 +108,13 @@ class Cluster:
                     "crawls": view["crawls"],
                 }
             )
-        return {"time": time.time(), "version": __version__, "spiders": spiders}
+        return {"time": clock.now(), "version": __version__, "spiders": spiders}
 
     def nodes(self) -> dict[str, Any]:
         rows = []
         for name in sorted(self.spiders):
             rows.extend(readers.nodes(self.server, self.keys(name), self.limits))
-        return {"time": time.time(), "nodes": rows}
+        return {"time": clock.now(), "nodes": rows}
 
 
 async def _off_loop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from extensions import clock
 from extensions.cluster import series
 from extensions.connection import text
 from extensions.crawlid import crawl_group, host_of
@@ -103,7 +103,7 @@ def spider_view(
 
 
 def series_of(server: redis.Redis, keys: SpiderKeys, limits: Limits) -> dict[str, Any]:
-    return series.read(server, keys.series, time.time(), limits.series_hours)
+    return series.read(server, keys.series, clock.now(), limits.series_hours)
 
 
 def audit_log(server: redis.Redis, keys: SpiderKeys, count: int) -> list[dict[str, Any]]:
@@ -147,7 +147,7 @@ def hosts(
     With the totals of each kind, for paging."""
     if state not in HOST_STATES:
         raise ValueError(f"state must be one of {', '.join(HOST_STATES)}")
-    now_ms = int(time.time() * 1000)
+    now_ms = clock.now_ms()
     totals: collections.Counter[str] = collections.Counter()
     rows: list[dict[str, Any]] = []
     for index, scope in enumerate(keys.all_shards()):

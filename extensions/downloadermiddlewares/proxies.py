@@ -39,7 +39,7 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
-from extensions import connection
+from extensions import clock, connection
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import DELAY_UNTIL
@@ -107,7 +107,7 @@ class MaskedProxies(Proxies):
         self.unchecked.discard(proxy)
         self.good.discard(proxy)
         self.dead.add(proxy)
-        now = _time or time.time()
+        now = _time or clock.now()
         state.backoff_time = self.backoff(state.failed_attempts)
         state.next_check = now + state.backoff_time
         state.failed_attempts += 1
@@ -129,7 +129,7 @@ class MaskedProxies(Proxies):
         self.good.discard(proxy)
         self.dead.add(proxy)
         state.next_check = until
-        state.backoff_time = max(until - time.time(), 0)
+        state.backoff_time = max(until - clock.now(), 0)
         state.failed_attempts = max(state.failed_attempts, failed_attempts)
 
     def first_wake(self) -> float | None:
@@ -207,7 +207,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
 
     def _park(self, request: Request) -> Request:
         """Every proxy rests: wait in Redis for the first to wake, not in a loop."""
-        wake = self.proxies.first_wake() or time.time() + 5
+        wake = self.proxies.first_wake() or clock.now() + 5
         # Said once per node at WARNING; later episodes are counted in the stats.
         logger.log(
             logging.DEBUG if self._all_resting_said else logging.WARNING,
@@ -218,7 +218,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
         self._all_resting_said = True
         self.crawler.stats.inc_value("proxies/all_resting_waits")
         parked = request.replace(dont_filter=True)
-        parked.meta[DELAY_UNTIL] = max(wake, time.time() + 1)
+        parked.meta[DELAY_UNTIL] = max(wake, clock.now() + 1)
         return parked
 
     def _publish(self, proxy: str) -> None:
@@ -234,7 +234,7 @@ class RotatingProxyMiddleware(StockRotatingProxies):
             connection.health_for(self.crawler).failed(exc)
 
     def _sync(self) -> None:
-        now = time.time()
+        now = clock.now()
         if self.server is None or now - self._synced < self.SYNC_INTERVAL:
             return
         self._synced = now

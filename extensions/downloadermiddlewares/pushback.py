@@ -31,7 +31,6 @@ At answer time:
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -40,7 +39,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import task
 
-from extensions import connection
+from extensions import clock, connection
 from extensions.bans import BanDetector
 from extensions.cluster.checkpoint import node_id_for
 from extensions.downloader import set_send_gate
@@ -172,7 +171,7 @@ class PushbackMiddleware:
             group = self.group_of(request)
             held = self._held.get(group)
             if held is not None:
-                if held > time.time():
+                if held > clock.now():
                     return self._wait_for_hold(request, held)
                 del self._held[group]
         if request.meta.get("dont_obey_robotstxt") and request.url.endswith("/robots.txt"):
@@ -194,7 +193,7 @@ class PushbackMiddleware:
         if not self._held or request not in self.as_leased:
             return None
         until = self._held.get(self.group_of(request), 0.0)
-        if until <= time.time():
+        if until <= clock.now():
             return None
         self.stats.inc_value("hosts/held_at_send")
         return self._wait_for_hold(request, until)
@@ -202,7 +201,7 @@ class PushbackMiddleware:
     def _wait_for_hold(self, request: Request, until: float) -> Request:
         """The request, back in Redis until its host's hold ends: with its host (at
         once when it missed its send slots for long, counted in ``sendslots``)."""
-        if until > time.time():
+        if until > clock.now():
             self.stats.inc_value("hosts/held_requests")
         return self._park(request, until)
 
@@ -267,7 +266,7 @@ class PushbackMiddleware:
         except redis.RedisError as exc:
             self.health.failed(exc)
             # this node still holds the host; the others learn at its next answer
-            self._held[group] = time.time() + (retry_after or self.hosts.backoff.base)
+            self._held[group] = clock.now() + (retry_after or self.hosts.backoff.base)
             return kind not in (PUSH, AGAIN)
         self._take_bad_fields()
         host_level = False
@@ -281,7 +280,7 @@ class PushbackMiddleware:
                         "%s refuses (%s): held for the cluster for %.1fs%s",
                         state.group,
                         why,
-                        state.until - time.time(),
+                        state.until - clock.now(),
                         f", its rate now {state.rate:.2f}/s" if state.rate else "",
                     )
                     self.stats.inc_value("hosts/held")
@@ -306,12 +305,12 @@ class PushbackMiddleware:
         if waits >= self.retry_times:
             self.stats.inc_value("hosts/waits_exhausted")
             return response  # the retry middleware takes it from here, as any failure
-        until = self._held.get(group, time.time())
+        until = self._held.get(group, clock.now())
         if retry_after is not None:  # what the host asked of this request, at least
-            until = max(until, time.time() + retry_after)
+            until = max(until, clock.now() + retry_after)
         if not host_level and retry_after is None:
             own = backoff_delay(waits + 1, self.hosts.backoff.base, self.hosts.backoff.cap)
-            until = max(until, time.time() + own)
+            until = max(until, clock.now() + own)
         parked = self._park(request, until)
         parked.meta[HOST_WAITS] = waits + 1
         return parked
@@ -329,7 +328,7 @@ class PushbackMiddleware:
             raise HostBanned(f"banned by {group}")
         if retries > self.ban_retry_times:
             self.stats.inc_value("bans/dead_lettered")
-            now = time.time()
+            now = clock.now()
             try:
                 self.dead_letters.add_request(
                     self.crawler, request, kind="banned", error=f"banned (HTTP {response.status})",
@@ -339,9 +338,9 @@ class PushbackMiddleware:
                 self.health.failed(exc)
                 logger.error("could not dead-letter %s (banned): %s", request.url[:200], exc)
             raise IgnoreRequest(f"banned by {group}: dead-lettered")
-        retry = self._park(request, self._held.get(group, time.time()))
+        retry = self._park(request, self._held.get(group, clock.now()))
         retry.meta[BAN_RETRIES] = retries
-        retry.meta.setdefault(FIRST_FAILURE, time.time())
+        retry.meta.setdefault(FIRST_FAILURE, clock.now())
         return retry
 
     def _hear_holds(self) -> None:
@@ -360,7 +359,7 @@ class PushbackMiddleware:
                 self._held[group] = until
 
     def _report_good(self) -> None:
-        now = time.time()
+        now = clock.now()
         for group in [group for group, until in self._held.items() if until < now]:
             del self._held[group]  # over
         if len(self._errors) > REFUSED_URLS:  # runs of hosts that never answered again

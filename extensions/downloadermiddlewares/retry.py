@@ -19,7 +19,6 @@ import email.utils
 import logging
 import random
 import re
-import time
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -30,7 +29,7 @@ from scrapy.utils.response import response_status_message
 from twisted.internet.defer import CancelledError
 from twisted.internet.error import DNSLookupError
 
-from extensions import connection
+from extensions import clock, connection
 from extensions.cluster.checkpoint import node_id_for
 from extensions.dns.resolver import failure_reason
 from extensions.frontier.deadletter import DeadLetters
@@ -62,7 +61,7 @@ def parse_retry_after(value: bytes | str | None, now: float | None = None) -> fl
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError):
         return None
-    return max(when.timestamp() - (now if now is not None else time.time()), 0.0)
+    return max(when.timestamp() - (now if now is not None else clock.now()), 0.0)
 
 
 _RANDOM = random.Random()
@@ -171,7 +170,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             return None  # Scrapy's robots.txt middleware handles its own failures
         else:
             # Nothing will try this request again: it failed for good.
-            now = time.time()
+            now = clock.now()
             error = _failure_text(request, exception, self.maxsize)
             self._dead_letter(
                 request, error, None, request.meta.get(FIRST_FAILURE, now), now, kind="failed"
@@ -186,7 +185,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
     def _payment_required(self, request: Request, response: Response) -> None:
         """A page a site wants paid for: never retried, dead-lettered with the
         terms its headers name, counted for its host; its host is not slowed."""
-        now = time.time()
+        now = clock.now()
         terms = payment_terms(response.headers)
         error = "HTTP 402 Payment Required" + (f" ({terms})" if terms else "")
         self._dead_letter(request, error, 402, request.meta.get(FIRST_FAILURE, now), now,
@@ -215,7 +214,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         retry_after: float | None = None,
         status: int | None = None,
     ) -> Request | None:
-        now = time.time()
+        now = clock.now()
         first_failure = request.meta.get(FIRST_FAILURE, now)
         meta = request.meta
         assert self.crawler.spider is not None  # retries happen while it runs

@@ -24,7 +24,6 @@ And a host's robots.txt is fetched once for the cluster (``ROBOTSTXT_SHARED``,
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxt
@@ -33,7 +32,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
-from extensions import connection, defaults
+from extensions import clock, connection, defaults
 from extensions.downloadermiddlewares.sendslots import remember_crawl_delay
 from extensions.frontier.groups import group_for
 from extensions.keys import SpiderKeys
@@ -90,7 +89,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             return None
         netloc = urlparse_cached(request).netloc
         again = self._unavailable.get(netloc)
-        if again is not None and time.time() >= again:
+        if again is not None and clock.now() >= again:
             del self._unavailable[netloc]
             self._parsers.pop(netloc, None)  # the next request asks for robots.txt again
         try:
@@ -192,7 +191,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             why,
             self.retry_delay,
         )
-        self._unavailable[netloc] = time.time() + self.retry_delay
+        self._unavailable[netloc] = clock.now() + self.retry_delay
         waiting = self._parsers[netloc]
         self._parsers[netloc] = None
         if isinstance(waiting, Deferred):
@@ -212,5 +211,5 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._stats.inc_value("robotstxt/waited")
         parked = request.replace(dont_filter=True)
         parked.meta[ROBOTS_WAITS] = waits
-        parked.meta[DELAY_UNTIL] = self._unavailable.get(netloc, time.time() + self.retry_delay)
+        parked.meta[DELAY_UNTIL] = self._unavailable.get(netloc, clock.now() + self.retry_delay)
         return parked

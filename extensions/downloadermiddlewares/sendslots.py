@@ -10,7 +10,6 @@ asked for a Crawl-delay has no slot: it asks Redis for one too.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ import redis
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
+from extensions import clock
 from extensions.bans import SCANNED
 from extensions.meta import SEND_SLOT
 
@@ -84,21 +84,21 @@ class SendSlots:
         waits until in Redis (its host is held, or no slot came in time).
         ``held`` is the node's hold ends per group, updated here."""
         slot, window = request.meta.get(SEND_SLOT) or (0.0, 0.0)
-        if slot > time.time():
-            await sleep(slot - time.time())
-            if held.get(group, 0) > time.time():  # its host pushed back while it waited
+        if slot > clock.now():
+            await sleep(slot - clock.now())
+            if held.get(group, 0) > clock.now():  # its host pushed back while it waited
                 return held[group]
-        if slot and time.time() <= slot + window:
+        if slot and clock.now() <= slot + window:
             return None  # on time for its slot: no round trip
-        patient_until, missing_since = time.time() + LATER_MAX, None
-        while time.time() < patient_until:
+        patient_until, missing_since = clock.now() + LATER_MAX, None
+        while clock.now() < patient_until:
             # late (a busy node) or unpaced: Redis says whether it may still go, or when
             self.stats.inc_value("politeness/late")
             try:
                 verdict, when, window = self.hosts.ask_to_send(group, slot, window)
             except redis.RedisError as exc:
                 self.health.failed(exc)
-                return time.time() + 1
+                return clock.now() + 1
             if verdict == "send":
                 return None
             if verdict == "hold":
@@ -106,25 +106,25 @@ class SendSlots:
                 return when
             if verdict == "later":  # its free slot is further off: nothing taken yet
                 self.stats.inc_value("politeness/later")
-                await sleep(max(when - time.time(), 0))
+                await sleep(max(when - clock.now(), 0))
                 continue
             slot = when  # a slot taken
-            await sleep(max(slot - time.time(), 0))
-            if time.time() <= slot + window:
+            await sleep(max(slot - clock.now(), 0))
+            if clock.now() <= slot + window:
                 return None
             self.stats.inc_value("politeness/missed_slots")
             missing_since = missing_since or slot
-            if time.time() - missing_since > MISSING_MAX:
+            if clock.now() - missing_since > MISSING_MAX:
                 break
         self.stats.inc_value("politeness/handed_back")
-        return time.time()
+        return clock.now()
 
     async def robots_slot(self, request: Request, group: str, held: dict[str, float]) -> None:
         """Wait for a send slot for robots.txt, which no lease handed out; a held
         host's robots.txt waits for the hold (ROBOTS_HOLD_MAX at most)."""
         until = await self.wait(request, group, held)
         if until is not None:
-            await sleep(min(max(until - time.time(), 0), ROBOTS_HOLD_MAX))
+            await sleep(min(max(until - clock.now(), 0), ROBOTS_HOLD_MAX))
 
     def answered(self, request: Request, response: Response, group: str) -> None:
         """What is leased before a host's Crawl-delay was known goes no faster than it."""

@@ -7,10 +7,10 @@ never raised to the engine."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from extensions import clock
 from extensions.crawlid import crawl_fields, crawl_fingerprint, crawl_id_problem
 from extensions.exceptions import SerializationError
 from extensions.frontier.groups import queue_group_for
@@ -152,6 +152,6 @@ class Admission:
     def _delay_problem(self, due: object) -> str | None:
         if not isinstance(due, (int, float)) or isinstance(due, bool) or due != due:
             return f"delay_until {due!r:.80} is not a time"
-        if due > time.time() + self.max_delay:
+        if due > clock.now() + self.max_delay:
             return f"delay_until is more than FRONTIER_MAX_DELAY ({self.max_delay:.0f}s) ahead"
         return None

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from extensions import clock
 from extensions.crawlid import crawl_fields
 from extensions.exceptions import SerializationError
 from extensions.frontier.groups import queue_group_for
@@ -76,7 +76,7 @@ class DeadLetters:
             "url": url,
             "error": error,
             "node": self.node_id,
-            "time": time.time(),
+            "time": clock.now(),
             **extra,
         }
         target = pipe or self.server

@@ -15,7 +15,7 @@ import redis
 from scrapy.exceptions import DontCloseSpider
 from twisted.internet import reactor as _reactor
 
-from extensions import engine
+from extensions import clock, engine
 from extensions.frontier.start_urls import reads_start_urls
 from extensions.frontier.upkeep import Upkeep
 
@@ -80,7 +80,7 @@ class Polling:
         request is due (``next_due``, a wall-clock time)."""
         delay = self._delay
         if next_due is not None:
-            delay = min(delay, max(next_due - time.time(), 0.005))
+            delay = min(delay, max(next_due - clock.now(), 0.005))
         self._next = now + delay
         self.wake_in(delay)
         self._delay = min(self._delay * 2, self.poll_max)
@@ -154,7 +154,7 @@ class ClusterDuties:
         """This node's first heartbeat; the leases of nodes that are gone go back
         to the queue before it leases anything."""
         self.checkpoint.write(self.stats)
-        self._beat_in = time.time()
+        self._beat_in = clock.now()
         reclaimed: dict[str, int] = {}
         for node in self.checkpoint.dead_local_nodes():
             reclaimed.update(self.reclaim(closing_node=node))
@@ -212,7 +212,7 @@ class ClusterDuties:
                 # the beat goes even when the sizes cannot be read: a live node
                 # whose beat stopped would have its leases taken by the others
                 self.checkpoint.write(self.stats, sizes.recorded() if sizes else None)
-                self._beat_in = time.time()
+                self._beat_in = clock.now()
             assert sizes is not None
             # after a silence of its own (Redis stalled, this node's loop blocked)
             # the others' beats were as silent: they have a beat's time to speak

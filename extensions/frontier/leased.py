@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from extensions import clock
 from extensions.connection import text
 from extensions.crawlid import crawl_fields, split_group
 from extensions.exceptions import SerializationError
@@ -91,7 +91,7 @@ class LeasedRequests:
         self.drop_downloader_meta(leased, parked)  # a new proxy and slot next time
         for key in (SEND_SLOT, HOST_WATCHED):
             parked.meta.pop(key, None)
-        parked.meta[DELAY_UNTIL] = max(until, time.time())
+        parked.meta[DELAY_UNTIL] = max(until, clock.now())
         return parked
 
 

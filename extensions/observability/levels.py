@@ -6,11 +6,11 @@ own state (CLUSTER_IP_RATE, CLUSTER_DOMAIN_RATE: its next slot and its line)."""
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import redis
 
+from extensions import clock
 from extensions.connection import text
 from extensions.keys import SpiderKeys
 
@@ -41,7 +41,7 @@ def level_rows(
         pipe.zcard(key_of(name) + ":line")
     replies = iter(pipe.execute())
     state = {name: (next(replies), next(replies)) for name in names}
-    now = time.time()
+    now = clock.now()
     rows = []
     for name, hosts in groups.items():
         (next_slot, cut, why), line = state.get(name, ((None, None, None), 0))

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import collections
 import math
-import time
 from typing import TYPE_CHECKING, Any
 
-from extensions import defaults
+from extensions import clock, defaults
 from extensions.cluster.checkpoint import Checkpoint
 from extensions.connection import glob_escape, text
 from extensions.crawlid import host_of, render_group
@@ -59,7 +58,7 @@ def crawl_status(
     frontier = Frontier(server, keys, node_id="")
     sizes = frontier.sizes()
     checkpoint = {text(k): _number(v) for k, v in server.hgetall(keys.checkpoint).items()}
-    now = time.time()
+    now = clock.now()
     work_waiting = sizes.queued + sizes.delayed + sizes.start_urls > 0
     nodes = node_rows(server, keys, node_timeout, stall_time, work_waiting, parts)
     view = StatusView(server, keys, frontier, sizes, now, node_timeout, hours_ahead, status_store)
@@ -100,7 +99,8 @@ def node_rows(
     """Every node in the registry: its state (alive, stalled while ``work_waiting``,
     dead, closed) and what its heartbeats report (the parts' fields too)."""
     parts = parts or StatusParts.from_settings()
-    now = time.time()
+    clock.measure_server(server)  # the heartbeats are on Redis's clock
+    now = clock.now()
     nodes = []
     registry: Any = server.zrange(keys.nodes, 0, -1, withscores=True)
     for raw_id, beat_ms in registry:
@@ -141,11 +141,17 @@ def node_rows(
                 # resident memory in bytes (None: not reported) and the stack's version
                 "memory": memory if memory >= 0 else None,
                 "version": record.get("version", "")[:40],
+                # Redis's clock minus the node's (s), as its heartbeats measure it
+                "clock_skew": round(_number(record.get("skew_ms")) / 1000, 3),
                 **parts.node_status(record),
             }
         )
         row = nodes[-1]
         row["notes"] = ["held back: waiting for its item store"] if row["held_back"] else []
+        if abs(row["clock_skew"]) > clock.SKEW_WARNING:
+            row["notes"].append(
+                f"clock {-row['clock_skew']:+.1f} s off Redis's (the crawl runs on Redis's)"
+            )
         row["notes"] += parts.node_notes(row)
     return nodes
 
@@ -232,7 +238,7 @@ def host_rows(
     """One row for each of ``hosts``: its queue (and its crawls' ``crawl_groups``
     and render lane), state, rate, budget and pushback, 500 hosts a round trip."""
     default_rate = _number(server.hget(keys.rates, "*"))
-    now = time.time()
+    now = clock.now()
     rows: list[dict[str, Any]] = []
     for start in range(0, len(hosts), 500):
         chunk = hosts[start : start + 500]

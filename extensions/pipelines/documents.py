@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from extensions import clock
 
 KEY_FIELD = "_key_field"  # set by the pipeline when the item class names its own key
 MAX_NESTING = 100  # levels of nested documents and arrays MongoDB accepts
@@ -111,7 +112,7 @@ def keep_rejected(
     record = {
         "reason": reason,
         "key": printable(key, depth=MAX_NESTING - 1),
-        "time": time.time(),
+        "time": clock.now(),
         "item": printable(doc),
     }
     with open(path, "a", encoding="utf-8") as out:

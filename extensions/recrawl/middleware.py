@@ -23,7 +23,6 @@ import hashlib
 import json
 import logging
 import re
-import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,7 @@ from itemadapter import ItemAdapter
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
+from extensions import clock
 from extensions.crawlid import crawl_fingerprint, crawl_group
 from extensions.frontier.groups import group_for
 from extensions.frontier.leased import leased_for
@@ -90,7 +90,7 @@ class RecrawlMiddleware:
             return None
         self.stats.inc_value("recrawl/failed")
         spider: Any = self.crawler.spider
-        return self._leave_record(request, spider, dict(state), time.time() + interval)
+        return self._leave_record(request, spider, dict(state), clock.now() + interval)
 
     def process_request(self, request: Request) -> None:
         state = _state_of(request)
@@ -115,7 +115,7 @@ class RecrawlMiddleware:
         base = self._interval(request, response, spider)
         if not base:
             return response
-        now = round(time.time(), 3)  # a millisecond is fine enough, and shorter JSON
+        now = round(clock.now(), 3)  # a millisecond is fine enough, and shorter JSON
         etag = response.headers.get(b"ETag") if not not_modified else None
         modified = response.headers.get(b"Last-Modified") if not not_modified else None
         record = {"url": request.url, "fetched_at": now}

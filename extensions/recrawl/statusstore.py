@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from extensions import clock
 from extensions.connection import mongo_client
 from extensions.recrawl.records import RecrawlSchedule, revisit_request
 
@@ -122,7 +122,7 @@ class MongoStatusStore:
 
     def claim(self, limit: int, hold: float, now: float | None = None) -> Claim:
         """Take up to ``limit`` due pages for ``hold`` seconds."""
-        now = time.time() if now is None else now
+        now = clock.now() if now is None else now
         # no index made here: a crawl that keeps no page for a recrawl gets no collection
         found = self.collection.find({"due": {"$lte": now}}, {"_id": 1}).sort("due", 1)
         ids = [doc["_id"] for doc in found.limit(limit)]
@@ -161,7 +161,7 @@ class MongoStatusStore:
         null) are left alone. Returns (made due, put off)."""
         from pymongo import UpdateOne
 
-        now = time.time()
+        now = clock.now()
         wanted = {fingerprint: modified for fingerprint, _, modified in entries}
         found = self.collection.find(
             {"_id": {"$in": list(wanted)}, "due": {"$ne": None}},
@@ -188,7 +188,7 @@ class MongoStatusStore:
     # --- by hand ---------------------------------------------------------------
 
     def recrawl_schedule(self, hours: int = 24, now: float | None = None) -> RecrawlSchedule:
-        now = time.time() if now is None else now
+        now = clock.now() if now is None else now
         count = self.collection.count_documents
         return RecrawlSchedule(
             pages=self.collection.estimated_document_count(),  # a count, not a scan
@@ -204,7 +204,7 @@ class MongoStatusStore:
     ) -> int:
         """Pages waiting for their date whose URL matches and whose last fetch
         is before ``older_than``: due now. Returns how many."""
-        now = time.time()
+        now = clock.now()
         # waiting for a later date: neither queued (null) nor due already
         query: dict[str, Any] = {"due": {"$gt": now}}
         if match is not None:

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import redis
 
-from extensions import connection
+from extensions import clock, connection
 from extensions.keys import SpiderKeys
 from extensions.meta import RENDER, RENDER_CHECK
 from extensions.runtime import state_of
@@ -115,7 +115,7 @@ class LearnedRender:
                 self.stats.inc_value("render/auto/patterns_full")
                 return
             pipe = self.server.pipeline(transaction=True)
-            pipe.hset(self.key, pattern, int(time.time() * 1000))
+            pipe.hset(self.key, pattern, clock.now_ms())
             pipe.hincrby(self.key, self.VERSION, 1)
             pipe.execute()
         except redis.RedisError as exc:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
+from extensions import clock
 from extensions.connection import text
 from extensions.frontier.manifest import Manifest
 from extensions.frontier.overflow.turn import REFILL
@@ -82,7 +82,7 @@ class OverflowSweep:
 
     def _drop(self, shard: SpiderKeys, group: str, refused: list[tuple[str, str, str]],
               swept: Swept, reasons: dict[str, int]) -> bool:  # fmt: skip
-        claim = str(int(time.time() * 1000) + CLAIM_MS)
+        claim = str(clock.now_ms() + CLAIM_MS)
         refill = shard.named("refill")
         self.server.zadd(refill, {group: claim})
         items: list[str] = []
@@ -93,7 +93,7 @@ class OverflowSweep:
             {"ready": shard.ready, "waiting": shard.waiting, "frontier": shard.frontier,
              "refilled": shard.named("refilled"), "refill": refill},
             {"queue_prefix": shard.queue(""), "data_prefix": shard.data(""), "node": self.node,
-             "group": group, "now": int(time.time() * 1000), "retry_ms": 0, "claim": claim},
+             "group": group, "now": clock.now_ms(), "retry_ms": 0, "claim": claim},
             items=items,
         )  # fmt: skip
         if settled is None:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import redis
 
+from extensions import clock
 from extensions.connection import text
 from extensions.meta import CRAWL_ID
 from extensions.scope.declared import SCOPE_TRAIL
@@ -271,7 +272,7 @@ class ScopeState:
             why = f"max_pages ({scope.max_pages}) reached"
         elif scope.max_bytes is not None and size >= scope.max_bytes:
             why = f"max_bytes ({scope.max_bytes}) reached"
-        elif scope.max_seconds is not None and since and time.time() - since >= scope.max_seconds:
+        elif scope.max_seconds is not None and since and clock.now() - since >= scope.max_seconds:
             why = f"max_seconds ({scope.max_seconds:g}) passed"
         if why is None:
             self.reached.pop(crawl, None)

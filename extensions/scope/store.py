@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from typing import TYPE_CHECKING
 
+from extensions import clock
 from extensions.connection import text
 from extensions.scope.document import Scope, ScopeError, parse
 
@@ -63,7 +63,7 @@ class ScopeStore:
             pipe.hdel(self.key, crawl)
         else:
             pipe.hset(self.key, crawl, scope.to_json())
-            pipe.hsetnx(self.key, since_field(crawl), int(time.time() * 1000))
+            pipe.hsetnx(self.key, since_field(crawl), clock.now_ms())
         pipe.hincrby(self.key, VERSION, 1)
         pipe.execute()
 

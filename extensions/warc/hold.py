@@ -8,9 +8,9 @@ store's backlog, the hold shows in ``scrapy status``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from extensions import clock
 from extensions.runtime import state_of
 
 FIRST_HOLD = 5.0  # seconds
@@ -30,11 +30,11 @@ class WriteHold:
 
     def waiting(self, now: float | None = None) -> bool:
         """Whether the node leases nothing now, nor tries the disk."""
-        return self.held and (now or time.time()) < self.until
+        return self.held and (now or clock.now()) < self.until
 
     def failed(self, reason: str) -> float:
         self.failures += 1
-        self.until = time.time() + min(FIRST_HOLD * 2 ** (self.failures - 1), LONGEST_HOLD)
+        self.until = clock.now() + min(FIRST_HOLD * 2 ** (self.failures - 1), LONGEST_HOLD)
         self.reason = reason
         return self.until
 

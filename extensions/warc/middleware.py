@@ -23,7 +23,6 @@ fetch and archive. (A sync that fails holds the node's leases: ``part.py``.)
 from __future__ import annotations
 
 import logging
-import time
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList
 
-from extensions import connection
+from extensions import clock, connection
 from extensions.exceptions import SerializationError
 from extensions.frontier.leased import leased_for
 from extensions.frontier.serializer import dumps_request
@@ -157,7 +156,7 @@ class WarcMiddleware:
             self.hold.failed(f"{type(exc).__name__}: {exc}")
             logger.error("cannot write %s (%s): this node leases nothing for %.0f s, and what "
                          "it fetched goes back to the frontier", self.directory, exc,
-                         self.hold.until - time.time())  # fmt: skip
+                         self.hold.until - clock.now())  # fmt: skip
             return self._not_archived(request, response)
         if files.closed:  # rotated
             self._store_closed()
@@ -246,4 +245,4 @@ class ParkUnarchived:
         if UNARCHIVED not in response.flags:
             return response
         self.stats.inc_value("warc/parked")
-        return self.as_leased.parked(request, time.time())
+        return self.as_leased.parked(request, clock.now())

@@ -12,9 +12,9 @@ share refused counts every node's answers, not only those since the refusal.
 from __future__ import annotations
 
 import math
-import time
 from collections import OrderedDict
 
+from extensions import clock
 from extensions.frontier.hosts.state import OK, Event
 
 #: hosts whose unreported answers a node remembers: the newest, at most
@@ -33,7 +33,7 @@ class RecentRefusals:
 
     def again(self, url: str) -> bool:
         """Whether ``url`` was refused lately; remembers it now."""
-        now = time.time()
+        now = clock.now()
         before = self._when.pop(url, None)
         self._when[url] = now
         if len(self._when) > REFUSED_URLS:
@@ -61,7 +61,7 @@ class AnswerLedger:
             good[0] += 1
             good[1] += latency
             return
-        now = time.time()
+        now = clock.now()
         seen = self._history.get(group)
         if seen is None:
             self._history[group] = [1.0, now]
@@ -78,7 +78,7 @@ class AnswerLedger:
         those of a watched host waiting for the next report. A refusal goes at
         once, its good answers once a second: without them a few broken pages
         refused within a second would weigh as a share of far fewer answers."""
-        self._watch[group] = time.time() + WATCHED_WINDOWS * self.window
+        self._watch[group] = clock.now() + WATCHED_WINDOWS * self.window
         waiting = self._good.pop(group, None)
         unreported = waiting[0] + waiting[2] if waiting is not None else 0.0
         return self.take_history(group) + unreported
@@ -88,12 +88,12 @@ class AnswerLedger:
         seen = self._history.pop(group, None)
         if seen is None:
             return 0.0
-        return seen[0] * math.exp((seen[1] - time.time()) / self.window)
+        return seen[0] * math.exp((seen[1] - clock.now()) / self.window)
 
     def take_reports(self) -> list[Event]:
         """The good answers of watched hosts since the last call, as events;
         hosts no longer watched are forgotten."""
-        now = time.time()
+        now = clock.now()
         for group in [group for group, until in self._watch.items() if until < now]:
             del self._watch[group]
         good, self._good = self._good, {}

@@ -16,13 +16,12 @@ robots.txt, claim theirs the same way (``HostStates.ask_to_send``).
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import redis
 
-from extensions import connection
+from extensions import clock, connection
 from extensions.frontier.redisops import execute, fields, load_script, run_named
 from extensions.frontier.results import Lease
 from extensions.keys import host_of
@@ -68,7 +67,7 @@ class LevelClaims:
         answer = fields(run_named(
             self._claim,
             {"rates": keys.rates},
-            {"now": int(time.time() * 1000), "tolerance": self.tolerance, "lead": self.lead_ms,
+            {"now": clock.now_ms(), "tolerance": self.tolerance, "lead": self.lead_ms,
              "pace_prefix": keys.pace(""), "domain_prefix": keys.domain(""),
              "ip_prefix": keys.address("")},
             None,

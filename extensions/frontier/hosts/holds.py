@@ -13,10 +13,9 @@ than that leaves the rest to the leases, as before.
 from __future__ import annotations
 
 import math
-import time
 from typing import TYPE_CHECKING, Any
 
-from extensions import connection
+from extensions import clock, connection
 
 if TYPE_CHECKING:
     import redis
@@ -34,7 +33,7 @@ class HoldsHeard:
         self.server = server
         self.streams = [shard.holds for shard in keys.all_shards()]
         # from now on: a hold set before this node started reached it with its leases
-        start = f"{int((time.time() if now is None else now) * 1000)}-0"
+        start = f"{int((clock.now() if now is None else now) * 1000)}-0"
         self._last = dict.fromkeys(self.streams, start)
         #: malformed entries ignored since the last look (anyone may write to Redis)
         self.bad = 0
@@ -45,7 +44,7 @@ class HoldsHeard:
         pipe = self.server.pipeline(transaction=False)
         for stream in self.streams:
             pipe.xread({stream: self._last[stream]}, count=HOLDS_READ)
-        now = time.time()
+        now = clock.now()
         heard: list[tuple[str, float]] = []
         for stream, answer in zip(self.streams, pipe.execute(), strict=True):
             for _name, entries in answer or []:

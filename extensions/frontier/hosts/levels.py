@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,7 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from extensions import connection
+from extensions import clock, connection
 from extensions.crawlid import crawl_fields, split_group
 from extensions.dns.resolver import resolver_of
 from extensions.frontier.domains import registered_domain
@@ -107,7 +106,7 @@ class HostLevels(FrontierPart):
             self.context.lease_failed(asked_ms)
         if self.claims.next_retry is not None:
             # a slot reserved is lost unless its host is leased in time for it
-            self.context.look_again_in(max(self.claims.next_retry - time.time(), 0.0))
+            self.context.look_again_in(max(self.claims.next_retry - clock.now(), 0.0))
         return admitted
 
     def leased(self) -> None:
@@ -188,7 +187,7 @@ class HostLevels(FrontierPart):
         self._write({host: self._fields(host, LOOKUP_FAILED, hold)})
 
     def _fields(self, host: str, address: str, ttl: float) -> dict[str, Any]:
-        expires = int((time.time() + ttl) * 1000)
+        expires = int((clock.now() + ttl) * 1000)
         return {"dom": registered_domain(host), "ip": address, "ipx": expires}
 
     def _done(self, result: Any, host: str) -> None:

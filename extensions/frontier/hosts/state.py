@@ -41,13 +41,12 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
 
-from extensions import connection, defaults
+from extensions import clock, connection, defaults
 from extensions.frontier.frontier import LEASE_LEAD_MS
 from extensions.frontier.hosts.claims import LevelClaims
 from extensions.frontier.redisops import execute, fields, load_script, run_named
@@ -144,7 +143,7 @@ class HostStates:
         """Tell the cluster what hosts answered; the groups this held or slowed.
         ``now`` (s since epoch) is the clock the scripts judge by."""
         b = self.backoff
-        now_ms = int((time.time() if now is None else now) * 1000)
+        now_ms = int((clock.now() if now is None else now) * 1000)
         by_shard: dict[int, list[Event]] = {}
         for event in events:
             by_shard.setdefault(self.keys.shard_of(event.group), []).append(event)
@@ -215,7 +214,7 @@ class HostStates:
         answer = fields(run_named(
             self._send_slot,
             {"rates": keys.rates, "crawl_delay": keys.crawl_delay},
-            {"group": group, "now": int(time.time() * 1000), "slot": int(slot * 1000),
+            {"group": group, "now": clock.now_ms(), "slot": int(slot * 1000),
              "window": int(window * 1000), "host_prefix": keys.host(""),
              "delay_max": b.crawl_delay_max, "tolerance": b.tolerance, "lead": LEASE_LEAD_MS,
              "domain_prefix": keys.domain(""), "ip_prefix": keys.address(""),
@@ -234,6 +233,6 @@ class HostStates:
         [(claimed_at, claimed_window)] = self.claims.claim([(host_of(group), answer["claim"], at)])
         if claimed_window is None:
             return "later", claimed_at, 0.0
-        if claimed_at <= time.time():
-            return "send", time.time(), 0.0
+        if claimed_at <= clock.now():
+            return "send", clock.now(), 0.0
         return "wait", claimed_at, claimed_window

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
-from extensions import connection
+from extensions import clock, connection
 from extensions.cluster.checkpoint import now_ms
 from extensions.frontier.overflow.store import MongoOverflow, SpillRecord
 from extensions.frontier.overflow.turn import REFILL, SPILLED, TAKE, OverflowLimits, Turn, take_keys
@@ -247,7 +247,7 @@ class Overflow:
             self._last_sweep = now
             self.store.sweep()
         done.backlog = sum(self._waiting.values())
-        self._heard = time.time()
+        self._heard = clock.now()
         return done
 
     def _write(self, keys: SpiderKeys, node: str, batch: list[bytes], done: Turn) -> int:

@@ -21,10 +21,10 @@ request is dead-lettered with its reason, never queued.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from extensions import clock
 from extensions.connection import mongo_client
 
 logger = logging.getLogger(__name__)
@@ -158,12 +158,12 @@ class MongoOverflow:
     def mark_documents(self, doc_ids: list[Any], now: float | None = None) -> None:
         if doc_ids:
             self.collection.update_many(
-                {"_id": {"$in": doc_ids}}, {"$set": {"t": time.time() if now is None else now}}
+                {"_id": {"$in": doc_ids}}, {"$set": {"t": clock.now() if now is None else now}}
             )
 
     def sweep(self, now: float | None = None) -> int:
         """Drop tombstones older than TOMBSTONE_HOURS; how many."""
-        before = (time.time() if now is None else now) - TOMBSTONE_HOURS * 3600
+        before = (clock.now() if now is None else now) - TOMBSTONE_HOURS * 3600
         return self.collection.delete_many({"t": {"$lt": before}}).deleted_count
 
     def waiting_count(self, group: str | None = None) -> int:

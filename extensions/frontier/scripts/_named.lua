@@ -3,6 +3,9 @@
 -- comma-separated list); what comes after them is the script's list of items.
 -- K.name is a key, A.name an argument (a string, as Redis passes them), L the
 -- items. A result by name is a flat list of name, value pairs (redisops.fields).
+-- A.now, where a script takes it, is Redis's own clock (TIME, in ms), whatever
+-- the node passed: every deadline, slot, hold and window is judged by one clock
+-- for the cluster (extensions/clock.py), each shard's own on a Redis Cluster.
 local function named_input()
   local K, A, L = {}, {}, {}
   local i = 0
@@ -17,6 +20,10 @@ local function named_input()
   end
   for k = j + 1, #ARGV do
     L[#L + 1] = ARGV[k]
+  end
+  if A.now ~= nil then
+    local time = redis.call('TIME')
+    A.now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   end
   return K, A, L
 end
