@@ -90,6 +90,7 @@ system-tools:
 	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  [ -x /usr/sbin/nginx ] || missing="$$missing nginx-light"; \
+	  command -v faketime >/dev/null || missing="$$missing faketime"; \
 	  [ -d /usr/share/doc/python3.11/html ] || missing="$$missing python3-doc"; \
 	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) \

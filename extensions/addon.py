@@ -12,6 +12,7 @@ from scrapy.settings import SETTINGS_PRIORITIES
 
 from extensions import capability, compat, config, connection, defaults, installed
 from extensions.render import setup as render
+from extensions.wire import install as wire
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -98,8 +99,9 @@ class DistributedAddon:
                 "whole crawl is scrapy seed NAME URL --crawl ID --budget N",
                 settings.getint("CLOSESPIDER_PAGECOUNT"),
             )
-        # an address's limit holds for the cluster when every node sees one answer
-        wanted = settings.getfloat("CLUSTER_IP_RATE") > 0
+        # an address's limit holds for the cluster when every node sees one answer;
+        # DNS servers named are the shared resolver's (Twisted's reads resolv.conf)
+        wanted = settings.getfloat("CLUSTER_IP_RATE") > 0 or bool(settings.getlist("DNS_SERVERS"))
         if wanted and (settings.getpriority("DNS_SHARED") or 0) <= SETTINGS_PRIORITIES["addon"]:
             settings.set("DNS_SHARED", True, "addon")
         compat.take_over(settings)  # SCHEDULER, DUPEFILTER_CLASS (scrapy-redis leftovers too)
@@ -128,6 +130,7 @@ class DistributedAddon:
             if extension not in settings["EXTENSIONS"]:
                 settings["EXTENSIONS"][extension] = 100
         render.install(settings)  # a render node: the browser's download handler
+        wire.install(settings)  # HTTPS verified, sessions resumed, HTTP/2 by setting
         config.check(settings)  # a crawler never starts with a value it would choke on
 
     def _delay_for_the_cluster(self, settings: BaseSettings) -> None:

@@ -42,6 +42,7 @@ DECLARED = (
     "extensions.render.declared",
     "extensions.scope.declared",
     "extensions.warc.declared",
+    "extensions.wire.declared",
 )
 
 

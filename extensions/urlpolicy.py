@@ -39,7 +39,8 @@ LOGGED_AT_MOST = 1000  # distinct (reason, host) pairs logged; past that only co
 def resolver_problem(settings: BaseSettings) -> str | None:
     """Why the node's resolver would not see the names it fetches, or None.
     DENY_PRIVATE_NETWORKS and DNS_SHARED work in the reactor's resolver, which
-    only Scrapy's Twisted HTTP/1.1 download handler asks."""
+    Scrapy's Twisted HTTP/1.1 download handler asks (and a handler that says
+    ``RESOLVES_BY_THE_REACTOR``, as the wire's HTTP/2 one)."""
     wanting = [name for name in ("DENY_PRIVATE_NETWORKS", "DNS_SHARED") if settings.getbool(name)]
     if not wanting:
         return None
@@ -50,8 +51,10 @@ def resolver_problem(settings: BaseSettings) -> str | None:
     for scheme in ("http", "https"):
         path = handlers.get(scheme)
         handler = load_object(path) if isinstance(path, str) else path
-        if handler is not None and not (
-            isinstance(handler, type) and issubclass(handler, HTTP11DownloadHandler)
+        if (
+            handler is not None
+            and not (isinstance(handler, type) and issubclass(handler, HTTP11DownloadHandler))
+            and not getattr(handler, "RESOLVES_BY_THE_REACTOR", False)
         ):
             return (
                 f"{' and '.join(wanting)} work in the resolver of Scrapy's HTTP/1.1 download "

@@ -1,5 +1,6 @@
 """Debian's nginx-light on loopback: a real rate limiter (``limit_req``) in front of
-real pages (python3-doc), for the pushback tests and bench section 22."""
+real pages (python3-doc), for the pushback tests and bench section 22; and a real
+HTTPS server (TLS 1.3, HTTP/2) with the tests' own certificates."""
 
 from __future__ import annotations
 
@@ -68,16 +69,85 @@ def start_nginx(
         [binary, "-c", str(conf), "-p", str(workdir), "-g", "daemon off;"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
+    _wait_listening(proc, host, port)
+    return Service(proc, f"http://{host}:{port}", "nginx")
+
+
+TLS_CONF = """
+worker_processes 1;
+error_log {workdir}/error.log warn;
+pid {workdir}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    log_format answers '$msec $status $request_uri $host $ssl_session_reused $connection '
+                       '$server_protocol';
+    access_log {workdir}/access.log answers;
+    client_body_temp_path {workdir}/tmp; proxy_temp_path {workdir}/tmp;
+    fastcgi_temp_path {workdir}/tmp; uwsgi_temp_path {workdir}/tmp; scgi_temp_path {workdir}/tmp;
+    types {{ text/html html; text/css css; application/javascript js; }}
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:tls:1m;
+    ssl_session_tickets on;
+    keepalive_requests {keepalive_requests};
+{servers}
+}}
+"""
+
+TLS_SERVER = """
+    server {{
+        listen {host}:{port} ssl{http2};
+        server_name {name};
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        root {root};
+        location = /robots.txt {{ return 200 "User-agent: *\\nAllow: /\\n"; }}
+    }}
+"""
+
+
+def start_tls_nginx(
+    workdir: Path,
+    root: Path,
+    sites: dict[str, object],
+    *,
+    host: str = "127.0.0.1",
+    http2: bool = True,
+    keepalive_requests: int = 1000,
+) -> Service:
+    """Debian's nginx serving ``root`` over HTTPS (TLS 1.3 and 1.2; HTTP/2 too
+    when ``http2``) on one port, for each name in ``sites`` with its certificate
+    (a ``certificates.Issued``), chosen by SNI. Its ``access.log`` in ``workdir``
+    has each answer's time, status, path, host, whether the TLS session was
+    resumed (``r``), the connection's serial number and the HTTP version."""
+    binary = shutil.which("nginx") or "/usr/sbin/nginx"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "tmp").mkdir(exist_ok=True)
+    port = free_port()
+    servers = "".join(
+        TLS_SERVER.format(host=host, port=port, http2=" http2" if http2 else "", name=name,
+                          cert=issued.cert, key=issued.key, root=root)  # type: ignore[attr-defined]
+        for name, issued in sites.items()
+    )  # fmt: skip
+    conf = workdir / "nginx.conf"
+    conf.write_text(TLS_CONF.format(workdir=workdir, servers=servers,
+                                    keepalive_requests=keepalive_requests))  # fmt: skip
+    proc = subprocess.Popen(
+        [binary, "-c", str(conf), "-p", str(workdir), "-g", "daemon off;"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _wait_listening(proc, host, port)
+    return Service(proc, f"https://{host}:{port}", "nginx")
+
+
+def _wait_listening(proc: subprocess.Popen, host: str, port: int) -> None:
     deadline = time.time() + 10
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"nginx did not start: {proc.stderr.read().decode()[-500:]}")
         try:
             with socket.create_connection((host, port), timeout=0.2):
-                break
+                return
         except OSError:
             time.sleep(0.05)
-    else:
-        stop(proc)
-        raise RuntimeError("nginx did not listen within 10 s")
-    return Service(proc, f"http://{host}:{port}", "nginx")
+    stop(proc)
+    raise RuntimeError("nginx did not listen within 10 s")

@@ -62,17 +62,19 @@ def test_a_clock_measured_against_redis_is_taken_from_the_middle_of_the_round_tr
     assert clock.skew() == pytest.approx(3.95)
 
 
-def test_the_scripts_judge_by_redis_time_whatever_now_a_node_passes(redis_client, own_clock):
+def test_the_lease_scripts_judge_by_redis_time_whatever_now_a_node_passes(redis_client, own_clock):
     from extensions.frontier import scripts
     from extensions.frontier.redisops import run_named
 
     named = Path(scripts.__file__).with_name("_named.lua").read_text()
     probe = redis_client.register_script(
-        named + "\nlocal K, A = named_input()\nreturn tostring(A.now)"
+        named + "\nlocal K, A = named_input(ARGV[#ARGV] == 'redis')\nreturn tostring(A.now)"
     )
     before = time.time()
-    told = int(run_named(probe, {}, {"now": 1}))
+    told = int(run_named(probe, {}, {"now": 1}, items=["redis"]))
     assert before * 1000 - 1000 <= told <= time.time() * 1000 + 1000
+    # the politeness scripts take the moment the node gives (its measured clock)
+    assert int(run_named(probe, {}, {"now": 1}, items=["given"])) == 1
     clock.measure_server(redis_client)
     assert abs(clock.skew()) < clock.SKEW_WARNING  # one machine: one clock
 
@@ -151,8 +153,8 @@ def test_a_node_whose_clock_runs_ahead_takes_no_live_lease_and_a_killed_nodes_co
     assert len(survivors) == len(set(survivors)), Counter(survivors).most_common(3)
     hits = page_hits(demo_site)
     twice = {path: n for path, n in hits.items() if n > 1}
-    # only what the killed node had on the wire (CONCURRENT_REQUESTS)
-    assert len(twice) <= 16, twice
+    # only what the killed node had on the wire (the project's CONCURRENT_REQUESTS)
+    assert len(twice) <= 32, twice
     assert {url.removeprefix(demo_site.url) for url in survivors + urls_of("victim")} == set(hits)
     assert nodes.stat(0, "response_received_count") > 0
     assert redis_client.llen("site:dlq") == 0

@@ -11,9 +11,8 @@ import time
 
 import pytest
 
+import extensions.clock
 from extensions.frontier.frontier import LEASE_LEAD_MS, Frontier, now_ms
-from extensions.frontier.hosts import claims as claims_module
-from extensions.frontier.hosts import state
 from extensions.frontier.hosts.claims import LevelClaims, group_host
 from extensions.frontier.hosts.state import BAN, Event, HostStates
 from extensions.keys import SpiderKeys
@@ -229,8 +228,7 @@ def test_a_late_request_takes_the_slot_it_reserved_when_it_asks_again(
     """A late request whose slot at its levels is further off reserves it and asks
     again then: it takes that slot, however its host's shard timed the host."""
     clock = Clock()
-    monkeypatch.setattr(state, "time", clock)
-    monkeypatch.setattr(claims_module, "time", clock)
+    monkeypatch.setattr(extensions.clock, "time", clock)  # the nodes' one clock
     states = HostStates(redis_client, keys)
     set_rates(redis_client, keys, **{"*ip": 10, "*domain": 5})
     [host] = hosts_in_every_shard(keys, 1)

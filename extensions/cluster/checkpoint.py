@@ -129,8 +129,6 @@ class Checkpoint:
         now = clock.now()
         if progress["pages"] > self._reported["pages"]:
             self._last_progress = now
-        if stats is not None:
-            stats.set_value("clock/skew_ms", int(clock.skew() * 1000))
         # this node's clock measured at each beat (extensions/clock.py); on its own,
         # as a Redis Cluster's pipelines refuse TIME
         clock.measure_server(self.server)

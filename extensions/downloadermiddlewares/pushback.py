@@ -63,6 +63,7 @@ from extensions.meta import (
     SEND_SLOT,
 )
 from extensions.robotscache import robots_state
+from extensions.wire.failures import tls_failure
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -231,6 +232,8 @@ class PushbackMiddleware:
     def process_exception(self, request: Request, exception: Exception, spider: Any = None):
         if self.error_run <= 0 or type(exception).__name__ not in HOST_ERRORS:
             return None
+        if tls_failure(exception) is not None:
+            return None  # a certificate refused says nothing of the host's load
         group = self.group_of(request)
         run = self._errors.get(group, 0) + 1
         if run < self.error_run:

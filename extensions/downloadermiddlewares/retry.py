@@ -37,6 +37,7 @@ from extensions.frontier.leased import leased_for
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
+from extensions.wire.failures import tls_failure
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -158,7 +159,14 @@ class BackoffRetryMiddleware(RetryMiddleware):
     ) -> Request | None:
         if isinstance(exception, IgnoreRequest) or request.meta.get(DEAD_LETTERED):
             return None  # dropped on purpose (robots.txt, URL policy), not failed
-        if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
+        refused = tls_failure(exception)
+        if refused is not None:
+            # the same certificate again on any retry (robots.txt's too): nothing to wait for
+            now = clock.now()
+            first = request.meta.get(FIRST_FAILURE, now)
+            self._dead_letter(request, f"tls_error: {refused}", None, first, now, kind="tls_error")
+            retry = None
+        elif isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
             "dont_retry", False
         ):
             retry = self._retry_later(

@@ -213,6 +213,7 @@ class ClusterDuties:
                 # whose beat stopped would have its leases taken by the others
                 self.checkpoint.write(self.stats, sizes.recorded() if sizes else None)
                 self._beat_in = clock.now()
+                self.stats.set_value("clock/skew_ms", int(clock.skew() * 1000))
             assert sizes is not None
             # after a silence of its own (Redis stalled, this node's loop blocked)
             # the others' beats were as silent: they have a beat's time to speak

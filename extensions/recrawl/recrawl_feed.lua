@@ -8,7 +8,7 @@
 -- Arguments: now (ms), limit (at most this many), queue_prefix, data_prefix
 -- (group queue and data key prefixes).
 -- Returns  how many pages were queued
-local K, A = named_input()
+local K, A = named_input(true)
 local due = redis.call('ZRANGEBYSCORE', K.due, '-inf', A.now, 'LIMIT', 0, tonumber(A.limit))
 if #due == 0 then
   return 0

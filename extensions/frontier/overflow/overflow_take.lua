@@ -16,7 +16,7 @@
 -- Returns, by name: batch, claimed ({group, requests its queue has room for,
 -- tmin or '', the claim (refill.lua checks it is still the group's)}...
 -- flattened), waiting (records still waiting in spill)
-local K, A = named_input()
+local K, A = named_input(true)
 local F = {frontier = K.frontier, base = string.sub(K.refill, 1, #K.refill - #'refill')}
 local now = tonumber(A.now)
 local batch = redis.call('LRANGE', K.journal, 0, -1)

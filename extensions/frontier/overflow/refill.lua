@@ -19,7 +19,7 @@
 -- Items: id, life, order, request JSON; repeated, best first.
 -- Returns  id, life, ... of the documents that may be marked taken (false: the
 --          claim was lost)
-local K, A, L = named_input()
+local K, A, L = named_input(true)
 local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready, waiting = K.waiting,
            frontier = K.frontier, added = {}, refilling = true}
 local group = A.group

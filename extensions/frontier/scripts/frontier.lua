@@ -13,7 +13,7 @@
 -- in_flight, seen, dlq, delayed, hosts (with work), ready_hosts, held_hosts
 -- (backing off, bans included), banned_hosts, render_queued (of the queued,
 -- those in render groups), spilled (of the queued, those in MongoDB).
-local K, A = named_input()
+local K, A = named_input(true)
 local in_flight = 0
 local start_leased = 0
 for _, node in ipairs(redis.call('ZRANGE', K.nodes, 0, -1)) do

@@ -53,7 +53,7 @@
 -- unresolvable (group, why, ...: groups leased whose host has no address, for
 -- the node to dead-letter, not fetch), levels (with levels_apart: each lease's
 -- 'DOMAIN ADDRESS HOST_INTERVAL_MS' for claim_levels.lua, '' for none)
-local K, A = named_input()
+local K, A = named_input(true)
 local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready, waiting = K.waiting,
            frontier = K.frontier, added = {}}
 local count = tonumber(A.count)

@@ -28,7 +28,7 @@
 -- returned, ...: nodes with 0 left out), more (1 when leases were left for the
 -- next call)
 -- (put_back comes from _leases.lua)
-local K, A = named_input()
+local K, A = named_input(true)
 local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready,
            waiting = K.waiting, frontier = K.frontier, added = {}}
 local function give_back_start(key, kind, entries)

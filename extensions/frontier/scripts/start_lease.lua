@@ -10,7 +10,7 @@
 -- since epoch: taking counts as a heartbeat, so the others can always see
 -- whose start leases these are), start_type (list, set or zset).
 -- Returns  the entries, in the order they are due.
-local K, A = named_input()
+local K, A = named_input(true)
 local items
 if A.start_type == 'set' then
   items = redis.call('SPOP', K.start_urls, A.count)

@@ -1,0 +1,1 @@
+"""The wire: HTTPS verified and resumed, HTTP/2 by setting (``declared.py``)."""
