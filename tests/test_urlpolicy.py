@@ -65,7 +65,10 @@ def test_the_addon_closes_the_doors_a_project_may_reopen():
     assert {scheme: handlers.get(scheme, "on") for scheme in ("file", "ftp", "s3", "data")} == {
         "file": None, "ftp": None, "s3": None, "data": None
     }  # fmt: skip
-    assert "http" not in handlers and "https" not in handlers  # Scrapy's own stay
+    assert "http" not in handlers  # Scrapy's own stays
+    # HTTPS: Scrapy's HTTP/1.1 handler with certificates verified (extensions/wire/)
+    assert handlers["https"] == "extensions.wire.handlers.Http11Handler"
+    assert settings.getbool("DOWNLOAD_VERIFY_CERTIFICATES") is True
 
     reopened = Settings()
     reopened.setdict(

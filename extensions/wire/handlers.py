@@ -13,9 +13,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
-from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet.task import deferLater
 
 from extensions.wire.failures import not_http2
 from extensions.wire.tls import TlsPolicy
@@ -39,27 +37,11 @@ def policy_for(crawler: Crawler) -> TlsPolicy:
 
 
 class Http11Handler(HTTP11DownloadHandler):
-    """Scrapy's HTTP/1.1 handler, its HTTPS connections made by ``TlsPolicy``,
-    and its connections kept alive from one request to the next: Twisted puts a
-    connection back in its pool only after the response that used it has been
-    handed over, and the request that response leads to (the next one to its
-    host, on a node that sends them one by one) would find the pool empty and
-    open one more (with Scrapy's own handler, 36 connections for 40 requests at
-    one a time). A request waits one turn of the reactor for it."""
+    """Scrapy's HTTP/1.1 handler, its HTTPS connections made by ``TlsPolicy``."""
 
     def __init__(self, crawler: Crawler):
         super().__init__(crawler)
         self._contextFactory = policy_for(crawler)  # type: ignore[assignment]
-
-    async def download_request(self, request: Request) -> Response:
-        await maybe_deferred_to_future(deferLater(reactor_of(), 0, lambda: None))
-        return await super().download_request(request)
-
-
-def reactor_of():
-    from twisted.internet import reactor
-
-    return reactor
 
 
 def _h2_handler() -> type:

@@ -1,6 +1,6 @@
 """What the add-on installs for the wire (``declared.py``): certificates verified
-unless the project says otherwise, and the HTTP and HTTPS handlers
-(``handlers.py``) unless the project, or a render node, has its own."""
+unless the project says otherwise, and the HTTPS handler (``handlers.py``)
+unless the project, or a render node, has its own."""
 
 from __future__ import annotations
 
@@ -21,7 +21,5 @@ def install(settings: BaseSettings) -> None:
     handlers = settings["DOWNLOAD_HANDLERS"]
     # (a scheme there already: the project's own handler, a render node's, or
     # None, refused by ALLOWED_SCHEMES)
-    if "http" not in handlers:
-        handlers["http"] = HTTP11
     if "https" not in handlers:
         handlers["https"] = HTTP2 if settings.getbool("HTTP2_ENABLED") else HTTP11
