@@ -16,7 +16,7 @@ import pytest
 from servers import services
 from servers.certificates import TestAuthority
 from servers.nginx import PYTHON_DOCS, start_tls_nginx
-from tests.conftest import read_items
+from tests.conftest import read_items, scrapy
 
 ADDRESS = "127.0.0.43"
 # Python's library pages a to c: 43 real pages, linked from one another
@@ -107,6 +107,14 @@ def test_https_pages_are_verified_kept_alive_and_resumed_and_bad_certificates_de
     assert handshakes + resumed == len(connections), (handshakes, resumed, len(connections))
     assert len({a["connection"] for a in served if a["reused"]}) == resumed
     assert handshakes <= 2 * 8 and resumed >= len(connections) - handshakes
+    # the same counts for the cluster, by host and by node, in scrapy status
+    shown = scrapy("status", "site", "--hosts", "--json", "-s", f"REDIS_URL={redis_url}")
+    by_host = {row["host"]: row["tls"] for row in json.loads(shown.stdout)["hosts"]}
+    assert by_host["docs.test"] == {"connections": nodes.total("tls/connections") - 6,
+                                    "handshakes": handshakes, "resumed": resumed}  # fmt: skip
+    assert by_host["expired.test"] == {"connections": 2, "handshakes": 0, "resumed": 0}
+    text = scrapy("status", "site", "--hosts", "-s", f"REDIS_URL={redis_url}").stdout
+    assert f"TLS {len(connections)} connections, {handshakes} handshakes" in text, text
     # every answer over HTTP/1.1: HTTP/2 only by setting
     assert Counter(a["protocol"] for a in served) == Counter({"HTTP/1.1": len(served)})
 

@@ -218,6 +218,10 @@ def _why_slow(row: dict[str, Any]) -> str:
         parts.append(f"refused now {row['evidence']}")
     if row.get("page_refusals"):
         parts.append(f"alone {row['page_refusals']}")
+    tls = row.get("tls") or {}
+    if tls.get("connections"):
+        parts.append(f"TLS {tls['connections']} connections, {tls['handshakes']} handshakes, "
+                     f"{tls['resumed']} resumed")  # fmt: skip
     return ("  " + "; ".join(parts)) if parts else ""
 
 

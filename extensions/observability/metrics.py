@@ -56,6 +56,9 @@ STATS_COUNTERS = {
     "crawler_bans_total": "bans/detected",
     "crawler_dns_lookups_total": "dns/lookups",
     "crawler_dns_shared_total": "dns/shared",
+    "crawler_tls_connections_total": "tls/connections",
+    "crawler_tls_handshakes_total": "tls/handshakes",
+    "crawler_tls_resumed_total": "tls/resumed",
 }
 #: DNS failures by kind (the ``kind`` label): stats key
 DNS_FAILURES = {

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
 
 
+#: HTTPS: connections the nodes opened to a host, full handshakes, sessions
+#: resumed (its hash's fields, written by extensions/wire/part.py)
+TLS_FIELDS = {"connections": "tls_c", "handshakes": "tls_h", "resumed": "tls_r"}
+
+
 def _number(value: Any, default: float = 0.0) -> float:
     """A number from a record any node (or anyone who can write to Redis) wrote."""
     try:
@@ -303,6 +308,7 @@ def host_rows(
                     "domain": fields.get("dom") or None,
                     "address": fields.get("ip") or None,
                     "observed_rate": _number(fields.get("orate")),
+                    "tls": {name: int(_number(fields.get(f))) for name, f in TLS_FIELDS.items()},
                     "dropped": {
                         k.removeprefix("dropped:"): int(_number(v))
                         for k, v in fields.items()

@@ -53,4 +53,5 @@ CAPABILITY = Capability(
             flag,
         ),
     },
+    frontier_parts={"extensions.wire.part.WirePart": 160},
 )

@@ -8,8 +8,9 @@ to Scrapy's download handlers by ``handlers.py``).
 - A host's last TLS session is kept (``TLS_SESSIONS`` hosts, least recently
   used first out) and offered on the next connection to it: the server may
   resume it, an abbreviated handshake without the certificate exchange.
-- Each handshake is counted, by host: ``tls/handshakes``, ``tls/resumed``
-  (stats), and per host for ``scrapy status --hosts`` (``TlsLedger``).
+- Each connection and handshake is counted: ``tls/connections``,
+  ``tls/handshakes`` (full), ``tls/resumed`` (stats, metrics, the node's row in
+  ``scrapy status``), and per host for ``scrapy status --hosts`` (``TlsLedger``).
 
 Connections themselves are kept alive by Scrapy's pools (HTTP/1.1's persistent
 pool, HTTP/2's one connection per host): a handshake is paid when a pool opens
@@ -86,23 +87,31 @@ def session_reused(connection: SSL.Connection) -> bool:
         return False
 
 
-class TlsLedger:
-    """What a node's TLS connections did, by host: opened, handshakes done,
-    sessions resumed (bounded: the hosts of the last ``TLS_SESSIONS``)."""
+#: what the ledger counts -> its field in the host's hash (NAME:host:HOST)
+HOST_FIELDS = {"connections": "tls_c", "handshakes": "tls_h", "resumed": "tls_r"}
 
-    def __init__(self, stats: Any, hosts: int):
+
+class TlsLedger:
+    """What a node's TLS connections did: in its stats (``tls/connections``,
+    ``tls/handshakes``, ``tls/resumed``), and by host until the next heartbeat
+    adds them to the host's hash for ``scrapy status --hosts`` (``part.py``)."""
+
+    def __init__(self, stats: Any):
         self.stats = stats
-        self.hosts = max(hosts, 1)
-        self.by_host: OrderedDict[str, Counter[str]] = OrderedDict()
+        self.totals: Counter[str] = Counter()
+        #: host -> its counts since the last ``take`` (at most a beat's worth)
+        self.pending: dict[str, Counter[str]] = {}
 
     def count(self, host: str, what: str) -> None:
         if self.stats is not None:
             self.stats.inc_value(f"tls/{what}")
-        counts = self.by_host.pop(host, None) or Counter()
-        counts[what] += 1
-        self.by_host[host] = counts
-        if len(self.by_host) > self.hosts:
-            self.by_host.popitem(last=False)
+        self.totals[what] += 1
+        self.pending.setdefault(host, Counter())[what] += 1
+
+    def take(self) -> dict[str, Counter[str]]:
+        """The counts by host since the last call, handed over."""
+        pending, self.pending = self.pending, {}
+        return pending
 
 
 @implementer(IPolicyForHTTPS)
@@ -154,7 +163,7 @@ class TlsPolicy:
         options: dict[str, Any] = {"fixBrokenPeers": True}
         if ciphers:
             options["acceptableCiphers"] = ssl.AcceptableCiphers.fromOpenSSLCipherString(ciphers)
-        ledger = TlsLedger(crawler.stats, sessions)
+        ledger = TlsLedger(crawler.stats)
         return cls(trust or ssl.platformTrust(), sessions, ledger, options, verify)
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
