@@ -95,10 +95,9 @@ http {{
 
 TLS_SERVER = """
     server {{
-        listen {host}:{port} ssl{http2};
+        listen {host}:{port}{ssl}{http2};
         server_name {name};
-        ssl_certificate {cert};
-        ssl_certificate_key {key};
+        {certificates}
         root {root};
         location = /robots.txt {{ return 200 "User-agent: *\\nAllow: /\\n"; }}
     }}
@@ -113,21 +112,26 @@ def start_tls_nginx(
     host: str = "127.0.0.1",
     http2: bool = True,
     keepalive_requests: int = 1000,
+    tls: bool = True,
 ) -> Service:
     """Debian's nginx serving ``root`` over HTTPS (TLS 1.3 and 1.2; HTTP/2 too
     when ``http2``) on one port, for each name in ``sites`` with its certificate
     (a ``certificates.Issued``), chosen by SNI. Its ``access.log`` in ``workdir``
     has each answer's time, status, path, host, whether the TLS session was
-    resumed (``r``), the connection's serial number and the HTTP version."""
+    resumed (``r``), the connection's serial number and the HTTP version.
+    ``tls=False``: the same over plain HTTP (``sites`` names only)."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "tmp").mkdir(exist_ok=True)
     port = free_port()
-    servers = "".join(
-        TLS_SERVER.format(host=host, port=port, http2=" http2" if http2 else "", name=name,
-                          cert=issued.cert, key=issued.key, root=root)  # type: ignore[attr-defined]
-        for name, issued in sites.items()
-    )  # fmt: skip
+    servers = ""
+    for name, issued in sites.items():
+        certificates = ""
+        if tls:
+            certificates = f"ssl_certificate {issued.cert}; ssl_certificate_key {issued.key};"  # type: ignore[attr-defined]
+        servers += TLS_SERVER.format(host=host, port=port, ssl=" ssl" if tls else "",
+                                     http2=" http2" if tls and http2 else "", name=name,
+                                     root=root, certificates=certificates)  # fmt: skip
     conf = workdir / "nginx.conf"
     conf.write_text(TLS_CONF.format(workdir=workdir, servers=servers,
                                     keepalive_requests=keepalive_requests))  # fmt: skip
@@ -136,7 +140,7 @@ def start_tls_nginx(
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     _wait_listening(proc, host, port)
-    return Service(proc, f"https://{host}:{port}", "nginx")
+    return Service(proc, f"{'https' if tls else 'http'}://{host}:{port}", "nginx")
 
 
 def _wait_listening(proc: subprocess.Popen, host: str, port: int) -> None:

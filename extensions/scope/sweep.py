@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from extensions.connection import text
 from extensions.crawlid import split_group
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
     from extensions.keys import SpiderKeys
     from extensions.scope.document import Scope
-    from extensions.scope.overflow_sweep import OverflowSweep
 
 logger = logging.getLogger(__name__)
 
@@ -62,9 +61,19 @@ def queued_verdict(scopes: dict[str, Scope], crawl: str, raw: bytes) -> str | No
     return judge(found, url, parent)[0]
 
 
+class OverflowGroups(Protocol):
+    """What a sweep asks of the requests a crawl holds in MongoDB
+    (``overflow_sweep.OverflowSweep``)."""
+
+    def begin(self) -> bool: ...
+
+    def group(self, shard: SpiderKeys, crawl: str, group: str, scopes: Any, swept: Swept,
+              reasons: Any) -> None: ...  # fmt: skip
+
+
 class Sweep:
     def __init__(
-        self, server: redis.Redis, keys: SpiderKeys, overflow: OverflowSweep | None = None
+        self, server: redis.Redis, keys: SpiderKeys, overflow: OverflowGroups | None = None
     ):
         self.server = server
         self.keys = keys
