@@ -15,18 +15,27 @@ from servers.services import Service, free_port, stop
 #: real HTML nobody here wrote: Debian's python3-doc (``make system-tools``)
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html")
 
-NGINX_CONF = """
+#: a worker, its files under ``workdir``: what every configuration here starts with
+HEAD = """
 worker_processes 1;
 error_log {workdir}/error.log warn;
 pid {workdir}/nginx.pid;
 events {{ worker_connections 256; }}
 http {{
-    log_format answers '$msec $status $request_uri';
-    access_log {workdir}/access.log answers;
+"""
+#: after the access log's format: where it and nginx's temporary files go
+FILES = """    access_log {workdir}/access.log answers;
     client_body_temp_path {workdir}/tmp; proxy_temp_path {workdir}/tmp;
     fastcgi_temp_path {workdir}/tmp; uwsgi_temp_path {workdir}/tmp; scgi_temp_path {workdir}/tmp;
     types {{ text/html html; text/css css; application/javascript js; }}
-    limit_req_zone $binary_remote_addr zone=pages:1m rate={rate}r/s;
+"""
+
+NGINX_CONF = (
+    HEAD
+    + """    log_format answers '$msec $status $request_uri';
+"""
+    + FILES
+    + """    limit_req_zone $binary_remote_addr zone=pages:1m rate={rate}r/s;
     limit_req_status 429;
     server {{
         listen {host}:{port};
@@ -43,6 +52,7 @@ http {{
     }}
 }}
 """
+)
 
 
 def start_nginx(
@@ -65,33 +75,23 @@ def start_nginx(
     conf = workdir / "nginx.conf"
     conf.write_text(NGINX_CONF.format(workdir=workdir, rate=rate, burst=burst, root=root,
                                       retry_after=retry_after, host=host, port=port))  # fmt: skip
-    proc = subprocess.Popen(
-        [binary, "-c", str(conf), "-p", str(workdir), "-g", "daemon off;"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    _wait_listening(proc, host, port)
-    return Service(proc, f"http://{host}:{port}", "nginx")
+    return _serve(binary, conf, workdir, f"http://{host}:{port}")
 
 
-TLS_CONF = """
-worker_processes 1;
-error_log {workdir}/error.log warn;
-pid {workdir}/nginx.pid;
-events {{ worker_connections 256; }}
-http {{
-    log_format answers '$msec $status $request_uri $host $ssl_session_reused $connection '
-                       '$server_protocol';
-    access_log {workdir}/access.log answers;
-    client_body_temp_path {workdir}/tmp; proxy_temp_path {workdir}/tmp;
-    fastcgi_temp_path {workdir}/tmp; uwsgi_temp_path {workdir}/tmp; scgi_temp_path {workdir}/tmp;
-    types {{ text/html html; text/css css; application/javascript js; }}
-    ssl_protocols TLSv1.2 TLSv1.3;
+TLS_CONF = (
+    HEAD
+    + """    log_format answers '$msec $status $request_uri $host $ssl_session_reused '
+                       '$connection $server_protocol';
+"""
+    + FILES
+    + """    ssl_protocols TLSv1.2 TLSv1.3;
     ssl_session_cache shared:tls:1m;
     ssl_session_tickets on;
     keepalive_requests {keepalive_requests};
 {servers}
 }}
 """
+)
 
 TLS_SERVER = """
     server {{
@@ -100,6 +100,7 @@ TLS_SERVER = """
         {certificates}
         root {root};
         location = /robots.txt {{ return 200 "User-agent: *\\nAllow: /\\n"; }}
+        {copies}
     }}
 """
 
@@ -113,13 +114,15 @@ def start_tls_nginx(
     http2: bool = True,
     keepalive_requests: int = 1000,
     tls: bool = True,
+    copies: tuple[str, ...] = (),
 ) -> Service:
     """Debian's nginx serving ``root`` over HTTPS (TLS 1.3 and 1.2; HTTP/2 too
     when ``http2``) on one port, for each name in ``sites`` with its certificate
     (a ``certificates.Issued``), chosen by SNI. Its ``access.log`` in ``workdir``
     has each answer's time, status, path, host, whether the TLS session was
     resumed (``r``), the connection's serial number and the HTTP version.
-    ``tls=False``: the same over plain HTTP (``sites`` names only)."""
+    ``tls=False``: the same over plain HTTP (``sites`` names only). ``copies``:
+    ``root`` served again under each of those paths (``/a/``: a site twice as big)."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "tmp").mkdir(exist_ok=True)
@@ -131,16 +134,24 @@ def start_tls_nginx(
             certificates = f"ssl_certificate {issued.cert}; ssl_certificate_key {issued.key};"  # type: ignore[attr-defined]
         servers += TLS_SERVER.format(host=host, port=port, ssl=" ssl" if tls else "",
                                      http2=" http2" if tls and http2 else "", name=name,
-                                     root=root, certificates=certificates)  # fmt: skip
+                                     root=root, certificates=certificates,
+                                     copies=" ".join(f"location /{copy}/ {{ alias {root}/; }}"
+                                                     for copy in copies))  # fmt: skip
     conf = workdir / "nginx.conf"
     conf.write_text(TLS_CONF.format(workdir=workdir, servers=servers,
                                     keepalive_requests=keepalive_requests))  # fmt: skip
+    return _serve(binary, conf, workdir, f"{'https' if tls else 'http'}://{host}:{port}")
+
+
+def _serve(binary: str, conf: Path, workdir: Path, url: str) -> Service:
+    """nginx started on ``conf``, once it listens at ``url``'s address."""
     proc = subprocess.Popen(
         [binary, "-c", str(conf), "-p", str(workdir), "-g", "daemon off;"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
-    _wait_listening(proc, host, port)
-    return Service(proc, f"{'https' if tls else 'http'}://{host}:{port}", "nginx")
+    host, port = url.split("//")[1].rsplit(":", 1)
+    _wait_listening(proc, host, int(port))
+    return Service(proc, url, "nginx")
 
 
 def _wait_listening(proc: subprocess.Popen, host: str, port: int) -> None:
