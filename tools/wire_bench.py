@@ -6,9 +6,10 @@
   certificates verified: ``DOWNLOAD_VERIFY_CERTIFICATES`` with the CA in
   ``SSL_CERT_FILE``; its feed export), by the ``site`` spider and by a
   DistributedSpider (``follow_site``), each one node; the node's own CPU.
-* TLS handshakes per page with 1, 2 and 4 nodes on a host of 1,060 pages (the
-  docs twice, under /a/ and /b/): full handshakes, resumed ones and connections,
-  as the nodes counted them and as nginx saw them.
+* TLS handshakes per page with 1, 2 and 4 nodes on one host of about 1,580 pages
+  (the docs under /a/ and /b/, and at the root, where some of their links lead):
+  full handshakes, resumed ones and connections, as the nodes counted them and
+  as nginx saw them.
 Skipped without python3-doc or nginx (``make system-tools`` installs them).
 """
 
@@ -122,7 +123,7 @@ def report(result: dict) -> None:
         print(f"  {name} over HTTPS: {per_page[name][0] / plain:.2f}x plain Scrapy's CPU per page "
               f"(target at most 0.5x); {per_page[name][0] / per_page[name][1]:.2f}x its own over "
               "HTTP (target at most 1.1x)")  # fmt: skip
-    print("  TLS handshakes per page, the site spider on a host of 1,060 pages:")
+    print("  TLS handshakes per page, the site spider, one host (the docs three times over):")
     print(f"  {'nodes':>6s} {'pages':>6s} {'full/page':>10s} {'resumed':>8s} {'connections':>12s} "
           f"{'nginx: connections':>19s} {'resumed':>8s}")  # fmt: skip
     for nodes, run in result["handshakes"].items():
