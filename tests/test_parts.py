@@ -21,6 +21,7 @@ from extensions.keys import SpiderKeys
 from extensions.observability.status import crawl_status
 from extensions.recrawl.part import RecrawlPart
 from extensions.scope.part import ScopePart
+from extensions.wire.part import WirePart
 from tests.conftest import queued
 from tests.test_scheduler_unit import dlq, open_scheduler, stop_loops
 
@@ -173,7 +174,7 @@ def test_the_default_parts_are_there_and_the_overflow_stays_out_without_its_sett
     scheduler = open_scheduler(redis_url)
     try:
         kinds = [type(part) for part in scheduler.node.parts]
-        assert kinds == [CrawlsPart, ScopePart, RenderPart, RecrawlPart, RanksPart]
+        assert kinds == [CrawlsPart, ScopePart, WirePart, RenderPart, RecrawlPart, RanksPart]
         assert scheduler.node.parts.get(OverflowPart) is None
     finally:
         stop_loops(scheduler)

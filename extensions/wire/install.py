@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 HTTP11 = "extensions.wire.handlers.Http11Handler"
-HTTP2 = "extensions.wire.handlers.Http2Handler"
+HTTP2 = "extensions.wire.http2.Http2Handler"
 
 
 def install(settings: BaseSettings) -> None:
