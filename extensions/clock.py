@@ -26,8 +26,15 @@ SKEW_WARNING = 1.0
 #: answer's moment within it is too uncertain
 MAX_ROUND_TRIP = 0.25
 
+#: a measurement is kept while no quicker one comes, for this long (s) at most:
+#: the quickest round trip places Redis's moment best (the middle of a long one
+#: may be off by half of it), and a clock drifts, so the held one ages out
+KEEP_BEST = 60.0
+
 _offset = 0.0
 _warned = False
+_best_round_trip: float | None = None
+_best_at = 0.0
 
 
 def now() -> float:
@@ -50,10 +57,16 @@ def skew() -> float:
 def measure(redis_time: tuple[int, int], sent: float, received: float) -> bool:
     """Take Redis's ``TIME`` (seconds, microseconds), asked at ``sent`` and
     answered at ``received`` (this node's ``time.time()``): Redis's moment is
-    taken as the middle of the round trip. Whether it was taken."""
-    global _offset, _warned
-    if not 0 <= received - sent <= MAX_ROUND_TRIP:
+    taken as the middle of the round trip, unless a quicker round trip is held
+    (``KEEP_BEST``). Whether it was taken."""
+    global _offset, _warned, _best_round_trip, _best_at
+    round_trip = received - sent
+    if not 0 <= round_trip <= MAX_ROUND_TRIP:
         return False
+    held_for = time.monotonic() - _best_at
+    if _best_round_trip is not None and round_trip > _best_round_trip and held_for < KEEP_BEST:
+        return False  # a quicker one is held: its moment is surer
+    _best_round_trip, _best_at = round_trip, time.monotonic()
     seconds, micros = redis_time
     _offset = seconds + micros / 1e6 - (sent + received) / 2
     if abs(_offset) > SKEW_WARNING and not _warned:
@@ -79,5 +92,5 @@ def measure_server(server: Any) -> bool:
 
 def reset() -> None:
     """Back to this node's own clock (a process that leaves one frontier for another)."""
-    global _offset, _warned
-    _offset, _warned = 0.0, False
+    global _offset, _warned, _best_round_trip
+    _offset, _warned, _best_round_trip = 0.0, False, None

@@ -229,6 +229,7 @@ def test_a_late_request_takes_the_slot_it_reserved_when_it_asks_again(
     again then: it takes that slot, however its host's shard timed the host."""
     clock = Clock()
     monkeypatch.setattr(extensions.clock, "time", clock)  # the nodes' one clock
+    monkeypatch.setattr(extensions.clock, "_offset", 0.0)  # (as measured by others: none)
     states = HostStates(redis_client, keys)
     set_rates(redis_client, keys, **{"*ip": 10, "*domain": 5})
     [host] = hosts_in_every_shard(keys, 1)

@@ -19,8 +19,10 @@ a connection, not per request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 import weakref
 from collections import Counter, OrderedDict
 from pathlib import Path
@@ -57,6 +59,10 @@ VERIFY_ERRORS = {
     23: "the certificate was revoked",
     62: "it is another host's certificate",
 }
+
+
+#: seconds a request waits for its host's first handshake before connecting anyway
+FIRST_WAIT = 2.0
 
 
 class CertificateRefused(Exception):
@@ -146,6 +152,8 @@ class TlsPolicy:
         self._newest: dict[str, weakref.ref[SSL.Connection]] = {}
         #: host:port -> what its last handshake agreed on by ALPN (``spoke``)
         self._protocols: OrderedDict[str, bytes] = OrderedDict()
+        #: host:port -> (its first handshake under way: done when set, since when)
+        self._first: dict[str, tuple[asyncio.Event, float]] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> TlsPolicy:
@@ -168,7 +176,23 @@ class TlsPolicy:
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
         name = hostname.decode("ascii")
-        return _Creator(self, name, f"{name}:{port}")
+        return _Creator(self, name, f"{name.lower()}:{port}")
+
+    def before_connecting(self, netloc: str) -> asyncio.Event | None:
+        """What a request to ``netloc`` (host:port, lower case) waits for before it
+        may open a connection: while a host's first handshake is under way, the
+        others a node sends it at once would each pay a full one; after it, they
+        resume its session. None: go (a session is known, or this is the first)."""
+        if netloc in self._sessions or netloc in self._newest:
+            return None
+        first = self._first.get(netloc)
+        now = time.monotonic()
+        if first is None or now - first[1] > FIRST_WAIT:  # (one that never ended: anew)
+            if len(self._first) >= max(self.sessions, 1):
+                self._first.clear()  # (hosts that never answered: bounded)
+            self._first[netloc] = (asyncio.Event(), now)
+            return None
+        return first[0]
 
     def session_for(self, netloc: str) -> SSL.Session | None:
         newest = self._newest.get(netloc)
@@ -202,6 +226,9 @@ class TlsPolicy:
 
     def handshake_done(self, netloc: str, host: str, connection: SSL.Connection) -> None:
         self.ledger.count(host, "resumed" if session_reused(connection) else "handshakes")
+        first = self._first.pop(netloc, None)
+        if first is not None:
+            first[0].set()
         self._protocols[netloc] = connection.get_alpn_proto_negotiated() or b""
         self._protocols.move_to_end(netloc)
         while len(self._protocols) > max(self.sessions, 1):
