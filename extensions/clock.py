@@ -68,7 +68,10 @@ def measure(redis_time: tuple[int, int], sent: float, received: float) -> bool:
         return False  # a quicker one is held: its moment is surer
     _best_round_trip, _best_at = round_trip, time.monotonic()
     seconds, micros = redis_time
-    _offset = seconds + micros / 1e6 - (sent + received) / 2
+    offset = seconds + micros / 1e6 - (sent + received) / 2
+    # within the round trip's own uncertainty an offset cannot be told from none
+    # (one machine, or clocks in step): none, rather than a fraction of a ms of noise
+    _offset = 0.0 if abs(offset) <= round_trip / 2 else offset
     if abs(_offset) > SKEW_WARNING and not _warned:
         _warned = True
         logger.warning(

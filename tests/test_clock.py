@@ -56,6 +56,11 @@ def test_a_clock_measured_against_redis_is_taken_from_the_middle_of_the_round_tr
         assert clock.measure((2000, 0), sent=1996.0, received=1996.1)
     assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
     assert "-3.4 s off" in caplog.records[0].getMessage()
+    # an offset within the round trip's uncertainty is none (one machine's clock)
+    clock.reset()
+    assert clock.measure((1000, 40_000), sent=999.9, received=1000.1)
+    assert clock.skew() == 0.0
+    clock.measure((2000, 0), sent=1996.0, received=1996.1)  # (as before)
     # a round trip too long to place the answer within is not taken
     assert not clock.measure((5000, 0), sent=1.0, received=2.0)
     assert not clock.measure((5000, 0), sent=2.0, received=1.0)
