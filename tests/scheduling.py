@@ -14,7 +14,8 @@ PACED_SECONDS = {
     "test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it": 60,
     "test_a_host_that_keeps_banning_is_dead_lettered_as_banned": 45,
     "test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire": 40,
-    "test_two_nodes_keep_the_templates_delay_for_the_cluster_quietly_and_a_new_crawl_starts_at_once": 30,
+    "test_two_nodes_keep_the_templates_delay_for_the_cluster_quietly_and_a_new_crawl_"
+    "starts_at_once": 30,
     "test_nodes_whose_clocks_are_off_keep_the_crawl_delay_and_say_so": 25,
 }
 
