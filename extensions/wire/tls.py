@@ -61,6 +61,8 @@ VERIFY_ERRORS = {
 }
 
 
+#: hosts whose counts a node holds between two heartbeats (past it: the totals only)
+PENDING_HOSTS = 100_000
 #: seconds a request waits for its host's first handshake before connecting anyway
 FIRST_WAIT = 2.0
 
@@ -112,7 +114,8 @@ class TlsLedger:
         if self.stats is not None:
             self.stats.inc_value(f"tls/{what}")
         self.totals[what] += 1
-        self.pending.setdefault(host, Counter())[what] += 1
+        if host in self.pending or len(self.pending) < PENDING_HOSTS:
+            self.pending.setdefault(host, Counter())[what] += 1
 
     def take(self) -> dict[str, Counter[str]]:
         """The counts by host since the last call, handed over."""
@@ -149,7 +152,7 @@ class TlsPolicy:
         self._sessions: OrderedDict[str, SSL.Session] = OrderedDict()
         #: host:port -> its newest connection (a TLS 1.3 server sends its session
         #: ticket after the handshake: read when the next connection is made)
-        self._newest: dict[str, weakref.ref[SSL.Connection]] = {}
+        self._newest: OrderedDict[str, weakref.ref[SSL.Connection]] = OrderedDict()
         #: host:port -> what its last handshake agreed on by ALPN (``spoke``)
         self._protocols: OrderedDict[str, bytes] = OrderedDict()
         #: host:port -> (its first handshake under way: done when set, since when)
@@ -234,6 +237,9 @@ class TlsPolicy:
         while len(self._protocols) > max(self.sessions, 1):
             self._protocols.popitem(last=False)
         self._newest[netloc] = weakref.ref(connection)
+        self._newest.move_to_end(netloc)
+        while len(self._newest) > max(self.sessions, 1):
+            self._newest.popitem(last=False)
         self.keep_session(netloc, connection)
 
 
