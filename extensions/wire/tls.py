@@ -135,7 +135,6 @@ class TlsPolicy:
         certificate_options: dict[str, Any] | None = None,
         verify: bool = True,
     ):
-        self.trust_root = trust_root
         self.verify = verify
         # one context for every connection: a session resumes only on the
         # context it was made on (OpenSSL)
@@ -147,7 +146,6 @@ class TlsPolicy:
             self.options = ssl.CertificateOptions(verify=False, **(certificate_options or {}))
         self.sessions = max(sessions, 0)
         self.ledger = ledger
-        self.certificate_options = certificate_options or {}
         #: host:port -> the last session a server gave for it
         self._sessions: OrderedDict[str, SSL.Session] = OrderedDict()
         #: host:port -> its newest connection (a TLS 1.3 server sends its session
