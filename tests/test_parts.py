@@ -260,3 +260,10 @@ def test_a_part_says_its_own_status_and_one_left_out_says_nothing(redis_url, red
         assert "held_by_part" not in default["nodes"][0]
     finally:
         stop_loops(scheduler)
+
+
+def test_a_nodes_tls_counts_that_are_not_numbers_read_as_none():
+    """Anyone may write to Redis: a node's record is read, never trusted."""
+    record = {"tls_connections": "abc", "tls_handshakes": "inf", "tls_resumed": "3"}
+    assert WirePart.node_status(record) == {"connections": 0, "handshakes": 0, "resumed": 3}
+    assert WirePart.node_notes({"connections": 0}) == []

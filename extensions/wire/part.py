@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def _count(raw: Any) -> int:
+    """A count another writer left in a node's record (anything: 0 if not a number)."""
+    try:
+        return max(int(float(raw or 0)), 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
 class WirePart(FrontierPart):
     def __init__(self, context: PartContext):
         self.server = context.server
@@ -33,7 +41,7 @@ class WirePart(FrontierPart):
 
     @classmethod
     def node_status(cls, record: dict[str, str]) -> dict[str, Any]:
-        return {name: int(float(record.get(f"tls_{name}") or 0)) for name in HOST_FIELDS}
+        return {name: _count(record.get(f"tls_{name}")) for name in HOST_FIELDS}
 
     @classmethod
     def node_notes(cls, row: dict[str, Any]) -> list[str]:
