@@ -148,12 +148,21 @@ def test_a_node_whose_clock_runs_ahead_takes_no_live_lease_and_a_killed_nodes_co
                          **idle)  # fmt: skip
     items_dir = nodes.tmp_path / "items"
     wait_for(lambda: len(read_items(items_dir)) >= 20, 120, "the crawl under way")
+    # killed while it has fetched pages and holds leases: a slow start must not
+    # leave a victim that never worked
+    wait_for(
+        lambda: fetched_by_victim(demo_site) and redis_client.zcard("site:leases:victim"),
+        120,
+        "the victim at work",
+    )
     os.killpg(victim.pid, signal.SIGKILL)
     victim.wait(10)
     assert nodes.wait(180)[:2] == [0, 0], nodes.tail()
 
     def urls_of(node: str) -> list[str]:
         path = items_dir / "site" / f"{node}.jsonl"
+        if not path.exists():  # killed before its feed wrote a line
+            return []
         return [json.loads(line)["url"] for line in path.read_text().splitlines()]
 
     # the two nodes alive to the end never both fetched a page: neither took a
@@ -165,9 +174,13 @@ def test_a_node_whose_clock_runs_ahead_takes_no_live_lease_and_a_killed_nodes_co
     twice = {path for path, n in hits.items() if n > 1}
     # fetched again: only what the killed node had fetched (its answer may have
     # come, unconfirmed, or not), never a page a live node had
-    with urllib.request.urlopen(demo_site.url + "/__agents", timeout=10) as response:
-        by_victim = {path for path, seen in json.load(response).items() if "victim-node" in seen}
+    by_victim = fetched_by_victim(demo_site)
     assert twice <= by_victim, sorted(twice - by_victim)
     assert {url.removeprefix(demo_site.url) for url in survivors + urls_of("victim")} == set(hits)
     assert nodes.stat(0, "response_received_count") > 0
     assert redis_client.llen("site:dlq") == 0
+
+
+def fetched_by_victim(site) -> set[str]:
+    with urllib.request.urlopen(site.url + "/__agents", timeout=10) as response:
+        return {path for path, seen in json.load(response).items() if "victim-node" in seen}
