@@ -82,6 +82,38 @@ def dns_zone(tmp_path):
 
 
 @pytest.mark.paced  # requests per second, measured at the servers
+def test_forty_names_on_one_address_use_its_rate_to_the_end_and_never_more(
+    redis_url, redis_client, nodes, dns_zone
+):
+    """A slow address (CLUSTER_IP_RATE=5: its slots 200 ms apart) shared by forty
+    names, two nodes, everything else as users have it: the address is used at
+    its rate from the first request to the last, the limit held at every
+    moment, and no request waits out its patience in a node."""
+    dns, names, _log = dns_zone
+    shared = services.start_demo_site(host=SHARED)
+    try:
+        port = shared.url.rsplit(":", 1)[1]
+        on_shared = [name for name, entry in names.items() if entry["a"] == [SHARED]]
+        redis_client.lpush("site:start_urls", *[f"http://{n}:{port}{BOOKS}" for n in on_shared])
+        for _ in range(2):
+            nodes.start("site", redis_url, spider_args={"allow": BOOKS},
+                        MAX_IDLE_TIME_BEFORE_CLOSE=3, DNS_SERVERS=dns.url,
+                        CLUSTER_IP_RATE=5, **DISTINCT_SITES)  # fmt: skip
+        assert nodes.wait(240) == [0, 0], nodes.tail()
+        seen = host_times(shared)
+        assert len(seen) == 40 and all(len({p for _, p in s}) == 9 for s in seen.values())
+        everything = [t for times in seen.values() for t, _ in times]
+        assert within_limit(everything, 5), busiest(everything)
+        # 360 requests at 5/s take 72 s: used at 0.98 of the rate where a wake
+        # lost to the idle back-off or a margin for a host's gaps left 0.8 of it
+        assert rate_of(everything) >= 0.85 * 5, (rate_of(everything), per_second(everything))
+        assert nodes.total("politeness/handed_back") == 0
+        assert "Traceback" not in nodes.log(0) + nodes.log(1)
+    finally:
+        shared.stop()
+
+
+@pytest.mark.paced  # requests per second, measured at the servers
 def test_hosts_on_one_address_share_its_rate_and_a_domain_its_own(
     redis_url, redis_client, nodes, dns_zone
 ):
@@ -221,7 +253,7 @@ def test_a_sharded_frontier_holds_the_address_and_the_domain_for_the_cluster(
         # used: at the address's rate while the hosts had work (the last few, when
         # only a host or two is left, go at their domain's or their own pace)
         steady = sorted(everything)[: len(everything) * 3 // 4]
-        assert rate_of(steady) >= 0.6 * IP_RATE, (rate_of(steady), per_second(everything))
+        assert rate_of(steady) >= 0.85 * IP_RATE, (rate_of(steady), per_second(everything))
         for n, site in enumerate(own):
             seen = [t for found in host_times(site).values() for t, _ in found]
             assert len(seen) == 9 and within_limit(seen, DOMAIN_RATE), n

@@ -63,7 +63,13 @@ class Polling:
         self._wake_call: DelayedCall | None = None
 
     def due(self, now: float) -> bool:
-        return now >= self._next
+        if now >= self._next:
+            return True
+        # woken early (by a response, or a wake set for an earlier look): the
+        # look still due must keep a wake of its own, or the node sleeps until
+        # the engine's 5 s heartbeat while its host's slots pass unused
+        self.wake_in(self._next - now)
+        return False
 
     def work_found(self) -> None:
         """New work is in the queue: the back-off must not delay it."""

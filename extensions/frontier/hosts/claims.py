@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: ms before a reserved slot its host is leased again and may take it: a lease
+#: a busy node makes a moment late still meets its slot, which would otherwise
+#: be lost to every host of the level (the request waits for it in the node)
+RESERVATION_EARLY_MS = 1000
 #: a claim's answer: the send slot and window (s since epoch, s), or a refusal
 #: with when its host is leased again (s since epoch) and a window of None
 Claimed = tuple[float, float | None]
@@ -68,8 +72,8 @@ class LevelClaims:
             self._claim,
             {"rates": keys.rates},
             {"now": clock.now_ms(), "tolerance": self.tolerance, "lead": self.lead_ms,
-             "pace_prefix": keys.pace(""), "domain_prefix": keys.domain(""),
-             "ip_prefix": keys.address("")},
+             "early": RESERVATION_EARLY_MS, "pace_prefix": keys.pace(""),
+             "domain_prefix": keys.domain(""), "ip_prefix": keys.address("")},
             None,
             items,
         ))  # fmt: skip

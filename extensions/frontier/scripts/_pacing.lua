@@ -38,6 +38,14 @@ local function spacing_of(P, interval)
   return spacing, window
 end
 
+-- A level's (an address's, a registered domain's) spacing and window: its
+-- limit is a rate over any few seconds, not a gap between two sends, so its
+-- slots keep no slow margin (which alone would leave a fifth of a slow
+-- address's rate unused) and a send may come FAST_WINDOW_MS after its slot.
+local function level_spacing_of(P, interval)
+  return interval * (1 + P.tolerance), math.max(interval * P.tolerance, FAST_WINDOW_MS)
+end
+
 local function host_pacing(P, group, now)
   local rate = number_field(P, redis.call('HGET', P.rates, group)) or P.default_rate
   local fields = redis.call('HMGET', P.host_prefix .. group, 'arate', 'hold', 'win', 'next', 'ew')
@@ -106,7 +114,7 @@ local function pacing_level(P, key, rate, now)
     rate = rate * (0.5 + 0.5 * math.min((now - cut) / LEVEL_RECOVER_MS, 1))
   end
   local interval = 1000 / rate
-  local spacing, window = spacing_of(P, interval)
+  local spacing, window = level_spacing_of(P, interval)
   return {key = key, interval = interval, spacing = spacing, window = window,
           next = number_field(P, f[1]) or 0, turn = f[2]}
 end
@@ -122,7 +130,7 @@ end
 -- alone and its name (what = 'dom' or 'ip'), its key never read.
 local function level_of(P, key, rate, now, what, name)
   if not P.apart then return pacing_level(P, key, rate, now) end
-  local spacing, window = spacing_of(P, 1000 / rate)
+  local spacing, window = level_spacing_of(P, 1000 / rate)
   return {key = key, interval = 1000 / rate, spacing = spacing, window = window, next = 0,
           what = what, name = name}
 end

@@ -13,7 +13,10 @@
 -- is lost, and the host asks anew, after every slot given.
 -- Keys (by name): rates (hash: '*domain', '*ip' -> requests per second).
 -- Arguments: now (ms); tolerance (the send tolerance, a fraction of the
--- interval); lead (ms before its slot a request may be leased); pace_prefix,
+-- interval); lead (ms before its slot a request may be leased); early (ms
+-- before a reserved slot its host is leased again and may take it: a lease
+-- comes a busy node's moment late, and a reservation missed is a slot of the
+-- level lost to every host); pace_prefix,
 -- domain_prefix, ip_prefix (the host's, a domain's and an address's key prefix).
 -- Items, five a request: host, registered domain ('' none), address ('' none),
 -- slot (ms: the lease's, not before it; 0 none), the host's interval (ms; 0 none).
@@ -23,6 +26,7 @@
 -- reservations their hosts came too late for).
 local K, A, L = named_input()
 local now, lead = tonumber(A.now), tonumber(A.lead)
+local early = math.max(lead, tonumber(A.early) or 0)
 local P = {tolerance = tonumber(A.tolerance), lead = lead, bad = 0,
            domain_prefix = A.domain_prefix, ip_prefix = A.ip_prefix}
 read_level_rates(P, K.rates)
@@ -72,8 +76,27 @@ local function take(V, at, now)
   V.booked = nil  -- read again for the next request
 end
 
-local slots, missed = {}, 0
+-- The requests in the order their hosts may take the levels' slots: those with
+-- a slot reserved first, then the host served longest ago (its pace's next
+-- the soonest), so that hosts of many shards leased together keep their turns
+-- (a lease names them in its shards' order). Answers go back in the items' order.
+local order = {}
 for i = 1, #L - 4, 5 do
+  local f = redis.call('HMGET', A.pace_prefix .. L[i], 'next', 'res')
+  local served = tonumber(f[1]) or 0
+  if served ~= served then served = 0 end  -- (nan: no node writes it)
+  order[#order + 1] = {at = i, reserved = f[2] and 0 or 1, served = served}
+end
+table.sort(order, function(a, b)
+  if a.reserved ~= b.reserved then return a.reserved < b.reserved end
+  if a.served ~= b.served then return a.served < b.served end
+  return a.at < b.at
+end)
+
+local slots, missed = {}, 0
+for _, item in ipairs(order) do
+  local i = item.at
+  local n = (i - 1) / 5 + 1
   local host, dom, ip = L[i], L[i + 1], L[i + 2]
   local slot = number_field(P, L[i + 3]) or 0
   local host_interval = number_field(P, L[i + 4]) or 0
@@ -92,12 +115,12 @@ for i = 1, #L - 4, 5 do
   for _, V in ipairs(levels) do window = window and math.min(window, V.window) or V.window end
   window = window or 0
   local base = math.max(now, slot)
-  if reserved and base + lead < reserved then
+  if reserved and base + early < reserved then
     -- its host's slot is reserved further off (another of its requests)
-    slots[#slots + 1] = string.format('R:%.0f', reserved - lead)
+    slots[n] = string.format('R:%.0f', reserved - early)
   elseif reserved and base <= reserved + window then
     redis.call('HDEL', pace, 'res')  -- the reserved slot, taken
-    slots[#slots + 1] = string.format('%.0f:%.0f', math.max(reserved, base), window)
+    slots[n] = string.format('%.0f:%.0f', math.max(reserved, base), window)
   else
     if reserved then missed = missed + 1 end
     -- the first time free at every level (a few rounds: each may push it on)
@@ -122,10 +145,10 @@ for i = 1, #L - 4, 5 do
     if at <= base + lead then
       redis.call('HSET', pace, 'next', next_time)
       if reserved then redis.call('HDEL', pace, 'res') end
-      slots[#slots + 1] = string.format('%.0f:%.0f', at, window)
+      slots[n] = string.format('%.0f:%.0f', at, window)
     else
       redis.call('HSET', pace, 'next', next_time, 'res', string.format('%.0f', at))
-      slots[#slots + 1] = string.format('R:%.0f', at - lead)
+      slots[n] = string.format('R:%.0f', at - early)
     end
     redis.call('PEXPIRE', pace, math.ceil(at + host_spacing - now) + KEEP_MS)
   end

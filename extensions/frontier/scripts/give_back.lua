@@ -34,9 +34,14 @@ for i = 1, #L - step + 1, step do
 end
 for crawl, n in pairs(back) do count_crawl(F, crawl, 'in_flight', -n) end
 settle(F)
+-- the group waits for the slot its claim reserved, not for the pace its lease
+-- set (the claim kept the host's pace too), so that it comes back as early as
+-- the claim asked; a hold meanwhile (it pushed back) still holds it
 for group, wait_until in pairs(until_of) do
   redis.call('ZREM', ready_of(F, crawl_of(group), lane_of(group)), group)
-  redis.call('ZADD', K.waiting, 'GT', math.ceil(wait_until), group)
+  local hold = tonumber(redis.call('HGET', A.host_prefix .. host_part(group), 'hold')) or 0
+  if hold ~= hold or hold == math.huge then hold = 0 end  -- (no node writes those)
+  redis.call('ZADD', K.waiting, math.ceil(math.max(wait_until, hold)), group)
 end
 for host, n in pairs(unleased) do redis.call('HINCRBY', A.host_prefix .. host, 'leased', -n) end
 return given
