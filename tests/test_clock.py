@@ -134,7 +134,9 @@ def test_a_node_whose_clock_runs_ahead_takes_no_live_lease_and_a_killed_nodes_co
 ):
     """Ahead by more than FRONTIER_LEASE_TIMEOUT and NODE_TIMEOUT: by its own
     clock every other node's lease has expired and every heartbeat is stale."""
-    demo_site = services.start_demo_site(latency=0.3)  # pages in flight for a while
+    # pages in flight for a while, and a Crawl-delay that makes the crawl last
+    # (about 45 s) whatever the machine: the victim, started last, has work
+    demo_site = services.start_demo_site(latency=0.3, crawl_delay=0.25)
     request.addfinalizer(demo_site.stop)
     redis_client.lpush("site:start_urls", demo_site.url + "/category/books")
     allow = {"allow": "/category/books,/product/"}
