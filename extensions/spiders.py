@@ -130,6 +130,16 @@ class DistributedMixin(SitemapReading):
         for link in self.new_links(response, extractor):
             yield response.follow(link, **kwargs)
 
+    def document(self, response: Response) -> dict[str, Any] | None:
+        """``response``'s document for search and language models: its main
+        content as markdown and text, title, description, language, dates,
+        JSON-LD, a token estimate and, with ``DOCUMENTS_CHUNK_SIZE``, chunks
+        (``extensions/documents/``); None for a page that makes none, counted
+        with the reason (``documents/skipped/...``)."""
+        from extensions.documents.builder import Documents
+
+        return Documents.from_crawler(self.crawler).of(response)
+
     def _own_start_requests(self) -> Iterable[Any]:
         own = (
             self.start_requests()

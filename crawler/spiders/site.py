@@ -17,6 +17,7 @@ the limit. With a ``FRONTIER_SCORER``, each link carries its anchor text
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ class SiteSpider(DistributedSpider):
     name = "site"
     link_limit = 0
     keep_link_text = False  # for a scorer: links carry their anchor text
+    documents = False  # DOCUMENTS_ENABLED: each page stored with its document
     recrawl_ignore_fields = ("fetched_at",)  # set by the spider: no change
 
     def __init__(self, *args, allow: str = "", **kwargs):
@@ -42,6 +44,7 @@ class SiteSpider(DistributedSpider):
     def setup_redis(self, crawler):
         super().setup_redis(crawler)
         self.keep_link_text = bool(crawler.settings.get("FRONTIER_SCORER"))
+        self.documents = crawler.settings.getbool("DOCUMENTS_ENABLED")
         limit = self.link_limit = LinkLimitMiddleware.limit_for(crawler)
         if limit > 0:
             # Extraction itself is what costs on a huge page: look at the first links only.
@@ -57,7 +60,7 @@ class SiteSpider(DistributedSpider):
         if not isinstance(response, HtmlResponse):
             return
         referer = response.request.headers.get("Referer") if response.request else None
-        yield PageItem(
+        page = PageItem(
             url=response.url,
             status=response.status,
             title=(response.css("title::text").get() or "").strip() or None,
@@ -65,6 +68,10 @@ class SiteSpider(DistributedSpider):
             depth=response.meta.get("depth", 0),
             referer=referer.decode("latin-1") if referer else None,
         )
+        # DOCUMENTS_ENABLED: the page with its document (a page that makes none
+        # is stored as a page, its reason counted)
+        document = self.document(response) if self.documents else None
+        yield {**asdict(page), **document} if document else page
         if self.link_limit > 0:
             anchors = int(float(response.xpath("count(//a|//area)").get()))
             if anchors > self.link_limit:

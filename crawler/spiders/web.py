@@ -16,9 +16,17 @@ from extensions.spiders import DistributedSpider
 
 class WebSpider(DistributedSpider):
     name = "web"
+    documents = False  # DOCUMENTS_ENABLED: each page stored with its document
 
     def parse(self, response):
         if not isinstance(response, HtmlResponse):
             return
-        yield {"url": response.url, "title": (response.css("title::text").get() or "").strip()}
+        page = {"url": response.url, "title": (response.css("title::text").get() or "").strip()}
+        # DOCUMENTS_ENABLED: the page with its document (its reason counted if none)
+        document = self.document(response) if self.documents else None
+        yield {**page, **document} if document else page
         yield from self.follow_links(response)
+
+    def setup_redis(self, crawler):
+        super().setup_redis(crawler)
+        self.documents = crawler.settings.getbool("DOCUMENTS_ENABLED")

@@ -1,0 +1,151 @@
+"""An HTML page to a document: its main content as markdown and text, its
+metadata, structured data and chunks.
+
+The main content and the markdown are trafilatura's (maintained, the
+extractor that leads the published boilerplate-removal benchmarks, and one
+that writes markdown with headings, lists, tables, links and code kept); its
+metadata reader gives the title, description and the dates the page states
+(htmldate). The language is py3langid's reading of the text (a page's own
+``lang`` attribute is often a template's default), the page's attribute when
+the text is too short to tell. JSON-LD is the page's own
+``<script type="application/ld+json">``, parsed, never run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from extensions.documents.chunks import chunk, estimate_tokens
+
+if TYPE_CHECKING:
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+MAX_BYTES = 5_000_000  # a page's first bytes extraction reads: a huge page costs no more
+MAX_JSON_LD = 20  # JSON-LD blocks a document keeps, each at most MAX_JSON_LD_BYTES
+MAX_JSON_LD_BYTES = 100_000
+LANGUAGE_MIN_CHARS = 40  # shorter text: the page's own lang attribute says
+# trafilatura's text below which it adds what its fallback finds: at its 250
+# characters a short article (three paragraphs of Japanese) came out twice
+MIN_EXTRACTED_CHARS = 100
+
+
+@functools.cache
+def _config() -> Any:
+    from trafilatura.settings import use_config
+
+    config = use_config()
+    config.set("DEFAULT", "MIN_EXTRACTED_SIZE", str(MIN_EXTRACTED_CHARS))
+    return config
+
+
+class NotADocument(Exception):
+    """Why a response makes no document (its reason is a stat's last part)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def build_document(
+    response: Response, *, main_content: bool = True, chunk_size: int = 0, chunk_overlap: int = 0
+) -> dict[str, Any]:
+    """The document of an HTML ``response``; raises NotADocument."""
+    import trafilatura
+
+    text_of = getattr(response, "text", None)
+    if text_of is None:
+        raise NotADocument("not_text")
+    kind = (response.headers.get(b"Content-Type") or b"").split(b";")[0].strip().lower()
+    if kind and kind not in (b"text/html", b"application/xhtml+xml"):
+        raise NotADocument("not_html")
+    html = response.text[:MAX_BYTES]
+    if not html.strip():
+        raise NotADocument("empty")
+    url = response.url
+    try:
+        tree = trafilatura.load_html(html)
+    except ValueError:
+        tree = None
+    if tree is None:
+        raise NotADocument("unreadable")
+    if main_content:
+        options = {"include_links": True, "include_tables": True, "include_formatting": True,
+                   "include_comments": False, "url": url, "config": _config()}  # fmt: skip
+        markdown = trafilatura.extract(tree, output_format="markdown", **options) or ""
+        text = trafilatura.extract(tree, output_format="txt", **options) or ""
+    else:
+        text = trafilatura.html2txt(html) or ""
+        markdown = text
+    meta = trafilatura.extract_metadata(tree, default_url=url)
+    json_ld = structured_data(response)
+    document = {
+        "url": url,
+        "canonical": canonical(response),
+        "title": (meta.title if meta else None) or first(response, "title::text"),
+        "description": (meta.description if meta else None) or None,
+        "lang": language(text, response),
+        "published": (meta.date if meta else None) or dated(json_ld, "datePublished"),
+        "modified": dated(json_ld, "dateModified")
+        or first(response, 'meta[property="article:modified_time"]::attr(content)'),
+        "markdown": markdown,
+        "text": text,
+        "json_ld": json_ld,
+        "tokens": estimate_tokens(markdown),
+    }
+    if chunk_size > 0:
+        document["chunks"] = chunk(markdown, url, chunk_size, chunk_overlap)
+    return document
+
+
+def first(response: Response, css: str) -> str | None:
+    found = (response.css(css).get() or "").strip()
+    return found[:2000] or None
+
+
+def canonical(response: Response) -> str | None:
+    href = first(response, 'link[rel="canonical"]::attr(href)')
+    return response.urljoin(href) if href else None
+
+
+def language(text: str, response: Response) -> str | None:
+    """The text's language (ISO 639-1), or the page's ``lang`` attribute's."""
+    if len(text) >= LANGUAGE_MIN_CHARS:
+        import py3langid
+
+        code, _ = py3langid.classify(text[:20_000])
+        return str(code)
+    declared = (response.xpath("/html/@lang").get() or "").strip().lower()
+    return declared.split("-")[0][:8] or None
+
+
+def structured_data(response: Response) -> list[Any]:
+    """The page's JSON-LD blocks that parse (others are skipped, never run)."""
+    found: list[Any] = []
+    for raw in response.css('script[type="application/ld+json"]::text').getall()[:MAX_JSON_LD]:
+        if len(raw) > MAX_JSON_LD_BYTES:
+            continue
+        try:
+            found.append(json.loads(raw))
+        except ValueError:
+            continue
+    return found
+
+
+def dated(json_ld: list[Any], field: str) -> str | None:
+    """A date field of the first JSON-LD object that has one."""
+    stack = list(json_ld)
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            value = item.get(field)
+            if isinstance(value, str) and value:
+                return value[:64]
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    return None

@@ -1,0 +1,171 @@
+"""Documents for search and language models (extensions/documents/): pages with
+known main text wrapped in boilerplate, read by the extraction on responses the
+tests build, and a crawl of a real server (Debian's nginx) storing them."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from scrapy.http import HtmlResponse, Request, TextResponse
+
+from extensions.documents.chunks import chunk, estimate_tokens
+from extensions.documents.extract import MAX_BYTES, NotADocument, build_document
+from servers.nginx import start_tls_nginx
+from tests.conftest import read_items
+from tests.documents_pages import (
+    BOILERPLATE,
+    ENGLISH,
+    GERMAN,
+    JAPANESE,
+    STRUCTURE,
+    page,
+    site_pages,
+    token_f1,
+)
+
+URL = "http://magazine.test/articles/x"
+
+
+def response(html: str | bytes, url: str = URL, kind: str = "text/html; charset=utf-8"):
+    body = html.encode() if isinstance(html, str) else html
+    return HtmlResponse(url, body=body, headers={"Content-Type": kind},
+                        request=Request(url))  # fmt: skip
+
+
+def expected_text(title: str, paragraphs: list[str], extra: str = "") -> str:
+    from parsel import Selector
+
+    extra_text = " ".join(Selector(text=extra).xpath("//text()").getall()) if extra else ""
+    return " ".join([title, *paragraphs, f"{title} today", extra_text])
+
+
+@pytest.mark.parametrize(
+    ("title", "paragraphs", "lang"),
+    [("The Lighthouse", ENGLISH, "en"), ("Brot", GERMAN, "de"), ("富士山", JAPANESE, "ja")],
+)
+def test_the_main_text_is_kept_the_boilerplate_left_and_the_language_read(title, paragraphs, lang):
+    # every page declares lang="en", as a site's template would
+    document = build_document(response(page(title, paragraphs, lang="en")))
+    expected = expected_text(title, paragraphs)
+    assert token_f1(document["markdown"], expected) >= 0.9, document["markdown"]
+    assert token_f1(document["text"], expected) >= 0.9, document["text"]
+    for phrase in BOILERPLATE:
+        assert phrase.lower() not in document["markdown"].lower(), phrase
+    assert document["lang"] == lang
+    assert document["title"] == title
+    assert document["description"] == f"All about {title}"
+    assert document["canonical"].startswith("http://magazine.test/articles/")
+    assert document["tokens"] == estimate_tokens(document["markdown"]) > 0
+
+
+def test_headings_lists_tables_links_and_code_stay_in_the_markdown_with_the_pages_dates():
+    head = (
+        '<script type="application/ld+json">{"@type": "Article", "datePublished": '
+        '"2024-03-01", "dateModified": "2024-04-02"}</script>'
+        '<script type="application/ld+json">{not json</script>'
+    )
+    document = build_document(response(page("The Lighthouse", ENGLISH, extra=STRUCTURE,
+                                            head=head)))  # fmt: skip
+    markdown = document["markdown"]
+    assert "# The Lighthouse" in markdown and "## The Lighthouse today" in markdown
+    assert "- oil can" in markdown
+    assert "| Year | Keeper |" in markdown and "| 1950 | Ada Pike |" in markdown
+    assert "[museum page](http://magazine.test/museum)" in markdown
+    assert "light.on()" in markdown
+    assert token_f1(markdown, expected_text("The Lighthouse", ENGLISH, STRUCTURE)) >= 0.9
+    # the structured data that parses; a block that does not is skipped
+    assert document["json_ld"] == [
+        {"@type": "Article", "datePublished": "2024-03-01", "dateModified": "2024-04-02"}
+    ]
+    assert document["published"] == "2024-03-01" and document["modified"] == "2024-04-02"
+
+
+def test_the_whole_page_is_kept_when_asked():
+    document = build_document(response(page("The Lighthouse", ENGLISH)), main_content=False)
+    assert "Accept all cookies" in document["text"] and ENGLISH[0][:40] in document["text"]
+
+
+def test_chunks_are_cut_at_headings_and_paragraphs_with_their_path_url_and_overlap():
+    document = build_document(response(page("The Lighthouse", ENGLISH)), chunk_size=60,
+                              chunk_overlap=30)  # fmt: skip
+    chunks = document["chunks"]
+    assert len(chunks) >= 3
+    assert all(c["tokens"] == estimate_tokens(c["text"]) <= 60 for c in chunks)
+    assert chunks[0]["headings"] == ["The Lighthouse"]
+    assert chunks[-1]["headings"] == ["The Lighthouse", "The Lighthouse today"]
+    assert chunks[-1]["url"] == URL + "#the-lighthouse-today"
+    # every paragraph is in a chunk; a chunk repeats the end of the one before it
+    for paragraph in ENGLISH:
+        assert any(paragraph in c["text"] for c in chunks), paragraph
+    assert any(
+        earlier["text"].split("\n\n")[-1] in later["text"]
+        for earlier, later in itertools.pairwise(chunks)
+        if earlier["headings"] == later["headings"]
+    )
+    assert not chunk(document["markdown"], URL, 60)[-1]["text"].startswith("Ships")  # no overlap
+    # a paragraph longer than a chunk is cut at its sentences
+    long = chunk("# T\n\n" + " ".join(["One sentence of several words here."] * 40), URL, 50)
+    assert len(long) > 1 and all(c["tokens"] <= 50 for c in long)
+
+
+def test_bad_input_gets_a_document_with_what_could_be_read_or_a_reason():
+    plain = TextResponse(URL, body=b"just text", headers={"Content-Type": "text/plain"})
+    with pytest.raises(NotADocument) as refused:
+        build_document(plain)
+    assert refused.value.reason == "not_html"
+    with pytest.raises(NotADocument) as refused:
+        build_document(response("   "))
+    assert refused.value.reason == "empty"
+    # broken markup: unclosed tags, a stray end tag
+    broken = page("The Lighthouse", ENGLISH).replace("</p>", "", 3).replace("<main>", "</div>")
+    assert token_f1(build_document(response(broken))["text"], " ".join(ENGLISH)) >= 0.8
+    # a wrong charset: Latin-1 bytes said to be UTF-8
+    latin = page("Brot", GERMAN, lang="de").encode("latin-1", errors="replace")
+    document = build_document(response(latin))
+    assert document["lang"] == "de" and "Sauerteig" in document["text"]
+    # a huge page: read up to MAX_BYTES, no more
+    huge = page("The Lighthouse", ENGLISH).replace("</footer>", "x" * (MAX_BYTES * 2) + "</footer>")
+    assert ENGLISH[0][:40] in build_document(response(huge))["text"]
+
+
+@pytest.mark.skipif(not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()),
+                    reason="nginx-light is not installed (make system-tools)")  # fmt: skip
+def test_the_site_spider_stores_each_page_with_its_document(
+    redis_url, redis_client, nodes, tmp_path
+):
+    # (nginx's workers read the pages: not under pytest's own private directory)
+    with tempfile.TemporaryDirectory() as readable:
+        root = Path(readable)
+        root.chmod(0o755)
+        for name, html in site_pages().items():
+            (root / name).write_text(html, encoding="utf-8")
+            (root / name).chmod(0o644)
+        crawl_the_site(root, redis_url, redis_client, nodes, tmp_path)
+    items = {item["url"].rsplit("/", 1)[1]: item for item in read_items(nodes.tmp_path / "items")}
+    assert {"de.html", "en.html", "ja.html"} <= set(items)  # (and the index)
+    english = items["en.html"]
+    assert english["status"] == 200 and english["lang"] == "en"  # the page's fields stay
+    assert token_f1(english["markdown"], expected_text("The Lighthouse", ENGLISH, STRUCTURE)) >= 0.9
+    assert english["published"] == "2024-03-01" and english["chunks"]
+    assert all(c["tokens"] <= 80 for c in english["chunks"])
+    assert items["de.html"]["lang"] == "de" and items["ja.html"]["lang"] == "ja"
+    for item in (english, items["de.html"], items["ja.html"]):
+        assert not any(phrase.lower() in item["markdown"].lower() for phrase in BOILERPLATE)
+    stats = json.loads((nodes.tmp_path / "node-1.stats.json").read_text())
+    assert stats["documents/built"] + stats.get("documents/skipped/empty", 0) >= 3
+
+
+def crawl_the_site(root: Path, redis_url, redis_client, nodes, tmp_path) -> None:
+    server = start_tls_nginx(tmp_path / "nginx", root, {"magazine.test": None}, tls=False)
+    try:
+        redis_client.lpush("site:start_urls", server.url + "/index.html")
+        nodes.start("site", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, DOCUMENTS_ENABLED=True,
+                    DOCUMENTS_CHUNK_SIZE=80)  # fmt: skip
+        assert nodes.wait(120) == [0], nodes.tail()
+    finally:
+        server.stop()
