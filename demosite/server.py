@@ -39,6 +39,9 @@ session ids, query orders, fragments (``demosite/variants.py``).
 ``/robots-meta/`` (not linked) has pages that say, in a meta tag or an
 ``X-Robots-Tag`` header, not to index them or follow their links
 (``demosite/robotsmeta.py``).
+
+``/md/`` (not linked) serves markdown to a client that asks for it
+(``demosite/markdownpages.py``).
 ``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 Under a name that starts with ``signals.``, robots.txt says what the site's
@@ -70,6 +73,7 @@ from demosite import (
     flaky,
     hostile,
     jspages,
+    markdownpages,
     pushback,
     robotsmeta,
     sections,
@@ -336,6 +340,7 @@ def make_app(
     wide.add_routes(app)
     variants.add_routes(app)
     robotsmeta.add_routes(app)
+    markdownpages.add_routes(app)
     jspages.add_routes(app)
     sections.add_routes(app)
     app.router.add_get("/__not_modified", not_modified)

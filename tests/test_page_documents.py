@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from scrapy.http import HtmlResponse, Request, TextResponse
 
+from demosite import markdownpages
 from extensions.documents.chunks import chunk, estimate_tokens
 from extensions.documents.extract import MAX_BYTES, NotADocument, build_document
+from servers import services
 from servers.nginx import start_tls_nginx
 from tests.conftest import read_items
 from tests.documents_pages import (
@@ -169,3 +171,35 @@ def crawl_the_site(root: Path, redis_url, redis_client, nodes, tmp_path) -> None
         assert nodes.wait(120) == [0], nodes.tail()
     finally:
         server.stop()
+
+
+def test_a_page_served_as_markdown_is_kept_as_served_when_markdown_is_preferred(
+    redis_url, redis_client, nodes
+):
+    site = services.start_demo_site()
+    try:
+        for node, prefer in (("md", True), ("html", False)):
+            redis_client.flushall()
+            redis_client.lpush("site:start_urls", site.url + "/md/")
+            nodes.start("site", redis_url, NODE_ID=node, MAX_IDLE_TIME_BEFORE_CLOSE=2,
+                        DOCUMENTS_ENABLED=True, DOCUMENTS_PREFER_MARKDOWN=prefer)  # fmt: skip
+            assert nodes.wait(120)[-1] == 0, nodes.tail()
+    finally:
+        site.stop()
+    for node in ("md", "html"):
+        path = nodes.tmp_path / "items" / "site" / f"{node}.jsonl"
+        items = {json.loads(line)["url"].rsplit("/", 1)[1]: json.loads(line)
+                 for line in path.read_text().splitlines()}  # fmt: skip
+        # the link in the markdown was followed: a page served as HTML either way
+        assert sorted(items) == ["", "article", "html-only"], sorted(items)
+        assert items["html-only"]["markdown"].startswith("# Tide tables")
+        article = items["article"]
+        if node == "md":  # byte for byte, with what the site said of it
+            assert article["markdown"].encode() == markdownpages.MARKDOWN.encode()
+            assert article["tokens"] == int(markdownpages.TOKENS)
+            assert article["content_signal"] == markdownpages.SIGNAL
+            assert article["served_as"] == "markdown" and article["lang"] == "en"
+            assert article["title"] == "Tides of the North Sea"
+        else:  # the HTML the site answers others, converted
+            assert "served_as" not in article and "The tide rises" in article["markdown"]
+            assert article["markdown"] != markdownpages.MARKDOWN

@@ -17,16 +17,25 @@ the limit. With a ``FRONTIER_SCORER``, each link carries its anchor text
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from scrapy.http import HtmlResponse
+from scrapy.link import Link
 from scrapy.linkextractors import LinkExtractor
 
 from crawler.items import PageItem
 from extensions.spidermiddlewares.linklimit import LinkLimitMiddleware, page_over_limit
 from extensions.spiders import DistributedSpider
+
+MARKDOWN_LINK = re.compile(r"\[([^\]\n]{0,200})\]\(\s*([^)\s]{1,2000})(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def is_markdown(response) -> bool:
+    kind = (response.headers.get(b"Content-Type") or b"").split(b";")[0].strip().lower()
+    return kind == b"text/markdown" and hasattr(response, "text")
 
 
 class SiteSpider(DistributedSpider):
@@ -58,6 +67,8 @@ class SiteSpider(DistributedSpider):
 
     def parse(self, response):
         if not isinstance(response, HtmlResponse):
+            if self.documents and is_markdown(response):  # DOCUMENTS_PREFER_MARKDOWN
+                yield from self.parse_markdown(response)
             return
         referer = response.request.headers.get("Referer") if response.request else None
         page = PageItem(
@@ -78,8 +89,28 @@ class SiteSpider(DistributedSpider):
                 page_over_limit(
                     self.crawler.stats, response.url, self.link_limit, anchors - self.link_limit
                 )
+        yield from self.follow_within_host(response, self.new_links(response, self.link_extractor))
+
+    def parse_markdown(self, response):
+        """A page its site served as markdown: its document, and the links it has
+        (``[text](url)``, the first MAX_LINKS_PER_PAGE) followed as a page's are."""
+        document = self.document(response)
+        if document:
+            referer = response.request.headers.get("Referer") if response.request else None
+            yield {"status": response.status, "fetched_at": datetime.now(UTC).isoformat(),
+                   "depth": response.meta.get("depth", 0),
+                   "referer": referer.decode("latin-1") if referer else None,
+                   **document}  # fmt: skip
+        hrefs = MARKDOWN_LINK.findall(response.text[:5_000_000])[: self.link_limit or None]
+        urls = [(response.urljoin(href), text) for text, href in hrefs]
+        links = [Link(url, text) for url, text in urls if url.startswith(("http://", "https://"))]
+        if self.allow:
+            links = [link for link in links if any(re.search(p, link.url) for p in self.allow)]
+        yield from self.follow_within_host(response, links)
+
+    def follow_within_host(self, response, links):
         root_host = response.meta.get("root_host") or urlsplit(response.url).hostname
-        for link in self.new_links(response, self.link_extractor):
+        for link in links:
             if urlsplit(link.url).hostname == root_host:
                 meta = {"root_host": root_host}
                 if self.keep_link_text:

@@ -26,6 +26,13 @@ CAPABILITY = Capability(
             "cookie banners and related links; False: the whole page's text",
             flag,
         ),
+        "DOCUMENTS_PREFER_MARKDOWN": Setting(
+            False,
+            "requests ask for text/markdown first (Accept); a page a site serves as "
+            "markdown is kept as served, its x-markdown-tokens and Content-Signal "
+            "noted; other answers are converted",
+            flag,
+        ),
         "DOCUMENTS_CHUNK_SIZE": Setting(
             0,
             "tokens (estimated) a document's chunks hold at most, cut at headings and "
@@ -38,4 +45,6 @@ CAPABILITY = Capability(
             number(int, 0),
         ),
     },
+    # after Scrapy's DefaultHeadersMiddleware (400): only its Accept is replaced
+    downloader_middlewares={"extensions.documents.accept.PreferMarkdown": 410},
 )

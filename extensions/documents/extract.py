@@ -61,6 +61,8 @@ def build_document(
     if text_of is None:
         raise NotADocument("not_text")
     kind = (response.headers.get(b"Content-Type") or b"").split(b";")[0].strip().lower()
+    if kind == b"text/markdown":
+        return served_markdown(response, chunk_size, chunk_overlap)
     if kind and kind not in (b"text/html", b"application/xhtml+xml"):
         raise NotADocument("not_html")
     html = response.text[:MAX_BYTES]
@@ -149,3 +151,37 @@ def dated(json_ld: list[Any], field: str) -> str | None:
                 return value[:64]
             stack.extend(v for v in item.values() if isinstance(v, dict | list))
     return None
+
+
+def served_markdown(response: Response, chunk_size: int, chunk_overlap: int) -> dict[str, Any]:
+    """A page the site served as markdown (``Accept: text/markdown``): kept as
+    served; its title its first heading; its token count the site's own
+    (``x-markdown-tokens``) when it is a number; its ``Content-Signal`` noted."""
+    markdown = response.text[:MAX_BYTES]
+    if not markdown.strip():
+        raise NotADocument("empty")
+    url = response.url
+    title = next((line.lstrip("#").strip() for line in markdown.splitlines()
+                  if line.startswith("# ")), None)  # fmt: skip
+    served_tokens = (response.headers.get(b"x-markdown-tokens") or b"").strip()
+    signal = (response.headers.get(b"Content-Signal") or b"").decode("latin-1")[:500]
+    document: dict[str, Any] = {
+        "url": url,
+        "canonical": None,
+        "title": title[:2000] if title else None,
+        "description": None,
+        "lang": language(markdown, response),
+        "published": None,
+        "modified": None,
+        "markdown": markdown,
+        "text": markdown,
+        "json_ld": [],
+        "tokens": int(served_tokens)
+        if served_tokens.isdigit() and len(served_tokens) <= 12
+        else estimate_tokens(markdown),
+        "served_as": "markdown",
+        "content_signal": signal or None,
+    }
+    if chunk_size > 0:
+        document["chunks"] = chunk(markdown, url, chunk_size, chunk_overlap)
+    return document
