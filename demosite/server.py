@@ -38,10 +38,7 @@ session ids, query orders, fragments (``demosite/variants.py``).
 
 ``/robots-meta/`` (not linked) has pages that say, in a meta tag or an
 ``X-Robots-Tag`` header, not to index them or follow their links
-(``demosite/robotsmeta.py``).
-
-``/md/`` (not linked) serves markdown to a client that asks for it
-(``demosite/markdownpages.py``).
+(``demosite/robotsmeta.py``); ``/md/`` markdown to a client that asks (``markdownpages.py``).
 ``POST /__down?path=P`` makes page P answer 503 until ``POST /__down?path=P&up=1``.
 ``--latency S`` delays every answer by S seconds, to slow a crawl down;
 Under a name that starts with ``signals.``, robots.txt says what the site's
