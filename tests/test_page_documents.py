@@ -18,7 +18,7 @@ from extensions.documents.chunks import chunk, estimate_tokens
 from extensions.documents.extract import MAX_BYTES, NotADocument, build_document
 from servers import services
 from servers.nginx import start_tls_nginx
-from tests.conftest import read_items
+from tests.conftest import read_items, scrapy
 from tests.documents_pages import (
     BOILERPLATE,
     ENGLISH,
@@ -147,8 +147,10 @@ def test_the_site_spider_stores_each_page_with_its_document(
         for name, html in site_pages().items():
             (root / name).write_text(html, encoding="utf-8")
             (root / name).chmod(0o644)
-        crawl_the_site(root, redis_url, redis_client, nodes, tmp_path)
-    items = {item["url"].rsplit("/", 1)[1]: item for item in read_items(nodes.tmp_path / "items")}
+        served = crawl_the_site(root, redis_url, redis_client, nodes, tmp_path)
+    served_before = served.read_text().count("\n")
+    crawled = read_items(nodes.tmp_path / "items")
+    items = {item["url"].rsplit("/", 1)[1]: item for item in crawled}
     assert {"de.html", "en.html", "ja.html"} <= set(items)  # (and the index)
     english = items["en.html"]
     assert english["status"] == 200 and english["lang"] == "en"  # the page's fields stay
@@ -160,17 +162,34 @@ def test_the_site_spider_stores_each_page_with_its_document(
         assert not any(phrase.lower() in item["markdown"].lower() for phrase in BOILERPLATE)
     stats = json.loads((nodes.tmp_path / "node-1.stats.json").read_text())
     assert stats["documents/built"] + stats.get("documents/skipped/empty", 0) >= 3
+    # the same documents from the archive, the site gone: no request can be sent
+    shown = scrapy("reparse", "site", "--documents", "-s", f"WARC_DIR={tmp_path / 'warc'}",
+                   "-s", f"REDIS_URL={redis_url}", "-s", f"ITEMS_DIR={tmp_path / 'again'}",
+                   "-s", "DOCUMENTS_CHUNK_SIZE=80")  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert served.read_text().count("\n") == served_before
+    # (the document's fields: which copy a page duplicates follows the order pages come in)
+    fields = ("url", "canonical", "title", "description", "lang", "published", "modified",
+              "markdown", "text", "json_ld", "tokens", "chunks")  # fmt: skip
+
+    def lasting(found: list[dict]) -> list[dict]:
+        return sorted(({k: i.get(k) for k in fields} for i in found), key=str)
+
+    assert lasting(read_items(tmp_path / "again")) == lasting(crawled)
 
 
-def crawl_the_site(root: Path, redis_url, redis_client, nodes, tmp_path) -> None:
+def crawl_the_site(root: Path, redis_url, redis_client, nodes, tmp_path) -> Path:
+    """The site crawled with documents and archived; nginx's access log."""
     server = start_tls_nginx(tmp_path / "nginx", root, {"magazine.test": None}, tls=False)
     try:
         redis_client.lpush("site:start_urls", server.url + "/index.html")
         nodes.start("site", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, DOCUMENTS_ENABLED=True,
-                    DOCUMENTS_CHUNK_SIZE=80)  # fmt: skip
+                    DOCUMENTS_CHUNK_SIZE=80, WARC_ENABLED=True,
+                    WARC_DIR=tmp_path / "warc")  # fmt: skip
         assert nodes.wait(120) == [0], nodes.tail()
     finally:
         server.stop()
+    return tmp_path / "nginx" / "access.log"
 
 
 def test_a_page_served_as_markdown_is_kept_as_served_when_markdown_is_preferred(

@@ -1,4 +1,4 @@
-"""``scrapy reparse NAME [--crawl ID] [--since DATE] [-a NAME=VALUE] [--follow]``:
+"""``scrapy reparse NAME [--crawl ID] [--since DATE] [-a NAME=VALUE] [--follow] [--documents]``:
 the spider's callbacks on its archived responses, the items stored as a crawl
 stores them, no request sent (``extensions/warc/replay.py``)."""
 
@@ -79,7 +79,7 @@ class Command(BaseRunSpiderCommand):
     requires_project = True
 
     def syntax(self) -> str:
-        return "NAME [--crawl ID] [--since DATE] [-a NAME=VALUE ...] [--follow]"
+        return "NAME [--crawl ID] [--since DATE] [-a NAME=VALUE ...] [--follow] [--documents]"
 
     def short_desc(self) -> str:
         return "Run the spider's callbacks on its archived responses, sending no request"
@@ -108,6 +108,10 @@ class Command(BaseRunSpiderCommand):
         parser.add_argument(
             "--follow", action="store_true", help="push the links found to the start list"
         )
+        parser.add_argument(
+            "--documents", action="store_true",
+            help="store each page as a document (DOCUMENTS_ENABLED), from the archive",
+        )  # fmt: skip
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
@@ -116,6 +120,8 @@ class Command(BaseRunSpiderCommand):
         addons[f"{__name__}.ReparseAddon"] = max([0, *addons.values()]) + 1
         self.settings.set("ADDONS", addons, "cmdline")
         self.settings.set("REPARSE_FOLLOW", bool(opts.follow), "cmdline")
+        if opts.documents:
+            self.settings.set("DOCUMENTS_ENABLED", True, "cmdline")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
