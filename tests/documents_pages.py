@@ -76,12 +76,13 @@ STRUCTURE = """<ul><li>oil can</li><li>polishing cloth</li></ul>
 
 def site_pages() -> dict[str, str]:
     """A small site: its index links to an English, a German (declared "en", as
-    a template would) and a Japanese article."""
+    a template would) and a Japanese article, a PDF and a DOCX (written apart)."""
     english = page("The Lighthouse", ENGLISH, extra=STRUCTURE,
                    head=json_ld(**{"@context": "https://schema.org", "@type": "Article",
                                    "datePublished": "2024-03-01",
                                    "dateModified": "2024-04-02"}))  # fmt: skip
     links = "".join(f'<p><a href="/{name}.html">{name}</a></p>' for name in ("en", "de", "ja"))
+    links += '<p><a href="/report.pdf">report</a> <a href="/notes.docx">notes</a></p>'
     return {
         "index.html": f"<html><head><title>Index</title></head><body>{links}</body></html>",
         "en.html": english,
@@ -105,3 +106,56 @@ def token_f1(found: str, expected: str) -> float:
         return 0.0
     precision, recall = common / sum(a.values()), common / sum(b.values())
     return 2 * precision * recall / (precision + recall)
+
+
+REPORT = [
+    "The annual report of the harbour describes the ships that called at the port.",
+    "Cargo volumes rose by a tenth, led by timber and grain from the northern farms.",
+]
+
+
+def a_pdf(paragraphs: list[str] = REPORT, password: str = "") -> bytes:
+    """A PDF of ``paragraphs`` (fpdf2), encrypted with ``password`` if one is given (pypdf)."""
+    import io
+
+    from fpdf import FPDF
+
+    made = FPDF()
+    made.set_title("Harbour report")
+    made.add_page()
+    made.set_font("Helvetica", size=12)
+    for paragraph in paragraphs:
+        made.multi_cell(0, 8, paragraph)
+        made.ln(4)
+    body = bytes(made.output())
+    if not password:
+        return body
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(body)))
+    writer.encrypt(password)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def a_docx(paragraphs: list[str] = REPORT) -> bytes:
+    """A DOCX (python-docx): a title, a heading, the paragraphs, a list and a table."""
+    import io
+
+    import docx
+
+    made = docx.Document()
+    made.core_properties.title = "Harbour notes"
+    made.add_heading("Harbour notes", level=1)
+    for paragraph in paragraphs:
+        made.add_paragraph(paragraph)
+    made.add_heading("Cargo", level=2)
+    made.add_paragraph("timber", style="List Bullet")
+    table = made.add_table(rows=2, cols=2)
+    for row, cells in zip(table.rows, [("Cargo", "Tons"), ("grain", "120")], strict=True):
+        for cell, text in zip(row.cells, cells, strict=True):
+            cell.text = text
+    out = io.BytesIO()
+    made.save(out)
+    return out.getvalue()

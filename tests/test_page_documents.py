@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from scrapy.http import HtmlResponse, Request, TextResponse
+from scrapy.http import HtmlResponse, Request, Response, TextResponse
 
 from demosite import markdownpages
 from extensions.documents.chunks import chunk, estimate_tokens
@@ -24,7 +24,10 @@ from tests.documents_pages import (
     ENGLISH,
     GERMAN,
     JAPANESE,
+    REPORT,
     STRUCTURE,
+    a_docx,
+    a_pdf,
     page,
     site_pages,
     token_f1,
@@ -135,6 +138,33 @@ def test_bad_input_gets_a_document_with_what_could_be_read_or_a_reason():
     assert ENGLISH[0][:40] in build_document(response(huge))["text"]
 
 
+def binary(body: bytes, kind: str, url: str = URL + ".bin") -> Response:
+    return Response(url, body=body, headers={"Content-Type": kind}, request=Request(url))
+
+
+def test_a_pdf_and_a_docx_become_documents_and_what_cannot_be_read_gets_a_reason():
+    pdf = build_document(binary(a_pdf(), "application/pdf"), chunk_size=50)
+    assert pdf["served_as"] == "pdf" and pdf["title"] == "Harbour report"
+    assert token_f1(pdf["text"], " ".join(REPORT)) >= 0.9 and pdf["lang"] == "en"
+    assert pdf["chunks"] and pdf["tokens"] > 0
+    # the type is sniffed: a server that calls a DOCX something else
+    word = build_document(binary(a_docx(), "application/octet-stream"))
+    assert word["served_as"] == "docx" and word["title"] == "Harbour notes"
+    assert word["markdown"].startswith("# Harbour notes") and "## Cargo" in word["markdown"]
+    assert "- timber" in word["markdown"] and "| grain | 120 |" in word["markdown"]
+    in_word = " ".join([*REPORT, "Harbour notes Cargo timber Cargo Tons grain 120"])
+    assert token_f1(word["text"], in_word) >= 0.9
+    for body, reason in (
+        (a_pdf(password="secret"), "encrypted"),
+        (a_pdf()[:400], "malformed"),  # cut short: a download that broke off
+        (b"\x89PNG\r\n\x1a\n" + bytes(200), "binary_type"),
+        (b"PK\x03\x04" + bytes(100), "binary_type"),  # a zip that is not one
+    ):
+        with pytest.raises(NotADocument) as refused:
+            build_document(binary(body, "application/pdf"))
+        assert refused.value.reason == reason, reason
+
+
 @pytest.mark.skipif(not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()),
                     reason="nginx-light is not installed (make system-tools)")  # fmt: skip
 def test_the_site_spider_stores_each_page_with_its_document(
@@ -147,6 +177,9 @@ def test_the_site_spider_stores_each_page_with_its_document(
         for name, html in site_pages().items():
             (root / name).write_text(html, encoding="utf-8")
             (root / name).chmod(0o644)
+        for name, body in (("report.pdf", a_pdf()), ("notes.docx", a_docx())):
+            (root / name).write_bytes(body)
+            (root / name).chmod(0o644)
         served = crawl_the_site(root, redis_url, redis_client, nodes, tmp_path)
     served_before = served.read_text().count("\n")
     crawled = read_items(nodes.tmp_path / "items")
@@ -158,6 +191,9 @@ def test_the_site_spider_stores_each_page_with_its_document(
     assert english["published"] == "2024-03-01" and english["chunks"]
     assert all(c["tokens"] <= 80 for c in english["chunks"])
     assert items["de.html"]["lang"] == "de" and items["ja.html"]["lang"] == "ja"
+    # links to a PDF and a DOCX are followed when documents are on (Scrapy skips them)
+    assert items["report.pdf"]["served_as"] == "pdf" and REPORT[0] in items["report.pdf"]["text"]
+    assert items["notes.docx"]["markdown"].startswith("# Harbour notes")
     for item in (english, items["de.html"], items["ja.html"]):
         assert not any(phrase.lower() in item["markdown"].lower() for phrase in BOILERPLATE)
     stats = json.loads((nodes.tmp_path / "node-1.stats.json").read_text())

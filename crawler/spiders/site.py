@@ -24,12 +24,13 @@ from urllib.parse import urlsplit
 
 from scrapy.http import HtmlResponse
 from scrapy.link import Link
-from scrapy.linkextractors import LinkExtractor
+from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
 from crawler.items import PageItem
 from extensions.spidermiddlewares.linklimit import LinkLimitMiddleware, page_over_limit
 from extensions.spiders import DistributedSpider
 
+DOCUMENT_EXTENSIONS = ("pdf", "docx")
 MARKDOWN_LINK = re.compile(r"\[([^\]\n]{0,200})\]\(\s*([^)\s]{1,2000})(?:\s+\"[^\"]*\")?\s*\)")
 
 
@@ -54,11 +55,15 @@ class SiteSpider(DistributedSpider):
         super().setup_redis(crawler)
         self.keep_link_text = bool(crawler.settings.get("FRONTIER_SCORER"))
         self.documents = crawler.settings.getbool("DOCUMENTS_ENABLED")
+        # documents: links to PDF and DOCX files are followed too (Scrapy skips them)
+        deny = [e for e in IGNORED_EXTENSIONS if e not in DOCUMENT_EXTENSIONS]
+        options = {"deny_extensions": deny} if self.documents else {}
+        self.link_extractor = LinkExtractor(allow=self.allow, **options)
         limit = self.link_limit = LinkLimitMiddleware.limit_for(crawler)
         if limit > 0:
             # Extraction itself is what costs on a huge page: look at the first links only.
             first = f"(//a|//area)[position() <= {limit}]"
-            self.link_extractor = LinkExtractor(allow=self.allow, restrict_xpaths=first)
+            self.link_extractor = LinkExtractor(allow=self.allow, restrict_xpaths=first, **options)
 
     def make_request_from_data(self, data: bytes):
         request = super().make_request_from_data(data)
@@ -69,6 +74,8 @@ class SiteSpider(DistributedSpider):
         if not isinstance(response, HtmlResponse):
             if self.documents and is_markdown(response):  # DOCUMENTS_PREFER_MARKDOWN
                 yield from self.parse_markdown(response)
+            elif self.documents:  # a PDF or a DOCX; another type is counted, not stored
+                yield from self.parse_markdown(response, links=False)
             return
         referer = response.request.headers.get("Referer") if response.request else None
         page = PageItem(
@@ -91,9 +98,10 @@ class SiteSpider(DistributedSpider):
                 )
         yield from self.follow_within_host(response, self.new_links(response, self.link_extractor))
 
-    def parse_markdown(self, response):
+    def parse_markdown(self, response, links: bool = True):
         """A page its site served as markdown: its document, and the links it has
-        (``[text](url)``, the first MAX_LINKS_PER_PAGE) followed as a page's are."""
+        (``[text](url)``, the first MAX_LINKS_PER_PAGE) followed as a page's are
+        (a PDF's or a DOCX's document: ``links=False``)."""
         document = self.document(response)
         if document:
             referer = response.request.headers.get("Referer") if response.request else None
@@ -101,6 +109,8 @@ class SiteSpider(DistributedSpider):
                    "depth": response.meta.get("depth", 0),
                    "referer": referer.decode("latin-1") if referer else None,
                    **document}  # fmt: skip
+        if not links:
+            return
         hrefs = MARKDOWN_LINK.findall(response.text[:5_000_000])[: self.link_limit or None]
         urls = [(response.urljoin(href), text) for text, href in hrefs]
         links = [Link(url, text) for url, text in urls if url.startswith(("http://", "https://"))]

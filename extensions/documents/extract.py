@@ -18,7 +18,9 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from extensions.documents.binary import binary_document, sniff
 from extensions.documents.chunks import chunk, estimate_tokens
+from extensions.documents.errors import NotADocument
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -43,24 +45,18 @@ def _config() -> Any:
     return config
 
 
-class NotADocument(Exception):
-    """Why a response makes no document (its reason is a stat's last part)."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
 def build_document(
     response: Response, *, main_content: bool = True, chunk_size: int = 0, chunk_overlap: int = 0
 ) -> dict[str, Any]:
     """The document of an HTML ``response``; raises NotADocument."""
     import trafilatura
 
-    text_of = getattr(response, "text", None)
-    if text_of is None:
-        raise NotADocument("not_text")
     kind = (response.headers.get(b"Content-Type") or b"").split(b";")[0].strip().lower()
+    binary = sniff(response.body)
+    if binary:  # a PDF or a DOCX, whatever its Content-Type said
+        return from_binary(response, binary, chunk_size, chunk_overlap)
+    if getattr(response, "text", None) is None:
+        raise NotADocument("binary_type")
     if kind == b"text/markdown":
         return served_markdown(response, chunk_size, chunk_overlap)
     if kind and kind not in (b"text/html", b"application/xhtml+xml"):
@@ -114,13 +110,15 @@ def canonical(response: Response) -> str | None:
     return response.urljoin(href) if href else None
 
 
-def language(text: str, response: Response) -> str | None:
+def language(text: str, response: Response | None) -> str | None:
     """The text's language (ISO 639-1), or the page's ``lang`` attribute's."""
     if len(text) >= LANGUAGE_MIN_CHARS:
         import py3langid
 
         code, _ = py3langid.classify(text[:20_000])
         return str(code)
+    if response is None or not hasattr(response, "xpath"):
+        return None
     declared = (response.xpath("/html/@lang").get() or "").strip().lower()
     return declared.split("-")[0][:8] or None
 
@@ -184,4 +182,19 @@ def served_markdown(response: Response, chunk_size: int, chunk_overlap: int) -> 
     }
     if chunk_size > 0:
         document["chunks"] = chunk(markdown, url, chunk_size, chunk_overlap)
+    return document
+
+
+def from_binary(response: Response, kind: str, chunk_size: int, chunk_overlap: int) -> dict:
+    """A PDF's or a DOCX's document (``binary.py``)."""
+    found = binary_document(kind, response.body)
+    text = found["text"]
+    document: dict[str, Any] = {
+        "url": response.url, "canonical": None, "title": found["title"], "description": None,
+        "lang": language(text, None), "published": None, "modified": None,
+        "markdown": found["markdown"], "text": text, "json_ld": [],
+        "tokens": estimate_tokens(found["markdown"]), "served_as": found["served_as"],
+    }  # fmt: skip
+    if chunk_size > 0:
+        document["chunks"] = chunk(found["markdown"], response.url, chunk_size, chunk_overlap)
     return document
