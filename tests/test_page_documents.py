@@ -73,6 +73,8 @@ def test_headings_lists_tables_links_and_code_stay_in_the_markdown_with_the_page
         '<script type="application/ld+json">{"@type": "Article", "datePublished": '
         '"2024-03-01", "dateModified": "2024-04-02"}</script>'
         '<script type="application/ld+json">{not json</script>'
+        '<script type="application/ld+json">{"$where": "x", "a.b": 1}</script>'
+        '<script type="application/ld+json">' + "[" * 150 + "]" * 150 + "</script>"
     )
     document = build_document(response(page("The Lighthouse", ENGLISH, extra=STRUCTURE,
                                             head=head)))  # fmt: skip
@@ -83,7 +85,7 @@ def test_headings_lists_tables_links_and_code_stay_in_the_markdown_with_the_page
     assert "[museum page](http://magazine.test/museum)" in markdown
     assert "light.on()" in markdown
     assert token_f1(markdown, expected_text("The Lighthouse", ENGLISH, STRUCTURE)) >= 0.9
-    # the structured data that parses; a block that does not is skipped
+    # the structured data that parses and a store takes; the others are skipped
     assert document["json_ld"] == [
         {"@type": "Article", "datePublished": "2024-03-01", "dateModified": "2024-04-02"}
     ]

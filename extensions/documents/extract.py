@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from extensions.documents.binary import binary_document, sniff
 from extensions.documents.chunks import chunk, estimate_tokens
 from extensions.documents.errors import NotADocument
+from extensions.pipelines.documents import document_problem
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -130,9 +131,13 @@ def structured_data(response: Response) -> list[Any]:
         if len(raw) > MAX_JSON_LD_BYTES:
             continue
         try:
-            found.append(json.loads(raw))
-        except ValueError:
+            block = json.loads(raw)
+        except (ValueError, RecursionError):
             continue
+        # a block MongoDB would reinterpret or refuse (a '.' or '$' name, nested
+        # past its limit) is left out, never the whole document with it
+        if document_problem({"json_ld": [block]}) is None:
+            found.append(block)
     return found
 
 
