@@ -9,11 +9,11 @@ import pytest
 #: the paced tests' usual length (s), by test function, to share them out among
 #: the workers that run them a few at a time (Makefile, PACED_WORKERS)
 PACED_SECONDS = {
-    "test_forty_names_on_one_address_use_its_rate_to_the_end_and_never_more": 85,
     "test_kill_9_during_spills_and_refills_and_a_mongodb_outage_lose_nothing": 75,
     "test_hosts_on_one_address_share_its_rate_and_a_domain_its_own": 65,
     "test_the_cluster_finds_a_real_rate_limiter_and_holds_just_under_it": 60,
     "test_a_host_that_keeps_banning_is_dead_lettered_as_banned": 45,
+    "test_forty_names_on_one_address_use_its_rate_to_the_end_and_never_more": 45,
     "test_nothing_is_sent_inside_a_retry_after_window_but_what_was_on_the_wire": 40,
     "test_two_nodes_keep_the_templates_delay_for_the_cluster_quietly_and_a_new_crawl_"
     "starts_at_once": 30,
