@@ -73,22 +73,31 @@ def build_document(
     if tree is None:
         raise NotADocument("unreadable")
     if main_content:
-        options = {"include_links": True, "include_tables": True, "include_formatting": True,
-                   "include_comments": False, "url": url, "config": _config()}  # fmt: skip
-        markdown = trafilatura.extract(tree, output_format="markdown", **options) or ""
-        text = trafilatura.extract(tree, output_format="txt", **options) or ""
+        # one extraction, its metadata with it; the markdown and the text are
+        # two renderings of the one tree it found (as trafilatura's extract()
+        # renders it), not two extractions
+        from trafilatura.xml import xmltotxt
+
+        meta = trafilatura.bare_extraction(
+            tree, url=url, with_metadata=True, output_format="markdown", include_links=True,
+            include_tables=True, include_formatting=True, include_comments=False,
+            config=_config(),
+        )  # fmt: skip
+        body = getattr(meta, "body", None)
+        markdown = xmltotxt(body, True).strip() if body is not None else ""
+        text = xmltotxt(body, False).strip() if body is not None else ""
     else:
         text = trafilatura.html2txt(html) or ""
         markdown = text
-    meta = trafilatura.extract_metadata(tree, default_url=url)
+        meta = trafilatura.extract_metadata(tree, default_url=url)
     json_ld = structured_data(response)
     document = {
         "url": url,
         "canonical": canonical(response),
-        "title": (meta.title if meta else None) or first(response, "title::text"),
-        "description": (meta.description if meta else None) or None,
+        "title": getattr(meta, "title", None) or first(response, "title::text"),
+        "description": getattr(meta, "description", None) or None,
         "lang": language(text, response),
-        "published": (meta.date if meta else None) or dated(json_ld, "datePublished"),
+        "published": getattr(meta, "date", None) or dated(json_ld, "datePublished"),
         "modified": dated(json_ld, "dateModified")
         or first(response, 'meta[property="article:modified_time"]::attr(content)'),
         "markdown": markdown,
