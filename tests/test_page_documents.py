@@ -231,22 +231,31 @@ def crawl_the_site(root: Path, redis_url, redis_client, nodes, tmp_path) -> Path
 
 
 def test_a_page_served_as_markdown_is_kept_as_served_when_markdown_is_preferred(
-    redis_url, redis_client, nodes
+    redis_url, redis_client, nodes, mongo_db
 ):
+    """The markdown crawl stores into MongoDB (documents with their chunks, as any
+    item), the other into JSON Lines files."""
+    mongo_uri, database, db = mongo_db
     site = services.start_demo_site()
     try:
         for node, prefer in (("md", True), ("html", False)):
             redis_client.flushall()
             redis_client.lpush("site:start_urls", site.url + "/md/")
+            store = {"MONGO_URI": mongo_uri, "MONGO_DATABASE": database} if prefer else {}
             nodes.start("site", redis_url, NODE_ID=node, MAX_IDLE_TIME_BEFORE_CLOSE=2,
-                        DOCUMENTS_ENABLED=True, DOCUMENTS_PREFER_MARKDOWN=prefer)  # fmt: skip
+                        DOCUMENTS_ENABLED=True, DOCUMENTS_PREFER_MARKDOWN=prefer,
+                        DOCUMENTS_CHUNK_SIZE=40, **store)  # fmt: skip
             assert nodes.wait(120)[-1] == 0, nodes.tail()
     finally:
         site.stop()
     for node in ("md", "html"):
-        path = nodes.tmp_path / "items" / "site" / f"{node}.jsonl"
-        items = {json.loads(line)["url"].rsplit("/", 1)[1]: json.loads(line)
-                 for line in path.read_text().splitlines()}  # fmt: skip
+        if node == "md":
+            found = list(db["site"].find({}, {"_id": 0}))
+        else:
+            path = nodes.tmp_path / "items" / "site" / f"{node}.jsonl"
+            found = [json.loads(line) for line in path.read_text().splitlines()]
+        items = {item["url"].rsplit("/", 1)[1]: item for item in found}
+        assert all(item["chunks"] for item in found)
         # the link in the markdown was followed: a page served as HTML either way
         assert sorted(items) == ["", "article", "html-only"], sorted(items)
         assert items["html-only"]["markdown"].startswith("# Tide tables")
