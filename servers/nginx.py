@@ -55,6 +55,21 @@ NGINX_CONF = (
 )
 
 
+def nginx_binary() -> str | None:
+    """Debian's nginx, where ``make system-tools`` installs it, or None."""
+    found = shutil.which("nginx")
+    if found:
+        return found
+    return "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+
+
+def docs_server_missing() -> str | None:
+    """Why Python's docs cannot be served here (python3-doc or nginx missing), or None."""
+    if PYTHON_DOCS.is_dir() and nginx_binary():
+        return None
+    return "python3-doc or nginx-light is not installed (make system-tools)"
+
+
 def start_nginx(
     workdir: Path,
     root: Path,

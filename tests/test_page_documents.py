@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from demosite import markdownpages
 from extensions.documents.chunks import chunk, estimate_tokens
 from extensions.documents.extract import MAX_BYTES, NotADocument, build_document
 from servers import services
-from servers.nginx import start_tls_nginx
+from servers.nginx import nginx_binary, start_tls_nginx
 from tests.conftest import read_items, scrapy
 from tests.documents_pages import (
     BOILERPLATE,
@@ -167,8 +166,7 @@ def test_a_pdf_and_a_docx_become_documents_and_what_cannot_be_read_gets_a_reason
         assert refused.value.reason == reason, reason
 
 
-@pytest.mark.skipif(not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()),
-                    reason="nginx-light is not installed (make system-tools)")  # fmt: skip
+@pytest.mark.skipif(not nginx_binary(), reason="nginx-light is not installed (make system-tools)")
 def test_the_site_spider_stores_each_page_with_its_document(
     redis_url, redis_client, nodes, tmp_path
 ):

@@ -15,12 +15,11 @@ Skipped without python3-doc or nginx (``make system-tools`` installs them).
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
-from servers.nginx import PYTHON_DOCS, start_tls_nginx
-from tools.wire_bench import _crawl
+from servers.nginx import PYTHON_DOCS, docs_server_missing, start_tls_nginx
+from tools.wire_bench import crawl
 
 HOST = "127.0.0.48"
 PAGES = 300  # the in-process part's pages (the first, sorted by path)
@@ -77,14 +76,14 @@ def in_process() -> dict:
 
 
 def measure(redis_url: str, work: Path) -> dict:
-    if not PYTHON_DOCS.is_dir() or not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
-        return {"skipped": "python3-doc or nginx-light is not installed (make system-tools)"}
+    if missing := docs_server_missing():
+        return {"skipped": missing}
     work.mkdir(parents=True, exist_ok=True)
     result: dict = {"in_process": in_process(), "crawl": {}}
     server = start_tls_nginx(work / "nginx", PYTHON_DOCS, {"docs": None}, host=HOST, tls=False)
     try:
         for on in (False, True):
-            result["crawl"][on] = _crawl("site", redis_url, [server.url + "/index.html"],
+            result["crawl"][on] = crawl("site", redis_url, [server.url + "/index.html"],
                                          work / "run", 1, {},
                                          {"DOCUMENTS_ENABLED": str(on)})  # fmt: skip
     finally:

@@ -22,7 +22,7 @@ from pathlib import Path
 from servers import services
 from servers.certificates import TestAuthority
 from servers.clients import redis_at
-from servers.nginx import PYTHON_DOCS, start_tls_nginx
+from servers.nginx import PYTHON_DOCS, docs_server_missing, start_tls_nginx
 from tools.bench_crawl import BENCH_SPIDERS, NO_ADDON
 
 HOST = "127.0.0.47"
@@ -31,7 +31,7 @@ SPIDERS = {PLAIN: "plain_site", SITE: "site", FOLLOW: "follow_site"}
 NODES = (1, 2, 4)
 
 
-def _crawl(spider_name: str, redis_url: str, starts: list[str], work: Path, nodes: int,
+def crawl(spider_name: str, redis_url: str, starts: list[str], work: Path, nodes: int,
            env: dict[str, str], extra: dict[str, str]) -> dict:  # fmt: skip
     client = redis_at(redis_url)
     client.flushall()
@@ -66,8 +66,8 @@ def _crawl(spider_name: str, redis_url: str, starts: list[str], work: Path, node
 
 
 def measure(redis_url: str, work: Path) -> dict:
-    if not PYTHON_DOCS.is_dir() or not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()):
-        return {"skipped": "python3-doc or nginx-light is not installed (make system-tools)"}
+    if missing := docs_server_missing():
+        return {"skipped": missing}
     work.mkdir(parents=True, exist_ok=True)
     authority = TestAuthority(work / "ca")
     cert = authority.issue("docs", [HOST])
@@ -80,7 +80,7 @@ def measure(redis_url: str, work: Path) -> dict:
         try:
             for name, spider in SPIDERS.items():
                 extra = ours if spider != "plain_site" and scheme == "https" else {}
-                run = _crawl(spider, redis_url, [server.url + "/index.html"], work / "run", 1,
+                run = crawl(spider, redis_url, [server.url + "/index.html"], work / "run", 1,
                              trust, extra)  # fmt: skip
                 result["cpu"][(name, scheme)] = run
         finally:
@@ -93,7 +93,7 @@ def measure(redis_url: str, work: Path) -> dict:
             log.write_text("")
             starts = [server.url + "/a/index.html", server.url + "/b/index.html"]
             distinct = {**ours, "CONTENT_DUPLICATES": "off"}  # the copies stand for two sites
-            run = _crawl("site", redis_url, starts, work / "run", nodes, {}, distinct)
+            run = crawl("site", redis_url, starts, work / "run", nodes, {}, distinct)
             lines = [line.split() for line in log.read_text().splitlines()]
             run["nginx_connections"] = len({fields[5] for fields in lines})
             run["nginx_resumed"] = len({fields[5] for fields in lines if fields[4] == "r"})
