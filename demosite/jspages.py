@@ -4,10 +4,10 @@ Each is an empty shell (``<main id="app">``, no ``h1``) and a script that
 writes the content and the links:
 
 * ``/js/`` links to ``/js/item/1`` .. ``/js/item/5``, ``/js/list`` and ``/js/data``;
-* ``/js/item/N`` (1 .. JS_ITEMS) shows item N (``h1``, ``.price``);
+* ``/js/item/N`` (1 .. JS_ITEMS, or the site's ``--js-items``) shows item N (``h1``, ``.price``);
 * ``/js/list`` is an endless list: LIST_PAGE items at first, the next page
   loaded from ``/js/api/list?page=K`` each time it is scrolled to the bottom,
-  LIST_PAGES pages in all (items 1 .. JS_ITEMS, the last ones linked from
+  ``list_pages`` pages in all (items 1 .. JS_ITEMS, the last ones linked from
   nowhere else); ``/js/list?slow=MS`` has each page answer MS ms late;
 * ``/js/data`` loads ``/js/api/data.json`` with ``fetch`` and shows it as a table.
 
@@ -26,7 +26,8 @@ from aiohttp import web
 
 JS_ITEMS = 50
 LIST_PAGE = 10
-LIST_PAGES = JS_ITEMS // LIST_PAGE
+#: how many items the site has (``add_routes``)
+ITEMS: web.AppKey[int] = web.AppKey("js_items", int)
 HANG_SECONDS = 120.0  # how long /js/hang keeps a page loading
 
 
@@ -37,6 +38,10 @@ def shell(title: str, script: str, head: str = "") -> web.Response:
         f"<script>{script}</script></body></html>"
     )
     return web.Response(text=text, content_type="text/html")
+
+
+def list_pages(items: int) -> int:
+    return -(-items // LIST_PAGE)
 
 
 def price(n: int) -> str:
@@ -55,7 +60,7 @@ async def index(request: web.Request) -> web.Response:
 
 async def item(request: web.Request) -> web.Response:
     n = int(request.match_info["n"])
-    if not 1 <= n <= JS_ITEMS:
+    if not 1 <= n <= request.app[ITEMS]:
         raise web.HTTPNotFound()
     return shell(
         f"Item {n}",
@@ -74,7 +79,7 @@ async def endless_list(request: web.Request) -> web.Response:
         "app.innerHTML = '<h1>All items</h1><ul id=\"items\"></ul>';"
         "let next = 0, loading = false;"
         "async function more() {"
-        f"  if (loading || next >= {LIST_PAGES}) return; loading = true;"
+        f"  if (loading || next >= {list_pages(request.app[ITEMS])}) return; loading = true;"
         f"  const answer = await fetch(`/js/api/list?page=${{next}}{delay}`);"
         "  const items = await answer.json(); next += 1;"
         "  document.getElementById('items').insertAdjacentHTML('beforeend', items.map(n =>"
@@ -94,12 +99,14 @@ async def list_api(request: web.Request) -> web.Response:
         page = int(request.query.get("page", "0"))
     except ValueError:
         raise web.HTTPBadRequest() from None
-    if not 0 <= page < LIST_PAGES:
+    items = request.app[ITEMS]
+    if not 0 <= page < list_pages(items):
         return web.json_response([])
     delay = request.query.get("delay", "")
     if delay.isdigit():
         await asyncio.sleep(min(int(delay), 10_000) / 1000)
-    return web.json_response(list(range(page * LIST_PAGE + 1, (page + 1) * LIST_PAGE + 1)))
+    last = min((page + 1) * LIST_PAGE, items)
+    return web.json_response(list(range(page * LIST_PAGE + 1, last + 1)))
 
 
 async def data(request: web.Request) -> web.Response:
@@ -160,7 +167,8 @@ async def hang(request: web.Request) -> web.Response:
 HOSTILE = {"loop": loop, "alloc": alloc, "popup": popup, "download": download, "noload": noload}
 
 
-def add_routes(app: web.Application) -> None:
+def add_routes(app: web.Application, items: int = JS_ITEMS) -> None:
+    app[ITEMS] = items
     app.router.add_get("/js/", index)
     app.router.add_get(r"/js/item/{n:\d+}", item)
     app.router.add_get("/js/list", endless_list)

@@ -7,10 +7,9 @@
 JSON), which the tests use to prove every page was fetched exactly once;
 ``GET /__times`` when (seconds since epoch) each path was requested;
 ``GET /__agents`` the User-Agent headers each path was requested with;
-``GET /__host_times`` when and what each Host header asked for (one server
-answering for many names, as a shared host does).
-``/js/`` (not linked) holds pages JavaScript builds, and ``/js/hostile/``
-pages that attack a browser (``demosite/jspages.py``).
+``GET /__host_times`` when and what each Host header asked for (a shared host).
+``/js/`` (not linked) holds pages JavaScript builds (``--js-items`` items), and
+``/js/hostile/`` pages that attack a browser (``demosite/jspages.py``).
 
 ``/flaky/`` (not linked from the shop) lists pages that fail on purpose:
 ``/flaky/503-twice/N`` (503, 503, then the page), ``/flaky/429/N`` (429 with
@@ -19,8 +18,7 @@ pages that attack a browser (``demosite/jspages.py``).
 ``/hostile/`` (not linked either) attacks the crawler: links to local files
 and other schemes, redirects there, a huge response, a page with 300,000
 links (``demosite/hostile.py``). ``/trap/`` (not linked either) leads into
-crawler traps: an endless calendar, a looping path, endless filter combinations
-(``demosite/traps.py``).
+traps: an endless calendar, a looping path, endless filters (``demosite/traps.py``).
 ``/changing/`` (not linked) lists pages whose content changes every
 CHANGE_EVERY requests, with ETag and Last-Modified, answering 304 to a
 conditional request that matches (``GET /__not_modified`` counts those;
@@ -46,8 +44,7 @@ content may be used for (``Content-Signal``).
 ``--crawl-delay S`` adds ``Crawl-delay: S`` to robots.txt; ``--pushback MODE``
 makes the host push back when crawled too fast (503, 429 + Retry-After, or a
 captcha page: ``demosite/pushback.py``); ``--host 127.0.0.N`` serves another
-loopback address, a host of its own for the crawler; ``--categories N`` serves a
-smaller shop, of the first N categories.
+loopback address, a host of its own; ``--categories N`` the first N categories.
 """
 
 from __future__ import annotations
@@ -304,10 +301,10 @@ async def shop_etags(request: web.Request, handler):
     return response
 
 
-def make_app(
-    latency: float = 0.0, crawl_delay: float = 0.0, pushback_mode: str = "", categories: int = 0
-) -> web.Application:
-    """``categories``: a shop of the first that many categories (0: all)."""
+def make_app(latency: float = 0.0, crawl_delay: float = 0.0, pushback_mode: str = "",
+             categories: int = 0, js_items: int = jspages.JS_ITEMS) -> web.Application:  # fmt: skip
+    """``categories``: a shop of the first that many categories (0: all);
+    ``js_items``: how many items the JavaScript pages have."""
     app = web.Application(middlewares=[count_hits, shop_etags])
     app["categories"] = catalog.CATEGORIES[: categories or None]
     if pushback_mode:
@@ -338,7 +335,7 @@ def make_app(
     variants.add_routes(app)
     robotsmeta.add_routes(app)
     markdownpages.add_routes(app)
-    jspages.add_routes(app)
+    jspages.add_routes(app, js_items)
     sections.add_routes(app)
     app.router.add_get("/__not_modified", not_modified)
     app.router.add_post("/__edit", edit)
@@ -377,19 +374,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--categories", type=int, default=0, help="a shop of the first N categories (0: all)"
     )
+    parser.add_argument("--js-items", type=int, default=jspages.JS_ITEMS, help="/js/ items")
     parser.add_argument(
         "--pushback", default="", help="overload:RATE, throttle:RATE:SECONDS or ban:RATE:SECONDS"
     )
     args = parser.parse_args(argv)
     if args.categories < 0:
         parser.error(f"--categories: a number of categories, 0 for all (not {args.categories})")
+    if args.js_items < 1:
+        parser.error(f"--js-items: 1 or more (not {args.js_items})")
     if args.pushback:
         try:
             pushback.Pushback(args.pushback)
         except ValueError as exc:
             parser.error(str(exc))
     try:
-        app = make_app(args.latency, args.crawl_delay, args.pushback, args.categories)
+        shop = (args.latency, args.crawl_delay, args.pushback, args.categories, args.js_items)
+        app = make_app(*shop)
         asyncio.run(serve(args.host, args.port, app))
     except OSError as exc:
         sys.exit(f"demo site: cannot listen on {args.host}:{args.port}: {exc}")

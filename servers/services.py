@@ -157,13 +157,16 @@ def start_demo_site(
     host: str = "127.0.0.1",
     pushback: str = "",
     categories: int = 0,
+    js_items: int = 0,
 ) -> Service:
     """The demo shop; ``host`` another loopback address (127.0.0.N) makes it a
     host of its own, ``pushback`` a host that pushes back (demosite/pushback.py),
-    ``categories`` a shop of the first that many categories (0: all)."""
+    ``categories`` a shop of the first that many categories (0: all), ``js_items``
+    the items of its JavaScript pages (0: the site's default)."""
     args = ["demosite.server", "--host", host, "--port", str(port), "--latency", str(latency)]
     args += ["--crawl-delay", str(crawl_delay)] + (["--pushback", pushback] if pushback else [])
     args += ["--categories", str(categories)] if categories else []
+    args += ["--js-items", str(js_items)] if js_items else []
     return _start_announcing(args, "demo site", log)
 
 

@@ -151,9 +151,10 @@ def make_store(mongo_db, tmp_path):
 
 
 @pytest.fixture
-def demo_site():
-    """A fresh demo shop, so its hit counts belong to this test alone."""
-    service = services.start_demo_site()
+def demo_site(request):
+    """A fresh demo shop, so its hit counts belong to this test alone; its
+    JavaScript pages have the test module's JS_ITEMS items, if it names some."""
+    service = services.start_demo_site(js_items=getattr(request.module, "JS_ITEMS", 0))
     yield service
     service.stop()
 
