@@ -39,6 +39,7 @@ DECLARED = (
     "extensions.frontier.hosts.declared",
     "extensions.frontier.overflow.declared",
     "extensions.frontier.ranks.declared",
+    "extensions.pipelines.declared",
     "extensions.recrawl.declared",
     "extensions.render.declared",
     "extensions.scope.declared",

@@ -31,6 +31,9 @@ class Runtime:
     server: redis.Redis | None = None
     #: FRONTIER_SHARDS = "auto" as resolved against Redis: keys.SpiderKeys.for_crawler
     shards: int | None = None
+    #: what keeps the item store from taking items now ("" when nothing): the
+    #: pipeline says it, the node's heartbeat record shows it (``scrapy status``)
+    store_problem: str = ""
     #: each package's own state, by its key (``state_of``)
     states: dict[Hashable, Any] = field(default_factory=dict)
 

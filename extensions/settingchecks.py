@@ -9,12 +9,17 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from extensions import defaults
-
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 Check = Callable[["BaseSettings", str], "str | None"]
+
+
+def _default(name: str, missing: object) -> object:
+    # at call time: the defaults load the capabilities' declarations, which use these checks
+    from extensions import defaults
+
+    return getattr(defaults, name, missing)
 
 
 def number(kind: type, low: float | None = None, high: float | None = None, *,
@@ -22,7 +27,7 @@ def number(kind: type, low: float | None = None, high: float | None = None, *,
     """A check that the setting is a ``kind`` (int or float) within bounds."""
 
     def check(settings: BaseSettings, name: str) -> str | None:
-        raw = settings.get(name, getattr(defaults, name, None))
+        raw = settings.get(name, _default(name, None))
         try:
             value = kind(raw)
         except (TypeError, ValueError):
@@ -42,7 +47,7 @@ def number(kind: type, low: float | None = None, high: float | None = None, *,
 
 def flag(settings: BaseSettings, name: str) -> str | None:
     try:
-        settings.getbool(name, getattr(defaults, name, False))
+        settings.getbool(name, bool(_default(name, False)))
     except ValueError:
         return "must be True or False (or 1 / 0)"
     return None
@@ -50,7 +55,7 @@ def flag(settings: BaseSettings, name: str) -> str | None:
 
 def choice(*allowed: str | None) -> Check:
     def check(settings: BaseSettings, name: str) -> str | None:
-        if settings.get(name, getattr(defaults, name, None)) not in allowed:
+        if settings.get(name, _default(name, None)) not in allowed:
             return "must be one of " + ", ".join(repr(a) for a in allowed)
         return None
 

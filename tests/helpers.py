@@ -168,3 +168,17 @@ def api(url: str, *, data: dict | None = None, auth: tuple[str, str] | None = No
         return status, json.loads(body)
     except ValueError:
         return status, body
+
+
+def read_group(client, key: str = "shop:items") -> list[dict]:
+    """Every entry a consumer group reads from the start, acknowledged."""
+    client.xgroup_create(key, "readers", id="0", mkstream=True)
+    read = []
+    for _ in range(1000):  # bounded: a few reads of 100
+        answer = client.xreadgroup("readers", "r1", {key: ">"}, count=100)
+        if not answer:
+            break
+        for entry_id, fields in answer[0][1]:
+            read.append({k.decode(): v.decode() for k, v in fields.items()})
+            client.xack(key, "readers", entry_id)
+    return read

@@ -15,7 +15,15 @@ from demosite.flaky import FLAKY_PER_KIND, RETRY_AFTER
 from servers import services
 from servers.clients import redis_at
 from tests.conftest import queued, read_items, site_hits
-from tests.helpers import ALLOW, HOPELESS, good_pages, page_hits, site_times, wait_for
+from tests.helpers import (
+    ALLOW,
+    HOPELESS,
+    good_pages,
+    page_hits,
+    read_group,
+    site_times,
+    wait_for,
+)
 from tests.helpers import CHAOS_SETTINGS as SETTINGS
 
 pytestmark = pytest.mark.chaos
@@ -37,6 +45,7 @@ def test_kill_9_of_any_node_loses_no_page_and_doubles_no_item(
     # two hosts (two names of this machine), one of them held to a cluster-wide rate
     flaky_host = slow_site.url.replace("127.0.0.1", "localhost")
     settings = {**SETTINGS, "MONGO_URI": mongo_uri, "MONGO_DATABASE": database,
+                "ITEM_STORES": "mongo,stream",
                 "CLUSTER_HOST_RATES": json.dumps({"localhost": 20})}  # fmt: skip
     redis_client.lpush("site:start_urls", slow_site.url + "/category/books", flaky_host + "/flaky/")
     for n in (1, 2, 3):
@@ -62,6 +71,9 @@ def test_kill_9_of_any_node_loses_no_page_and_doubles_no_item(
     stored = [path(doc["url"]) for doc in db["site"].find({}, {"url": 1})]
     assert len(stored) == len(set(stored)), "a page was stored twice"
     assert set(stored) == good_pages(), "pages lost or extra"
+    # a consumer group reading the stream store sees each page once too
+    streamed = [path(json.loads(e["item"])["url"]) for e in read_group(redis_client, "site:items")]
+    assert sorted(streamed) == sorted(stored)
 
     letters = [json.loads(raw) for raw in redis_client.lrange("site:dlq", 0, -1)]
     assert {letter["url"] for letter in letters} == {flaky_host + page for page in HOPELESS}

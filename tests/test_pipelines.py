@@ -1,8 +1,10 @@
-"""The item store pipeline in real crawls: MongoDB-wire server or JSON Lines."""
+"""The item store pipeline in real crawls: MongoDB-wire server, JSON Lines, a Redis stream."""
+
+import json
 
 from servers import services
 from tests.conftest import read_items, site_hits
-from tests.helpers import ALLOW, good_pages, restart, wait_for
+from tests.helpers import ALLOW, good_pages, read_group, restart, wait_for
 from tests.helpers import CHAOS_SETTINGS as SETTINGS
 
 
@@ -13,7 +15,8 @@ def test_two_nodes_store_each_page_once_in_mongodb(redis_url, redis_client, mong
     try:
         # the shop's pages alone: retries and failing pages are test_chaos.py's
         redis_client.lpush("site:start_urls", site.url + "/category/books")
-        settings = {**SETTINGS, "MONGO_URI": uri, "MONGO_DATABASE": database}
+        settings = {**SETTINGS, "MONGO_URI": uri, "MONGO_DATABASE": database,
+                    "ITEM_STORES": "mongo,stream"}  # fmt: skip
         for n in (1, 2):
             nodes.start("site", redis_url, spider_args={"allow": ALLOW}, NODE_ID=f"n{n}",
                         **settings)  # fmt: skip
@@ -31,6 +34,11 @@ def test_two_nodes_store_each_page_once_in_mongodb(redis_url, redis_client, mong
     logs = nodes.log(0) + nodes.log(1)
     assert nodes.total("mongo/written") == len(stored)
     assert "item store MongoDB" in logs and "closed:" in logs
+    # the same items in the stream, once each, by the _id MongoDB's documents have
+    entries = read_group(redis_client, "site:items")
+    assert sorted(e["_id"] for e in entries) == sorted(d["_id"] for d in stored)
+    by_id = {d["_id"]: d["url"] for d in stored}
+    assert all(json.loads(e["item"])["url"] == by_id[e["_id"]] for e in entries)
 
 
 def test_mongodb_stopped_mid_crawl_loses_no_item(redis_url, redis_client, tmp_path, nodes):

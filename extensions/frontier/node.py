@@ -51,6 +51,7 @@ from extensions.frontier.sent import sent_for
 from extensions.frontier.start_urls import StartLeases, tracker_for
 from extensions.frontier.upkeep import Upkeep
 from extensions.keys import SpiderKeys
+from extensions.runtime import runtime_of
 from extensions.signals import backlog_full
 from extensions.urlnorm.chain import normalizing_for
 from extensions.urlpolicy import UrlPolicy
@@ -131,6 +132,7 @@ class NodeFrontier:
         self.parts = build_parts(self._context(spider))
         self.checkpoint.extra = lambda: {
             "unconfirmed": self.backlog.held, "held_back": int(self.backlog.held_back),
+            "store_problem": runtime_of(self.crawler).store_problem,
             **self.parts.checkpoint(),
         }  # fmt: skip
         self.duties = ClusterDuties(

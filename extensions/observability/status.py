@@ -143,6 +143,8 @@ def node_rows(
                 # waiting for its item store before it leases more
                 "unconfirmed": int(_number(record.get("unconfirmed"))),
                 "held_back": record.get("held_back") == "1",
+                # what keeps its item store from taking items ("": nothing)
+                "store_problem": record.get("store_problem", "")[:400],
                 # resident memory in bytes (None: not reported) and the stack's version
                 "memory": memory if memory >= 0 else None,
                 "version": record.get("version", "")[:40],
@@ -153,6 +155,10 @@ def node_rows(
         )
         row = nodes[-1]
         row["notes"] = ["held back: waiting for its item store"] if row["held_back"] else []
+        if row["store_problem"]:
+            row["notes"].append(
+                f"item store: {row['store_problem']} (its pages wait, tried every second)"
+            )
         if abs(row["clock_skew"]) > clock.SKEW_WARNING:
             row["notes"].append(
                 f"clock {-row['clock_skew']:+.1f} s off Redis's (the crawl runs on Redis's)"

@@ -9,6 +9,7 @@ are rejected with the reason instead of being changed or lost.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -65,6 +66,14 @@ def document_problem(
         if problem:
             return problem
     return None
+
+
+def item_id(doc: dict[str, Any], key_field: str, collection: str) -> str:
+    """The item's id, as every store names it (``_id``): a digest of its collection
+    and its key field's value, the key MongoDB's store upserts on."""
+    key = json.dumps(doc.get(doc.get(KEY_FIELD) or key_field), default=str)
+    name = doc.get("_collection") or collection
+    return hashlib.sha1(f"{name}\0{key}".encode()).hexdigest()[:24]
 
 
 def printable(value: Any, depth: int = 0) -> Any:

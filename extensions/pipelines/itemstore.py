@@ -9,10 +9,12 @@ oldest item is ``ITEM_STORE_FLUSH_INTERVAL`` seconds old, one batch at a time in
 a worker thread. While ``ITEM_STORE_MAX_PENDING`` items wait, new items wait
 for room, which slows the crawl down instead of growing memory.
 
-Items go to MongoDB when ``MONGO_URI`` is set (collection NAME, or the
-spider's or item class's ``mongo_collection``; unique key ``url``, or the
-spider's ``item_key_field``), else to JSON Lines files. Every document carries
-``_spider``, ``_node`` and ``_fetched_at``.
+Items go to the stores ``choice.py`` builds: MongoDB when ``MONGO_URI`` is set
+(collection NAME, or the spider's or item class's ``mongo_collection``; unique
+key ``url``, or the spider's ``item_key_field``), else JSON Lines files, or
+those ``ITEM_STORE`` / ``ITEM_STORES`` name. A batch is durable once every store
+has it; a store that fails has it again a second later, the stores it is in
+already not. Every document carries ``_spider``, ``_node`` and ``_fetched_at``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
@@ -36,9 +37,10 @@ from extensions import defaults, signals
 from extensions.cluster.checkpoint import node_id_for
 from extensions.installed import require_addon
 from extensions.itemtimes import FETCHED_AT, times_of
+from extensions.pipelines.choice import stores_for
 from extensions.pipelines.documents import COUNTED, KEY_FIELD, WriteReport
-from extensions.pipelines.stores import ItemStore, JsonLinesStore
-from extensions.recrawl.revisits import ignored_fields
+from extensions.pipelines.stores import ItemStore
+from extensions.runtime import runtime_of
 from extensions.spidermiddlewares.crawlid import CRAWL_FIELD, crawl_of_item
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
 
+#: items with the deferreds that fire once they are durable
+Batch = list[tuple[dict[str, Any], "defer.Deferred[None]"]]
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
@@ -67,11 +71,25 @@ def _flat_copy(item: Any) -> dict[str, Any] | None:
     return None
 
 
+@dataclasses.dataclass
+class BatchWrite:
+    """A batch on its way into every store: those it is in, what each reported."""
+
+    docs: list[dict[str, Any]]
+    done: set[int] = dataclasses.field(default_factory=set)
+    #: (store index, its report), counted on the reactor thread
+    reports: list[tuple[int, WriteReport]] = dataclasses.field(default_factory=list)
+    #: id of a document -> why a store refused it
+    rejected: dict[int, str] = dataclasses.field(default_factory=dict)
+    #: the store being written (the one that failed, when the write did)
+    failing: int = 0
+
+
 class ItemStorePipeline:
     def __init__(
         self,
         crawler: Crawler,
-        store: ItemStore,
+        stores: ItemStore | list[ItemStore],
         *,
         batch_size: int = defaults.ITEM_STORE_BATCH_SIZE,
         flush_interval: float = defaults.ITEM_STORE_FLUSH_INTERVAL,
@@ -84,17 +102,24 @@ class ItemStorePipeline:
             )
         self.crawler = crawler
         self.stats = crawler.stats
-        self.store = store
+        self.stores = stores if isinstance(stores, list) else [stores]
+        if not self.stores:
+            raise ValueError("an item store pipeline needs a store")
+        self.runtime = runtime_of(crawler)
         self.batch_size = batch_size
         self.flush_interval = flush_interval
         self.max_pending = max_pending
         self.node_id = node_id_for(crawler)
-        self._batch: list[tuple[dict[str, Any], defer.Deferred[None]]] = []
+        self._batch: Batch = []
         self._batch_started = 0.0
         self._writing: defer.Deferred[Any] | None = None
         self._pending = 0
         self._room: list[defer.Deferred[None]] = []
         self._timer: task.LoopingCall | None = None
+        #: a batch whose write failed, tried again (in the stores it is not in) at _again_at
+        self._again: tuple[Batch, BatchWrite] | None = None
+        self._again_at = 0.0
+        self._said_at = 0.0
         #: the node waits for this store (signals.backlog_full): write what is held now
         self._hurry = False
 
@@ -102,30 +127,9 @@ class ItemStorePipeline:
     def from_crawler(cls, crawler: Crawler) -> ItemStorePipeline:
         require_addon(crawler.settings, cls.__name__)
         s = crawler.settings
-        assert crawler.spidercls is not None
-        name = crawler.spidercls.name
-        uri = s.get("MONGO_URI")
-        store: ItemStore
-        if uri:
-            # imported only when used: pymongo adds a tenth of a second to every start
-            from extensions.pipelines.mongo import MongoStore
-
-            store = MongoStore(
-                uri,
-                s.get("MONGO_DATABASE"),
-                getattr(crawler.spidercls, "mongo_collection", None) or name,
-                key_field=getattr(crawler.spidercls, "item_key_field", None) or "url",
-                node_id=node_id_for(crawler),
-                journal_dir=Path(s.get("MONGO_JOURNAL_DIR")) / name,
-                mode=s.get("MONGO_WRITE_MODE"),
-                retry_time=s.getfloat("MONGO_RETRY_TIME"),
-                ignore_fields=ignored_fields(crawler),
-            )
-        else:
-            store = JsonLinesStore(s.get("ITEMS_DIR"), name, node_id_for(crawler))
         pipeline = cls(
             crawler,
-            store,
+            stores_for(crawler),
             batch_size=s.getint("ITEM_STORE_BATCH_SIZE"),
             flush_interval=s.getfloat("ITEM_STORE_FLUSH_INTERVAL"),
             max_pending=s.getint("ITEM_STORE_MAX_PENDING"),
@@ -140,9 +144,10 @@ class ItemStorePipeline:
         self._flush()
 
     async def open_spider(self) -> None:
-        report = await maybe_deferred_to_future(threads.deferToThread(self.store.open))
-        self._count(report)
-        logger.info("items go to %s", self.store.describe())
+        for store in self.stores:
+            report = await maybe_deferred_to_future(threads.deferToThread(store.open))
+            self._count(store, report)
+            logger.info("items go to %s", store.describe())
         self._timer = task.LoopingCall(self._flush_if_old)
         self._timer.start(max(self.flush_interval / 4, 0.05), now=False)
 
@@ -150,16 +155,20 @@ class ItemStorePipeline:
         if self._timer is not None and self._timer.running:
             self._timer.stop()
         self._flush()
-        while self._writing is not None:
-            await maybe_deferred_to_future(self._writing)
+        while self._writing is not None or self._again is not None:
+            if self._writing is not None:
+                await maybe_deferred_to_future(self._writing)
+            else:  # a write that failed is tried again in a second, as during the crawl
+                await maybe_deferred_to_future(task.deferLater(reactor, 1.0, lambda: None))
             self._flush()
-        report = await maybe_deferred_to_future(threads.deferToThread(self.store.close))
-        self._count(report)
-        prefix = self.store.stats_prefix
-        counts = ", ".join(
-            f"{self.stats.get_value(f'{prefix}/{name}', 0)} {name}" for name in COUNTED
-        )
-        logger.info("item store %s closed: %s", self.store.describe(), counts)
+        for store in self.stores:
+            report = await maybe_deferred_to_future(threads.deferToThread(store.close))
+            self._count(store, report)
+            prefix = store.stats_prefix
+            counts = ", ".join(
+                f"{self.stats.get_value(f'{prefix}/{name}', 0)} {name}" for name in COUNTED
+            )
+            logger.info("item store %s closed: %s", store.describe(), counts)
 
     async def process_item(self, item: Any) -> Any:
         while self._pending >= self.max_pending:
@@ -209,35 +218,69 @@ class ItemStorePipeline:
             self._flush()
 
     def _flush(self) -> None:
-        # One write at a time keeps the store's order and bounds the threads used.
-        if not self._batch or self._writing is not None:
+        # One write at a time keeps the stores' order and bounds the threads used.
+        if self._writing is not None:
             return
-        batch, self._batch = self._batch[: self.batch_size], self._batch[self.batch_size :]
-        if self._batch:
-            self._batch_started = time.monotonic()
-        self._writing = threads.deferToThread(self.store.write, [doc for doc, _ in batch])
-        self._writing.addBoth(self._written, batch)
+        if self._again is not None:
+            if time.monotonic() < self._again_at:
+                return
+            batch, write = self._again
+            self._again = None
+        elif self._batch:
+            batch, self._batch = self._batch[: self.batch_size], self._batch[self.batch_size :]
+            if self._batch:
+                self._batch_started = time.monotonic()
+            write = BatchWrite([doc for doc, _ in batch])
+        else:
+            return
+        self._writing = threads.deferToThread(self._write_all, write)
+        self._writing.addBoth(self._written, batch, write)
+
+    def _retry(self) -> None:
+        self._again_at = 0.0
+        self._flush()
+
+    def _write_all(self, write: BatchWrite) -> None:
+        """In the worker thread: the batch into each store it is not yet in."""
+        for index, store in enumerate(self.stores):
+            if index in write.done:
+                continue
+            write.failing = index
+            write.reports.append((index, store.write(write.docs)))
+            write.done.add(index)
 
     def _written(
-        self, result: WriteReport | Failure, batch: list[tuple[dict[str, Any], defer.Deferred]]
+        self,
+        result: Failure | None,
+        batch: Batch,
+        write: BatchWrite,
     ) -> None:
         self._writing = None
+        for index, report in write.reports:
+            self._count(self.stores[index], report)
+            for doc_id, why in report.rejections:
+                write.rejected.setdefault(doc_id, why)
+        write.reports.clear()
         if isinstance(result, Failure):
-            # Kept and retried: an item is never dropped because a write failed.
-            logger.error(
-                "writing %d items failed: %s; retrying in 1s",
-                len(batch),
-                result.getErrorMessage(),
-            )
+            # Kept and tried again, in the stores it is not in yet: an item is never
+            # dropped because a write failed, nor written twice because another did.
+            store = self.stores[write.failing]
+            problem = f"{store.describe()}: {result.getErrorMessage()}"
+            if problem != self.runtime.store_problem or time.monotonic() >= self._said_at + 60:
+                # once, and once a minute while it lasts: a retry a second says nothing new
+                logger.error("writing %d items to %s; retrying every second", len(batch), problem)
+                self._said_at = time.monotonic()
+            self.runtime.store_problem = problem
             self.stats.inc_value("item_store/write_errors")
-            self._batch = batch + self._batch
-            reactor.callLater(1.0, self._flush)
+            self._again, self._again_at = (batch, write), time.monotonic() + 1.0
+            reactor.callLater(1.0, self._retry)
             return
-        self._count(result)
-        rejected = dict(result.rejections)
+        if self.runtime.store_problem:
+            logger.warning("the item stores take items again")
+            self.runtime.store_problem = ""
         self._pending -= len(batch)
         for doc, durable in batch:
-            reason = rejected.get(id(doc))
+            reason = write.rejected.get(id(doc))
             if reason is None:
                 durable.callback(None)
             else:
@@ -249,10 +292,10 @@ class ItemStorePipeline:
         elif len(self._batch) >= self.batch_size or self._hurry:
             self._flush()
 
-    def _count(self, report: WriteReport | None) -> None:
+    def _count(self, store: ItemStore, report: WriteReport | None) -> None:
         if report is None:
             return
-        prefix = self.store.stats_prefix
+        prefix = store.stats_prefix
         for name in COUNTED:
             value = getattr(report, name)
             if value:

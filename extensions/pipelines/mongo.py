@@ -41,6 +41,7 @@ from extensions.pipelines.documents import (
     KEY_FIELD,
     WriteReport,
     document_problem,
+    item_id,
     keep_rejected,
 )
 from extensions.pipelines.journal import Journal
@@ -281,7 +282,7 @@ class MongoStore:
                 if not group:
                     continue
             operations = [
-                write_of(d, self._key_of(d), h, now, self.mode)
+                write_of(d, self._key_of(d), h, now, self.mode, item_id(d, self.key_field, name))
                 for d, h in zip(group, hashes, strict=True)
             ]
             try:

@@ -65,17 +65,20 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def write_of(
-    doc: dict[str, Any], key_field: str, digest: str, now: dt.datetime, mode: str
+    doc: dict[str, Any], key_field: str, digest: str, now: dt.datetime, mode: str, ident: str
 ) -> InsertOne | UpdateOne:
-    """The bulk-write operation storing ``doc``: fields the store sets itself
-    are the store's, whatever the item says of them."""
+    """The bulk-write operation storing ``doc`` as ``_id`` ``ident`` (its item id,
+    ``documents.item_id``, when first stored): fields the store sets itself are
+    the store's, whatever the item says of them."""
     fields = {k: v for k, v in doc.items() if k not in _STORE_FIELDS}
     fields[CONTENT_HASH] = digest
     if mode == "insert":
-        return InsertOne({**fields, "_first_seen": now, "_updated_at": now, CHANGED_AT: now})
+        return InsertOne(
+            {"_id": ident, **fields, "_first_seen": now, "_updated_at": now, CHANGED_AT: now}
+        )
     fields["_updated_at"] = now
     return UpdateOne(
         {key_field: doc[key_field]},
-        {"$set": fields, "$setOnInsert": {"_first_seen": now, CHANGED_AT: now}},
+        {"$set": fields, "$setOnInsert": {"_id": ident, "_first_seen": now, CHANGED_AT: now}},
         upsert=True,
     )
