@@ -129,6 +129,9 @@ class DistributedAddon:
         for extension in (GC_TUNING, OUTPUT_TASKS):
             if extension not in settings["EXTENSIONS"]:
                 settings["EXTENSIONS"][extension] = 100
+        for extension, order in capability.components("extensions").items():
+            if extension not in settings["EXTENSIONS"]:
+                settings["EXTENSIONS"][extension] = order
         render.install(settings)  # a render node: the browser's download handler
         wire.install(settings)  # HTTPS verified, sessions resumed, HTTP/2 by setting
         config.check(settings)  # a crawler never starts with a value it would choke on

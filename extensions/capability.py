@@ -44,6 +44,7 @@ DECLARED = (
     "extensions.render.declared",
     "extensions.scope.declared",
     "extensions.warc.declared",
+    "extensions.webhooks.declared",
     "extensions.wire.declared",
 )
 
@@ -81,6 +82,8 @@ class Capability:
     frontier_parts: Mapping[str, int] = field(default_factory=dict)
     downloader_middlewares: Mapping[str, int] = field(default_factory=dict)
     spider_middlewares: Mapping[str, int] = field(default_factory=dict)
+    #: Scrapy extensions (EXTENSIONS), each off by raising NotConfigured
+    extensions: Mapping[str, int] = field(default_factory=dict)
     #: request.meta keys it steers a request with: {key: whether a value is one
     #: the stack can use} (``extensions.meta``: a start entry never sets one, a
     #: queue entry's must hold)
@@ -122,5 +125,6 @@ def control_meta() -> dict[str, Callable[[Any], bool]]:
 
 @functools.cache
 def components(kind: str) -> dict[str, int]:
-    """``kind``: "frontier_parts", "downloader_middlewares" or "spider_middlewares"."""
+    """``kind``: "frontier_parts", "downloader_middlewares", "spider_middlewares"
+    or "extensions"."""
     return {path: order for c in declared() for path, order in getattr(c, kind).items()}
