@@ -222,7 +222,9 @@ def test_a_rendered_page_and_what_it_loads_are_signed(redis_url, redis_client, n
     paths = [p for p, _ in site.results]
     for expected in ("/js/", "/js/style.css", "/js/app.js"):
         assert expected in paths, paths
-    assert all(ok for _, ok in site.results), site.results
+    # (the favicon Chromium may fetch for itself never reaches Playwright's routes:
+    # Playwright filters it out, microsoft/playwright#7493)
+    assert all(ok for p, ok in site.results if p != "/favicon.ico"), site.results
     assert nodes.stat(0, "playwright/page_count") >= 1
 
 
