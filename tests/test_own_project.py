@@ -20,7 +20,8 @@ import pytest
 
 from servers import services
 from tests.conftest import ROOT, read_items, scrapy, site_hits
-from tests.helpers import site_times, wait_for
+from tests.helpers import read_group, site_times, wait_for
+from tests.test_webhooks import SECRET, Receiver
 
 SPIDER = """
 from extensions.spiders import DistributedSpider
@@ -215,14 +216,29 @@ def test_seen_urls_are_named_again_fetches_them_a_page_is_stored_once_and_repars
     assert len(read_items(project.path / "again")) >= len(items)
 
 
-def test_a_crawls_budget_caps_it_for_the_whole_cluster(project, demo_site):
+def test_a_crawls_budget_caps_it_for_the_whole_cluster_told_and_streamed(
+    project, demo_site, redis_client
+):
+    receiver = Receiver()
+    # the project's own settings.py: its items to a stream too, its events to a webhook
+    settings = project.path / "mine" / "settings.py"
+    lines = ['ITEM_STORES = ["jsonl", "stream"]', f"WEBHOOK_URLS = [{receiver.url!r}]",
+             f"WEBHOOK_SECRET = {SECRET!r}"]  # fmt: skip
+    settings.write_text(settings.read_text() + "\n" + "\n".join(lines) + "\n")
     seeded = project.scrapy("seed", "shop", demo_site.url + "/", "--crawl", "capped",
                             "--budget", "30")  # fmt: skip
     assert seeded.returncode == 0, seeded.stderr
-    for _ in range(2):
-        project.start_node("DOWNLOAD_DELAY=0", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
-    for index, node in enumerate(project.procs):
-        assert node.wait(120) == 0, project.log(index)[-3000:]
+    try:
+        for _ in range(2):
+            project.start_node("DOWNLOAD_DELAY=0", "MAX_IDLE_TIME_BEFORE_CLOSE=2")
+        for index, node in enumerate(project.procs):
+            assert node.wait(120) == 0, project.log(index)[-3000:]
+    finally:
+        receiver.stop()
+    assert sorted(receiver.told()) == [("crawl.completed", "capped"), ("crawl.started", "capped")]
+    streamed = [json.loads(entry["item"])["url"] for entry in read_group(redis_client)]
+    stored = [item["url"] for item in read_items(project.path / "data" / "shop")]
+    assert sorted(streamed) == sorted(stored) and len(set(stored)) == len(stored) > 20
     pages = {path: n for path, n in site_hits(demo_site).items() if path != "/robots.txt"}
     # two nodes, one cap (the shop has 2,136 pages): 30 requests queued for the
     # crawl, of which robots.txt forbids the shop's /private/ link

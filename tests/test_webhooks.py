@@ -3,7 +3,8 @@ the Standard Webhooks library (``standardwebhooks``, the released one): two
 crawls of one spider started, one paused and resumed, the other stopped, a node
 killed -9 mid-crawl, a receiver that fails its first tries; each event told once
 for the cluster, by its id. A URL that never answers 2xx gets the event in the
-dead letters after its last try; entries another writer left are no event."""
+dead letters after its last try, and scrapy status says why meanwhile; entries
+another writer left are no event."""
 
 from __future__ import annotations
 
@@ -155,7 +156,7 @@ def test_every_event_is_told_once_for_the_cluster_signed_across_a_kill_and_a_fai
 
 
 def test_an_event_no_try_delivers_is_dead_lettered_and_a_malformed_entry_is_kept(
-    redis_client, tmp_path
+    redis_url, redis_client
 ):
     down = Receiver(always=503)
     try:
@@ -167,6 +168,8 @@ def test_an_event_no_try_delivers_is_dead_lettered_and_a_malformed_entry_is_kept
         redis_client.xadd("shop:webhooks", {"junk": "no event"})
         redis_client.zadd("shop:webhooks:later", {"not json": 0})
         assert outbox.send_due() == 2
+        status = scrapy("status", "shop", "-s", f"REDIS_URL={redis_url}").stdout
+        assert "webhooks: 1 events to send (last failure: HTTP 503), 2 dead-lettered" in status
         wait_for(lambda: outbox.send_due() >= 0 and redis_client.llen("shop:webhooks:dead") >= 3,
                  10, "the retry, then the dead letter")  # fmt: skip
         dead = [json.loads(raw) for raw in redis_client.lrange("shop:webhooks:dead", 0, -1)]

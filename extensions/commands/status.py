@@ -29,6 +29,7 @@ from extensions.observability.status import (
     top_errors,
 )
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
+from extensions.webhooks.delivery import outbox_status
 
 if TYPE_CHECKING:
     import argparse
@@ -85,6 +86,11 @@ def render(
         lines.append(f"pages that asked: noindex {status.get('noindex', 0)}   nofollow "
                      f"{status.get('nofollow', 0)} (meta robots, X-Robots-Tag)")  # fmt: skip
     lines += parts.lines(status)
+    hooks = status.get("webhooks") or {}
+    if hooks.get("waiting") or hooks.get("dead"):
+        failing = f" (last failure: {hooks['failing']})" if hooks.get("failing") else ""
+        lines.append(f"webhooks: {hooks['waiting']} events to send{failing}, "
+                     f"{hooks['dead']} dead-lettered")  # fmt: skip
     if errors:
         lines.append("top errors: " + "; ".join(f"{reason} ({n})" for reason, n in errors))
     lines.append(
@@ -313,9 +319,11 @@ class Command(CrawlsOf, ProjectCommand):
         parts = StatusParts.from_settings(self.settings)
 
         def snapshot() -> dict[str, Any]:
-            return crawl_status(
+            status = crawl_status(
                 server, keys, node_timeout, stall_time, status_store=store, parts=parts
             )
+            status["webhooks"] = outbox_status(server, keys)
+            return status
 
         if opts.json:
             print(json.dumps(snapshot()))

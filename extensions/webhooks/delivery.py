@@ -42,6 +42,25 @@ MAX_DELAY = 600.0
 FIELDS = ("id", "type", "url", "body", "attempt")
 
 
+def outbox_status(server: redis.Redis, keys: SpiderKeys) -> dict[str, Any]:
+    """What ``scrapy status`` shows of the webhooks: events to send, dead-lettered,
+    and why the soonest one to try again failed ("" when none has)."""
+    later = keys.named("webhooks_later")
+    pipe = server.pipeline(transaction=False)
+    pipe.xlen(keys.named("webhooks"))
+    pipe.zcard(later)
+    pipe.llen(keys.named("webhooks_dead"))
+    pipe.zrange(later, 0, 0)
+    waiting, retrying, dead, soonest = pipe.execute()
+    error = ""
+    if soonest:
+        try:
+            error = str(json.loads(soonest[0]).get("error", ""))[:200]
+        except (ValueError, AttributeError):
+            error = "an entry that is no event"
+    return {"waiting": int(waiting) + int(retrying), "dead": int(dead), "failing": error}
+
+
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None  # a redirect is an answer that is not a delivery
@@ -150,7 +169,7 @@ class Outbox:
                 event.get("type"), event["id"], event["url"], error, attempt + 1,
                 delay_after(attempt),
             )  # fmt: skip
-            again = {**event, "attempt": str(attempt)}
+            again = {**event, "attempt": str(attempt), "error": error}
             pipe.zadd(self.later, {json.dumps(again, sort_keys=True): int(due * 1000)})
         pipe.execute()
 

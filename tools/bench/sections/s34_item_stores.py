@@ -1,0 +1,23 @@
+"""``make bench`` section 34: the item stores (JSON Lines, MongoDB, the Redis
+stream) against Scrapy's feed export and stock scrapy-redis's RedisPipeline:
+items per second and bytes per item, shop items and documents."""
+
+from __future__ import annotations
+
+from tools import stores_bench
+from tools.bench.base import Bench, Section
+
+
+class ItemStores(Section):
+    number = 34
+    title = "item stores: items/s and bytes per item, against a feed export and scrapy-redis"
+
+    once = True
+    needs_mongo = True
+
+    def measure(self, bench: Bench, run: int) -> None:
+        self.result = stores_bench.measure(bench.redis_url, bench.mongo_uri, bench.work / "stores")
+
+    def report(self, bench: Bench) -> None:
+        print(f"\n34. {self.title}")
+        stores_bench.report(self.result)
