@@ -41,16 +41,12 @@ console: venv
 # workers keep the 2 cores busy; five left them idle part of the time.
 TEST_WORKERS ?= 6
 PACED_WORKERS ?= 4
-# mypy reads the code beside the first tests (half a minute of one core, which
-# they leave idle part of the time); its verdict comes with theirs.
 test: venv system-tools bytecode
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
-	{ $(PY) -m mypy > $(VENV)/mypy.log 2>&1; echo $$? > $(VENV)/mypy.rc; } & \
-	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1 -m "not paced and not alone"; \
-	tests=$$?; wait; cat $(VENV)/mypy.log; \
-	[ "$$(cat $(VENV)/mypy.rc)" = 0 ] && [ $$tests = 0 ]
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxschedchunk 1 -m "not paced and not alone"
 	$(PY) -m pytest -n $(PACED_WORKERS) -m paced
 	$(PY) -m pytest -m alone
 	$(MAKE) --no-print-directory test-redis6
