@@ -29,7 +29,6 @@ from extensions.observability.status import (
     top_errors,
 )
 from extensions.recrawl.statusstore import MongoStatusStore, store_kind
-from extensions.webhooks.delivery import outbox_status
 
 if TYPE_CHECKING:
     import argparse
@@ -319,11 +318,9 @@ class Command(CrawlsOf, ProjectCommand):
         parts = StatusParts.from_settings(self.settings)
 
         def snapshot() -> dict[str, Any]:
-            status = crawl_status(
+            return crawl_status(
                 server, keys, node_timeout, stall_time, status_store=store, parts=parts
             )
-            status["webhooks"] = outbox_status(server, keys)
-            return status
 
         if opts.json:
             print(json.dumps(snapshot()))

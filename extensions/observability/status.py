@@ -4,6 +4,7 @@ shows and the metrics export."""
 from __future__ import annotations
 
 import collections
+import json
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,7 @@ def crawl_status(
         "held_hosts": sizes.held_hosts,
         "banned_hosts": sizes.banned_hosts,
         "nodes": nodes,
+        "webhooks": webhooks_status(server, keys),
         **parts.status(view),
     }
 
@@ -165,6 +167,25 @@ def node_rows(
             )
         row["notes"] += parts.node_notes(row)
     return nodes
+
+
+def webhooks_status(server: redis.Redis, keys: SpiderKeys) -> dict[str, Any]:
+    """The webhooks' outbox (extensions/webhooks/): events to send, dead-lettered,
+    and why the soonest one to try again failed ("" when none has)."""
+    later = keys.named("webhooks_later")
+    pipe = server.pipeline(transaction=False)
+    pipe.xlen(keys.named("webhooks"))
+    pipe.zcard(later)
+    pipe.llen(keys.named("webhooks_dead"))
+    pipe.zrange(later, 0, 0)
+    waiting, retrying, dead, soonest = pipe.execute()
+    error = ""
+    if soonest:
+        try:
+            error = str(json.loads(soonest[0]).get("error", ""))[:200]
+        except (ValueError, AttributeError):
+            error = "an entry that is no event"
+    return {"waiting": int(waiting) + int(retrying), "dead": int(dead), "failing": error}
 
 
 SHARD_FIELDS = ("queued", "in_flight", "delayed", "seen", "hosts", "ready_hosts")

@@ -42,25 +42,6 @@ MAX_DELAY = 600.0
 FIELDS = ("id", "type", "url", "body", "attempt")
 
 
-def outbox_status(server: redis.Redis, keys: SpiderKeys) -> dict[str, Any]:
-    """What ``scrapy status`` shows of the webhooks: events to send, dead-lettered,
-    and why the soonest one to try again failed ("" when none has)."""
-    later = keys.named("webhooks_later")
-    pipe = server.pipeline(transaction=False)
-    pipe.xlen(keys.named("webhooks"))
-    pipe.zcard(later)
-    pipe.llen(keys.named("webhooks_dead"))
-    pipe.zrange(later, 0, 0)
-    waiting, retrying, dead, soonest = pipe.execute()
-    error = ""
-    if soonest:
-        try:
-            error = str(json.loads(soonest[0]).get("error", ""))[:200]
-        except (ValueError, AttributeError):
-            error = "an entry that is no event"
-    return {"waiting": int(waiting) + int(retrying), "dead": int(dead), "failing": error}
-
-
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None  # a redirect is an answer that is not a delivery
