@@ -4,7 +4,7 @@ import json
 
 from demosite import catalog
 from tests.conftest import read_items, site_hits
-from tests.helpers import page_hits, seed
+from tests.helpers import SMALL_SHOP, page_hits, seed
 
 BAD_ENTRIES = [
     b"\xff\xfe garbage",
@@ -17,18 +17,18 @@ BAD_ENTRIES = [
 
 
 def test_site_spider_stores_one_item_per_html_page_and_obeys_robots(
-    redis_url, demo_site, nodes, tmp_path
+    redis_url, small_shop, nodes, tmp_path
 ):
-    seed(redis_url, "site", demo_site.url + "/")
+    seed(redis_url, "site", small_shop.url + "/")
     nodes.start("site", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=1)
     assert nodes.wait(240) == [0], nodes.tail()
 
-    hits = site_hits(demo_site)
+    hits = site_hits(small_shop)
     assert not any(path.startswith("/private/") for path in hits)
     items = read_items(tmp_path / "items")
-    by_url = {item["url"].removeprefix(demo_site.url): item for item in items}
+    by_url = {item["url"].removeprefix(small_shop.url): item for item in items}
     assert len(by_url) == len(items)
-    assert set(by_url) == catalog.expected_pages()
+    assert set(by_url) == catalog.expected_pages(SMALL_SHOP)
 
     home = by_url["/"]
     assert home["status"] == 200
@@ -37,7 +37,7 @@ def test_site_spider_stores_one_item_per_html_page_and_obeys_robots(
     assert home["referer"] is None
     product = by_url["/product/1"]
     assert product["depth"] >= 2
-    assert product["referer"].startswith(demo_site.url)
+    assert product["referer"].startswith(small_shop.url)
     assert product["fetched_at"].endswith("+00:00")
 
 
