@@ -3,9 +3,9 @@ drives it (batches of 500), against what a user would write instead.
 
 * Items per second into JSON Lines (``JsonLinesStore``, fsync'ed per batch)
   against Scrapy's own ``JsonLinesItemExporter`` (a feed export, no fsync);
-  into MongoDB (the upserting store); into the Redis stream (``StreamStore``:
-  each item once by its id) against stock scrapy-redis's ``RedisPipeline``
-  (an RPUSH of each item's JSON, no id, no dedup).
+  into the Redis stream (``StreamStore``: each item once by its id) against
+  stock scrapy-redis's ``RedisPipeline`` (an RPUSH of each item's JSON, no id,
+  no dedup). MongoDB's store is section 6's.
 * Bytes per item where it is kept: the JSON Lines file, and what Redis holds
   for the stream and its ids (``MEMORY USAGE``), against scrapy-redis's list.
 * Two kinds of item: the demo shop's product (a few short fields) and a
@@ -99,21 +99,6 @@ def feed_export(items: list[dict[str, Any]], work: Path) -> dict[str, float]:
     return {"rate": rate, "bytes": path.stat().st_size / len(items)}
 
 
-def mongo(items: list[dict[str, Any]], uri: str, work: Path) -> dict[str, float]:
-    import pymongo
-
-    from extensions.pipelines.mongo import MongoStore
-
-    database = f"bench_{uuid.uuid4().hex[:8]}"
-    store = MongoStore(uri, database, "items", journal_dir=work / "journal")
-    store.open()
-    rate = _timed(store.write, items)
-    store.close()
-    with pymongo.MongoClient(uri) as client:
-        client.drop_database(database)
-    return {"rate": rate}
-
-
 def stream(items: list[dict[str, Any]], redis_url: str) -> dict[str, float]:
     from extensions.pipelines.stream import StreamStore
     from servers.clients import redis_at
@@ -152,7 +137,7 @@ def scrapy_redis(items: list[dict[str, Any]], redis_url: str) -> dict[str, float
     return {"rate": rate, "bytes": held / len(items)}
 
 
-def measure(redis_url: str, mongo_uri: str | None, work: Path) -> dict[str, Any]:
+def measure(redis_url: str, work: Path) -> dict[str, Any]:
     from servers.nginx import PYTHON_DOCS
 
     work.mkdir(parents=True, exist_ok=True)
@@ -167,8 +152,6 @@ def measure(redis_url: str, mongo_uri: str | None, work: Path) -> dict[str, Any]
             "stock scrapy-redis RedisPipeline (a list)": scrapy_redis(items, redis_url),
             "this project, the Redis stream": stream(items, redis_url),
         }
-        if mongo_uri:
-            figures["this project, MongoDB (upsert)"] = mongo(items, mongo_uri, work)
         result[kind] = {"items": len(items), "figures": figures}
     return result
 

@@ -1,6 +1,6 @@
-"""``make bench`` section 34: the item stores (JSON Lines, MongoDB, the Redis
-stream) against Scrapy's feed export and stock scrapy-redis's RedisPipeline:
-items per second and bytes per item, shop items and documents."""
+"""``make bench`` section 34: the item stores (JSON Lines, the Redis stream)
+against Scrapy's feed export and stock scrapy-redis's RedisPipeline: items per
+second and bytes per item, shop items and documents (MongoDB's is section 6)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ class ItemStores(Section):
     title = "item stores: items/s and bytes per item, against a feed export and scrapy-redis"
 
     once = True
-    needs_mongo = True
 
     def measure(self, bench: Bench, run: int) -> None:
-        self.result = stores_bench.measure(bench.redis_url, bench.mongo_uri, bench.work / "stores")
+        self.result = stores_bench.measure(bench.redis_url, bench.work / "stores")
 
     def report(self, bench: Bench) -> None:
         print(f"\n34. {self.title}")
