@@ -4,22 +4,15 @@ import json
 
 from extensions.keys import SpiderKeys
 from tests.conftest import scrapy
-from tests.helpers import (
-    FLAKY_SETTINGS,
-    SMALL_SHOP,
-    SMALL_SHOP_PAGES,
-    all_keys,
-    assert_shop_crawled_once,
-    page_hits,
-)
+from tests.helpers import FLAKY_SETTINGS, SHOP_PAGES, all_keys, assert_shop_crawled_once, page_hits
 
 
 def test_two_nodes_crawl_the_shop_with_the_frontier_spread_over_the_cluster_by_default(
-    redis_cluster, cluster_client, small_shop, nodes, tmp_path
+    redis_cluster, cluster_client, demo_site, nodes, tmp_path
 ):
     """FRONTIER_SHARDS = "auto": 32 shards per primary, recorded by the first node."""
     cluster = ("-s", f"REDIS_URL={redis_cluster.url}", "-s", "REDIS_CLUSTER=True")
-    seeded = scrapy("seed", "shop", small_shop.url + "/", *cluster)
+    seeded = scrapy("seed", "shop", demo_site.url + "/", *cluster)
     assert seeded.returncode == 0, seeded.stderr
     assert "{shop}:start_urls" in seeded.stdout
     for node in ("n1", "n2"):
@@ -27,7 +20,7 @@ def test_two_nodes_crawl_the_shop_with_the_frontier_spread_over_the_cluster_by_d
                     MAX_IDLE_TIME_BEFORE_CLOSE=2)  # fmt: skip
     assert nodes.wait(240) == [0, 0], nodes.tail()
 
-    items = assert_shop_crawled_once(small_shop, tmp_path / "items", SMALL_SHOP)
+    items = assert_shop_crawled_once(demo_site, tmp_path / "items")
     assert {item["_node"] for item in items} == {"n1", "n2"}
 
     assert cluster_client.get("{shop}:shards") == b"96"
@@ -40,7 +33,7 @@ def test_two_nodes_crawl_the_shop_with_the_frontier_spread_over_the_cluster_by_d
     status = scrapy("status", "shop", "--json", *cluster)
     assert status.returncode == 0, status.stderr
     report = json.loads(status.stdout)
-    assert report["done"] == report["seen"] == len(SMALL_SHOP_PAGES)
+    assert report["done"] == report["seen"] == len(SHOP_PAGES)
     assert report["queued"] == report["in_flight"] == 0
 
 

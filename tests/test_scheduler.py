@@ -8,27 +8,20 @@ import time
 from extensions.frontier.frontier import now_ms
 from tests import conftest
 from tests.conftest import queue_requests
-from tests.helpers import (
-    SMALL_SHOP,
-    SMALL_SHOP_PAGES,
-    assert_shop_crawled_once,
-    page_hits,
-    seed,
-    wait_for,
-)
+from tests.helpers import SHOP_PAGES, assert_shop_crawled_once, page_hits, seed, wait_for
 
 
 def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
-    redis_url, redis_client, small_shop, nodes, tmp_path
+    redis_url, redis_client, demo_site, nodes, tmp_path
 ):
-    seed(redis_url, "shop", small_shop.url + "/")
+    seed(redis_url, "shop", demo_site.url + "/")
     for node in ("n1", "n2"):
         nodes.start("shop", redis_url, MAX_IDLE_TIME_BEFORE_CLOSE=2, NODE_ID=node,
                     LOGSTATS_INTERVAL=1)  # fmt: skip
 
     assert nodes.wait(240) == [0, 0], nodes.tail()
 
-    items = assert_shop_crawled_once(small_shop, tmp_path / "items", SMALL_SHOP)
+    items = assert_shop_crawled_once(demo_site, tmp_path / "items")
     by_node = {node: sum(1 for i in items if i["_node"] == node) for node in ("n1", "n2")}
     assert all(count > 0 for count in by_node.values()), by_node
 
@@ -48,8 +41,8 @@ def test_two_nodes_share_the_crawl_and_fetch_every_page_once(
         assert nodes.stat(index, "gc/frozen_objects") > 10_000
         assert "gc/collections/gen0" in nodes.stats(index)
     # counted per flush, not per request: the totals are still exact
-    assert nodes.total("frontier/dequeued") == len(SMALL_SHOP_PAGES)
-    assert nodes.total("frontier/enqueued") >= len(SMALL_SHOP_PAGES)
+    assert nodes.total("frontier/dequeued") == len(SHOP_PAGES)
+    assert nodes.total("frontier/enqueued") >= len(SHOP_PAGES)
 
 
 def test_a_node_waits_while_another_node_still_holds_work(
