@@ -35,9 +35,9 @@ SETTINGS = {
     "USER_AGENT_ROTATION": False,
 }
 RENDER = {"RENDER_ENABLED": True}
-#: the JavaScript shop's items here (the demo_site fixture reads it): three pages
-#: of its endless list, and a browser's work that two cores share with five more tests
-JS_ITEMS = 30
+#: the JavaScript shop's items here (the demo_site fixture reads it): two pages
+#: of its endless list, and a browser's work that two cores share with seven more tests
+JS_ITEMS = 20
 JS_PAGES = {"/js/", "/js/list", "/js/data"} | {f"/js/item/{n}" for n in range(1, JS_ITEMS + 1)}
 
 
@@ -175,7 +175,7 @@ def test_kill_9_of_the_render_node_loses_no_page(
     nodes.start("jsshop", redis_url, NODE_ID="plain", **defaults)
     victim = nodes.start("jsshop", redis_url, NODE_ID="r1", **render)
     items_dir = tmp_path / "items"
-    wait_for(lambda: len(read_items(items_dir)) >= 15, 120, "the render node under way")
+    wait_for(lambda: len(read_items(items_dir)) >= 10, 120, "the render node under way")
     assert browsers_below(victim)
     kill_with_browser(victim)  # the node and its browser, as a lost machine
     victim.wait(30)
@@ -273,7 +273,7 @@ def test_browsers_are_replaced_and_memory_stays_flat_over_a_long_rendered_crawl(
     redis_url, redis_client, demo_site, render_nodes, tmp_path
 ):
     nodes = render_nodes
-    pages, per_browser = 60, 12
+    pages, per_browser = 48, 10
     seed(redis_url, *(f"{demo_site.url}/js/item/{n % JS_ITEMS + 1}?v={n}" for n in range(pages)))
     nodes.start("jsshop", redis_url, NODE_ID="r1", **RENDER, **SETTINGS,
                 RENDER_PAGES_PER_BROWSER=per_browser)  # fmt: skip
