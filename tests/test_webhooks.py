@@ -20,7 +20,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from demosite import catalog
 from extensions.keys import SpiderKeys
 from extensions.webhooks.delivery import Outbox
-from extensions.webhooks.events import event_type
+from extensions.webhooks.events import CrawlEvents, event_type
 from servers import services
 from tests.conftest import scrapy
 from tests.helpers import wait_for
@@ -180,3 +180,15 @@ def test_an_event_no_try_delivers_is_dead_lettered_and_a_malformed_entry_is_kept
     delivered = next(record for record in dead if record.get("id") == "evt_1")
     assert delivered["attempts"] == 2 and down.requests == 2
     assert redis_client.xlen("shop:webhooks") == 0 and not redis_client.zcard("shop:webhooks:later")
+
+
+def test_a_state_another_writer_left_is_told_afresh_not_a_stuck_crawl(redis_url, redis_client):
+    result = scrapy(
+        "seed", "shop", "--crawl", "c1", "http://shop.test/", "-s", f"REDIS_URL={redis_url}"
+    )
+    assert result.returncode == 0, result.stderr
+    redis_client.hset("shop:webhooks:states", "c1", "running not-a-count")
+    events = CrawlEvents(redis_client, SpiderKeys.for_spider("shop"), ["http://hooks.test/"])
+    assert events.look() == ["crawl.started"]  # its queued start: running, from nothing known
+    assert redis_client.hget("shop:webhooks:states", "c1") == b"running 1"
+    assert events.look() == []

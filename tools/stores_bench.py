@@ -46,16 +46,15 @@ def shop_items(count: int) -> list[dict[str, Any]]:
 
 
 def documents(count: int) -> list[dict[str, Any]]:
+    """Python's first ``count`` pages as the documents section 33 measures."""
     from scrapy.http import HtmlResponse, Request
 
     from extensions.documents.extract import build_document
-    from servers.nginx import PYTHON_DOCS
+    from tools.documents_bench import pages
 
-    found = sorted(PYTHON_DOCS.rglob("*.html"))[:count]
     made = []
-    for path in found:
-        url = f"http://docs.test/{path.relative_to(PYTHON_DOCS)}"
-        response = HtmlResponse(url, body=path.read_bytes(), encoding="utf-8", request=Request(url))
+    for url, html in pages()[:count]:
+        response = HtmlResponse(url, body=html.encode(), encoding="utf-8", request=Request(url))
         made.append({**build_document(response), "_spider": "site", "_node": "bench",
                      "_fetched_at": dt.datetime.now(dt.UTC)})  # fmt: skip
     return made

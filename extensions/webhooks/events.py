@@ -107,17 +107,16 @@ class CrawlEvents:
                 continue
             recorded = held.get(figures.crawl, "")
             before, _, count = recorded.partition(" ")
+            if not count.isdigit() or len(count) > 12:
+                # another writer's value: the crawl is told afresh from what it is now
+                before, count = "", "0"
             after = state_of(figures)
             if after == before or (after == "finished" and unread):
                 continue
             kind = event_type(before, after)
-            events = int(count or 0) + (1 if kind else 0)
-            event_id = (
-                "evt_"
-                + hashlib.sha1(f"{self.keys.name}\0{figures.crawl}\0{events}".encode()).hexdigest()[
-                    :24
-                ]
-            )
+            events = int(count) + (1 if kind else 0)
+            seed = f"{self.keys.name}\0{figures.crawl}\0{events}".encode()
+            event_id = "evt_" + hashlib.sha1(seed).hexdigest()[:24]
             text = body(kind, event_id, self.keys.name, figures, before) if kind else ""
             items = [part for url in self.urls for part in (url, text)] if kind else []
             result = fields(run_named(
