@@ -42,14 +42,16 @@ def test_three_crawls_of_one_spider_paused_resumed_and_stopped(
     for node in ("n1", "n2"):
         nodes.start("shop", redis_url, NODE_ID=node, **SETTINGS)
 
+    # gamma stopped first, early on: a loaded machine once let it finish its 519
+    # pages while alpha's pause was on its way
+    wait_for(lambda: crawls.figures("gamma").done >= 50, 120, "gamma under way")
+    stopped = command(redis_url, "stop", "shop", "--crawl", "gamma")
+    assert "stopped crawl gamma of shop" in stopped
     wait_for(lambda: crawls.figures("alpha").done >= 100, 120, "alpha under way")
     assert "paused crawl alpha of shop" in command(redis_url, "pause", "shop", "--crawl", "alpha")
     # (beta's count here, not once alpha's last pages are in: on a loaded machine
     # beta may be done by then)
     beta_at_pause = crawls.figures("beta").done
-    wait_for(lambda: crawls.figures("gamma").done >= 50, 120, "gamma under way")
-    stopped = command(redis_url, "stop", "shop", "--crawl", "gamma")
-    assert "stopped crawl gamma of shop" in stopped
 
     # what alpha had in flight finishes; then nothing more of it while beta runs on
     wait_for(lambda: crawls.figures("alpha").in_flight == 0, 60, "alpha's last pages")
