@@ -211,6 +211,7 @@ class Nodes:
         settings.setdefault("ITEMS_DIR", self.tmp_path / "items")
         # the journal is per machine (data/journal): each test keeps its own
         settings.setdefault("MONGO_JOURNAL_DIR", self.tmp_path / "journal")
+        settings.setdefault("PARQUET_SPOOL_DIR", self.tmp_path / "parquet-spool")
         settings.setdefault("LOG_LEVEL", "INFO")
         settings.setdefault("STATS_CLASS", "tests.statsdump.DumpingStatsCollector")
         settings.setdefault("STATS_DUMP_FILE", log.with_suffix(".stats.json"))

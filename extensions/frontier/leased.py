@@ -48,6 +48,10 @@ class LeasedRequests:
         if lease:
             self._leases[request] = lease
 
+    def member_of(self, request: Request) -> bytes:
+        """The lease member (``GROUP\nID``) the request was leased under, or b''."""
+        return self._leases.get(request, b"")
+
     def lease_of(self, request: Request) -> str:
         """The lease (``GROUP ID``) the request was leased under, or ''."""
         return self._leases.get(request, b"").decode("utf-8", "replace").replace("\n", " ")

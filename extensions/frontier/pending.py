@@ -58,6 +58,8 @@ class PendingWrites:
         #: a flush that may have gone in, set apart until its mark is read: nothing
         #: is written before (a lease may be released only after its writes)
         self.unsure: UnsureWrite | None = None
+        #: finished leases several gates keep: how many more must release each
+        self._holds: dict[bytes, int] = {}
 
     def unwritten(self) -> bool:
         return bool(self.enqueue or self.delay or self.release or self.unsure)
@@ -66,8 +68,15 @@ class PendingWrites:
         return self.unsure.write.release if self.unsure else []
 
     def release_later(self, members: Iterable[bytes]) -> None:
-        """Leases a part releases (a gate's, once what it kept is durable)."""
-        self.release.extend(members)
+        """Leases a part releases (a gate's, once what it kept is durable); one
+        that several gates keep goes once the last of them releases it."""
+        for member in members:
+            others = self._holds.get(member)
+            if others:
+                self._holds[member] = others - 1
+                continue
+            self._holds.pop(member, None)
+            self.release.append(member)
 
     def gated(self) -> list[bytes]:
         """The finished leases the parts' gates keep."""
@@ -100,8 +109,11 @@ class PendingWrites:
         """A leased request the engine is done with: its lease to release (unless
         a part's gate keeps it until what it must keep is durable), and its done
         count."""
-        if not any(gate.take(request, member) for gate in self.gates):
+        holders = sum(gate.take(request, member) for gate in self.gates)  # each gate asked
+        if not holders:
             self.release.append(member)
+        elif holders > 1:
+            self._holds[member] = holders - 1
         if not request.meta.get(DEAD_LETTERED):
             self.done += 1
 

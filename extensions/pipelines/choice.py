@@ -89,4 +89,15 @@ def _build(crawler: Crawler, name: str) -> ItemStore:
             rejected_path=Path(s.get("ITEMS_DIR")) / spider / "rejected.jsonl",
             ignore_fields=ignored_fields(crawler),
         )
+    if name == "parquet":
+        from extensions.pipelines.parquet.store import ParquetStore
+
+        return ParquetStore(
+            crawler,
+            where=s.get("PARQUET_URI") or s.get("ITEMS_DIR"),
+            collection=_collection(crawler),
+            key_field=_key_field(crawler),
+            max_size=s.getint("PARQUET_FILE_SIZE"),
+            rejected_path=Path(s.get("ITEMS_DIR")) / spider / "rejected.jsonl",
+        )
     return JsonLinesStore(s.get("ITEMS_DIR"), spider, node_id_for(crawler))

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 #: the stores a name picks; a class path (with ``from_crawler``) picks a project's own
-STORES = ("mongo", "jsonl", "stream")
+STORES = ("mongo", "jsonl", "stream", "parquet")
 
 
 def stores_named(settings: BaseSettings) -> list[str]:
@@ -75,14 +75,28 @@ def stream_key_problem(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+def parquet_uri_problem(settings: BaseSettings, name: str) -> str | None:
+    where = settings.get(name) or ""
+    if not isinstance(where, str):
+        return "must be a directory or s3://BUCKET/PREFIX"
+    if "://" not in where:
+        return None
+    scheme, _, rest = where.partition("://")
+    if scheme != "s3":
+        return f"a {scheme}:// URL; a directory or s3://BUCKET/PREFIX is needed"
+    if not rest.split("/")[0]:
+        return "names no bucket (s3://BUCKET/PREFIX)"
+    return None
+
+
 CAPABILITY = Capability(
     name="item stores",
-    about="where items go: MongoDB, JSON Lines, a Redis stream, several at once "
-    "(extensions/pipelines/)",
+    about="where items go: MongoDB, JSON Lines, a Redis stream, Parquet files, several "
+    "at once (extensions/pipelines/)",
     settings={
         "ITEM_STORE": Setting(
             "",
-            'the store items go to: "mongo", "jsonl", "stream" or a class path (a '
+            'the store items go to: "mongo", "jsonl", "stream", "parquet" or a class path (a '
             "project's own, built with from_crawler); empty: MongoDB when MONGO_URI is "
             "set, else JSON Lines",
             stores_problem,
@@ -105,6 +119,29 @@ CAPABILITY = Capability(
             "sooner), and with them what the stream knows of their ids",
             number(int, 1),
         ),
+        "PARQUET_URI": Setting(
+            "",
+            "where the Parquet store's files go: a directory (files in DIR/SPIDER/) or "
+            "s3://BUCKET/PREFIX (PREFIX/SPIDER/); empty: ITEMS_DIR",
+            parquet_uri_problem,
+        ),
+        "PARQUET_SPOOL_DIR": Setting(
+            "data/parquet-spool",
+            "the node's own disk: rows wait here (synced) until their file is committed "
+            "and published; a killed node's spool is taken over by the next node on it",
+        ),
+        "PARQUET_FILE_SIZE": Setting(
+            64_000_000,
+            "bytes of spooled rows a Parquet file is made of at most (the file itself is "
+            "several times smaller)",
+            number(int, 1000),
+        ),
+        "PARQUET_ROLL_INTERVAL": Setting(
+            60.0,
+            "seconds a node spools rows before it makes them a file (sooner when it is "
+            "idle or closing): its pages' leases wait for that file",
+            number(float, 0.1),
+        ),
     },
     keys={
         "items_stream": Key(
@@ -123,5 +160,22 @@ CAPABILITY = Capability(
             "is not added again",
             "pipelines/stream.py",
         ),
+        "parquet_files": Key(
+            "%(name)s:parquet:files",
+            "hash",
+            "the Parquet store's manifest: segment id -> JSON {file, node, committed_at, "
+            "leave_out, rows, published}; a segment is committed here in the transaction "
+            "that releases its pages' leases, published after",
+            "pipelines/parquet/part.py (each node)",
+        ),
+        "parquet_schema": Key(
+            "%(name)s:parquet:schema",
+            "hash",
+            "field -> its type in the crawl's Parquet files (string, int64, double, bool, "
+            "timestamp, binary, json), set by the first value stored in it",
+            "pipelines/parquet/schema.py (each node)",
+        ),
     },
+    frontier_parts={"extensions.pipelines.parquet.part.ParquetPart": 750},
+    spider_middlewares={"extensions.pipelines.parquet.pages.ItemPagesMiddleware": 20},
 )

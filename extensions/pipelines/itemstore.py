@@ -39,6 +39,7 @@ from extensions.installed import require_addon
 from extensions.itemtimes import FETCHED_AT, times_of
 from extensions.pipelines.choice import stores_for
 from extensions.pipelines.documents import COUNTED, KEY_FIELD, WriteReport
+from extensions.pipelines.parquet.pages import item_pages
 from extensions.pipelines.stores import ItemStore
 from extensions.runtime import runtime_of
 from extensions.spidermiddlewares.crawlid import CRAWL_FIELD, crawl_of_item
@@ -50,8 +51,9 @@ logger = logging.getLogger(__name__)
 reactor: Any = _reactor  # Twisted types the installed reactor poorly
 
 
-#: items with the deferreds that fire once they are durable
-Batch = list[tuple[dict[str, Any], "defer.Deferred[None]"]]
+#: items with the deferreds that fire once they are durable, and their pages
+#: (lease members, for a store that takes them: the Parquet store; else b"")
+Batch = list[tuple[dict[str, Any], "defer.Deferred[None]", bytes]]
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
@@ -76,6 +78,7 @@ class BatchWrite:
     """A batch on its way into every store: those it is in, what each reported."""
 
     docs: list[dict[str, Any]]
+    pages: list[bytes]
     done: set[int] = dataclasses.field(default_factory=set)
     #: (store index, its report), counted on the reactor thread
     reports: list[tuple[int, WriteReport]] = dataclasses.field(default_factory=list)
@@ -110,6 +113,7 @@ class ItemStorePipeline:
         self.flush_interval = flush_interval
         self.max_pending = max_pending
         self.node_id = node_id_for(crawler)
+        self._pages = item_pages(crawler) if any(_takes_pages(s) for s in self.stores) else None
         self._batch: Batch = []
         self._batch_started = 0.0
         self._writing: defer.Deferred[Any] | None = None
@@ -179,7 +183,8 @@ class ItemStorePipeline:
         durable: defer.Deferred[None] = defer.Deferred()
         if not self._batch:
             self._batch_started = time.monotonic()
-        self._batch.append((self._document(item), durable))
+        page = self._pages.pop(item) if self._pages is not None else b""
+        self._batch.append((self._document(item), durable, page))
         self._pending += 1
         if len(self._batch) >= self.batch_size:
             self._flush()
@@ -230,7 +235,7 @@ class ItemStorePipeline:
             batch, self._batch = self._batch[: self.batch_size], self._batch[self.batch_size :]
             if self._batch:
                 self._batch_started = time.monotonic()
-            write = BatchWrite([doc for doc, _ in batch])
+            write = BatchWrite([doc for doc, _, _ in batch], [page for _, _, page in batch])
         else:
             return
         self._writing = threads.deferToThread(self._write_all, write)
@@ -246,7 +251,11 @@ class ItemStorePipeline:
             if index in write.done:
                 continue
             write.failing = index
-            write.reports.append((index, store.write(write.docs)))
+            if _takes_pages(store):
+                report = store.write_pages(write.docs, write.pages)  # type: ignore[attr-defined]
+            else:
+                report = store.write(write.docs)
+            write.reports.append((index, report))
             write.done.add(index)
 
     def _written(
@@ -279,7 +288,7 @@ class ItemStorePipeline:
             logger.warning("the item stores take items again")
             self.runtime.store_problem = ""
         self._pending -= len(batch)
-        for doc, durable in batch:
+        for doc, durable, _ in batch:
             reason = write.rejected.get(id(doc))
             if reason is None:
                 durable.callback(None)
@@ -300,3 +309,8 @@ class ItemStorePipeline:
             value = getattr(report, name)
             if value:
                 self.stats.inc_value(f"{prefix}/{name}", value)
+
+
+def _takes_pages(store: ItemStore) -> bool:
+    """Whether a store is given each document's page (``write_pages``)."""
+    return bool(getattr(store, "takes_pages", False))
