@@ -12,6 +12,7 @@ import base64
 import json
 import signal
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -116,7 +117,7 @@ def test_every_event_is_told_once_for_the_cluster_signed_across_a_kill_and_a_fai
                             "-s", f"REDIS_URL={redis_url}")  # fmt: skip
             assert result.returncode == 0, result.stderr
         hooks = {"WEBHOOK_URLS": receiver.url, "WEBHOOK_SECRET": SECRET,
-                 "MAX_IDLE_TIME_BEFORE_CLOSE": 2}  # fmt: skip
+                 "WEBHOOK_PAGE_EVENTS": True, "MAX_IDLE_TIME_BEFORE_CLOSE": 2}  # fmt: skip
         for n in (1, 2):
             nodes.start("shop", redis_url, NODE_ID=f"n{n}", **hooks)
         command = ("-s", f"REDIS_URL={redis_url}")
@@ -136,8 +137,11 @@ def test_every_event_is_told_once_for_the_cluster_signed_across_a_kill_and_a_fai
         slow.stop()
 
     assert receiver.requests > len(receiver.verified) >= 6 and not receiver.refused
+    pages = [e for e in receiver.verified if e["type"] == "crawl.pages"]
     by_id: dict[str, set] = {}
     for event in receiver.verified:
+        if event["type"] == "crawl.pages":
+            continue
         by_id.setdefault(event["id"], set()).add((event["type"], event["data"]["crawl"]))
     # a repeat (a node killed between an answer and its acknowledgement) has its id
     assert all(len(told) == 1 for told in by_id.values()), by_id
@@ -149,6 +153,14 @@ def test_every_event_is_told_once_for_the_cluster_signed_across_a_kill_and_a_fai
     assert completed["data"]["spider"] == "shop"
     assert completed["data"]["figures"]["done"] == len(catalog.expected_pages(1) - {"/about"})
     assert completed["data"]["figures"]["state"] == "finished"
+    # every page of c1 told once in crawl.pages events, across the kill (a page
+    # the killed node fetched and never released was fetched again, told then)
+    first = {e["id"]: e for e in pages}
+    told = [
+        p["url"] for e in first.values() if e["data"]["crawl"] == "c1" for p in e["data"]["pages"]
+    ]
+    assert len(told) == len(set(told)) == completed["data"]["figures"]["done"]
+    assert all(len(e["data"]["pages"]) == e["data"]["figures"]["pages"] for e in pages)
     failed = next(e for e in receiver.verified if e["type"] == "crawl.failed")
     assert failed["data"]["reason"] == "stopped (scrapy stop)"
     assert redis_client.xlen("shop:webhooks") == 0
@@ -192,3 +204,28 @@ def test_a_state_another_writer_left_is_told_afresh_not_a_stuck_crawl(redis_url,
     assert events.look() == ["crawl.started"]  # its queued start: running, from nothing known
     assert redis_client.hget("shop:webhooks:states", "c1") == b"running 1"
     assert events.look() == []
+
+
+def test_pages_are_bundled_into_an_event_per_crawl_once_full_or_waited_for(redis_client):
+    from extensions.webhooks.pages import PageBundles
+
+    now = int(time.time() * 1000)
+    for crawl, n in (("c1", 1), ("c1", 2), ("c2", 3), ("c1", 4)):
+        page = {"url": f"http://shop.test/{n}", "crawl": crawl, "dead_lettered": n == 2, "at": now}
+        redis_client.rpush("shop:webhooks:pages", json.dumps(page))
+    redis_client.rpush("shop:webhooks:pages", "not a page")
+    bundles = PageBundles(
+        redis_client, SpiderKeys.for_spider("shop"), ["http://a/", "http://b/"], 3
+    )
+    assert bundles.bundle() == 2  # a full batch of 3: c1's two, c2's one
+    assert bundles.bundle() == 0  # one page and the junk: not full, not old
+    assert bundles.bundle(force=True) == 1
+    entries = redis_client.xrange("shop:webhooks")
+    assert len(entries) == 6  # three events, to two URLs each
+    bodies = {e[1][b"id"]: json.loads(e[1][b"body"]) for e in entries}
+    told = sorted((b["data"]["crawl"], [p["url"][-1] for p in b["data"]["pages"]],
+                   b["data"]["figures"]["dead_lettered"]) for b in bodies.values())  # fmt: skip
+    assert told == [("c1", ["1", "2"], 1), ("c1", ["4"], 0), ("c2", ["3"], 0)]
+    dead = [json.loads(raw) for raw in redis_client.lrange("shop:webhooks:dead", 0, -1)]
+    assert [d["error"] for d in dead] == ["not a page"]
+    assert redis_client.llen("shop:webhooks:pages") == 0

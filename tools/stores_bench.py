@@ -5,9 +5,12 @@ drives it (batches of 500), against what a user would write instead.
   against Scrapy's own ``JsonLinesItemExporter`` (a feed export, no fsync);
   into the Redis stream (``StreamStore``: each item once by its id) against
   stock scrapy-redis's ``RedisPipeline`` (an RPUSH of each item's JSON, no id,
-  no dedup). MongoDB's store is section 6's.
-* Bytes per item where it is kept: the JSON Lines file, and what Redis holds
-  for the stream and its ids (``MEMORY USAGE``), against scrapy-redis's list.
+  no dedup); into Parquet (``ParquetStore``: rows spooled, fsync'ed per batch,
+  then the segment built into a file by pyarrow; the rate counts both). MongoDB's
+  store is section 6's.
+* Bytes per item where it is kept: the JSON Lines file, the Parquet file (zstd),
+  and what Redis holds for the stream and its ids (``MEMORY USAGE``), against
+  scrapy-redis's list.
 * Two kinds of item: the demo shop's product (a few short fields) and a
   document of one of Python's pages (``build_document``, about 39 KB; skipped
   without Debian's python3-doc).
@@ -136,6 +139,40 @@ def scrapy_redis(items: list[dict[str, Any]], redis_url: str) -> dict[str, float
     return {"rate": rate, "bytes": held / len(items)}
 
 
+def parquet(items: list[dict[str, Any]], redis_url: str, work: Path) -> dict[str, float]:
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from extensions.pipelines.parquet import publish
+    from extensions.pipelines.parquet.state import parquet_state
+    from extensions.pipelines.parquet.store import ParquetStore
+
+    name = f"bench{uuid.uuid4().hex[:6]}"
+    spider = type("BenchSpider", (Spider,), {"name": name})
+    settings = {"REDIS_URL": redis_url, "PARQUET_SPOOL_DIR": str(work / "spool"),
+                "ADDONS": {"extensions.addon.DistributedAddon": 0}}  # fmt: skip
+    crawler = get_crawler(spider, settings)
+    crawler._apply_settings()
+    store = ParquetStore(crawler, where=str(work), collection=name, key_field="url",
+                         max_size=10**12, rejected_path=work / "rejected.jsonl")  # fmt: skip
+    store.open()
+    state = parquet_state(crawler)
+    pages = iter(range(len(items)))
+    began = time.perf_counter()
+    for batch in _batches(items):
+        store.write_pages(batch, [f"g\n{next(pages)}".encode() for _ in batch])
+    segment = state.spool.segments[0]
+    built = work / f"{name}.parquet"
+    publish.build(segment.path, state.schema.types, (), built)
+    rate = len(items) / (time.perf_counter() - began)
+    size = built.stat().st_size
+    state.schema.server.delete(state.schema.key)
+    state.spool.done(segment)
+    state.spool.close()
+    built.unlink()
+    return {"rate": rate, "bytes": size / len(items)}
+
+
 def measure(redis_url: str, work: Path) -> dict[str, Any]:
     from servers.nginx import PYTHON_DOCS
 
@@ -150,6 +187,7 @@ def measure(redis_url: str, work: Path) -> dict[str, Any]:
             "this project, JSON Lines": jsonl(items, work),
             "stock scrapy-redis RedisPipeline (a list)": scrapy_redis(items, redis_url),
             "this project, the Redis stream": stream(items, redis_url),
+            "this project, Parquet (spooled, then built)": parquet(items, redis_url, work),
         }
         result[kind] = {"items": len(items), "figures": figures}
     return result

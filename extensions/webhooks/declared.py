@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from extensions.capability import Capability, Key, Setting
-from extensions.settingchecks import number
+from extensions.settingchecks import flag, number
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -54,7 +54,8 @@ CAPABILITY = Capability(
         "WEBHOOK_URLS": Setting(
             [],
             "URLs told of each crawl's events (crawl.started, crawl.paused, "
-            "crawl.resumed, crawl.completed, crawl.failed), once for the cluster",
+            "crawl.resumed, crawl.completed, crawl.failed; crawl.pages with "
+            "WEBHOOK_PAGE_EVENTS), once for the cluster",
             urls_problem,
         ),
         "WEBHOOK_SECRET": Setting(
@@ -68,6 +69,17 @@ CAPABILITY = Capability(
             "tries after the first, 1 s after a failure and twice as long each time "
             "(at most 10 min); then the event goes to NAME:webhooks:dead",
             number(int, 0),
+        ),
+        "WEBHOOK_PAGE_EVENTS": Setting(
+            False,
+            "also tell the pages fetched, in crawl.pages events (an event per crawl id "
+            "and batch, each page in one event)",
+            flag,
+        ),
+        "WEBHOOK_PAGE_BATCH": Setting(
+            100,
+            "pages a crawl.pages event holds at most (a batch waits 5 s at most to fill)",
+            number(int, 1, 10_000),
         ),
         "WEBHOOK_TIMEOUT": Setting(
             10.0, "seconds a URL has to answer an event", number(float, 0, above=True)
@@ -94,6 +106,13 @@ CAPABILITY = Capability(
             "events to send again after a failure (JSON) -> when (ms)",
             "webhooks/delivery.py",
         ),
+        "webhooks_pages": Key(
+            "%(name)s:webhooks:pages",
+            "list",
+            "WEBHOOK_PAGE_EVENTS: pages fetched, to be told (JSON: url, crawl, "
+            "dead_lettered, at), each pushed with the flush that releases its lease",
+            "webhooks/pages.py (each node); taken by webhook_pages.lua",
+        ),
         "webhooks_dead": Key(
             "%(name)s:webhooks:dead",
             "list",
@@ -102,4 +121,5 @@ CAPABILITY = Capability(
         ),
     },
     extensions={"extensions.webhooks.extension.Webhooks": 600},
+    frontier_parts={"extensions.webhooks.pages.PagesPart": 800},
 )

@@ -22,6 +22,7 @@ from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.webhooks.delivery import Outbox
 from extensions.webhooks.events import CrawlEvents
+from extensions.webhooks.pages import PageBundles, page_events_on
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -32,6 +33,8 @@ logger = logging.getLogger(__name__)
 TICK = 1.0
 LOOK_EVERY = 2.0
 CLOSE_WAIT = 30.0
+#: crawl.pages batches one tick bundles at most
+BUNDLES = 10
 
 
 class Webhooks:
@@ -41,6 +44,8 @@ class Webhooks:
         self.settings = crawler.settings
         self.events: CrawlEvents | None = None
         self.outbox: Outbox | None = None
+        #: WEBHOOK_PAGE_EVENTS: the crawl.pages bundler
+        self.pages: PageBundles | None = None
         self._loop: task.LoopingCall | None = None
         self._busy: defer.Deferred[Any] | None = None
         self._next_look = 0.0
@@ -67,6 +72,8 @@ class Webhooks:
             retries=s.getint("WEBHOOK_RETRIES"), timeout=s.getfloat("WEBHOOK_TIMEOUT"),
             user_agent=s.get("USER_AGENT") or "",
         )  # fmt: skip
+        if page_events_on(s):
+            self.pages = PageBundles(server, keys, urls, s.getint("WEBHOOK_PAGE_BATCH"))
         logger.info("crawl events go to %d webhook URLs", len(urls))
         self._loop = task.LoopingCall(self._tick)
         self._loop.start(TICK, now=True)
@@ -85,7 +92,19 @@ class Webhooks:
             self._next_look = time.monotonic() + LOOK_EVERY
             for kind in self.events.look():
                 self.stats.inc_value(f"webhooks/told/{kind}")
+        self._bundle(force=False)
         self.outbox.send_due()
+
+    def _bundle(self, force: bool) -> None:
+        """The pages pushed, into crawl.pages events: a batch at a time, at most
+        BUNDLES a tick (a closing node: until none is left)."""
+        if self.pages is None:
+            return
+        for _ in range(BUNDLES if not force else 10_000):
+            told = self.pages.bundle(force)
+            if not told:
+                return
+            self.stats.inc_value("webhooks/told/crawl.pages", told)
 
     def _done(self, result: Any) -> None:
         self._busy = None
@@ -121,6 +140,7 @@ class Webhooks:
         assert self.events is not None and self.outbox is not None
         for kind in self.events.look():
             self.stats.inc_value(f"webhooks/told/{kind}")
+        self._bundle(force=True)
         deadline = time.monotonic() + CLOSE_WAIT
         while time.monotonic() < deadline:
             if self.outbox.send_due():

@@ -1,5 +1,5 @@
-"""``make bench`` section 34: the item stores (JSON Lines, the Redis stream)
-against Scrapy's feed export and stock scrapy-redis's RedisPipeline: items per
+"""``make bench`` section 34: the item stores (JSON Lines, the Redis stream,
+Parquet) against Scrapy's feed export and stock scrapy-redis's RedisPipeline: items per
 second and bytes per item, shop items and documents (MongoDB's is section 6)."""
 
 from __future__ import annotations
