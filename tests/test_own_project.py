@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from servers import services
@@ -220,10 +221,11 @@ def test_a_crawls_budget_caps_it_for_the_whole_cluster_told_and_streamed(
     project, demo_site, redis_client
 ):
     receiver = Receiver()
-    # the project's own settings.py: its items to a stream too, its events to a webhook
+    # the project's own settings.py: its items to a stream and Parquet files too, its
+    # events and pages to a webhook
     settings = project.path / "mine" / "settings.py"
-    lines = ['ITEM_STORES = ["jsonl", "stream"]', f"WEBHOOK_URLS = [{receiver.url!r}]",
-             f"WEBHOOK_SECRET = {SECRET!r}"]  # fmt: skip
+    lines = ['ITEM_STORES = ["jsonl", "stream", "parquet"]', f"WEBHOOK_URLS = [{receiver.url!r}]",
+             f"WEBHOOK_SECRET = {SECRET!r}", "WEBHOOK_PAGE_EVENTS = True"]  # fmt: skip
     settings.write_text(settings.read_text() + "\n" + "\n".join(lines) + "\n")
     seeded = project.scrapy("seed", "shop", demo_site.url + "/", "--crawl", "capped",
                             "--budget", "30")  # fmt: skip
@@ -235,13 +237,22 @@ def test_a_crawls_budget_caps_it_for_the_whole_cluster_told_and_streamed(
             assert node.wait(120) == 0, project.log(index)[-3000:]
     finally:
         receiver.stop()
-    assert sorted(receiver.told()) == [("crawl.completed", "capped"), ("crawl.started", "capped")]
+    assert sorted(receiver.told()) == [
+        ("crawl.completed", "capped"), ("crawl.pages", "capped"), ("crawl.started", "capped")
+    ]  # fmt: skip
     streamed = [json.loads(entry["item"])["url"] for entry in read_group(redis_client)]
     stored = [item["url"] for item in read_items(project.path / "data" / "shop")]
     assert sorted(streamed) == sorted(stored) and len(set(stored)) == len(stored) > 20
+    files = project.path / "data" / "shop" / "*.parquet"
+    rows = duckdb.connect().execute(f"select url from read_parquet('{files}')").fetchall()
+    assert sorted(url for (url,) in rows) == sorted(stored)
     pages = {path: n for path, n in site_hits(demo_site).items() if path != "/robots.txt"}
     # two nodes, one cap (the shop has 2,136 pages): 30 requests queued for the
     # crawl, of which robots.txt forbids the shop's /private/ link
     assert 28 <= sum(pages.values()) <= 30 and set(pages.values()) == {1}, pages
+    # every page fetched told once in crawl.pages events
+    told = [page["url"].removeprefix(demo_site.url) for event in receiver.verified
+            if event["type"] == "crawl.pages" for page in event["data"]["pages"]]  # fmt: skip
+    assert len(told) == len(set(told)) and set(told) >= set(pages), (told, pages)
     figures = json.loads(project.scrapy("status", "shop", "--crawl", "capped", "--json").stdout)
     assert figures["dropped"] > 0 and figures["done"] <= 30, figures
