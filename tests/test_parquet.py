@@ -204,3 +204,37 @@ def test_a_killed_nodes_spool_is_published_once_by_the_next_node_and_a_missing_b
         .fetchone()
     )
     assert count == distinct == len(pages)
+
+
+def test_an_item_parquet_cannot_hold_is_rejected_with_the_reason_and_the_rest_spooled(
+    redis_url, redis_client, tmp_path
+):
+    from crawler.spiders.shop import ShopSpider
+    from extensions.exceptions import ConfigError
+    from extensions.pipelines.choice import stores_for
+    from tests.conftest import crawler_with_addon
+
+    with pytest.raises(ConfigError, match=r"PARQUET_URI = 'ftp://x/': a ftp:// URL"):
+        crawler_with_addon(ShopSpider, {"ITEM_STORE": "parquet", "PARQUET_URI": "ftp://x/"})
+    crawler = crawler_with_addon(ShopSpider, {
+        "ITEM_STORE": "parquet", "REDIS_URL": redis_url, "ITEMS_DIR": str(tmp_path / "items"),
+        "PARQUET_SPOOL_DIR": str(tmp_path / "spool"),
+    })  # fmt: skip
+    (store,) = stores_for(crawler)
+    store.open()
+    good = {"url": "http://shop.test/1", "price": 9.5, "_fetched_at": MOMENT}
+    report = store.write_pages(
+        [good, {"url": "http://shop.test/2", "price": "cheap"}, {"url": "http://shop.test/3",
+         "price": 3.0, "odd": 1j}], [b"g\n1", b"g\n2", b"g\n3"],
+    )  # fmt: skip
+    assert (report.written, report.rejected) == (1, 2)
+    rejected = [json.loads(line) for line in (tmp_path / "items/shop/rejected.jsonl").open()]
+    assert [r["reason"] for r in rejected] == [
+        "field 'price': holds a string where the crawl's Parquet files have double",
+        "field 'odd': a complex has no Parquet type (store it as text or a number)",
+    ]
+    from extensions.pipelines.parquet.state import parquet_state
+
+    spool = parquet_state(crawler).spool
+    assert [row["url"] for _, row in read_rows(spool.segments[0].path)] == [good["url"]]
+    spool.close()

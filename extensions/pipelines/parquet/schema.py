@@ -133,10 +133,9 @@ class CrawlSchema:
         for name, value in doc.items():
             if value is None:
                 continue
-            kind = self.types.get(name)
-            if kind is None:
-                kind = type_of(value)  # raises for a type Parquet has none for
             try:
+                # (a field no type is known for: its value's own, if Parquet has one)
+                kind = self.types.get(name) or type_of(value)
                 row[name] = spooled(value, kind)
             except ValueProblem as exc:
                 raise ValueProblem(f"field {name!r}: {exc}") from None
