@@ -48,7 +48,7 @@ def _page(title: str, head: str, body: str, robots: str | None = None) -> web.Re
 
 
 PRICE = "USD 0.01"
-PAGE_USAGE = "train-ai=n"
+PAGE_USAGE = 'train-ai=n;reason="ours alone", search=n'
 
 
 async def index(request: web.Request) -> web.Response:

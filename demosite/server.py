@@ -149,8 +149,15 @@ async def product(request: web.Request) -> web.Response:
     )
 
 
-# what a host named signals.* says its content may be used for, in its robots.txt
-CONTENT_SIGNALS = "Content-Signal: search=yes, ai-train=no\n"
+# what a host named signals.* says its content may be used for, in its robots.txt:
+# Cloudflare's Content-Signal for the site, and the IETF attachment draft's
+# Content-Usage rules, by path (the longest wins)
+CONTENT_SIGNALS = (
+    "Content-Signal: search=yes, ai-train=no\n"
+    "Content-Usage: train-ai=n\n"
+    "Content-Usage: /robots-meta/from/ train-ai=y, train-genai=n\n"
+    "Content-Usage: /robots-meta/from/rel train-ai=y\n"
+)
 
 
 async def robots(request: web.Request) -> web.Response:

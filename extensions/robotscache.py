@@ -26,6 +26,7 @@ from extensions.runtime import state_of
 
 if TYPE_CHECKING:
     from extensions.keys import SpiderKeys
+    from extensions.usage import RobotsUsage
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class RobotsState:
     crawl_delayed: OrderedDict[str, None] = field(default_factory=OrderedDict)
     #: netloc -> the usage preferences its robots.txt states (usage.py), fetched here
     #: or read from the cluster, for its items (robotstxt.py, spidermiddlewares/usage.py)
-    usage: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
+    usage: OrderedDict[str, RobotsUsage] = field(default_factory=OrderedDict)
 
 
 def robots_state(crawler: Any) -> RobotsState:

@@ -57,9 +57,18 @@ def test_pages_that_ask_not_to_be_indexed_or_followed_are_honoured(
     assert redis_client.hget("site:host:signals.test", "hold") is None
     assert redis_client.hget("site:host:signals.test", "arate") is None
 
-    # every item carries what the site's robots.txt says of its use; a page's own
-    # header says more
+    # every item carries what the site's robots.txt says of its URL (its
+    # Content-Usage rule by the longest path); a page's own header says more, and
+    # a refusal wins
     site_usage = {"search": "yes", "ai-train": "no"}
     for item in items:
-        more = {"train-ai": "n"} if item["title"] == "Says rel" else {}
+        path = item["url"].removeprefix(site)
+        if path == "/robots-meta/from/rel":
+            more = {"train-ai": "y"}
+        elif path.startswith("/robots-meta/from/"):
+            more = {"train-ai": "y", "train-genai": "n"}
+        else:
+            more = {"train-ai": "n"}
+        if item["title"] == "Says rel":  # its header: train-ai=n;reason="...", search=n
+            more = {**more, "search": "n"}
         assert item["_usage"] == {**site_usage, **more}, item

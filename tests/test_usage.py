@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from extensions.usage import PREFERENCES_KEPT, header_usage, preferences, robots_usage
+from extensions.usage import (
+    PREFERENCES_KEPT,
+    Problems,
+    header_usage,
+    preferences,
+    refusal_wins,
+    robots_usage,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -27,16 +34,65 @@ Allow: /
 
 
 def test_a_line_before_any_group_is_for_all_and_a_group_for_its_agents():
-    assert robots_usage(ROBOTS, "somebot") == {
+    assert robots_usage(ROBOTS, "somebot").for_path("/") == {
         "train-ai": "n", "search": "yes", "ai-train": "no"
     }  # fmt: skip
     # this crawler's own group over *: its lines win
-    assert robots_usage(ROBOTS, "mybot") == {
+    assert robots_usage(ROBOTS, "mybot").for_path("/any") == {
         "train-ai": "n", "search": "yes", "ai-train": "yes", "ai-input": "yes"
     }  # fmt: skip
-    assert robots_usage(ROBOTS, "friendbot")["ai-input"] == "yes"
-    assert robots_usage(b"User-agent: *\nDisallow: /\n", "mybot") == {}
-    assert robots_usage(b"\xff\xfe garbage: \x00", "mybot") == {}
+    assert robots_usage(ROBOTS, "friendbot").for_path("/")["ai-input"] == "yes"
+    assert not robots_usage(b"User-agent: *\nDisallow: /\n", "mybot")
+    assert not robots_usage(b"\xff\xfe garbage: \x00", "mybot")
+
+
+# the IETF attachment draft's example: a site that refuses AI training but for one path
+DRAFT = b"""User-Agent: *
+Allow: /
+Content-Usage: train-ai=n
+Content-Usage: /ai-ok/ train-ai=y
+Content-Usage: /*.pdf$ train-ai=n, search=n
+
+User-Agent: mybot
+Content-Usage: /mine/ train-genai=y
+"""
+
+
+def test_content_usage_rules_apply_by_path_the_longest_winning_not_as_keys():
+    usage = robots_usage(DRAFT, "somebot")
+    assert usage.for_path("/") == {"train-ai": "n"}
+    assert usage.for_path("/ai-ok/page?x=1") == {"train-ai": "y"}
+    assert usage.for_path("/ai-ok/paper.pdf") == {"train-ai": "n", "search": "n"}
+    assert usage.for_path("/ai-ok/paper.pdf?download") == {"train-ai": "y"}  # $: the end
+    # the crawler's own group has rules: they alone apply to it
+    mine = robots_usage(DRAFT, "mybot")
+    assert mine.for_path("/mine/x") == {"train-genai": "y"} and mine.for_path("/") == {}
+
+
+def test_a_value_is_a_structured_field_dictionary_its_parameters_no_preferences():
+    problems = Problems()
+    assert header_usage([b'train-ai=n;reason="not for models", search=y'], True, problems) == {
+        "train-ai": "n", "search": "y"
+    }  # fmt: skip
+    # a label outside the vocabulary, a value that is not y or n: counted, left out
+    assert header_usage([b"train-ai=y, foo=n, search=maybe, bots"], True, problems) == {
+        "train-ai": "y"
+    }  # fmt: skip
+    assert (problems.unknown, problems.unparsed) == (3, 0)
+    assert header_usage([b"train-ai=n,,=("], True, problems) == {}
+    assert problems.unparsed == 1
+    usage = robots_usage(b"Content-Usage: /x/ train-ai=(\nContent-Usage: train-ai=y\n", "b")
+    assert usage.for_path("/x/1") == {"train-ai": "y"} and usage.problems.unparsed == 1
+
+
+def test_statements_combine_so_that_a_refusal_wins():
+    assert refusal_wins({"train-ai": "y"}, {"train-ai": "n"}) == {"train-ai": "n"}
+    assert refusal_wins({"train-ai": "n"}, {"train-ai": "y"}) == {"train-ai": "n"}
+    assert refusal_wins({"search": "yes"}, {"search": "n", "bots": "y"}) == {
+        "search": "n", "bots": "y"
+    }  # fmt: skip
+    # two headers of one page: any refusal wins too
+    assert header_usage([b"train-ai=y", b"train-ai=n"], True) == {"train-ai": "n"}
 
 
 def test_preferences_are_bounded_and_what_is_not_one_is_ignored():

@@ -166,6 +166,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         """Keep what the host's robots.txt says its content may be used for."""
         usage = robots_state(self.crawler).usage
         found = robots_usage(body, self.usage_token)
+        for name, count in (("unparsed", found.problems.unparsed),
+                            ("unknown_labels", found.problems.unknown)):  # fmt: skip
+            if count:
+                self._stats.inc_value(f"usage/{name}", count)
         if found:
             usage[netloc] = found
             usage.move_to_end(netloc)

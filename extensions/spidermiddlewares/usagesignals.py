@@ -1,9 +1,9 @@
-"""Each item carries what its site says its content may be used for
-(``_usage``): the ``Content-Signal`` / ``Content-Usage`` preferences of its
-host's robots.txt (``extensions/usage.py``; read when robots.txt is, here or
-from the cluster's copy), and of the page's own headers over them. An item of a
-site that says nothing has no ``_usage``. ``USAGE_SIGNALS_ENABLED = False``
-turns it off."""
+"""Each item carries what its site says its page may be used for (``_usage``):
+the ``Content-Signal`` / ``Content-Usage`` preferences its host's robots.txt
+states for that URL (``extensions/usage.py``; read when robots.txt is, here or
+from the cluster's copy) and those of the page's own headers, combined so that a
+refusal wins. An item of a site that says nothing has no ``_usage``.
+``USAGE_SIGNALS_ENABLED = False`` turns it off."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from extensions.installed import require_addon, switched_off
 from extensions.robotscache import robots_state
 from extensions.settingchecks import flag
 from extensions.spidermiddlewares.marking import ItemMarker
-from extensions.usage import header_usage
+from extensions.usage import Problems, header_usage, refusal_wins
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -27,7 +27,6 @@ logger = logging.getLogger(__name__)
 
 SETTING_CHECKS = {"USAGE_SIGNALS_ENABLED": flag}
 USAGE = "_usage"  # the field an item carries
-HEADERS = ("Content-Signal", "Content-Usage")
 
 
 class UsageSignalsMiddleware:
@@ -44,10 +43,20 @@ class UsageSignalsMiddleware:
         return cls(crawler)
 
     def usage_of(self, response: Response) -> dict[str, str]:
-        """What ``response``'s site, then the page itself, say of its use."""
-        found = dict(self.by_host.get(urlparse_cached(response).netloc) or {})
-        for name in HEADERS:
-            found.update(header_usage(response.headers.getlist(name)))
+        """What ``response``'s site says of its URL, and the page itself."""
+        url = urlparse_cached(response)
+        robots = self.by_host.get(url.netloc)
+        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        problems = Problems()
+        found = refusal_wins(
+            robots.for_path(path) if robots else {},
+            header_usage(response.headers.getlist("Content-Signal")),
+            header_usage(response.headers.getlist("Content-Usage"), True, problems),
+        )
+        if problems.unparsed:
+            self.stats.inc_value("usage/unparsed", problems.unparsed)
+        if problems.unknown:
+            self.stats.inc_value("usage/unknown_labels", problems.unknown)
         return found
 
     def _marked(self, output: Any, usage: dict[str, str]) -> Any:
