@@ -95,7 +95,9 @@ def test_an_exclusion_added_mid_crawl_reaches_queued_work_and_every_node(
     # what the live node's engine held when the change came may still go out (at
     # most its concurrency); nothing leased after it does
     assert len(late) <= 32, late
-    assert len(private) < PAGES
+    # some of the private section (its 40 pages and their 40 sort orders) was never
+    # fetched: how much was before the change is the machine's speed, not the scope's
+    assert len(private) < 2 * PAGES
     keys = SpiderKeys.for_spider("site")
     counts = ScopeStore(redis_client, keys).counts("c")
     assert counts["excluded"] > 0  # what was queued, swept or refused at its lease
