@@ -48,6 +48,14 @@ def _page(title: str, head: str, body: str, robots: str | None = None) -> web.Re
 
 
 PRICE = "USD 0.01"
+#: what a host named signals.* says its content may be used for, in its robots.txt:
+#: Content-Signal for the whole site, the IETF draft's Content-Usage rules by path
+CONTENT_SIGNALS = (
+    "Content-Signal: search=yes, ai-train=no\n"
+    "Content-Usage: train-ai=n\n"
+    "Content-Usage: /robots-meta/from/ train-ai=y, train-genai=n\n"
+    "Content-Usage: /robots-meta/from/rel train-ai=y\n"
+)
 PAGE_USAGE = 'train-ai=n;reason="ours alone", search=n'
 
 

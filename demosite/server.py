@@ -149,22 +149,11 @@ async def product(request: web.Request) -> web.Response:
     )
 
 
-# what a host named signals.* says its content may be used for, in its robots.txt:
-# Cloudflare's Content-Signal for the site, and the IETF attachment draft's
-# Content-Usage rules, by path (the longest wins)
-CONTENT_SIGNALS = (
-    "Content-Signal: search=yes, ai-train=no\n"
-    "Content-Usage: train-ai=n\n"
-    "Content-Usage: /robots-meta/from/ train-ai=y, train-genai=n\n"
-    "Content-Usage: /robots-meta/from/rel train-ai=y\n"
-)
-
-
 async def robots(request: web.Request) -> web.Response:
     delay = request.app["crawl_delay"]
     text = ROBOTS + (f"Crawl-delay: {delay}\n" if delay else "")
     if request.host.startswith("signals."):
-        text += CONTENT_SIGNALS
+        text += robotsmeta.CONTENT_SIGNALS
     text += f"Sitemap: {_origin(request)}/sitemap.xml\n"
     return web.Response(text=text, content_type="text/plain")
 
