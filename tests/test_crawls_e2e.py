@@ -25,10 +25,10 @@ def command(redis_url: str, *args: str) -> str:
 
 @pytest.fixture
 def slow_small_shop():
-    """The shop of the first categories (520 pages), each page taking a second:
-    the crawls share about 30 pages/s, so each is still under way once a command
-    (a loaded slow machine took 20 s to start one) paused or stopped another."""
-    site = services.start_demo_site(categories=SMALL_SHOP, latency=1.0)
+    """The shop of the first categories (520 pages), each page taking half a
+    second: the crawls share about 30 pages/s, so each is still under way once a
+    command (seconds of Python on a loaded machine) paused or stopped another."""
+    site = services.start_demo_site(categories=SMALL_SHOP, latency=0.5)
     yield site
     site.stop()
 

@@ -133,15 +133,25 @@ def test_a_crawl_into_parquet_files_reads_back_with_pyarrow_and_duckdb(
     assert f"parquet: {len(files)} files committed, {len(stored)} rows published" in status
 
 
+@pytest.fixture
+def paced_shop():
+    """The one-category shop at 20 pages a second for the cluster (its
+    Crawl-delay): a node killed after its second file is still mid-crawl."""
+    site = services.start_demo_site(categories=1, crawl_delay=0.05)
+    yield site
+    site.stop()
+
+
 @pytest.mark.chaos
 def test_a_killed_nodes_spool_is_published_once_by_the_next_node_and_a_missing_bucket_holds(
     redis_url,
     redis_client,
-    small_shop,
+    paced_shop,
     nodes,
     tmp_path,
     s3_server,  # noqa: F811
 ):
+    small_shop = paced_shop
     lake = s3_server.replace("s3://warc/", "s3://lake/")  # a bucket nobody made yet
     spools = {name: tmp_path / f"spool-{name}" for name in ("victim", "peer")}
 

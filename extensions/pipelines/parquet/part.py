@@ -229,6 +229,8 @@ class ParquetPart(FrontierPart):
         """Before the last flush: every segment sealed, and committed with the
         pages the engine finished; an unfinished page's rows stay out of the file,
         its lease goes back to the crawl."""
+        if self.files is None:  # never opened: nothing spooled
+            return
         self.spool.seal(self.roll_interval, self.max_size, everything=True)
         for segment in list(self.spool.segments):
             if segment.state == "open" and segment.rows:
