@@ -62,7 +62,10 @@ def test_three_crawls_of_one_spider_paused_resumed_and_stopped(
     paused_at = crawls.figures("alpha")
     assert paused_at.state == "paused" and paused_at.queued > 0
     wait_for(lambda: crawls.figures("beta").shown_state == "finished", 180, "beta finished")
-    assert crawls.figures("beta").done > beta_at_pause
+    beta = crawls.figures("beta")
+    assert beta.state == "running"  # the pause was alpha's alone
+    if beta_at_pause < len(SMALL_SHOP_PAGES):  # (a slow machine's beta may be done by then)
+        assert beta.done > beta_at_pause
     assert crawls.figures("alpha").done == paused_at.done
 
     gamma = crawls.figures("gamma")
