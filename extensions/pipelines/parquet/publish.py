@@ -27,17 +27,6 @@ logger = logging.getLogger(__name__)
 FIRST_COLUMNS = {"_id": "string", "_crawl": "string", "_fetched_at": "timestamp"}
 
 
-def location_problem(where: str) -> str | None:
-    if "://" not in where:
-        return None
-    parts = urlsplit(where)
-    if parts.scheme != "s3":
-        return f"a {parts.scheme}:// URL; a directory or s3://BUCKET/PREFIX is needed"
-    if not parts.netloc:
-        return "names no bucket (s3://BUCKET/PREFIX)"
-    return None
-
-
 def arrow_type(kind: str) -> Any:
     import pyarrow as pa
 
