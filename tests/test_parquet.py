@@ -135,9 +135,9 @@ def test_a_crawl_into_parquet_files_reads_back_with_pyarrow_and_duckdb(
 
 @pytest.fixture
 def paced_shop():
-    """The one-category shop at 20 pages a second for the cluster (its
+    """The one-category shop at 10 pages a second for the cluster (its
     Crawl-delay): a node killed after its second file is still mid-crawl."""
-    site = services.start_demo_site(categories=1, crawl_delay=0.05)
+    site = services.start_demo_site(categories=1, crawl_delay=0.1)
     yield site
     site.stop()
 
@@ -168,7 +168,12 @@ def test_a_killed_nodes_spool_is_published_once_by_the_next_node_and_a_missing_b
         return sum(json.loads(r)["node"] == node for r in redis_client.hvals("shop:parquet:files"))
 
     # files are committed, and wait in the spools: S3 has no such bucket
-    wait_for(lambda: committed("victim") >= 2, 120, "the victim's commits")
+    def uncommitted(node: str) -> bool:
+        spooled = {p.name.removesuffix(".rows.jsonl") for p in spools[node].rglob("*.rows.jsonl")}
+        return bool(spooled - {k.decode() for k in redis_client.hkeys("shop:parquet:files")})
+
+    # killed with two files committed and rows in one that is not
+    wait_for(lambda: committed("victim") >= 2 and uncommitted("victim"), 120, "the commits")
     os.killpg(victim.pid, signal.SIGKILL)  # mid-crawl, its last segment not committed
     victim.wait(10)
     wait_for(lambda: redis_client.hget("shop:node:peer", "parquet_problem"), 60, "the failure")
