@@ -190,7 +190,7 @@ def test_a_killed_nodes_spool_is_published_once_by_the_next_node_and_a_missing_b
     assert not list(spools["victim"].rglob("*.rows.jsonl"))
     assert not list(spools["peer"].rglob("*.rows.jsonl"))  # published once the bucket was
     assert nodes.stat(2, "parquet/orphans_published") >= 2
-    assert nodes.stat(2, "parquet/orphans_dropped") >= 1
+    # (and dropped what was not: how much is the kill's moment, asserted by no row twice)
 
     stored = read_items(tmp_path / "items")  # JSON Lines: a killed page's items twice
     pages = {item["url"] for item in stored}
