@@ -12,8 +12,9 @@ HTTP handler as on any node. Beyond scrapy-playwright:
 * a page has RENDER_PAGE_TIMEOUT seconds, actions included; past that it is
   closed and the request fails as a download error (retried with backoff, then
   dead-lettered with the reason);
-* images, fonts and media are not fetched (RENDER_BLOCK_RESOURCES), popups are
-  closed, downloads refused;
+* images, fonts and media are not fetched (RENDER_BLOCK_RESOURCES); a script's
+  ``window.open`` gets null, as from a browser's popup blocker, and a window
+  opened otherwise (a link to a new tab) is closed; downloads are refused;
 * the request's proxy is the browser's too (a context per proxy), and its
   identity headers (the rotated user agent) go with every request the page makes;
 * the ``playwright_*`` meta keys are the handler's own: a queue entry that
@@ -53,6 +54,9 @@ MEMORY_CHECK_INTERVAL = 5.0  # seconds between looks at the browser's memory
 HUNG_AFTER_TIMEOUTS = 3  # pages in a row that timed out: the browser is replaced
 CLOSE_TIMEOUT = 10.0  # seconds a page, context or browser gets to close
 CONTEXT_OPTIONS = {"accept_downloads": False, "service_workers": "block"}
+# what a popup blocker does: a window a script opens would load and run a whole
+# page beside the one rendered, five of them for a page that opens five
+NO_POPUPS = "window.open = () => null;"
 
 
 class RenderFailed(OSError):
@@ -189,6 +193,12 @@ class RenderDownloadHandler(ScrapyPlaywrightDownloadHandler):
         self.stats.inc_value("render/pages")
         self.stats.inc_value("render/seconds", round(time.monotonic() - started, 3))
         return response
+
+    async def _create_browser_context(self, name: str, context_kwargs: dict | None,
+                                      spider: Any = None) -> Any:  # fmt: skip
+        wrapper = await super()._create_browser_context(name, context_kwargs, spider)
+        await wrapper.context.add_init_script(NO_POPUPS)
+        return wrapper
 
     async def _create_page(self, request: Request, spider: Any) -> Any:
         page = await super()._create_page(request, spider)
