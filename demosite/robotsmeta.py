@@ -51,7 +51,7 @@ PRICE = "USD 0.01"
 #: what a host named signals.* says its content may be used for, in its robots.txt:
 #: Content-Signal for the whole site, the IETF draft's Content-Usage rules by path
 CONTENT_SIGNALS = (
-    "Content-Signal: search=yes, ai-train=no\n"
+    "Content-Signal: search=yes, ai-input=no\n"
     "Content-Usage: train-ai=n\n"
     "Content-Usage: /robots-meta/from/ train-ai=y, train-genai=n\n"
     "Content-Usage: /robots-meta/from/rel train-ai=y\n"

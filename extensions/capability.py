@@ -40,6 +40,7 @@ DECLARED = (
     "extensions.frontier.overflow.declared",
     "extensions.frontier.ranks.declared",
     "extensions.pipelines.declared",
+    "extensions.purpose.declared",
     "extensions.recrawl.declared",
     "extensions.render.declared",
     "extensions.scope.declared",

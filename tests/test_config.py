@@ -69,6 +69,8 @@ BAD_VALUES = [
     ("CRAWL_ID", "two words"),
     ("CRAWL_PAGE_BUDGET", -1),
     ("SCOPE_REFRESH", 0),
+    ("CRAWL_PURPOSE", "ads"),
+    ("USAGE_ENFORCE", "warn"),
 ]
 
 

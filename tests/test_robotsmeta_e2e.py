@@ -60,7 +60,7 @@ def test_pages_that_ask_not_to_be_indexed_or_followed_are_honoured(
     # every item carries what the site's robots.txt says of its URL (its
     # Content-Usage rule by the longest path); a page's own header says more, and
     # a refusal wins
-    site_usage = {"search": "yes", "ai-train": "no"}
+    site_usage = {"search": "yes", "ai-input": "no"}
     for item in items:
         path = item["url"].removeprefix(site)
         if path == "/robots-meta/from/rel":

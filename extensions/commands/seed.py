@@ -14,6 +14,7 @@ from extensions.crawlid import crawl_id_problem
 from extensions.frontier.crawls.state import Crawls
 from extensions.frontier.seeding import push, validate, with_field
 from extensions.frontier.start_urls import EntryRules, reads_start_urls
+from extensions.purpose.policy import NO_PURPOSE, purpose_problem
 from extensions.scope.document import ScopeError
 from extensions.scope.seeding import (
     entry_scope_problem,
@@ -31,7 +32,7 @@ class Command(ProjectCommand):
     def syntax(self) -> str:
         return (
             "NAME [URL ...] [-f FILE] [--sitemap] [--again] [--crawl ID [--weight W] "
-            "[--budget N] [--expire-after S]] [--scope FILE]"
+            "[--budget N] [--expire-after S] [--purpose P]] [--scope FILE]"
         )
 
     def short_desc(self) -> str:
@@ -86,6 +87,12 @@ class Command(ProjectCommand):
             help="with --crawl: requests it may be given at most (default CRAWL_PAGE_BUDGET)",
         )  # fmt: skip
         parser.add_argument(
+            "--purpose", default=None, metavar="P",
+            help="with --crawl: what it gathers for (search, ai-input, ai-train; none = "
+                 "record preferences only), over CRAWL_PURPOSE: the items of pages whose "
+                 "sites refuse it are dropped or flagged (USAGE_ENFORCE)",
+        )  # fmt: skip
+        parser.add_argument(
             "--expire-after", type=float, default=0.0, metavar="SECONDS", dest="expire_after",
             help="with --crawl: it stops itself this long after now",
         )  # fmt: skip
@@ -121,9 +128,12 @@ class Command(ProjectCommand):
             if (opts.weight or 1) <= 0 or (opts.budget or 0) < 0 or opts.expire_after < 0:
                 raise SystemExit("error: --weight must be positive, --budget and "
                                  "--expire-after not negative")  # fmt: skip
+            if opts.purpose not in (None, NO_PURPOSE) and purpose_problem(opts.purpose):
+                raise SystemExit(f"error: --purpose: {purpose_problem(opts.purpose)}")
             entries = [with_field(entry, "crawl", crawl, keep=True) for entry in entries]
-        elif opts.budget is not None or opts.expire_after or opts.weight is not None:
-            raise UsageError("--weight, --budget and --expire-after go with --crawl ID")
+        elif (opts.budget is not None or opts.expire_after or opts.weight is not None
+              or opts.purpose is not None):  # fmt: skip
+            raise UsageError("--weight, --budget, --expire-after and --purpose go with --crawl ID")
         if opts.again:
             entries = [with_field(entry, "dont_filter", True) for entry in entries]
         keys = spider_keys(self.settings, name)
@@ -169,6 +179,8 @@ class Command(ProjectCommand):
                 budget = self.settings.getint("CRAWL_PAGE_BUDGET")
             crawls.register(crawl, weight=opts.weight, budget=budget,
                             expire_after=opts.expire_after)  # fmt: skip
+            if opts.purpose is not None:
+                server.hset(crawls.keys.crawl(crawl), "purpose", opts.purpose)
         if server is not None and scope is not None:
             store_crawl_scope(server, sharding.as_recorded(server, keys), crawl, scope)
         if server is not None:

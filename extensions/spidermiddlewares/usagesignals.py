@@ -3,7 +3,12 @@ the ``Content-Signal`` / ``Content-Usage`` preferences its host's robots.txt
 states for that URL (``extensions/usage.py``; read when robots.txt is, here or
 from the cluster's copy) and those of the page's own headers, combined so that a
 refusal wins. An item of a site that says nothing has no ``_usage``.
-``USAGE_SIGNALS_ENABLED = False`` turns it off."""
+``USAGE_SIGNALS_ENABLED = False`` turns it off.
+
+With a purpose (``CRAWL_PURPOSE``, or the crawl id's: ``extensions/purpose/``),
+the items of a page whose preferences refuse it are dropped, or kept with
+``_usage_refused`` (``USAGE_ENFORCE = "flag"``); its links are followed either
+way, as the preferences speak of the content's use, not of crawling."""
 
 from __future__ import annotations
 
@@ -11,9 +16,11 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 
 from extensions.installed import require_addon, switched_off
+from extensions.purpose.judge import REFUSED, PurposeJudge
 from extensions.robotscache import robots_state
 from extensions.settingchecks import flag
 from extensions.spidermiddlewares.marking import ItemMarker
@@ -34,6 +41,7 @@ class UsageSignalsMiddleware:
         self.stats = crawler.stats
         self.by_host = robots_state(crawler).usage
         self.marker = ItemMarker(self.stats, "usage/unmarkable", logger)
+        self.judge = PurposeJudge(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> UsageSignalsMiddleware:
@@ -59,19 +67,42 @@ class UsageSignalsMiddleware:
             self.stats.inc_value("usage/unknown_labels", problems.unknown)
         return found
 
-    def _marked(self, output: Any, usage: dict[str, str]) -> Any:
-        return self.marker.mark(output, USAGE, dict(usage), "usage/items_marked")
+    def _outputs(self, response: Response) -> Any:
+        """A function from one output of the page's callback to what goes on
+        (None: an item left out)."""
+        usage = self.usage_of(response)
+        refusal = self.judge.judge(response, usage)
+        if refusal is None:
+            if not usage:
+                return lambda output: output
+            return lambda output: self.marker.mark(output, USAGE, dict(usage), "usage/items_marked")
+        drop = self.judge.enforce == "drop"
+
+        def refused(output: Any) -> Any:
+            if isinstance(output, Request):
+                return output
+            if drop:
+                self.judge.dropped()
+                return None
+            output = self.marker.mark(output, USAGE, dict(usage), "usage/items_marked")
+            return self.marker.mark(output, REFUSED, refusal, "usage/items_flagged")
+
+        return refused
 
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Any = None
     ) -> Iterator[Any]:
-        usage = self.usage_of(response)
+        outputs = self._outputs(response)
         for output in result:
-            yield self._marked(output, usage) if usage else output
+            output = outputs(output)
+            if output is not None:
+                yield output
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Any = None
     ) -> AsyncIterator[Any]:
-        usage = self.usage_of(response)
+        outputs = self._outputs(response)
         async for output in result:
-            yield self._marked(output, usage) if usage else output
+            output = outputs(output)
+            if output is not None:
+                yield output
