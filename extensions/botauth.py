@@ -2,12 +2,22 @@
 claims its name (HTTP Message Signatures, RFC 9421, with an Ed25519 key whose
 public half is published in a key directory).
 
-Each request carries ``Signature-Agent`` (the key directory's URL, a quoted
-string), ``Signature-Input`` and ``Signature``: label ``sig1``, covering
-``@authority`` and ``signature-agent``, with ``created``, ``expires``
-(``BOT_AUTH_VALIDITY`` seconds later), ``keyid`` (the key's JWK thumbprint,
-RFC 7638), ``alg="ed25519"`` and ``tag="web-bot-auth"``. The key is read with
-``cryptography``; the signature base is built here, by RFC 9421 section 2.5.
+Each request carries ``Signature-Agent``, ``Signature-Input`` and ``Signature``:
+label ``sig1``, with ``created``, ``expires`` (``BOT_AUTH_VALIDITY`` seconds
+later), ``keyid`` (the key's JWK thumbprint, RFC 7638), ``alg="ed25519"`` and
+``tag="web-bot-auth"``. Two forms (``BOT_AUTH_FORMAT``):
+
+* ``wg``, the working group's: ``Signature-Agent`` is a structured-field
+  dictionary, ``sig1="https://..."``; the signature covers ``@authority`` and
+  that member (``"signature-agent";key="sig1"``), with a fresh ``nonce`` per
+  request, so a verifier can refuse a replay;
+* ``legacy``, the earlier drafts': ``Signature-Agent`` a plain quoted string,
+  covered whole, and no nonce.
+
+With several keys (``BOT_AUTH_KEYS``, for rotation) a request is signed with
+the newest one valid now: the latest ``nbf`` its directory states that has
+passed, and no ``exp`` that has. The key is read with ``cryptography``; the
+signature base is built here, by RFC 9421 section 2.5.
 """
 
 from __future__ import annotations
@@ -15,7 +25,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +39,13 @@ from extensions.exceptions import ConfigError
 
 LABEL = "sig1"
 TAG = "web-bot-auth"
-COVERED = ("@authority", "signature-agent")
+FORMATS = ("wg", "legacy")
+#: what each form covers, as Signature-Input names it
+COVERED = {
+    "wg": ('"@authority"', f'"signature-agent";key="{LABEL}"'),
+    "legacy": ('"@authority"', '"signature-agent"'),
+}
+NONCE_BYTES = 32
 DIRECTORY_PATH = "/.well-known/http-message-signatures-directory"
 DIRECTORY_TYPE = "application/http-message-signatures-directory+json"
 DIRECTORY_SUFFIX = ".directory.json"  # keygen's directory, beside the key file
@@ -78,13 +96,56 @@ def published_directory(path: str, key: Ed25519PrivateKey) -> dict[str, Any]:
     return directory(key.public_key())
 
 
-def expiry_problem(path: str, key: Ed25519PrivateKey, now: float | None = None) -> str | None:
-    """What is wrong with the key's validity its published directory states."""
+def own_entry(path: str, key: Ed25519PrivateKey) -> dict[str, Any]:
+    """The key's entry in its published directory (its JWK, ``nbf``, ``exp``)."""
     kid = thumbprint(key.public_key())
     for jwk in published_directory(path, key)["keys"]:
-        expires = jwk.get("exp") if jwk.get("kid") == kid else None
-        if isinstance(expires, (int, float)) and expires - (now or time.time()) < EXPIRY_MARGIN:
-            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expires))
+        if isinstance(jwk, dict) and jwk.get("kid") == kid:
+            return jwk
+    return directory(key.public_key())["keys"][0]
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    key: Ed25519PrivateKey
+    keyid: str
+    #: its directory entry, published as it is
+    entry: dict[str, Any]
+    not_before: float = 0.0
+    expires: float | None = None
+
+    @classmethod
+    def read(cls, path: str) -> SigningKey:
+        """The key in ``path`` and its validity; ValueError says why not."""
+        key = load_private_key(path)
+        entry = own_entry(path, key)
+        return cls(key, thumbprint(key.public_key()), entry,
+                   _seconds(entry.get("nbf")) or 0.0, _seconds(entry.get("exp")))  # fmt: skip
+
+    def valid(self, now: float) -> bool:
+        return self.not_before <= now and (self.expires is None or now < self.expires)
+
+
+def newest_valid(keys: list[SigningKey], now: float) -> SigningKey | None:
+    valid = [k for k in keys if k.valid(now)]
+    return max(valid, key=lambda k: k.not_before) if valid else None
+
+
+def expiry_problem(keys: list[SigningKey], now: float | None = None) -> str | None:
+    """What is wrong with the keys' validity: none valid now, or the one signing
+    expires within a day with no newer one to take over."""
+    now = now if now is not None else time.time()
+    signing = newest_valid(keys, now)
+    if signing is None:
+        return "no key is valid now (its directory's nbf and exp): make one (scrapy botauth keygen)"
+    if signing.expires is not None and signing.expires - now < EXPIRY_MARGIN:
+        later = [k for k in keys if k.not_before > now and k.not_before < signing.expires]
+        if not later:
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(signing.expires))
             return f"expires {when}, within a day: make a new one (scrapy botauth keygen)"
     return None
 
@@ -129,26 +190,50 @@ def authority(url: str) -> str:
 
 
 class BotSigner:
-    def __init__(self, key: Ed25519PrivateKey, agent: str, validity: float):
-        self.key = key
-        self.agent_field = f'"{agent}"'  # a structured-field string
-        self.keyid = thumbprint(key.public_key())
+    def __init__(self, keys: list[SigningKey] | Ed25519PrivateKey, agent: str, validity: float,
+                 form: str = "wg"):  # fmt: skip
+        if isinstance(keys, Ed25519PrivateKey):
+            public = keys.public_key()
+            keys = [SigningKey(keys, thumbprint(public), directory(public)["keys"][0])]
+        if not keys or form not in FORMATS:
+            raise ValueError("a signer needs a key and a form of " + ", ".join(FORMATS))
+        self.keys = keys
+        self.form = form
+        agent_string = f'"{agent}"'  # a structured-field string
+        # the header, and its value as the signature base has it
+        self.agent_field = f"{LABEL}={agent_string}" if form == "wg" else agent_string
+        self.agent_value = agent_string
+        self.covered = " ".join(COVERED[form])
         self.validity = validity
+
+    def signing_key(self, now: float) -> SigningKey:
+        """The newest key valid at ``now`` (past every one's: the last to expire)."""
+        found = newest_valid(self.keys, now)
+        return found or max(self.keys, key=lambda k: k.expires or float("inf"))
+
+    def directory(self) -> dict[str, list[dict[str, Any]]]:
+        """The key directory to publish: every key, newest first."""
+        ordered = sorted(self.keys, key=lambda k: k.not_before, reverse=True)
+        return {"keys": [dict(k.entry) for k in ordered]}
 
     def headers(self, url: str, now: float | None = None) -> dict[str, str]:
         """The three headers that sign a request for ``url``."""
-        created = int(now if now is not None else time.time())
-        components = " ".join(f'"{c}"' for c in COVERED)
+        moment = now if now is not None else time.time()
+        key, created = self.signing_key(moment), int(moment)
+        nonce = ""
+        if self.form == "wg":
+            nonce = f';nonce="{base64.b64encode(os.urandom(NONCE_BYTES)).decode()}"'
         params = (
-            f"({components});created={created};expires={created + int(self.validity)}"
-            f';keyid="{self.keyid}";alg="ed25519";tag="{TAG}"'
+            f"({self.covered});created={created};expires={created + int(self.validity)}"
+            f'{nonce};keyid="{key.keyid}";alg="ed25519";tag="{TAG}"'
         )
+        agent_line = COVERED[self.form][1]
         base = (
             f'"@authority": {authority(url)}\n'
-            f'"signature-agent": {self.agent_field}\n'
+            f"{agent_line}: {self.agent_value}\n"
             f'"@signature-params": {params}'
         )
-        signature = base64.b64encode(self.key.sign(base.encode())).decode()
+        signature = base64.b64encode(key.key.sign(base.encode())).decode()
         return {
             "Signature-Agent": self.agent_field,
             "Signature-Input": f"{LABEL}={params}",
@@ -156,21 +241,36 @@ class BotSigner:
         }
 
 
+def key_paths(settings: Any) -> list[tuple[str, str]]:
+    """(setting, path) of every key: BOT_AUTH_KEY's, then BOT_AUTH_KEYS'."""
+    paths = [("BOT_AUTH_KEY", settings.get("BOT_AUTH_KEY") or "")]
+    paths += [("BOT_AUTH_KEYS", str(path)) for path in settings.getlist("BOT_AUTH_KEYS")]
+    return [(name, path) for name, path in paths if path]
+
+
+def read_keys(settings: Any) -> list[SigningKey]:
+    """Every key the settings name; ConfigError names the setting of one that is wrong."""
+    keys = []
+    for name, path in key_paths(settings):
+        try:
+            keys.append(SigningKey.read(path))
+        except ValueError as exc:
+            raise ConfigError(f"{name} {path!r} {exc}") from None
+    return keys
+
+
 def signer_from_settings(settings: Any) -> BotSigner | None:
     """The signer BOT_AUTH_* describe, None without a key; ConfigError names
     the setting that is wrong."""
-    path = settings.get("BOT_AUTH_KEY") or ""
-    if not path:
+    keys = read_keys(settings)
+    if not keys:
         return None
     agent = settings.get("BOT_AUTH_SIGNATURE_AGENT") or ""
     problem = agent_problem(agent)
     if problem:
         raise ConfigError(f"BOT_AUTH_SIGNATURE_AGENT {agent!r} {problem}")
-    try:
-        key = load_private_key(path)
-    except ValueError as exc:
-        raise ConfigError(f"BOT_AUTH_KEY {path!r} {exc}") from None
-    expiring = expiry_problem(path, key)
+    expiring = expiry_problem(keys)
     if expiring:
-        raise ConfigError(f"BOT_AUTH_KEY {path!r} {expiring}")
-    return BotSigner(key, agent, settings.getfloat("BOT_AUTH_VALIDITY"))
+        raise ConfigError(f"{key_paths(settings)[-1][0]} {expiring}")
+    form = settings.get("BOT_AUTH_FORMAT") or "wg"
+    return BotSigner(keys, agent, settings.getfloat("BOT_AUTH_VALIDITY"), form)

@@ -111,6 +111,11 @@ USAGE_SIGNALS_ENABLED = True
 # one), every request is signed (RFC 9421) for the key directory at the https URL
 # BOT_AUTH_SIGNATURE_AGENT, each signature valid BOT_AUTH_VALIDITY seconds
 BOT_AUTH_KEY = ""
+# more key files, to rotate: the newest one valid now (its directory's nbf, exp) signs
+BOT_AUTH_KEYS: list[str] = []
+# "wg": the working group's form (Signature-Agent a dictionary, its member covered, a
+# nonce per request); "legacy": the earlier drafts' (a plain string, no nonce)
+BOT_AUTH_FORMAT = "wg"
 BOT_AUTH_SIGNATURE_AGENT = ""
 BOT_AUTH_VALIDITY = 60.0
 # a page's rel="canonical" to another URL of its site: recorded on its items

@@ -1,7 +1,8 @@
 """Web Bot Auth: every request a node sends is signed (RFC 9421, Ed25519), as a
 site verifying it with another implementation (http-message-signatures)
-accepts, after a redirect and a retry too; bad keys and URLs are refused at
-start-up, naming the setting."""
+accepts, in the working group's form and the legacy one, after a redirect and a
+retry too; a replayed nonce is refused; keys rotate; bad keys and URLs are
+refused at start-up, naming the setting."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import base64
 import datetime
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -19,13 +21,15 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from http_message_signatures import HTTPMessageVerifier, HTTPSignatureKeyResolver, algorithms
+from scrapy.settings import Settings
 
 from extensions import config
-from extensions.botauth import BotSigner, load_private_key, thumbprint
+from extensions.botauth import BotSigner, load_private_key, signer_from_settings, thumbprint
 from extensions.exceptions import ConfigError
 from servers import services
-from tests.conftest import read_items, scrapy
+from tests.conftest import ROOT, read_items, scrapy
 from tests.helpers import SECRET, proxied, with_credentials
+from tests.test_own_project import readme_settings
 
 pytestmark = pytest.mark.spawns  # the key comes from `scrapy botauth keygen`
 
@@ -40,8 +44,12 @@ class Message:
 
 
 class Directory(HTTPSignatureKeyResolver):
+    """A verifying site's view of the key directory, and the nonces it has seen."""
+
     def __init__(self, document: dict):
         self.keys = {}
+        self.nonces: set[str] = set()
+        self.used: list[str] = []  # the keyid of each signature it accepted
         for jwk in document["keys"]:
             raw = base64.urlsafe_b64decode(jwk["x"] + "==")
             self.keys[jwk["kid"]] = Ed25519PublicKey.from_public_bytes(raw)
@@ -50,16 +58,27 @@ class Directory(HTTPSignatureKeyResolver):
         return self.keys.get(key_id)
 
 
-def verified(directory: Directory, method: str, url: str, headers) -> bool:
+COVERED = {"wg": '"signature-agent";key="sig1"', "legacy": "signature-agent"}
+AGENT_FIELD = {"wg": f'sig1="{AGENT}"', "legacy": f'"{AGENT}"'}
+
+
+def verified(directory: Directory, method: str, url: str, headers, form: str = "wg") -> bool:
+    """As a site checks it: the signature, its coverage, its age and, in the
+    working group's form, a nonce never seen before."""
     verifier = HTTPMessageVerifier(signature_algorithm=algorithms.ED25519, key_resolver=directory)
     message = Message(method, url, {k: v for k, v in headers.items()})
     try:
         [result] = verifier.verify(message, expect_tag="web-bot-auth",
-                                   require_components=("@authority", "signature-agent"),
+                                   require_components=("@authority", COVERED[form]),
                                    max_age=datetime.timedelta(seconds=120))  # fmt: skip
     except Exception:
         return False
-    return headers.get("Signature-Agent") == f'"{AGENT}"' and bool(result)
+    if form == "wg":
+        if not result.nonce or result.nonce in directory.nonces:
+            return False  # a replay
+        directory.nonces.add(result.nonce)
+    directory.used.append(result.parameters["keyid"])
+    return headers.get("Signature-Agent") == AGENT_FIELD[form] and bool(result)
 
 
 @pytest.fixture
@@ -70,23 +89,76 @@ def key_files(tmp_path):
     return tmp_path / "bot.pem", Directory(document)
 
 
-def test_a_signature_is_what_another_implementation_verifies(key_files):
+@pytest.mark.parametrize("form", ["wg", "legacy"])
+def test_a_signature_is_what_another_implementation_verifies(key_files, form):
     path, directory = key_files
     key = load_private_key(str(path))
     assert list(directory.keys) == [thumbprint(key.public_key())]
-    signer = BotSigner(key, AGENT, 60)
+    signer = BotSigner(key, AGENT, 60, form)
     for url in ("https://a.test/x?y=1", "http://A.test:8080/", "https://[::1]:443/p"):
         headers = signer.headers(url)
-        assert verified(directory, "GET", url, headers), (url, headers)
+        assert verified(directory, "GET", url, headers, form), (url, headers)
     headers = signer.headers("https://a.test/")
-    assert not verified(directory, "GET", "https://b.test/", headers)  # another site
+    assert not verified(directory, "GET", "https://b.test/", headers, form)  # another site
     stale = signer.headers("https://a.test/", now=1_000_000_000)
-    assert not verified(directory, "GET", "https://a.test/", stale)  # expired
+    assert not verified(directory, "GET", "https://a.test/", stale, form)  # expired
+    other = "legacy" if form == "wg" else "wg"
+    assert not verified(directory, "GET", "https://a.test/", signer.headers("https://a.test/"),
+                        other)  # fmt: skip
+    if form == "wg":  # a nonce once: the same headers again are a replay
+        again = signer.headers("https://a.test/")
+        assert verified(directory, "GET", "https://a.test/", again)
+        assert not verified(directory, "GET", "https://a.test/", again)
+        assert "nonce=" not in BotSigner(key, AGENT, 60, "legacy").headers("https://a.test/")[
+            "Signature-Input"]  # fmt: skip
+
+
+def test_a_new_key_beside_the_old_signs_from_its_start_and_the_directory_lists_both(
+    tmp_path, key_files
+):
+    """``scrapy botauth keygen`` in a project that has a key: the new one waits a
+    day by default (for verifiers to read the directory), --start-in 0 not."""
+    old, _ = key_files
+    project = tmp_path / "project"
+    made = scrapy("startproject", "rotating", str(project))
+    assert made.returncode == 0, made.stderr
+    settings = project / "rotating" / "settings.py"
+    settings.write_text(settings.read_text() + "\n" + readme_settings()
+                        + f"\nBOT_AUTH_KEY = {str(old)!r}\n")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the stack, as the README installs it
+    later = scrapy("botauth", "keygen", str(tmp_path / "later.pem"), cwd=project, env=env)
+    assert later.returncode == 0, later.stderr
+    assert "(2 keys)" in later.stdout and "BOT_AUTH_KEYS = [" in later.stdout, later.stdout
+    now = scrapy("botauth", "keygen", str(tmp_path / "now.pem"), "--start-in", "0", cwd=project,
+                 env=env)  # fmt: skip
+    assert now.returncode == 0, now.stderr
+    document = json.loads((tmp_path / "now.pem.directory.json").read_text())
+    directory = Directory(document)
+    keyids = {name: thumbprint(load_private_key(str(tmp_path / name)).public_key())
+              for name in ("bot.pem", "later.pem", "now.pem")}  # fmt: skip
+    assert set(directory.keys) == {keyids["bot.pem"], keyids["now.pem"]}
+
+    paths = [str(old), str(tmp_path / "later.pem"), str(tmp_path / "now.pem")]
+    signer = signer_from_settings(Settings({"BOT_AUTH_KEYS": paths,
+                                            "BOT_AUTH_SIGNATURE_AGENT": AGENT}))  # fmt: skip
+    assert signer is not None
+    assert verified(directory, "GET", "https://a.test/", signer.headers("https://a.test/"))
+    assert directory.used == [keyids["now.pem"]]  # the newest valid now
+    in_two_days = time.time() + 2 * 86400
+    assert signer.signing_key(in_two_days).keyid == keyids["later.pem"]
+    # a key that cannot be read is named; keygen beside it refuses too
+    (tmp_path / "junk.pem").write_text("no key")
+    with pytest.raises(ConfigError, match=r"BOT_AUTH_KEYS .*junk\.pem"):
+        signer_from_settings(Settings({"BOT_AUTH_KEYS": [*paths, str(tmp_path / "junk.pem")],
+                                       "BOT_AUTH_SIGNATURE_AGENT": AGENT}))  # fmt: skip
+    junk = str(tmp_path / "junk.pem")
+    settings.write_text(settings.read_text() + f"BOT_AUTH_KEYS = [{junk!r}]\n")
+    refused = scrapy("botauth", "keygen", str(tmp_path / "more.pem"), cwd=project, env=env)
+    assert refused.returncode == 1 and "BOT_AUTH_KEYS" in refused.stderr, refused.stderr
+    assert not (tmp_path / "more.pem").exists()
 
 
 def test_bad_keys_and_directory_urls_are_refused_naming_the_setting(tmp_path, key_files):
-    from scrapy.settings import Settings
-
     rsa_like = ec.generate_private_key(ec.SECP256R1())
     (tmp_path / "ec.pem").write_bytes(rsa_like.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

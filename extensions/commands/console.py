@@ -14,7 +14,7 @@ from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from extensions import config
-from extensions.botauth import published_directory, signer_from_settings
+from extensions.botauth import signer_from_settings
 from extensions.cli import ProjectCommand, redis_for_command, spider_keys
 from extensions.console.auth import Sessions, Users, hash_password, users_problem
 from extensions.frontier.ranks.state import RankBudget
@@ -77,7 +77,7 @@ def build_app(settings: Settings) -> web.Application:
     app = make_app(cluster, Gate(users, sessions, str(settings.get("CONSOLE_SECURE_COOKIE"))))
     signer = signer_from_settings(settings)
     if signer is not None:  # a signing cluster's key directory, for the sites it visits
-        serve_key_directory(app, published_directory(settings.get("BOT_AUTH_KEY"), signer.key))
+        serve_key_directory(app, signer.directory())
     return app
 
 

@@ -1,4 +1,4 @@
-"""Signs every request (``BOT_AUTH_KEY``): Web Bot Auth's three headers
+"""Signs every request (``BOT_AUTH_KEY``, ``BOT_AUTH_KEYS``): Web Bot Auth's three headers
 (``extensions/botauth.py``), set after every header that could change them,
 again for each retry and redirect, through proxies alike."""
 
@@ -7,40 +7,50 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from extensions.botauth import (
+    FORMATS,
     BotSigner,
+    SigningKey,
     agent_problem,
     expiry_problem,
-    load_private_key,
+    key_paths,
     signer_from_settings,
 )
 from extensions.installed import require_addon, switched_off
-from extensions.settingchecks import number
+from extensions.settingchecks import choice, number
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
 
-def _key_problem(settings: Any, name: str) -> str | None:
-    path = settings.get(name) or ""
-    if not path:
-        return None
-    try:
-        key = load_private_key(path)
-    except ValueError as exc:
-        return str(exc)
-    return expiry_problem(path, key)
+def _keys_problem(settings: Any, name: str) -> str | None:
+    """Each key this setting names can be read; the last setting that names a
+    key also says whether, all keys together, one is valid for long enough."""
+    named = key_paths(settings)
+    keys = []
+    for setting, path in named:
+        try:
+            keys.append(SigningKey.read(path))
+        except ValueError as exc:
+            if setting == name:
+                return f"{path!r} {exc}" if name == "BOT_AUTH_KEYS" else str(exc)
+            return None  # the other setting says it
+    if named and named[-1][0] == name:
+        return expiry_problem(keys)
+    return None
 
 
 def _agent_problem(settings: Any, name: str) -> str | None:
     agent = settings.get(name) or ""
     if not agent:
-        return "must be set with BOT_AUTH_KEY" if settings.get("BOT_AUTH_KEY") else None
+        return "must be set with BOT_AUTH_KEY" if key_paths(settings) else None
     return agent_problem(agent)
 
 
 SETTING_CHECKS = {
-    "BOT_AUTH_KEY": _key_problem,
+    "BOT_AUTH_KEY": _keys_problem,
+    "BOT_AUTH_KEYS": _keys_problem,
+    "BOT_AUTH_FORMAT": choice(*FORMATS),
     "BOT_AUTH_SIGNATURE_AGENT": _agent_problem,
     "BOT_AUTH_VALIDITY": number(float, 0, 86400, above=True),
 }
@@ -56,7 +66,7 @@ class BotAuthMiddleware:
         require_addon(crawler.settings, cls.__name__)
         signer = signer_from_settings(crawler.settings)
         if signer is None:
-            raise switched_off(cls, "BOT_AUTH_KEY is not set")
+            raise switched_off(cls, "BOT_AUTH_KEY and BOT_AUTH_KEYS are not set")
         return cls(signer, crawler.stats)
 
     def process_request(self, request: Request, spider: Any = None) -> None:
