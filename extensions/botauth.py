@@ -216,23 +216,25 @@ class BotSigner:
         ordered = sorted(self.keys, key=lambda k: k.not_before, reverse=True)
         return {"keys": [dict(k.entry) for k in ordered]}
 
-    def headers(self, url: str, now: float | None = None) -> dict[str, str]:
-        """The three headers that sign a request for ``url``."""
+    def headers(self, url: str, now: float | None = None,
+                fields: dict[str, str] | None = None) -> dict[str, str]:  # fmt: skip
+        """The three headers that sign a request for ``url``; the signature covers
+        the header ``fields`` given too (name: value, as sent: pay-per-crawl's price)."""
         moment = now if now is not None else time.time()
         key, created = self.signing_key(moment), int(moment)
         nonce = ""
         if self.form == "wg":
             nonce = f';nonce="{base64.b64encode(os.urandom(NONCE_BYTES)).decode()}"'
+        extra = {name.lower(): value.strip() for name, value in (fields or {}).items()}
+        covered = " ".join([self.covered, *(f'"{name}"' for name in extra)])
         params = (
-            f"({self.covered});created={created};expires={created + int(self.validity)}"
+            f"({covered});created={created};expires={created + int(self.validity)}"
             f'{nonce};keyid="{key.keyid}";alg="ed25519";tag="{TAG}"'
         )
         agent_line = COVERED[self.form][1]
-        base = (
-            f'"@authority": {authority(url)}\n'
-            f"{agent_line}: {self.agent_value}\n"
-            f'"@signature-params": {params}'
-        )
+        lines = [f'"@authority": {authority(url)}', f"{agent_line}: {self.agent_value}"]
+        lines += [f'"{name}": {value}' for name, value in extra.items()]
+        base = "\n".join([*lines, f'"@signature-params": {params}'])
         signature = base64.b64encode(key.key.sign(base.encode())).decode()
         return {
             "Signature-Agent": self.agent_field,

@@ -39,6 +39,7 @@ DECLARED = (
     "extensions.frontier.hosts.declared",
     "extensions.frontier.overflow.declared",
     "extensions.frontier.ranks.declared",
+    "extensions.paycrawl.declared",
     "extensions.pipelines.declared",
     "extensions.purpose.declared",
     "extensions.recrawl.declared",

@@ -45,6 +45,10 @@ SEEN_ONLY = "_seen_only"
 #: times the request waited for its host's robots.txt to become readable
 ROBOTS_WAITS = "robots_waits"
 
+#: why a 402 Payment Required was not paid for (extensions/paycrawl/), for its
+#: dead letter (node-local: never queued)
+PAYMENT_REFUSED = "_payment_refused"
+
 #: the crawl the request belongs to (a crawl id; absent: the crawl without one).
 #: Requests a response produces inherit it (spidermiddlewares/crawlid.py)
 CRAWL_ID = "crawl_id"

@@ -71,6 +71,9 @@ BAD_VALUES = [
     ("SCOPE_REFRESH", 0),
     ("CRAWL_PURPOSE", "ads"),
     ("USAGE_ENFORCE", "warn"),
+    ("PAY_PER_CRAWL_MAX_PRICE", "ten"),
+    ("PAY_PER_CRAWL_BUDGET", "USD -1"),
+    ("BOT_AUTH_FORMAT", "v2"),
 ]
 
 

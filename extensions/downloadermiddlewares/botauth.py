@@ -47,6 +47,10 @@ def _agent_problem(settings: Any, name: str) -> str | None:
     return agent_problem(agent)
 
 
+#: request header fields a signature covers when a request carries them: the price
+#: a pay-per-crawl request agrees to (extensions/paycrawl/), as the protocol asks
+COVERED_FIELDS = ("crawler-exact-price", "crawler-max-price")
+
 SETTING_CHECKS = {
     "BOT_AUTH_KEY": _keys_problem,
     "BOT_AUTH_KEYS": _keys_problem,
@@ -70,6 +74,8 @@ class BotAuthMiddleware:
         return cls(signer, crawler.stats)
 
     def process_request(self, request: Request, spider: Any = None) -> None:
-        for name, value in self.signer.headers(request.url).items():
+        covered = {name: (request.headers.get(name) or b"").decode("latin-1")
+                   for name in COVERED_FIELDS if name in request.headers}  # fmt: skip
+        for name, value in self.signer.headers(request.url, fields=covered).items():
             request.headers[name] = value
         self.stats.inc_value("botauth/signed")

@@ -36,7 +36,7 @@ from extensions.frontier.deadletter import DeadLetters
 from extensions.frontier.leased import leased_for
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
-from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE
+from extensions.meta import DEAD_LETTERED, DELAY_UNTIL, FIRST_FAILURE, PAYMENT_REFUSED
 from extensions.wire.failures import tls_failure
 
 if TYPE_CHECKING:
@@ -196,6 +196,9 @@ class BackoffRetryMiddleware(RetryMiddleware):
         now = clock.now()
         terms = payment_terms(response.headers)
         error = "HTTP 402 Payment Required" + (f" ({terms})" if terms else "")
+        refused = request.meta.pop(PAYMENT_REFUSED, None)
+        if refused:  # PAY_PER_CRAWL_MAX_PRICE is set: why this one was not paid for
+            error += f"; not paid: {refused}"
         self._dead_letter(request, error, 402, request.meta.get(FIRST_FAILURE, now), now,
                           kind="payment_required")  # fmt: skip
         if self.dead_letters is not None:
