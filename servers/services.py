@@ -17,6 +17,7 @@ from pathlib import Path
 
 import redis
 
+from servers import zygote
 from servers.clients import redis_at
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,6 +235,15 @@ def start_node(
     for name, value in (spider_args or {}).items():
         args += ["-a", f"{name}={value}"]
     log.parent.mkdir(parents=True, exist_ok=True)
+    forks = zygote.the_zygote() if runner == "scrapy" else None
+    if forks is not None:
+        with open(log, "ab") as stderr, open(os.devnull, "r+b") as null:
+            try:
+                return forks.spawn(args[3:], cwd=ROOT, env={**os.environ, **(env or {})},
+                                     stdin=null.fileno(), stdout=null.fileno(),
+                                     stderr=stderr.fileno())  # type: ignore[return-value]  # fmt: skip
+            except zygote.NotForkable:
+                pass
     with open(log, "ab") as stderr:
         return subprocess.Popen(
             args,

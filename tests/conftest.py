@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from servers import services
+from servers import services, zygote
 from servers.clients import cluster_at, redis_at
 from servers.redis_cluster import start_redis_cluster
 
@@ -72,6 +73,15 @@ def _unit_tier(request):
         yield
     finally:
         _in_unit_test = False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _forked_processes():
+    """Nodes and ``scrapy`` commands forked from a process that imported Scrapy
+    once (servers/zygote.py), started when a test first needs one."""
+    zygote.use_zygote()
+    yield
+    zygote.stop_zygote()
 
 
 @pytest.fixture(scope="session")
@@ -184,6 +194,32 @@ def scrapy(
 ):
     """Run a ``scrapy`` command of the project (or of the project in ``cwd``);
     returns the CompletedProcess."""
+    forks = zygote.the_zygote()
+    if forks is not None:
+        with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out, \
+                tempfile.TemporaryFile() as err:  # fmt: skip
+            given.write((stdin or "").encode())
+            given.seek(0)
+            try:
+                proc = forks.spawn(list(args), cwd=cwd, env=dict(env or os.environ),
+                                   stdin=given.fileno(), stdout=out.fileno(),
+                                   stderr=err.fileno())  # fmt: skip
+            except zygote.NotForkable:
+                proc = None
+            if proc is not None:
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+                    raise
+                out.seek(0)
+                err.seek(0)
+                text = {"encoding": "utf-8", "errors": "replace"}
+                return subprocess.CompletedProcess(
+                    [sys.executable, "-m", "scrapy", *args], proc.returncode,
+                    out.read().decode(**text), err.read().decode(**text),
+                )  # fmt: skip
     return subprocess.run(
         [sys.executable, "-m", "scrapy", *args],
         cwd=cwd,
