@@ -19,6 +19,7 @@ from extensions.frontier.ranks.part import RanksPart
 from extensions.frontier.render.part import RenderPart
 from extensions.keys import SpiderKeys
 from extensions.observability.status import crawl_status
+from extensions.purpose.part import PurposePart
 from extensions.recrawl.part import RecrawlPart
 from extensions.scope.part import ScopePart
 from extensions.wire.part import WirePart
@@ -174,7 +175,8 @@ def test_the_default_parts_are_there_and_the_overflow_stays_out_without_its_sett
     scheduler = open_scheduler(redis_url)
     try:
         kinds = [type(part) for part in scheduler.node.parts]
-        assert kinds == [CrawlsPart, ScopePart, WirePart, RenderPart, RecrawlPart, RanksPart]
+        assert kinds == [CrawlsPart, PurposePart, ScopePart, WirePart, RenderPart, RecrawlPart,
+                         RanksPart]  # fmt: skip
         assert scheduler.node.parts.get(OverflowPart) is None
     finally:
         stop_loops(scheduler)

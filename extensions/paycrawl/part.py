@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from scrapy.exceptions import NotConfigured
+
 from extensions.frontier.part import FrontierPart, StatusView
 from extensions.paycrawl.ledger import Ledger
 from extensions.paycrawl.price import Price
@@ -15,7 +17,7 @@ if TYPE_CHECKING:
 class PaymentsPart(FrontierPart):
     @classmethod
     def from_context(cls, context: PartContext) -> PaymentsPart:
-        return cls()
+        raise NotConfigured  # the status's alone: the middleware pays, the script counts
 
     @classmethod
     def status(cls, view: StatusView) -> dict[str, Any]:
