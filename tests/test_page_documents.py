@@ -91,9 +91,13 @@ def test_headings_lists_tables_links_and_code_stay_in_the_markdown_with_the_page
     assert document["published"] == "2024-03-01" and document["modified"] == "2024-04-02"
 
 
-def test_the_whole_page_is_kept_when_asked():
+def test_the_whole_page_is_kept_when_asked_its_markdown_still_markdown():
     document = build_document(response(page("The Lighthouse", ENGLISH)), main_content=False)
     assert "Accept all cookies" in document["text"] and ENGLISH[0][:40] in document["text"]
+    markdown = document["markdown"]
+    assert "# The Lighthouse" in markdown.splitlines()  # a heading, not a line of text
+    assert "Accept all cookies" in markdown and ENGLISH[0][:40] in markdown
+    assert "<" not in markdown  # no tag left: scripts and styles go, the rest is converted
 
 
 def test_chunks_are_cut_at_headings_and_paragraphs_with_their_path_url_and_overlap():

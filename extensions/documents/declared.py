@@ -23,7 +23,8 @@ CAPABILITY = Capability(
         "DOCUMENTS_MAIN_CONTENT": Setting(
             True,
             "a document holds the page's main content, without navigation, footers, "
-            "cookie banners and related links; False: the whole page's text",
+            "cookie banners and related links; False: the whole page (its markdown by "
+            "markdownify)",
             flag,
         ),
         "DOCUMENTS_PREFER_MARKDOWN": Setting(

@@ -3,7 +3,8 @@ metadata, structured data and chunks.
 
 The main content and the markdown are trafilatura's (maintained, the
 extractor that leads the published boilerplate-removal benchmarks, and one
-that writes markdown with headings, lists, tables, links and code kept); its
+that writes markdown with headings, lists, tables, links and code kept); with
+``DOCUMENTS_MAIN_CONTENT = False`` the whole page is markdown by markdownify; its
 metadata reader gives the title, description and the dates the page states
 (htmldate). The language is py3langid's reading of the text (a page's own
 ``lang`` attribute is often a template's default), the page's attribute when
@@ -35,6 +36,25 @@ LANGUAGE_MIN_CHARS = 40  # shorter text: the page's own lang attribute says
 # trafilatura's text below which it adds what its fallback finds: at its 250
 # characters a short article (three paragraphs of Japanese) came out twice
 MIN_EXTRACTED_CHARS = 100
+
+
+#: elements whose content is no part of what a reader sees on the page
+NOT_SHOWN = ("script", "style", "noscript", "template", "svg", "iframe", "head")
+
+
+def whole_page_markdown(html: str) -> str:
+    """The whole page's body as markdown (DOCUMENTS_MAIN_CONTENT = False): every
+    heading, list, table and link, menus and footers too, by markdownify."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(html, "lxml")
+    for element in soup(NOT_SHOWN):
+        element.decompose()
+    converter = MarkdownConverter(heading_style="ATX", bullets="-", strip=["img"])
+    markdown = converter.convert_soup(soup.body or soup)
+    lines = [line.rstrip() for line in markdown.splitlines()]
+    return "\n".join(lines).replace("\n\n\n", "\n\n").strip()
 
 
 @functools.cache
@@ -88,7 +108,7 @@ def build_document(
         text = xmltotxt(body, False).strip() if body is not None else ""
     else:
         text = trafilatura.html2txt(html) or ""
-        markdown = text
+        markdown = whole_page_markdown(html)
         meta = trafilatura.extract_metadata(tree, default_url=url)
     json_ld = structured_data(response)
     document = {
