@@ -159,7 +159,7 @@ class ForkedProcess:
             self._conn.settimeout(left)
             try:
                 chunk = self._conn.recv(4096)
-            except TimeoutError:
+            except (TimeoutError, BlockingIOError):  # (a timeout of 0: non-blocking)
                 raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
             if not chunk:
                 raise OSError("the zygote went away")
