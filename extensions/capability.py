@@ -34,6 +34,7 @@ Check = Callable[["BaseSettings", str], "str | None"]
 
 #: the modules whose CAPABILITY the stack takes in, in order
 DECLARED = (
+    "extensions.api.declared",
     "extensions.documents.declared",
     "extensions.frontier.crawls.declared",
     "extensions.frontier.hosts.declared",

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from scrapy import Request
 
+from extensions.api.part import ApiResultsPart
 from extensions.commands.status import render
 from extensions.connection import text
 from extensions.frontier.context import PartContext, WriteSection
@@ -175,8 +176,8 @@ def test_the_default_parts_are_there_and_the_overflow_stays_out_without_its_sett
     scheduler = open_scheduler(redis_url)
     try:
         kinds = [type(part) for part in scheduler.node.parts]
-        assert kinds == [CrawlsPart, PurposePart, ScopePart, WirePart, RenderPart, RecrawlPart,
-                         RanksPart]  # fmt: skip
+        assert kinds == [CrawlsPart, PurposePart, ApiResultsPart, ScopePart, WirePart, RenderPart,
+                         RecrawlPart, RanksPart]  # fmt: skip
         assert scheduler.node.parts.get(OverflowPart) is None
     finally:
         stop_loops(scheduler)

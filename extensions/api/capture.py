@@ -1,0 +1,131 @@
+"""Keeps the page of each API crawl as the call asked for it (``documents.py``),
+before any other middleware may drop its response (an error status is a page
+too, with its ``statusCode``), until the engine is done with its request; the
+part then writes it with the flush that releases it (``part.py``). Pages of
+other crawls pass untouched."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy import Request
+
+from extensions import connection
+from extensions.api.declared import PREFIX
+from extensions.api.documents import firecrawl_document
+from extensions.installed import require_addon
+from extensions.keys import SpiderKeys
+from extensions.meta import CRAWL_ID
+from extensions.runtime import state_of
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+#: seconds a call's options are taken as read (they never change)
+OPTIONS_TTL = 300.0
+OPTIONS_KEPT = 1000
+
+
+class Captured:
+    """The documents of requests the engine is not done with (by the request),
+    and those of requests it finished, which the next flush writes."""
+
+    #: documents held for unfinished requests at most (past it, the oldest go
+    #: with the next flush: a request that never finishes holds none for ever)
+    HELD = 10_000
+
+    def __init__(self) -> None:
+        self.held: dict[int, tuple[str, str]] = {}
+        self.ready: list[tuple[str, str]] = []
+
+    def hold(self, request: Any, crawl: str, document: str) -> None:
+        if len(self.held) >= self.HELD:
+            oldest = next(iter(self.held))
+            self.ready.append(self.held.pop(oldest))
+        self.held[id(request)] = (crawl, document)
+
+    def finished(self, request: Any) -> None:
+        found = self.held.pop(id(request), None)
+        if found is not None:
+            self.ready.append(found)
+
+
+def captured(crawler: Crawler) -> Captured:
+    return state_of(crawler, Captured, Captured)
+
+
+class ApiCaptureMiddleware:
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.pending = captured(crawler)
+        self._options: dict[str, tuple[dict[str, Any], float]] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ApiCaptureMiddleware:
+        require_addon(crawler.settings, cls.__name__)
+        return cls(crawler)
+
+    def job(self, crawl: str) -> dict[str, Any]:
+        """What the call asked (its kind, its options), as ``jobs.py`` keeps it."""
+        now = time.monotonic()
+        known = self._options.get(crawl)
+        if known is not None and known[1] > now:
+            return known[0]
+        found: dict[str, Any] = {}
+        try:
+            keys = SpiderKeys.for_crawler(self.crawler)
+            raw = connection.client_for(self.crawler).hget(keys.named("api_jobs"), crawl)
+            job = json.loads(raw) if raw else {}
+            found = job if isinstance(job, dict) else {}
+        except redis.RedisError as exc:
+            connection.health_for(self.crawler).failed(exc)
+            return found  # the defaults, and read again next time
+        except ValueError:
+            self.stats.inc_value("api/bad_job")
+        if len(self._options) >= OPTIONS_KEPT:
+            self._options.clear()
+        self._options[crawl] = (found if isinstance(found, dict) else {}, now + OPTIONS_TTL)
+        return self._options[crawl][0]
+
+    def process_spider_input(self, response: Response, spider: Any = None) -> None:
+        crawl = response.meta.get(CRAWL_ID)
+        if not isinstance(crawl, str) or not crawl.startswith(PREFIX):
+            return
+        try:
+            options = self.job(crawl).get("options")
+            document = firecrawl_document(response, options if isinstance(options, dict) else {})
+        except Exception:  # a page the API cannot render is the crawl's, not a failed node
+            logger.exception("the API document of %s could not be made", response.url[:200])
+            self.stats.inc_value("api/capture_failed")
+            return
+        self.pending.hold(response.request, crawl, json.dumps(document, default=str))
+        self.stats.inc_value("api/pages")
+
+    def _scrape(self, response: Response) -> bool:
+        crawl = response.meta.get(CRAWL_ID)
+        return (isinstance(crawl, str) and crawl.startswith(PREFIX)
+                and self.job(crawl).get("kind") == "scrape")  # fmt: skip
+
+    def process_spider_output(self, response: Response, result: Iterable[Any],
+                              spider: Any = None) -> Iterator[Any]:  # fmt: skip
+        """A scrape is one page: the links its spider yields are not followed."""
+        scrape = self._scrape(response)
+        for output in result:
+            if not (scrape and isinstance(output, Request)):
+                yield output
+
+    async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
+                                          spider: Any = None) -> AsyncIterator[Any]:  # fmt: skip
+        scrape = self._scrape(response)
+        async for output in result:
+            if not (scrape and isinstance(output, Request)):
+                yield output

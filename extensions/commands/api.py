@@ -1,0 +1,98 @@
+"""``scrapy api [--bind ADDRESS] [--port PORT]``: Firecrawl's v2 API over the
+cluster's crawls (``extensions/api/``); ``--new-key`` prints a key and the hash
+API_KEYS takes."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
+
+from extensions import config
+from extensions.api.apikeys import ApiKeys, RateLimit, new_key
+from extensions.cli import ProjectCommand, redis_for_command, spider_keys
+
+if TYPE_CHECKING:
+    import argparse
+
+    from aiohttp import web
+    from scrapy.settings import Settings
+
+DEFAULT_PORT = 3002  # Firecrawl's own, which tools that take a base URL often assume
+
+
+def build_app(settings: Settings) -> web.Application:
+    from extensions.api.app import Api, make_app
+    from extensions.api.jobs import Jobs
+
+    name = settings.get("API_SPIDER")
+    if name not in get_spider_loader(settings).list():
+        raise UsageError(f"API_SPIDER {name!r} is no spider of this project: name one "
+                         "whose nodes fetch what API calls ask")  # fmt: skip
+    server = redis_for_command(settings)
+    keys = spider_keys(settings, name)
+    api = Api(
+        jobs=Jobs(server, keys, settings),
+        keys=ApiKeys(settings.getlist("API_KEYS")),
+        rate=RateLimit(server, keys, settings.getint("API_RATE_LIMIT")),
+        max_pages=settings.getint("API_MAX_PAGES"),
+        scrape_timeout=settings.getfloat("API_SCRAPE_TIMEOUT"),
+    )
+    return make_app(api)
+
+
+class Command(ProjectCommand):
+    def syntax(self) -> str:
+        return "[--bind ADDRESS] [--port PORT] | --new-key"
+
+    def short_desc(self) -> str:
+        return "Serve a Firecrawl-compatible API (v2 scrape and crawl) over the cluster"
+
+    def long_desc(self) -> str:
+        return (
+            "Serves Firecrawl's v2 API under /v2/ for the tools that speak it: POST "
+            "/v2/scrape, POST /v2/crawl, GET and DELETE /v2/crawl/ID. Each call is a crawl "
+            "of API_SPIDER's nodes (run them as for any crawl), under the cluster's "
+            "robots.txt, host rates and budgets. Every call needs Authorization: Bearer KEY, "
+            "a key API_KEYS takes; --new-key prints one and its hash (put the hash in "
+            f"API_KEYS). Listens on 127.0.0.1:{DEFAULT_PORT} unless told otherwise."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--bind", metavar="ADDRESS", default="127.0.0.1",
+                            help="interface to listen on (default 127.0.0.1)")  # fmt: skip
+        parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="PORT",
+                            help=f"TCP port (default {DEFAULT_PORT})")  # fmt: skip
+        parser.add_argument("--new-key", action="store_true", dest="new_key",
+                            help="print a new API key and its hash, and exit")  # fmt: skip
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError("scrapy api takes no arguments (API_SPIDER names the spider)")
+        if opts.new_key:
+            key, hashed = new_key()
+            print(f"key: {key}\nAPI_KEYS entry: {hashed}")
+            return
+        assert self.settings is not None
+        settings = self.settings
+        problems = [p for p in config.problems(settings) if p.startswith("API_")]
+        if problems:
+            raise UsageError("; ".join(problems))
+        if not ApiKeys(settings.getlist("API_KEYS")).hashes:
+            raise UsageError("API_KEYS is empty: every call needs a key (scrapy api --new-key "
+                             "makes one)")  # fmt: skip
+        if not 0 <= opts.port <= 65535:
+            raise UsageError(f"--port must be from 0 to 65535, not {opts.port}")
+        from aiohttp import web
+
+        logging.basicConfig(
+            level=settings.get("LOG_LEVEL", "INFO"),
+            format="%(asctime)s [%(name)s] %(levelname)s: %(message)s",
+        )
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+        app = build_app(settings)
+        print(f"API on http://{opts.bind}:{opts.port}/v2/ (Ctrl-C stops it)", flush=True)
+        web.run_app(app, host=opts.bind, port=opts.port, print=None, access_log=None)

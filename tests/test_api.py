@@ -1,0 +1,109 @@
+"""The Firecrawl-compatible API, driven by the released ``firecrawl-py`` SDK
+pointed at ``scrapy api`` on loopback: a page scraped to markdown through the
+cluster's nodes, a site crawled with include and exclude paths and a limit to
+completion and every document read, a key that is missing or wrong refused, and
+bad calls answered with one clear error, nothing queued."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections import Counter
+
+import pytest
+from firecrawl import Firecrawl
+
+from extensions.api.apikeys import new_key
+from servers import services
+from tests.conftest import ROOT, site_hits
+
+KEY, KEY_HASH = new_key()
+
+
+@pytest.fixture
+def api(redis_url, tmp_path):
+    """``scrapy api`` with one key (its hash in API_KEYS)."""
+    port = services.free_port()
+    log = (tmp_path / "api.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapy", "api", "--port", str(port), "-s", f"REDIS_URL={redis_url}",
+         "-s", f"API_KEYS={KEY_HASH}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "API on" in line, (tmp_path / "api.log").read_text()
+    services.wait_for_port(port, 30, "scrapy api", proc)
+    yield f"http://127.0.0.1:{port}"
+    services.stop(proc)
+    log.close()
+
+
+def call(api: str, method: str, path: str, body: object = None, key: str | None = KEY):
+    data = body if isinstance(body, bytes) else None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(api + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.load(answer)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def test_the_sdk_scrapes_and_crawls_through_the_cluster(
+    redis_url, redis_client, small_shop, nodes, api
+):
+    nodes.start("web", redis_url, NODE_ID="w1")
+    firecrawl = Firecrawl(api_key=KEY, api_url=api)
+
+    page = firecrawl.scrape(small_shop.url + "/about", formats=["markdown", "links", "html"])
+    assert "A shop that never changes." in page.markdown
+    assert page.metadata.status_code == 200 and page.metadata.title == "About the Demo Shop"
+    assert page.html and "<h1>About</h1>" in page.html
+    assert page.links is not None
+    assert not list(redis_client.scan_iter("web:crawl:api-*"))  # a scrape leaves nothing
+
+    job = firecrawl.crawl(small_shop.url + "/", include_paths=["^/category/"],
+                          exclude_paths=["^/category/.*-3"], limit=12, poll_interval=1,
+                          timeout=180)  # fmt: skip
+    assert job.status == "completed", job
+    urls = [doc.metadata.source_url for doc in job.data]
+    assert len(urls) == len(set(urls)) == 12  # every document read once, the limit held
+    paths = {url.removeprefix(small_shop.url) for url in urls}
+    assert "/" in paths  # the seed, whatever the paths say
+    assert all(p.startswith("/category/") for p in paths - {"/"}), paths
+    assert not [p for p in paths if "-3" in p.split("?")[0]], paths
+    assert all(doc.markdown for doc in job.data)
+
+    # the site saw each page once, robots.txt once, as for any crawl
+    hits = Counter(site_hits(small_shop))
+    assert hits["/robots.txt"] == 1 and hits["/about"] == 1
+    assert all(hits[p.split("?")[0]] >= 1 for p in paths)
+
+
+def test_a_missing_or_wrong_key_and_bad_calls_get_one_clear_error(redis_url, redis_client, api):
+    assert call(api, "POST", "/v2/scrape", {"url": "http://a.test/"}, key=None)[0] == 401
+    status, body = call(api, "POST", "/v2/scrape", {"url": "http://a.test/"}, key="fc-nope")
+    assert status == 401 and body["success"] is False and "API key" in body["error"]
+    with pytest.raises(Exception, match=r"401|Unauthorized"):
+        Firecrawl(api_key="fc-wrong-key", api_url=api).scrape("http://a.test/")
+    bad = [
+        (b"not json", "not JSON"),
+        ({"url": "ftp://a.test/x"}, "url:"),
+        ({"url": "http://a.test/", "formats": "markdown"}, "formats: must be a list"),
+        ({"url": "http://a.test/", "onlyMainContent": "yes"}, "onlyMainContent"),
+        ({"url": "http://a.test/", "limit": 10**9}, "limit"),
+        ({"url": "http://a.test/", "includePaths": ["(oops"]}, "not a regular expression"),
+    ]
+    for body_sent, said in bad:
+        path = "/v2/crawl" if isinstance(body_sent, dict) and len(body_sent) > 1 and (
+            "limit" in body_sent or "includePaths" in body_sent) else "/v2/scrape"  # fmt: skip
+        status, body = call(api, "POST", path, body_sent)
+        assert status == 400 and said in body["error"], (body_sent, body)
+    assert redis_client.llen("web:start_urls") == 0  # nothing queued
+    assert call(api, "GET", "/v2/crawl/api-nope")[0] == 404
