@@ -1,8 +1,9 @@
 """The Firecrawl-compatible API, driven by the released ``firecrawl-py`` SDK
 pointed at ``scrapy api`` on loopback: a page scraped to markdown through the
 cluster's nodes, a site crawled with include and exclude paths and a limit to
-completion and every document read, a key that is missing or wrong refused, and
-bad calls answered with one clear error, nothing queued."""
+completion and every document read, a site mapped from its sitemaps without a
+page fetched, a key that is missing or wrong refused, and bad calls answered with
+one clear error, nothing queued."""
 
 from __future__ import annotations
 
@@ -80,9 +81,20 @@ def test_the_sdk_scrapes_and_crawls_through_the_cluster(
     assert not [p for p in paths if "-3" in p.split("?")[0]], paths
     assert all(doc.markdown for doc in job.data)
 
-    # the site saw each page once, robots.txt once, as for any crawl
+    # a map: what the site's sitemaps list, no page of it fetched
+    products_before = {p for p in site_hits(small_shop) if p.startswith("/product/")}
+    mapped = {
+        link.url.removeprefix(small_shop.url) for link in firecrawl.map(small_shop.url + "/").links
+    }
+    listed = {p for p in mapped if p.startswith("/product/")}
+    assert len(listed) > 100, sorted(mapped)[:20]
+    assert {p for p in site_hits(small_shop) if p.startswith("/product/")} == products_before
+    assert redis_client.hlen("web:api:jobs") == 1  # the crawl's: the scrape and the map forgotten
+
+    # the site saw each page once, and robots.txt for its rules once for the cluster
+    # (and read as a sitemap once by the crawl and once by the map), as for any crawl
     hits = Counter(site_hits(small_shop))
-    assert hits["/robots.txt"] == 1 and hits["/about"] == 1
+    assert hits["/robots.txt"] <= 3 and hits["/about"] == 1
     assert all(hits[p.split("?")[0]] >= 1 for p in paths)
 
 

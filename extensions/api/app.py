@@ -7,7 +7,9 @@
   ``excludePaths``, ``maxDiscoveryDepth``, ``limit``, ``allowSubdomains``,
   ``crawlEntireDomain``, ``allowExternalLinks`` and ``sitemap``;
   ``GET /v2/crawl/{id}`` its status and documents, paged with ``next``;
-  ``DELETE /v2/crawl/{id}`` stops it.
+  ``DELETE /v2/crawl/{id}`` stops it;
+* ``POST /v2/map``: the URLs a site lists (its sitemaps, its ``llms.txt``, the
+  links of the page asked), no page of them fetched.
 
 Every call needs ``Authorization: Bearer KEY`` (401 without), within its key's
 calls a minute (429). Errors are ``{"success": false, "error": ...}``. Options
@@ -47,6 +49,11 @@ CRAWL_OPTIONS = {"url", "includePaths", "excludePaths", "maxDiscoveryDepth", "li
                  "allowSubdomains", "crawlEntireDomain", "allowExternalLinks", "sitemap",
                  "scrapeOptions"}  # fmt: skip
 SITEMAP = ("include", "skip", "only")
+MAP_OPTIONS = {"url", "limit", "sitemap", "includeSubdomains", "search"}
+#: URLs a map answers unless its call says fewer (Firecrawl's default)
+MAP_LIMIT = 5000
+#: results a map reads at most (its sitemaps may list the same URL many times)
+MAP_READ = 100_000
 
 
 @dataclass
@@ -239,6 +246,41 @@ def make_app(api: Api) -> web.Application:
             return web.json_response({"success": True, "status": "cancelled"})
         return failure(409, "the crawl has ended already")
 
+    async def map_site(request: web.Request) -> web.Response:
+        body = await body_of(request)
+        limit = _integer(body, "limit", 1, api.max_pages) or min(MAP_LIMIT, api.max_pages)
+        sitemap = body.get("sitemap", "include")
+        if sitemap not in SITEMAP:
+            raise BadCall(f"sitemap: one of {', '.join(SITEMAP)}")
+        subdomains = body.get("includeSubdomains", True)
+        if not isinstance(subdomains, bool):
+            raise BadCall("includeSubdomains: must be true or false")
+        search = body.get("search")
+        if search is not None and not isinstance(search, str):
+            raise BadCall("search: must be a string")
+        scope = {"scope": "domain" if subdomains else "host", "sitemaps": sitemap}
+        also = () if sitemap == "only" else ("/llms.txt",)
+        job = await call(partial(api.jobs.start, "map", body.get("url"), {}, limit=limit,
+                                 scope=scope, also=also))  # fmt: skip
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + api.scrape_timeout
+        warning = _warning(body, MAP_OPTIONS, [])
+        while loop.time() < deadline:
+            figures = await call(api.jobs.crawls.figures, job.id)
+            if not figures.pending and (figures.done or figures.dlq):
+                break
+            await asyncio.sleep(POLL)
+        else:
+            await call(api.jobs.crawls.stop, job.id)
+            warning = "; ".join(filter(None, [warning, "timed out: the URLs found so far"]))
+        found = await call(api.jobs.results, job.id, 0, MAP_READ)
+        await call(api.jobs.forget, job.id)
+        urls = [job.url, *(d["url"] for d in found if isinstance(d.get("url"), str))]
+        if search:
+            urls = [u for u in urls if search.lower() in u.lower()]
+        links = [{"url": url} for url in list(dict.fromkeys(urls))[:limit]]
+        return web.json_response({"success": True, "links": links, "warning": warning})
+
     async def not_found(request: web.Request) -> web.Response:
         return failure(404, f"no such endpoint: {request.method} {request.path[:100]}")
 
@@ -247,5 +289,6 @@ def make_app(api: Api) -> web.Application:
     app.router.add_post("/v2/crawl", crawl)
     app.router.add_get("/v2/crawl/{id}", crawl_status)
     app.router.add_delete("/v2/crawl/{id}", crawl_cancel)
+    app.router.add_post("/v2/map", map_site)
     app.router.add_route("*", "/{tail:.*}", not_found)
     return app

@@ -17,7 +17,7 @@ from scrapy import Request
 
 from extensions import connection
 from extensions.api.declared import PREFIX
-from extensions.api.documents import firecrawl_document
+from extensions.api.documents import firecrawl_document, listed_links
 from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
@@ -43,19 +43,17 @@ class Captured:
     HELD = 10_000
 
     def __init__(self) -> None:
-        self.held: dict[int, tuple[str, str]] = {}
+        self.held: dict[int, list[tuple[str, str]]] = {}
         self.ready: list[tuple[str, str]] = []
 
     def hold(self, request: Any, crawl: str, document: str) -> None:
-        if len(self.held) >= self.HELD:
+        if id(request) not in self.held and len(self.held) >= self.HELD:
             oldest = next(iter(self.held))
-            self.ready.append(self.held.pop(oldest))
-        self.held[id(request)] = (crawl, document)
+            self.ready.extend(self.held.pop(oldest))
+        self.held.setdefault(id(request), []).append((crawl, document))
 
     def finished(self, request: Any) -> None:
-        found = self.held.pop(id(request), None)
-        if found is not None:
-            self.ready.append(found)
+        self.ready.extend(self.held.pop(id(request), ()))
 
 
 def captured(crawler: Crawler) -> Captured:
@@ -100,8 +98,13 @@ class ApiCaptureMiddleware:
         crawl = response.meta.get(CRAWL_ID)
         if not isinstance(crawl, str) or not crawl.startswith(PREFIX):
             return
+        job = self.job(crawl)
+        if job.get("kind") == "map":
+            for url in listed_links(response):  # an llms.txt: the links it lists
+                self.pending.hold(response.request, crawl, json.dumps({"url": url}))
+            return
         try:
-            options = self.job(crawl).get("options")
+            options = job.get("options")
             document = firecrawl_document(response, options if isinstance(options, dict) else {})
         except Exception:  # a page the API cannot render is the crawl's, not a failed node
             logger.exception("the API document of %s could not be made", response.url[:200])
@@ -110,22 +113,35 @@ class ApiCaptureMiddleware:
         self.pending.hold(response.request, crawl, json.dumps(document, default=str))
         self.stats.inc_value("api/pages")
 
-    def _scrape(self, response: Response) -> bool:
+    def _kind(self, response: Response) -> str:
         crawl = response.meta.get(CRAWL_ID)
-        return (isinstance(crawl, str) and crawl.startswith(PREFIX)
-                and self.job(crawl).get("kind") == "scrape")  # fmt: skip
+        if not isinstance(crawl, str) or not crawl.startswith(PREFIX):
+            return ""
+        return str(self.job(crawl).get("kind") or "")
+
+    def _passes(self, response: Response, kind: str, output: Any) -> bool:
+        """A scrape is one page: the links its spider yields are not followed. A map
+        fetches no page: what a sitemap lists is kept as a URL, not requested (a
+        sitemap a sitemap index names is read)."""
+        if not isinstance(output, Request) or kind not in ("scrape", "map"):
+            return True
+        if kind == "map":
+            if getattr(output.callback, "__name__", "") == "_parse_sitemap":
+                return True
+            crawl = response.meta[CRAWL_ID]
+            self.pending.hold(response.request, crawl, json.dumps({"url": output.url}))
+        return False
 
     def process_spider_output(self, response: Response, result: Iterable[Any],
                               spider: Any = None) -> Iterator[Any]:  # fmt: skip
-        """A scrape is one page: the links its spider yields are not followed."""
-        scrape = self._scrape(response)
+        kind = self._kind(response)
         for output in result:
-            if not (scrape and isinstance(output, Request)):
+            if self._passes(response, kind, output):
                 yield output
 
     async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
                                           spider: Any = None) -> AsyncIterator[Any]:  # fmt: skip
-        scrape = self._scrape(response)
+        kind = self._kind(response)
         async for output in result:
-            if not (scrape and isinstance(output, Request)):
+            if self._passes(response, kind, output):
                 yield output

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from extensions.documents.errors import NotADocument
@@ -87,3 +88,18 @@ def firecrawl_document(response: Response, options: dict[str, Any]) -> dict[str,
         document["links"] = page_links(response)
     document["metadata"] = {k: v for k, v in metadata.items() if v is not None}
     return document
+
+
+#: a markdown link's target, as llms.txt lists its pages
+MARKDOWN_LINK = re.compile(r"\]\((https?://[^)\s]+)\)")
+
+
+def listed_links(response: Response) -> list[str]:
+    """The URLs an ``/llms.txt`` lists (markdown links, absolute); [] for any
+    other page."""
+    if not response.url.split("?", 1)[0].endswith("/llms.txt"):
+        return []
+    text = getattr(response, "text", None)
+    if not isinstance(text, str):
+        text = response.body[:MAX_HTML].decode("utf-8", "replace")
+    return list(dict.fromkeys(MARKDOWN_LINK.findall(text[:MAX_HTML])))[:MAX_LINKS]

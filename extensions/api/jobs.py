@@ -94,8 +94,9 @@ class Jobs:
         return valid[0]
 
     def start(self, kind: str, url: Any, options: dict[str, Any], *, limit: int = 1,
-              scope: dict[str, Any] | None = None) -> Job:  # fmt: skip
-        """Queue the call's crawl; BadCall says what is wrong (nothing queued)."""
+              scope: dict[str, Any] | None = None, also: tuple[str, ...] = ()) -> Job:  # fmt: skip
+        """Queue the call's crawl (``also``: paths of the seed's origin to fetch
+        too, a map's ``/llms.txt``); BadCall says what is wrong (nothing queued)."""
         seed = self._checked_url(url)
         parsed: Scope | None = None
         if scope is not None:
@@ -111,11 +112,12 @@ class Jobs:
         # the script that queues them, however many nodes crawl), with room for the
         # sitemaps read; the documents past the limit are never answered
         budget = None
-        if kind == "crawl":
+        if kind in ("crawl", "map"):
             reads_sitemaps = parsed is not None and parsed.sitemaps in ("include", "only")
             budget = limit + (SITEMAP_REQUESTS if reads_sitemaps else 0)
         self.crawls.register(job.id, budget=budget)
-        entries = [with_field(seed, "crawl", job.id)]
+        origin = "/".join(seed.split("/", 3)[:3])
+        entries = [with_field(u, "crawl", job.id) for u in [seed, *(origin + p for p in also)]]
         if parsed is not None:
             store_crawl_scope(self.server, self.keys, job.id, parsed)
             if parsed.sitemaps in ("include", "only"):
