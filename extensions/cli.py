@@ -92,3 +92,21 @@ class ProjectCommand(ScrapyCommand):
         super().process_options(args, opts)
         assert self.settings is not None
         installed.install_defaults(self.settings)
+
+
+def serve_web_app(settings: Settings, build: Callable[[Settings], Any], said: str,
+                  bind: str, port: int) -> None:  # fmt: skip
+    """Log as a command's server does, build its aiohttp application and serve
+    it until Ctrl-C (``scrapy console``, ``scrapy api``); ``said`` is its line."""
+    import logging
+
+    from aiohttp import web
+
+    logging.basicConfig(
+        level=settings.get("LOG_LEVEL", "INFO"),
+        format="%(asctime)s [%(name)s] %(levelname)s: %(message)s",
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    app = build(settings)
+    print(f"{said} (Ctrl-C stops it)", flush=True)
+    web.run_app(app, host=bind, port=port, print=None, access_log=None)

@@ -258,6 +258,39 @@ def the_zygote() -> Zygote | None:
     return _zygote
 
 
+def run(args: list[str], *, cwd: Path | str, env: dict[str, str], stdin: str | None,
+        timeout: float) -> subprocess.CompletedProcess | None:  # fmt: skip
+    """``python -m scrapy ARGS`` forked and waited for, its output captured as
+    ``subprocess.run`` captures it; None when no zygote is wanted or the process
+    cannot be forked (then the caller runs it the usual way)."""
+    import tempfile
+
+    forks = the_zygote()
+    if forks is None:
+        return None
+    with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out, \
+            tempfile.TemporaryFile() as err:  # fmt: skip
+        given.write((stdin or "").encode())
+        given.seek(0)
+        try:
+            proc = forks.spawn(args, cwd=cwd, env=env, stdin=given.fileno(),
+                               stdout=out.fileno(), stderr=err.fileno())  # fmt: skip
+        except NotForkable:
+            return None
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            raise
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(
+            [sys.executable, "-m", "scrapy", *args], proc.returncode,
+            out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
+        )  # fmt: skip
+
+
 def stop_zygote() -> None:
     global _zygote
     if _zygote is not None:

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 import uuid
@@ -194,32 +193,10 @@ def scrapy(
 ):
     """Run a ``scrapy`` command of the project (or of the project in ``cwd``);
     returns the CompletedProcess."""
-    forks = zygote.the_zygote()
-    if forks is not None:
-        with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out, \
-                tempfile.TemporaryFile() as err:  # fmt: skip
-            given.write((stdin or "").encode())
-            given.seek(0)
-            try:
-                proc = forks.spawn(list(args), cwd=cwd, env=dict(env or os.environ),
-                                   stdin=given.fileno(), stdout=out.fileno(),
-                                   stderr=err.fileno())  # fmt: skip
-            except zygote.NotForkable:
-                proc = None
-            if proc is not None:
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
-                    raise
-                out.seek(0)
-                err.seek(0)
-                text = {"encoding": "utf-8", "errors": "replace"}
-                return subprocess.CompletedProcess(
-                    [sys.executable, "-m", "scrapy", *args], proc.returncode,
-                    out.read().decode(**text), err.read().decode(**text),
-                )  # fmt: skip
+    forked = zygote.run(list(args), cwd=cwd, env=dict(env or os.environ), stdin=stdin,
+                        timeout=timeout)  # fmt: skip
+    if forked is not None:
+        return forked
     return subprocess.run(
         [sys.executable, "-m", "scrapy", *args],
         cwd=cwd,
@@ -299,6 +276,18 @@ class Nodes:
     def stop_all(self) -> None:
         for proc in self.procs:
             services.stop(proc, timeout=15)
+
+
+@pytest.fixture
+def key_files(tmp_path):
+    """A Web Bot Auth key made by ``scrapy botauth keygen``, and its directory as
+    a verifier reads it (tests/test_botauth.py)."""
+    from tests.test_botauth import Directory
+
+    made = scrapy("botauth", "keygen", str(tmp_path / "bot.pem"))
+    assert made.returncode == 0, made.stderr
+    document = json.loads((tmp_path / "bot.pem.directory.json").read_text())
+    return tmp_path / "bot.pem", Directory(document)
 
 
 @pytest.fixture

@@ -81,14 +81,6 @@ def verified(directory: Directory, method: str, url: str, headers, form: str = "
     return headers.get("Signature-Agent") == AGENT_FIELD[form] and bool(result)
 
 
-@pytest.fixture
-def key_files(tmp_path):
-    made = scrapy("botauth", "keygen", str(tmp_path / "bot.pem"))
-    assert made.returncode == 0, made.stderr
-    document = json.loads((tmp_path / "bot.pem.directory.json").read_text())
-    return tmp_path / "bot.pem", Directory(document)
-
-
 @pytest.mark.parametrize("form", ["wg", "legacy"])
 def test_a_signature_is_what_another_implementation_verifies(key_files, form):
     path, directory = key_files

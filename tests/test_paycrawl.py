@@ -5,10 +5,8 @@ ledger says what the site's own says."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
-import threading
 from collections import Counter
 
 import pytest
@@ -18,9 +16,8 @@ from scrapy.settings import Settings
 
 from extensions import config
 from extensions.paycrawl.price import Price, parse_price
-from servers import services
 from tests.conftest import read_items, scrapy
-from tests.test_botauth import AGENT, Directory, Message
+from tests.test_botauth import AGENT, Directory, Message, VerifyingSite
 
 PRICED = [f"/p/{n}" for n in range(1, 9)]
 PRICE, DEAR = "USD 0.01", "USD 1.00"
@@ -56,19 +53,16 @@ def test_paying_needs_a_budget_and_a_signing_key():
     assert any("is in EUR" in p for p in config.problems(other))
 
 
-class PayingSite:
+class PayingSite(VerifyingSite):
     """Pages at a price: a first request is answered 402 with crawler-price; one
     that carries crawler-exact-price, signed with it covered, is served and
     charged (crawler-charged), and the site keeps its own ledger."""
 
     def __init__(self, directory: Directory):
-        self.directory = directory
+        super().__init__(directory)  # (its start and stop: a site in a thread of its own)
         self.hits: Counter[str] = Counter()
         self.charged: dict[str, int] = {}
         self.unverified: list[str] = []
-        self.port = services.free_port()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def verified(self, request: web.Request) -> bool:
         verifier = HTTPMessageVerifier(signature_algorithm=algorithms.ED25519,
@@ -109,34 +103,11 @@ class PayingSite:
         return web.Response(text=f"<html><title>{path}</title></html>", content_type="text/html",
                             headers={"crawler-charged": asks})  # fmt: skip
 
-    def start(self) -> str:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.runner.setup(), self.loop).result(10)
-        site = web.TCPSite(self.runner, "127.0.0.1", self.port)
-        asyncio.run_coroutine_threadsafe(site.start(), self.loop).result(10)
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
-
-@pytest.fixture
-def signing_key(tmp_path):
-    made = scrapy("botauth", "keygen", str(tmp_path / "bot.pem"))
-    assert made.returncode == 0, made.stderr
-    document = json.loads((tmp_path / "bot.pem.directory.json").read_text())
-    return tmp_path / "bot.pem", Directory(document)
-
 
 def test_exactly_the_pages_the_budget_covers_are_paid_signed_and_stored(
-    redis_url, redis_client, nodes, signing_key, tmp_path
+    redis_url, redis_client, nodes, key_files, tmp_path
 ):
-    path, directory = signing_key
+    path, directory = key_files
     site = PayingSite(directory)
     url = site.start()
     try:

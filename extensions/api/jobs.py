@@ -70,7 +70,8 @@ def path_filters(include: list[str], exclude: list[str], seed: str) -> dict[str,
     scope: dict[str, list[str]] = {"exclude": [on_path(p) for p in exclude]}
     if include:
         wanted = "|".join(f"(?:{on_path(p)})" for p in include)
-        scope["exclude"].append(f"^(?!(?:{wanted})|{re.escape(seed)}$)")
+        start = re.escape(seed.rstrip("/")) + "/?$"  # (as the seed is written, or normalized)
+        scope["exclude"].append(f"^(?!(?:{wanted})|{start})")
     return scope
 
 

@@ -4,7 +4,6 @@ API_KEYS takes."""
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
@@ -12,7 +11,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from extensions import config
 from extensions.api.apikeys import ApiKeys, RateLimit, new_key
-from extensions.cli import ProjectCommand, redis_for_command, spider_keys
+from extensions.cli import ProjectCommand, redis_for_command, serve_web_app, spider_keys
 
 if TYPE_CHECKING:
     import argparse
@@ -86,13 +85,5 @@ class Command(ProjectCommand):
                              "makes one)")  # fmt: skip
         if not 0 <= opts.port <= 65535:
             raise UsageError(f"--port must be from 0 to 65535, not {opts.port}")
-        from aiohttp import web
-
-        logging.basicConfig(
-            level=settings.get("LOG_LEVEL", "INFO"),
-            format="%(asctime)s [%(name)s] %(levelname)s: %(message)s",
-        )
-        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-        app = build_app(settings)
-        print(f"API on http://{opts.bind}:{opts.port}/v2/ (Ctrl-C stops it)", flush=True)
-        web.run_app(app, host=opts.bind, port=opts.port, print=None, access_log=None)
+        said = f"API on http://{opts.bind}:{opts.port}/v2/"
+        serve_web_app(settings, build_app, said, opts.bind, opts.port)

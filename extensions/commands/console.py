@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import getpass
 import ipaddress
-import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from extensions import config
 from extensions.botauth import signer_from_settings
-from extensions.cli import ProjectCommand, redis_for_command, spider_keys
+from extensions.cli import ProjectCommand, redis_for_command, serve_web_app, spider_keys
 from extensions.console.auth import Sessions, Users, hash_password, users_problem
 from extensions.frontier.ranks.state import RankBudget
 from extensions.frontier.start_urls import EntryRules
@@ -139,13 +138,4 @@ class Command(ProjectCommand):
                 f"--bind {bind} is not a loopback address: set CONSOLE_PASSWORD (or "
                 "CONSOLE_USERS) first; without a password the console listens on 127.0.0.1 only"
             )
-        from aiohttp import web
-
-        logging.basicConfig(
-            level=settings.get("LOG_LEVEL", "INFO"),
-            format="%(asctime)s [%(name)s] %(levelname)s: %(message)s",
-        )
-        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-        app = build_app(settings)
-        print(f"console on http://{bind}:{port}/ (Ctrl-C stops it)", flush=True)
-        web.run_app(app, host=bind, port=port, print=None, access_log=None)
+        serve_web_app(settings, build_app, f"console on http://{bind}:{port}/", bind, port)
