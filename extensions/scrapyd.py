@@ -20,7 +20,9 @@ from typing import Any
 
 from extensions.connection import mask_url
 
-TIMEOUT = 15.0  # seconds per HTTP call to a scrapyd node
+# seconds per HTTP call to a scrapyd node: schedule.json starts a process that lists the
+# project's spiders, which a busy node took more than 15 s to answer
+TIMEOUT = 60.0
 
 
 class ScrapydError(RuntimeError):
