@@ -321,8 +321,7 @@ def test_a_host_waiting_for_its_domain_leaves_the_address_to_the_others(redis_cl
     are both free; the address's slots before it stay free for other hosts."""
     frontier = Frontier(redis_client, keys, "n1")
     claims = LevelClaims(redis_client, keys, "n1", frontier.send_tolerance, LEASE_LEAD_MS)
-    # the domain's slots 2 s apart: a loaded machine took more than the 500 ms of
-    # a rate of 2 between two leases, and the second host's slot had come
+    # the domain's slots 2 s apart: a loaded machine once took 500 ms between two leases
     set_rates(redis_client, keys, **{"*domain": 0.5, "*ip": 10})
     first, second, other = hosts_in_every_shard(keys, 3)
     describe(redis_client, keys, first, ADDRESS, domain="shop.test")
@@ -335,8 +334,7 @@ def test_a_host_waiting_for_its_domain_leaves_the_address_to_the_others(redis_cl
     domain_slot = reservations(redis_client, keys)[second]
     assert domain_slot - granted.slot * 1000 >= 2000
     frontier.enqueue([entry(f"http://{other}/1")])
-    # (the second host may come back for its reservation in the same lease: it
-    # is claimed a moment early)
+    # (the second host may come back for its reservation in the same lease: claimed early)
     admitted = [lease for lease in lease_and_claim(frontier, claims)[1]
                 if group_host(lease) == other]  # fmt: skip
     other_slot = admitted[0].slot * 1000 if admitted else reservations(redis_client, keys)[other]
