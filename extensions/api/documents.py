@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from extensions.documents.errors import NotADocument
-from extensions.documents.extract import build_document
+from extensions.documents.extract import build_document, first
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -46,13 +46,7 @@ def page_links(response: Response) -> list[str]:
 def _own_title(response: Response) -> str | None:
     from scrapy.http import TextResponse
 
-    if not isinstance(response, TextResponse):
-        return None
-    try:
-        title = response.css("title::text").get()
-    except (AttributeError, ValueError):  # not HTML
-        return None
-    return title.strip() if title and title.strip() else None
+    return first(response, "title::text") if isinstance(response, TextResponse) else None
 
 
 def firecrawl_document(response: Response, options: dict[str, Any]) -> dict[str, Any]:
