@@ -24,23 +24,30 @@ from tests.conftest import ROOT, site_hits
 KEY, KEY_HASH = new_key()
 
 
-@pytest.fixture
-def api(redis_url, tmp_path):
-    """``scrapy api`` with one key (its hash in API_KEYS)."""
+def start_api(redis_url: str, tmp_path, *settings: str, command: tuple[str, ...] = ("api",)):
+    """``scrapy api`` (or another of its commands) with one key (its hash in
+    API_KEYS) and ``settings`` (NAME=VALUE): its base URL and process."""
     port = services.free_port()
-    log = (tmp_path / "api.log").open("wb")
+    log = (tmp_path / f"{command[0]}.log").open("wb")
+    given = [arg for setting in (f"REDIS_URL={redis_url}", f"API_KEYS={KEY_HASH}", *settings)
+             for arg in ("-s", setting)]  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scrapy", "api", "--port", str(port), "-s", f"REDIS_URL={redis_url}",
-         "-s", f"API_KEYS={KEY_HASH}"],
+        [sys.executable, "-m", "scrapy", *command, "--port", str(port), *given],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
     )  # fmt: skip
+    log.close()
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert "API on" in line, (tmp_path / "api.log").read_text()
-    services.wait_for_port(port, 30, "scrapy api", proc)
-    yield f"http://127.0.0.1:{port}"
+    assert " on http" in line, (tmp_path / f"{command[0]}.log").read_text()
+    services.wait_for_port(port, 30, f"scrapy {command[0]}", proc)
+    return f"http://127.0.0.1:{port}", proc
+
+
+@pytest.fixture
+def api(redis_url, tmp_path):
+    url, proc = start_api(redis_url, tmp_path)
+    yield url
     services.stop(proc)
-    log.close()
 
 
 def call(api: str, method: str, path: str, body: object = None, key: str | None = KEY):
@@ -119,3 +126,31 @@ def test_a_missing_or_wrong_key_and_bad_calls_get_one_clear_error(redis_url, red
         assert status == 400 and said in body["error"], (body_sent, body)
     assert redis_client.llen("web:start_urls") == 0  # nothing queued
     assert call(api, "GET", "/v2/crawl/api-nope")[0] == 404
+
+
+def test_a_scrape_answers_from_the_archive_within_max_age(
+    redis_url, small_shop, nodes, tmp_path
+):
+    warc = tmp_path / "warc"
+    url, proc = start_api(redis_url, tmp_path, "WARC_ENABLED=True", f"WARC_DIR={warc}")
+    try:
+        nodes.start("web", redis_url, NODE_ID="w1", WARC_ENABLED=True, WARC_DIR=warc)
+        firecrawl = Firecrawl(api_key=KEY, api_url=url)
+        about = small_shop.url + "/about"
+        live = firecrawl.scrape(about, formats=["markdown"], max_age=0)
+        assert live.metadata.cache_state == "miss"
+        assert Counter(site_hits(small_shop))["/about"] == 1
+
+        # Firecrawl's default maxAge (two days): the capture the live fetch archived
+        cached = firecrawl.scrape(about, formats=["markdown", "links"])
+        assert cached.metadata.cache_state == "hit", cached.metadata
+        assert cached.metadata.cached_at and cached.markdown == live.markdown
+        assert cached.metadata.status_code == 200 and cached.links
+        assert Counter(site_hits(small_shop))["/about"] == 1  # no request reached the site
+
+        # a capture older than the call's maxAge is no answer: fetched again
+        again = firecrawl.scrape(about, formats=["markdown"], max_age=1)
+        assert again.metadata.cache_state == "miss"
+        assert Counter(site_hits(small_shop))["/about"] == 2
+    finally:
+        services.stop(proc)

@@ -84,7 +84,7 @@ class Jobs:
         self.jobs_key = keys.named("api_jobs")
         self.ttl = settings.getint("API_RESULTS_TTL")
 
-    def _checked_url(self, url: Any) -> str:
+    def checked_url(self, url: Any) -> str:
         if not isinstance(url, str) or not url.strip():
             raise BadCall("url: a URL is required")
         valid, refused = validate([url.strip()], self.rules)
@@ -98,7 +98,7 @@ class Jobs:
               scope: dict[str, Any] | None = None, also: tuple[str, ...] = ()) -> Job:  # fmt: skip
         """Queue the call's crawl (``also``: paths of the seed's origin to fetch
         too, a map's ``/llms.txt``); BadCall says what is wrong (nothing queued)."""
-        seed = self._checked_url(url)
+        seed = self.checked_url(url)
         parsed: Scope | None = None
         if scope is not None:
             try:

@@ -19,27 +19,47 @@ if TYPE_CHECKING:
     from aiohttp import web
     from scrapy.settings import Settings
 
+    from extensions.api.service import ApiService
+
 DEFAULT_PORT = 3002  # Firecrawl's own, which tools that take a base URL often assume
 
 
-def build_app(settings: Settings) -> web.Application:
-    from extensions.api.app import Api, make_app
+def api_service(settings: Settings, spider: str | None = None) -> ApiService:
+    """What answers API calls (the routes of scrapy api, the tools of scrapy mcp)
+    for ``spider``'s nodes (API_SPIDER unless named)."""
+    from extensions.api.archived import ArchiveLookup
     from extensions.api.jobs import Jobs
+    from extensions.api.service import ApiService
+    from extensions.warc.storage import archive_for
 
-    name = settings.get("API_SPIDER")
+    name = spider or settings.get("API_SPIDER")
     if name not in get_spider_loader(settings).list():
-        raise UsageError(f"API_SPIDER {name!r} is no spider of this project: name one "
-                         "whose nodes fetch what API calls ask")  # fmt: skip
+        raise UsageError(f"{name!r} is no spider of this project: name one whose nodes "
+                         "fetch what API calls ask (API_SPIDER)")  # fmt: skip
     server = redis_for_command(settings)
     keys = spider_keys(settings, name)
-    api = Api(
+    archive = None
+    if settings.getbool("WARC_ENABLED") and settings.getint("WARC_CAPTURES_IN_REDIS"):
+        archive = ArchiveLookup(server, keys, archive_for(settings))
+    return ApiService(
         jobs=Jobs(server, keys, settings),
-        keys=ApiKeys(settings.getlist("API_KEYS")),
-        rate=RateLimit(server, keys, settings.getint("API_RATE_LIMIT")),
         max_pages=settings.getint("API_MAX_PAGES"),
         scrape_timeout=settings.getfloat("API_SCRAPE_TIMEOUT"),
+        archive=archive,
     )
-    return make_app(api)
+
+
+def rate_limit(settings: Settings, spider: str | None = None) -> RateLimit:
+    name = spider or settings.get("API_SPIDER")
+    return RateLimit(redis_for_command(settings), spider_keys(settings, name),
+                     settings.getint("API_RATE_LIMIT"))  # fmt: skip
+
+
+def build_app(settings: Settings) -> web.Application:
+    from extensions.api.app import make_app
+
+    keys = ApiKeys(settings.getlist("API_KEYS"))
+    return make_app(api_service(settings), keys, rate_limit(settings))
 
 
 class Command(ProjectCommand):

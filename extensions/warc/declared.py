@@ -45,6 +45,13 @@ CAPABILITY = Capability(
             "payloads are archived in full without being entered",
             number(int, 0),
         ),
+        "WARC_CAPTURES_IN_REDIS": Setting(
+            2_000_000,
+            "URLs whose newest capture Redis indexes (about 100 bytes each), which the "
+            "API's maxAge and scrapy mcp answer from; past it, new URLs are not entered "
+            "(fetched live when asked for); 0: no capture index",
+            number(int, 0),
+        ),
         "REPARSE_FOLLOW": Setting(
             False, "scrapy reparse --follow: links found go to the start list"
         ),
@@ -57,6 +64,15 @@ CAPABILITY = Capability(
             "bucket) -> the first record of it (URL, date, id), for revisit records; the "
             '`count` "bucket": a string, how many are entered (at most WARC_DIGESTS_IN_REDIS)',
             "warc/middleware.py (each node, a page at a time)",
+        ),
+        "warc_captures": Key(
+            "%(name)s:warc_captures:%(bucket)s",
+            "hash",
+            "WARC_ENABLED: 10 bytes of a URL's SHA-1 (the 2 before name the bucket) -> its "
+            "newest capture (file, offset and length of its payload record, WARC-Date, "
+            'status; JSON); the `count` "bucket": a string, how many are entered (at most '
+            "WARC_CAPTURES_IN_REDIS)",
+            "warc/middleware.py (each node, with its flushes)",
         ),
     },
     frontier_parts={"extensions.warc.part.WarcPart": 700},

@@ -4,9 +4,9 @@ first (WARC/1.1's identical-payload-digest profile), whichever node archived it.
 
 ``NAME:warc_digests:BUCKET`` hashes (65,536 buckets by the digest's first two
 bytes, each a small listpack): the digest's other 18 bytes -> the first record's
-URL, date and id (a JSON object, about 150 bytes). One round trip a page (an
-HGET); a new payload's HSETNX waits for the node's next flush, one pipeline for
-all of them, which also reads ``NAME:warc_digests:count``.
+URL, date, id and place in its file (a JSON object, about 200 bytes). One round
+trip a page (an HGET); a new payload's HSETNX waits for the node's next flush,
+one pipeline for all of them, which also reads ``NAME:warc_digests:count``.
 
 Redis holds at most ``WARC_DIGESTS_IN_REDIS`` payloads. Past that, with
 ``MONGO_URI``, the index grows in MongoDB (collection ``NAME_warc_digests``,
@@ -23,6 +23,9 @@ import json
 from typing import Any
 
 URL_KEPT = 2000  # characters of the first record's URL kept
+#: a first record's URL, date and id; and where it lies (file, offset, length),
+#: which a revisit's capture points to (``captures.py``)
+FIELDS = ("u", "d", "r", "f", "o", "l")
 # payloads waiting for their records' sync: more (Redis away a long time) are
 # archived in full without being entered, rather than held in memory
 MAX_UNPUBLISHED = 10_000
@@ -79,7 +82,7 @@ class PayloadIndex:
             try:
                 original = json.loads(stored)
                 if all(isinstance(original.get(name), str) for name in ("u", "d", "r")):
-                    return {name: original[name] for name in ("u", "d", "r")}
+                    return {name: original[name] for name in FIELDS if name in original}
             except (TypeError, ValueError):
                 pass
             self.bad_records += 1  # another writer's value: replaced by this record
@@ -94,13 +97,16 @@ class PayloadIndex:
         document = self.beyond.find_one({"_id": digest})
         if document is None:
             return None
-        return json.dumps({name: document.get(name) for name in ("u", "d", "r")})
+        return json.dumps({name: document[name] for name in FIELDS if name in document})
 
-    def kept(self) -> None:
-        """The record ``first`` last found new is in the node's file."""
+    def kept(self, location: tuple[str, int, int] | None = None) -> None:
+        """The record ``first`` last found new is in the node's file, at
+        ``location`` (file, offset, length)."""
         if self._candidate is not None and len(self._new) < MAX_UNPUBLISHED:
-            where, entry = self._candidate
-            self._new[where] = entry
+            where, (value, replace, digest) = self._candidate
+            if location is not None:
+                value = json.dumps({**json.loads(value), **dict(zip("fol", location, strict=True))})
+            self._new[where] = (value, replace, digest)
         self._candidate = None
 
     def publish(self) -> int:

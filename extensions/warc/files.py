@@ -75,6 +75,8 @@ class WarcFiles:
         self._writer: WARCWriter | None = None
         self.bytes_written = 0
         self.closed: list[Path] = []  # files closed since the storage last took them
+        #: the last exchange's payload record: (file, offset, length)
+        self.last_location: tuple[str, int, int] | None = None
 
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -109,12 +111,14 @@ class WarcFiles:
         buffer = BytesIO()
         writer = WARCWriter(buffer, gzip=True, warc_version="1.1")
         lines = []
+        location = None
         for record in records:
             offset = buffer.tell()
             writer.write_record(record)
             if record.rec_type in ("response", "revisit", "resource"):
-                line = self._cdxj_line(record, self._size + offset, buffer.tell() - offset)
-                lines.append(line + "\n")
+                location = (self.path.name if self.path else "", self._size + offset,
+                            buffer.tell() - offset)  # fmt: skip
+                lines.append(self._cdxj_line(record, *location[1:]) + "\n")
         data, index = buffer.getvalue(), "".join(lines).encode()
         try:
             _write_all(self._file, data)
@@ -125,6 +129,7 @@ class WarcFiles:
                     os.ftruncate(handle.fileno(), size)  # frees space: works on a full disk
                     handle.seek(size)  # a part written moved the offset: no hole next time
             raise
+        self.last_location = location
         self._size += len(data)
         self._index_size += len(index)
         self.bytes_written += len(data)

@@ -43,6 +43,7 @@ from extensions.installed import require_addon, switched_off
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.runtime import runtime_of
+from extensions.warc.captures import CaptureIndex
 from extensions.warc.digests import PayloadIndex, payload_digest
 from extensions.warc.files import WarcFiles
 from extensions.warc.hold import hold_for
@@ -67,13 +68,23 @@ def _pairs(headers: Any, skip: set[bytes] = SKIPPED_HEADERS) -> list[tuple[str, 
             for value in values]  # fmt: skip
 
 
+def _located(original: dict[str, Any]) -> tuple[str, int, int] | None:
+    """Where a digest entry's record lies, if it says (entries made before
+    they did, or by another writer, do not)."""
+    place = original.get("f"), original.get("o"), original.get("l")
+    if isinstance(place[0], str) and all(type(n) is int for n in place[1:]):
+        return place  # type: ignore[return-value]
+    return None
+
+
 class WarcMiddleware:
     def __init__(
         self, crawler: Crawler, archive: LocalArchive | S3Archive, max_size: int,
-        payloads: PayloadIndex | None,
+        payloads: PayloadIndex | None, captures: CaptureIndex | None = None,
     ):  # fmt: skip
         self.crawler = crawler
         self.payloads = payloads
+        self.captures = captures
         self.stats = crawler.stats
         self.archive = archive
         self.directory = archive.writes_to
@@ -81,6 +92,7 @@ class WarcMiddleware:
         self.max_size = max_size
         self.state = warc_state(crawler)
         self.state.payloads = payloads
+        self.state.captures = captures
         self.hold = hold_for(crawler)
         self.as_leased = leased_for(crawler)
         crawler.signals.connect(self._closed, signals.spider_closed)
@@ -104,7 +116,13 @@ class WarcMiddleware:
             prefix = keys.named("warc_digests", bucket="")
             payloads = PayloadIndex(connection.client_for(crawler), prefix,
                                     settings.getint("WARC_DIGESTS_IN_REDIS"), beyond)  # fmt: skip
-        return cls(crawler, archive, settings.getint("WARC_MAX_SIZE"), payloads)
+        captures = None
+        if settings.getint("WARC_CAPTURES_IN_REDIS"):
+            keys = SpiderKeys.for_crawler(crawler)
+            captures = CaptureIndex(connection.client_for(crawler),
+                                    keys.named("warc_captures", bucket=""),
+                                    settings.getint("WARC_CAPTURES_IN_REDIS"))  # fmt: skip
+        return cls(crawler, archive, settings.getint("WARC_MAX_SIZE"), payloads, captures)
 
     def _files(self) -> WarcFiles:
         if self.state.files is None:
@@ -147,8 +165,9 @@ class WarcMiddleware:
                 response.url, request.method, sent, request.body or b"",
                 f"{response.status} {reason}".strip(), headers, body, fields, rendered,
             )  # fmt: skip
+            original = None
             if self.payloads is not None and response.status == 200 and body and not rendered:
-                records[1] = self._revisit_or_not(files, records[1], body)
+                records[1], original = self._revisit_or_not(files, records[1], body)
             files.write_exchange(records)
         except OSError as exc:
             self._store_closed()
@@ -161,7 +180,13 @@ class WarcMiddleware:
         if files.closed:  # rotated
             self._store_closed()
         if self.payloads is not None:
-            self.payloads.kept()
+            self.payloads.kept(files.last_location)
+        if self.captures is not None:
+            # a revisit's payload is its original's record, wherever that lies
+            where = files.last_location if original is None else _located(original)
+            date = records[1].rec_headers.get_header("WARC-Date") or ""
+            if where is not None:
+                self.captures.stage(response.url, *where, date, response.status)
         if self.hold.wrote():
             logger.info("%s takes writes again: leasing again", self.directory)
         self.stats.inc_value("warc/pages")
@@ -177,7 +202,11 @@ class WarcMiddleware:
             self.stats.inc_value("warc/not_archived")
         return response
 
-    def _revisit_or_not(self, files: WarcFiles, record: Any, body: bytes) -> Any:
+    def _revisit_or_not(
+        self, files: WarcFiles, record: Any, body: bytes
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """The response record, or a revisit of its payload's first record and
+        that record's entry in the digest index."""
         assert self.payloads is not None
         digest = payload_digest(body)
         headers = record.rec_headers
@@ -189,18 +218,18 @@ class WarcMiddleware:
         except redis.RedisError as exc:
             self.stats.inc_value("warc/digest_errors")
             connection.health_for(self.crawler).failed(exc)
-            return record
+            return record, None
         except connection.mongo_error() as exc:
             self.stats.inc_value("warc/digest_errors")
             logger.warning("the digest index in MongoDB did not answer: %s", exc)
-            return record
+            return record, None
         if self.payloads.bad_records:
             self.stats.inc_value("warc/bad_digest_records", self.payloads.bad_records)
             self.payloads.bad_records = 0
         if original is None:
-            return record
+            return record, None
         self.stats.inc_value("warc/revisits")
-        return files.revisit(record, digest, original)
+        return files.revisit(record, digest, original), original
 
     async def _opened(self, spider: Any) -> None:
         # what a killed node left in the spool goes first (S3; nothing to do locally)

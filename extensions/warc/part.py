@@ -2,7 +2,8 @@
 before the flush that releases its leases, so a page whose lease is gone is on
 disk; a node killed before that leaves its leases to be taken back, and the
 page is fetched, and archived, again. Only then are the new payloads entered
-in the crawl's digest index, so no revisit refers to a record that was lost."""
+in the crawl's digest index, so no revisit refers to a record that was lost, and
+the captures in its capture index."""
 
 from __future__ import annotations
 
@@ -63,22 +64,26 @@ class WarcPart(FrontierPart):
 
 
 def publish_payloads(crawler: Any) -> None:
-    """Enter the synced records' payloads in the digest index; with Redis away
-    they wait for the next flush (their pages stay archived in full)."""
-    payloads = warc_state(crawler).payloads
-    if payloads is None:
-        return
-    try:
-        entered = payloads.publish()
-    except redis.RedisError as exc:
-        crawler.stats.inc_value("warc/digest_errors")
-        connection.health_for(crawler).failed(exc)
-        return
-    except connection.mongo_error():
-        crawler.stats.inc_value("warc/digest_errors")
-        return
-    if entered:
-        crawler.stats.inc_value("warc/payloads_entered", entered)
-    if payloads.not_entered:
-        crawler.stats.inc_value("warc/digests_not_entered", payloads.not_entered)
-        payloads.not_entered = 0
+    """Enter the synced records' payloads in the digest index, and their URLs'
+    captures in the capture index; with Redis away they wait for the next flush
+    (their pages stay archived in full)."""
+    state = warc_state(crawler)
+    indexes = ((state.payloads, "warc/payloads_entered", "warc/digests_not_entered"),
+               (state.captures, "warc/captures_entered", "warc/captures_not_entered"))  # fmt: skip
+    for index, entered_stat, not_entered_stat in indexes:
+        if index is None:
+            continue
+        try:
+            entered = index.publish()
+        except redis.RedisError as exc:
+            crawler.stats.inc_value("warc/digest_errors")
+            connection.health_for(crawler).failed(exc)
+            return
+        except connection.mongo_error():
+            crawler.stats.inc_value("warc/digest_errors")
+            return
+        if entered:
+            crawler.stats.inc_value(entered_stat, entered)
+        if index.not_entered:
+            crawler.stats.inc_value(not_entered_stat, index.not_entered)
+            index.not_entered = 0

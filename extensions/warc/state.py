@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from extensions.runtime import state_of
 
 if TYPE_CHECKING:
+    from extensions.warc.captures import CaptureIndex
     from extensions.warc.digests import PayloadIndex
     from extensions.warc.files import WarcFiles
 
@@ -20,6 +21,8 @@ class WarcState:
     #: WARC_REVISITS: payloads archived in full, entered in the crawl's digest
     #: index once the part has synced their records (digests.py)
     payloads: PayloadIndex | None = None
+    #: WARC_CAPTURES_IN_REDIS: each URL's newest capture, entered likewise (captures.py)
+    captures: CaptureIndex | None = None
 
 
 def warc_state(crawler: Any) -> WarcState:

@@ -78,6 +78,17 @@ class LocalArchive:
         path = self.directory / name
         return path if path.exists() else None
 
+    def read_range(self, name: str, offset: int, length: int) -> bytes | None:
+        """``length`` bytes of a file from ``offset`` (one record), or None when
+        this machine does not have the file (another node's own directory)."""
+        try:
+            with (self.directory / name).open("rb") as stream:
+                stream.seek(offset)
+                data = stream.read(length)
+        except OSError:
+            return None
+        return data if len(data) == length else None
+
     def close(self) -> None:
         pass
 
@@ -160,6 +171,18 @@ class S3Archive:
             _, old = self._cache.popitem(last=False)
             old.unlink(missing_ok=True)
         return local
+
+    def read_range(self, name: str, offset: int, length: int) -> bytes | None:
+        """One record of an uploaded file, by a ranged GET; None when it is not
+        there (still in a node's spool) or S3 does not answer."""
+        try:
+            span = f"bytes={offset}-{offset + length - 1}"
+            answer = self.client.get_object(Bucket=self.bucket, Key=self.prefix + name, Range=span)
+            data = answer["Body"].read()
+        except Exception as exc:  # boto3's errors, a network that went away
+            logger.info("could not read %s from %s: %s", name, self.url, exc)
+            return None
+        return data if len(data) == length else None
 
     def close(self) -> None:
         if self._cache_dir is not None:
