@@ -128,9 +128,7 @@ def test_a_missing_or_wrong_key_and_bad_calls_get_one_clear_error(redis_url, red
     assert call(api, "GET", "/v2/crawl/api-nope")[0] == 404
 
 
-def test_a_scrape_answers_from_the_archive_within_max_age(
-    redis_url, small_shop, nodes, tmp_path
-):
+def test_a_scrape_answers_from_the_archive_within_max_age(redis_url, small_shop, nodes, tmp_path):
     warc = tmp_path / "warc"
     url, proc = start_api(redis_url, tmp_path, "WARC_ENABLED=True", f"WARC_DIR={warc}")
     try:

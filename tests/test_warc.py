@@ -18,6 +18,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from extensions.warc.archive import read_exchanges
+from extensions.warc.captures import lookup, read_capture
 from extensions.warc.files import surt
 from tests.conftest import read_items, scrapy
 from tests.helpers import SMALL_SHOP_PAGES, page_hits, seed, wait_for
@@ -183,6 +184,17 @@ def test_every_page_of_a_crawl_is_archived_whatever_dies_and_reparsed_without_a_
         stream.seek(first["offset"])
         record = gzip.GzipFile(fileobj=stream).read(first["length"])
     assert f"WARC-Target-URI: {first['url']}".encode() in record
+
+    # each URL's newest capture is indexed, read back by its offset (a revisit's from
+    # the record of its payload's first fetch, which may be another URL's)
+    for url in [*same, page]:
+        capture = lookup(redis_client, "shop:warc_captures:", url)
+        assert capture is not None and capture.status == 200, url
+        with (warc / capture.file).open("rb") as stream:
+            stream.seek(capture.offset)
+            kept = read_capture(stream.read(capture.length), capture)
+        assert kept is not None and kept.body.lstrip().startswith(b"<"), url
+        assert (b"A shop that never changes." in kept.body) == (url in same)
 
     # the callbacks again on what was archived: the same items, not one request
     crawled = stored(db)

@@ -19,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError  # its message reaches the client
 from redis import exceptions as redis_errors
 
 from extensions.api.apikeys import key_hash
@@ -44,10 +45,6 @@ INSTRUCTIONS = (
 
 def _drop_none(options: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in options.items() if value is not None}
-
-
-class ToolError(Exception):
-    """What a tool says went wrong (the SDK answers it as a tool error)."""
 
 
 def build_server(service: ApiService, name: str, rate: RateLimit | None = None) -> MCPServer:

@@ -9,15 +9,15 @@ payload (a revisit's: its original's), ``d`` the WARC-Date, ``s`` the status.
 A capture is entered with the node's next flush, once its record is synced
 (``part.py``), as the revisit index's payloads are; a newer one replaces it.
 
-Redis holds at most ``WARC_CAPTURES_IN_REDIS`` URLs; past that, new URLs are not
-entered (``warc/captures_not_entered``) and are fetched live when asked for.
+Redis holds at most ``WARC_CAPTURES_IN_REDIS`` URLs; past that no capture is
+entered (``warc/captures_not_entered``: whether a URL has one already would cost
+a read a page), those entered age, and what it lacks is fetched live.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import zlib
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
@@ -133,6 +133,6 @@ def read_capture(data: bytes, capture: Capture) -> Archived | None:
         else:
             headers = [(name, value) for name, value in record.http_headers.headers
                        if name.lower() not in ("content-encoding", "content-length")]  # fmt: skip
-    except (OSError, ValueError, EOFError, zlib.error, AttributeError):
+    except Exception:  # warcio and zlib raise many kinds on bytes that are no record
         return None
     return Archived(capture.url, capture.date, capture.status, headers, body, rendered)

@@ -40,7 +40,7 @@ CAPABILITY = Capability(
         ),
         "WARC_DIGESTS_IN_REDIS": Setting(
             2_000_000,
-            "payloads the revisit index keeps in Redis (about 150 bytes each); past it, "
+            "payloads the revisit index keeps in Redis (about 200 bytes each); past it, "
             "with MONGO_URI, the index grows in MongoDB (NAME_warc_digests), else new "
             "payloads are archived in full without being entered",
             number(int, 0),
@@ -48,8 +48,8 @@ CAPABILITY = Capability(
         "WARC_CAPTURES_IN_REDIS": Setting(
             2_000_000,
             "URLs whose newest capture Redis indexes (about 100 bytes each), which the "
-            "API's maxAge and scrapy mcp answer from; past it, new URLs are not entered "
-            "(fetched live when asked for); 0: no capture index",
+            "API's maxAge and scrapy mcp answer from; past it no capture is entered (what "
+            "the index lacks is fetched live); 0: no capture index",
             number(int, 0),
         ),
         "REPARSE_FOLLOW": Setting(

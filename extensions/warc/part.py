@@ -68,22 +68,18 @@ def publish_payloads(crawler: Any) -> None:
     captures in the capture index; with Redis away they wait for the next flush
     (their pages stay archived in full)."""
     state = warc_state(crawler)
-    indexes = ((state.payloads, "warc/payloads_entered", "warc/digests_not_entered"),
-               (state.captures, "warc/captures_entered", "warc/captures_not_entered"))  # fmt: skip
-    for index, entered_stat, not_entered_stat in indexes:
-        if index is None:
-            continue
-        try:
-            entered = index.publish()
-        except redis.RedisError as exc:
-            crawler.stats.inc_value("warc/digest_errors")
-            connection.health_for(crawler).failed(exc)
-            return
-        except connection.mongo_error():
-            crawler.stats.inc_value("warc/digest_errors")
-            return
-        if entered:
-            crawler.stats.inc_value(entered_stat, entered)
-        if index.not_entered:
-            crawler.stats.inc_value(not_entered_stat, index.not_entered)
-            index.not_entered = 0
+    stats = crawler.stats
+    try:
+        if state.payloads is not None:
+            stats.inc_value("warc/payloads_entered", state.payloads.publish())
+            stats.inc_value("warc/digests_not_entered", state.payloads.not_entered)
+            state.payloads.not_entered = 0
+        if state.captures is not None:
+            stats.inc_value("warc/captures_entered", state.captures.publish())
+            stats.inc_value("warc/captures_not_entered", state.captures.not_entered)
+            state.captures.not_entered = 0
+    except redis.RedisError as exc:
+        stats.inc_value("warc/digest_errors")
+        connection.health_for(crawler).failed(exc)
+    except connection.mongo_error():
+        stats.inc_value("warc/digest_errors")
