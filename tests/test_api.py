@@ -146,6 +146,11 @@ def test_a_scrape_answers_from_the_archive_within_max_age(redis_url, small_shop,
         assert cached.metadata.status_code == 200 and cached.links
         assert Counter(site_hits(small_shop))["/about"] == 1  # no request reached the site
 
+        # a map adds what the archive holds of the host to what the site lists
+        firecrawl.scrape(small_shop.url + "/about?seen=api", formats=["markdown"])
+        mapped = firecrawl.map(small_shop.url + "/", sitemap="skip", search="seen=api")
+        assert [link.url for link in mapped.links] == [small_shop.url + "/about?seen=api"]
+
         # a capture older than the call's maxAge is no answer: fetched again
         again = firecrawl.scrape(about, formats=["markdown"], max_age=1)
         assert again.metadata.cache_state == "miss"

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from extensions.api.archived import ArchiveLookup
+    from extensions.api.known import KnownUrls
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +110,8 @@ class ApiService:
     scrape_timeout: float
     #: captures of the crawl's WARC archive (maxAge), or None without WARC_ENABLED
     archive: ArchiveLookup | None = None
+    #: the URLs the frontier and the archive know, which a map adds
+    known: KnownUrls | None = None
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)
@@ -251,6 +254,8 @@ class ApiService:
         found = await self._call(self.jobs.results, job.id, 0, MAP_READ)
         await self._call(self.jobs.forget, job.id)
         urls = [job.url, *(d["url"] for d in found if isinstance(d.get("url"), str))]
+        if self.known is not None and sitemap != "only":
+            urls += await self._call(self.known.urls, job.url, subdomains, limit)
         if search:
             urls = [u for u in urls if search.lower() in u.lower()]
         links = [{"url": url} for url in list(dict.fromkeys(urls))[:limit]]

@@ -29,6 +29,7 @@ def api_service(settings: Settings, spider: str | None = None) -> ApiService:
     for ``spider``'s nodes (API_SPIDER unless named)."""
     from extensions.api.archived import ArchiveLookup
     from extensions.api.jobs import Jobs
+    from extensions.api.known import KnownUrls
     from extensions.api.service import ApiService
     from extensions.warc.storage import archive_for
 
@@ -38,14 +39,16 @@ def api_service(settings: Settings, spider: str | None = None) -> ApiService:
                          "fetch what API calls ask (API_SPIDER)")  # fmt: skip
     server = redis_for_command(settings)
     keys = spider_keys(settings, name)
+    warc = archive_for(settings) if settings.getbool("WARC_ENABLED") else None
     archive = None
-    if settings.getbool("WARC_ENABLED") and settings.getint("WARC_CAPTURES_IN_REDIS"):
-        archive = ArchiveLookup(server, keys, archive_for(settings))
+    if warc is not None and settings.getint("WARC_CAPTURES_IN_REDIS"):
+        archive = ArchiveLookup(server, keys, warc)
     return ApiService(
         jobs=Jobs(server, keys, settings),
         max_pages=settings.getint("API_MAX_PAGES"),
         scrape_timeout=settings.getfloat("API_SCRAPE_TIMEOUT"),
         archive=archive,
+        known=KnownUrls(server, keys, name, settings.get("FRONTIER_QUEUE_BY"), warc),
     )
 
 
