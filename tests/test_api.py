@@ -157,3 +157,22 @@ def test_a_scrape_answers_from_the_archive_within_max_age(redis_url, small_shop,
         assert Counter(site_hits(small_shop))["/about"] == 2
     finally:
         services.stop(proc)
+
+
+def test_a_keys_own_quota_bounds_its_crawls_and_its_calls(redis_url, redis_client, tmp_path):
+    quotas = json.dumps({KEY_HASH: {"max_pages": 5, "rate_limit": 3}})
+    url, proc = start_api(redis_url, tmp_path, f"API_KEY_QUOTAS={quotas}")
+    try:
+        status, body = call(url, "POST", "/v2/crawl", {"url": "http://a.test/", "limit": 6})
+        assert status == 400 and "at most 5" in body["error"], body
+        status, body = call(url, "POST", "/v2/map", {"url": "http://a.test/", "limit": 6})
+        assert status == 400 and "at most 5" in body["error"], body
+        # seven calls past the first two: however a minute's turn splits them, one
+        # minute has more than three
+        answers = [call(url, "GET", "/v2/crawl/api-nope") for _ in range(7)]
+    finally:
+        services.stop(proc)
+    refused = [body for status, body in answers if status == 429]
+    assert refused and all(body["retryAfter"] >= 0 for body in refused), answers
+    assert {status for status, _ in answers} <= {404, 429}
+    assert redis_client.llen("web:start_urls") == 0  # nothing queued

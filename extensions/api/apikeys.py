@@ -1,7 +1,8 @@
 """API keys: a call's ``Authorization: Bearer KEY`` against ``API_KEYS``, each
 entry a key or, as it is better kept at rest, its ``sha256:HEX`` hash (``scrapy
-api --new-key`` prints both); and each key's calls a minute, counted in Redis
-so that every API server of the cluster holds one limit."""
+api --new-key`` prints both); each key's calls a minute, counted in Redis so
+that every API server of the cluster holds one limit; and each key's quota
+(``API_KEY_QUOTAS``: its own calls a minute and pages a crawl)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import hashlib
 import hmac
 import secrets
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import redis
@@ -30,10 +32,33 @@ def new_key() -> tuple[str, str]:
     return key, key_hash(key)
 
 
+@dataclass(frozen=True)
+class Quota:
+    """What one key may do: calls a minute, pages a crawl (or a map) asks for."""
+
+    rate_limit: int
+    max_pages: int
+
+
+def _hashed(entry: str) -> str:
+    return entry if entry.startswith(HASHED) else key_hash(entry)
+
+
 class ApiKeys:
-    def __init__(self, entries: list[str]):
+    def __init__(self, entries: list[str], quotas: dict[str, dict[str, Any]] | None = None,
+                 default: Quota = Quota(120, 10_000)):  # fmt: skip
         #: the hash of every key taken (a plain entry is hashed here)
-        self.hashes = [e if e.startswith(HASHED) else key_hash(e) for e in entries]
+        self.hashes = [_hashed(e) for e in entries]
+        self.default = default
+        #: API_KEY_QUOTAS: a key's own figures, by its hash
+        self.quotas = {
+            _hashed(entry): Quota(int(given.get("rate_limit", default.rate_limit)),
+                                  int(given.get("max_pages", default.max_pages)))
+            for entry, given in (quotas or {}).items()
+        }  # fmt: skip
+
+    def quota(self, hashed: str) -> Quota:
+        return self.quotas.get(hashed, self.default)
 
     def identify(self, authorization: str | None) -> str | None:
         """The hash of the key a call brings, or None when it brings none taken."""
@@ -53,8 +78,11 @@ class RateLimit:
         self.keys = keys
         self.per_minute = per_minute
 
-    def take(self, key_hash_: str, now: float | None = None) -> float:
-        """0 when a call of this key may go now, else the seconds until it may."""
+    def take(
+        self, key_hash_: str, now: float | None = None, per_minute: int | None = None
+    ) -> float:
+        """0 when a call of this key may go now (``per_minute`` its own limit,
+        else API_RATE_LIMIT), else the seconds until it may."""
         moment = now if now is not None else time.time()
         minute = int(moment // 60)
         counter = self.keys.named("api_rate", key=f"{key_hash_[len(HASHED) :][:16]}:{minute}")
@@ -62,6 +90,6 @@ class RateLimit:
         pipe.incr(counter)
         pipe.expire(counter, 120)
         calls, _ = pipe.execute()
-        if int(calls) <= self.per_minute:
+        if int(calls) <= (per_minute or self.per_minute):
             return 0.0
         return 60 - moment % 60

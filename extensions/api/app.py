@@ -59,8 +59,10 @@ def make_app(service: ApiService, keys: ApiKeys, rate: RateLimit) -> web.Applica
         key = keys.identify(request.headers.get("Authorization"))
         if key is None:
             return failure(401, "Unauthorized: give an API key as Authorization: Bearer KEY")
+        quota = keys.quota(key)
+        request["quota"] = quota
         try:
-            wait = await asyncio.to_thread(rate.take, key)
+            wait = await asyncio.to_thread(rate.take, key, None, quota.rate_limit)
             if wait:
                 said = "Rate limit exceeded: the key's calls a minute (API_RATE_LIMIT)"
                 return failure(429, said, retryAfter=round(wait))
@@ -85,7 +87,9 @@ def make_app(service: ApiService, keys: ApiKeys, rate: RateLimit) -> web.Applica
         return web.json_response(await service.scrape(await body_of(request)))
 
     async def crawl(request: web.Request) -> web.Response:
-        return web.json_response(await service.crawl(await body_of(request), origin(request)))
+        body = await body_of(request)
+        answer = await service.crawl(body, origin(request), request["quota"].max_pages)
+        return web.json_response(answer)
 
     async def crawl_status(request: web.Request) -> web.Response:
         try:
@@ -100,7 +104,8 @@ def make_app(service: ApiService, keys: ApiKeys, rate: RateLimit) -> web.Applica
         return web.json_response(await service.cancel(request.match_info["id"]))
 
     async def map_site(request: web.Request) -> web.Response:
-        return web.json_response(await service.map(await body_of(request)))
+        body = await body_of(request)
+        return web.json_response(await service.map(body, request["quota"].max_pages))
 
     async def not_found(request: web.Request) -> web.Response:
         raise ApiError(404, f"no such endpoint: {request.method} {request.path[:100]}")

@@ -26,6 +26,22 @@ def _keys(settings: BaseSettings, name: str) -> str | None:
     return None
 
 
+def _quotas(settings: BaseSettings, name: str) -> str | None:
+    try:
+        quotas = settings.getdict(name)
+    except (ValueError, TypeError):
+        return "a dict: key or sha256:HASH -> {'rate_limit': N, 'max_pages': N}"
+    for key, given in quotas.items():
+        if not isinstance(key, str) or not isinstance(given, dict):
+            return "a dict: key or sha256:HASH -> {'rate_limit': N, 'max_pages': N}"
+        unknown = set(given) - {"rate_limit", "max_pages"}
+        if unknown:
+            return f"{key[:20]}...: no such figure {sorted(unknown)[0]!r} (rate_limit, max_pages)"
+        if not all(type(v) is int and v >= 1 for v in given.values()):
+            return f"{key[:20]}...: each figure a whole number, 1 or more"
+    return None
+
+
 CAPABILITY = Capability(
     name="api",
     about="a Firecrawl-compatible API over the cluster's crawls (extensions/api/)",
@@ -39,6 +55,13 @@ CAPABILITY = Capability(
         "API_SPIDER": Setting("web", "the spider whose nodes fetch what API calls ask"),
         "API_RATE_LIMIT": Setting(
             120, "calls one key may make a minute (429 past it)", number(int, 1)
+        ),
+        "API_KEY_QUOTAS": Setting(
+            {},
+            "a key's own quota, by the key or its sha256: hash: {'rate_limit': calls a "
+            "minute, 'max_pages': the most pages its crawl or map may ask for}; what it "
+            "leaves out is API_RATE_LIMIT's and API_MAX_PAGES'",
+            _quotas,
         ),
         "API_MAX_PAGES": Setting(
             10_000, "the most pages one API crawl may ask for (its limit)", number(int, 1)

@@ -177,7 +177,7 @@ def http_app(server: MCPServer, keys: ApiKeys, rate: RateLimit, bind: str) -> An
             status, error = 401, "Unauthorized: give an API key as Authorization: Bearer KEY"
         else:
             try:
-                if await asyncio.to_thread(rate.take, key):
+                if await asyncio.to_thread(rate.take, key, None, keys.quota(key).rate_limit):
                     status, error = 429, "Rate limit exceeded (API_RATE_LIMIT)"
             except redis_errors.RedisError:
                 status, error = 503, "the cluster's Redis cannot be reached; try again"

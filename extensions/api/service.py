@@ -154,12 +154,17 @@ class ApiService:
         raise ApiError(408, f"Scrape timed out after {timeout:g} s: no node of the API's "
                             "spider fetched the page in time")  # fmt: skip
 
-    async def crawl(self, body: dict[str, Any], base: str = "") -> dict[str, Any]:
+    async def crawl(
+        self, body: dict[str, Any], base: str = "", max_pages: int | None = None
+    ) -> dict[str, Any]:
+        """A crawl's start; ``max_pages`` its caller's quota (API_MAX_PAGES unless
+        its key has one of its own)."""
         options = body.get("scrapeOptions") or {}
         if not isinstance(options, dict):
             raise BadCall("scrapeOptions: must be an object")
         scrape_options, names = _scrape_options(options)
-        limit = integer(body, "limit", 1, self.max_pages) or self.max_pages
+        most = max_pages or self.max_pages
+        limit = integer(body, "limit", 1, most) or most
         depth = integer(body, "maxDiscoveryDepth", 0)
         paths = {}
         for name in ("includePaths", "excludePaths"):
@@ -228,8 +233,9 @@ class ApiService:
             return {"success": True, "status": "cancelled"}
         raise ApiError(409, "the crawl has ended already")
 
-    async def map(self, body: dict[str, Any]) -> dict[str, Any]:
-        limit = integer(body, "limit", 1, self.max_pages) or min(MAP_LIMIT, self.max_pages)
+    async def map(self, body: dict[str, Any], max_pages: int | None = None) -> dict[str, Any]:
+        most = max_pages or self.max_pages
+        limit = integer(body, "limit", 1, most) or min(MAP_LIMIT, most)
         sitemap = body.get("sitemap", "include")
         if sitemap not in SITEMAP:
             raise BadCall(f"sitemap: one of {', '.join(SITEMAP)}")

@@ -52,6 +52,13 @@ def api_service(settings: Settings, spider: str | None = None) -> ApiService:
     )
 
 
+def api_keys(settings: Settings) -> ApiKeys:
+    from extensions.api.apikeys import Quota
+
+    default = Quota(settings.getint("API_RATE_LIMIT"), settings.getint("API_MAX_PAGES"))
+    return ApiKeys(settings.getlist("API_KEYS"), settings.getdict("API_KEY_QUOTAS"), default)
+
+
 def rate_limit(settings: Settings, spider: str | None = None) -> RateLimit:
     name = spider or settings.get("API_SPIDER")
     return RateLimit(redis_for_command(settings), spider_keys(settings, name),
@@ -61,7 +68,7 @@ def rate_limit(settings: Settings, spider: str | None = None) -> RateLimit:
 def build_app(settings: Settings) -> web.Application:
     from extensions.api.app import make_app
 
-    keys = ApiKeys(settings.getlist("API_KEYS"))
+    keys = api_keys(settings)
     return make_app(api_service(settings), keys, rate_limit(settings))
 
 
@@ -103,7 +110,7 @@ class Command(ProjectCommand):
         problems = [p for p in config.problems(settings) if p.startswith("API_")]
         if problems:
             raise UsageError("; ".join(problems))
-        if not ApiKeys(settings.getlist("API_KEYS")).hashes:
+        if not api_keys(settings).hashes:
             raise UsageError("API_KEYS is empty: every call needs a key (scrapy api --new-key "
                              "makes one)")  # fmt: skip
         if not 0 <= opts.port <= 65535:

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import UsageError
 
 from extensions import config
-from extensions.api.apikeys import ApiKeys
 from extensions.cli import ProjectCommand
-from extensions.commands.api import api_service, rate_limit
+from extensions.commands.api import api_keys, api_service, rate_limit
 
 if TYPE_CHECKING:
     import argparse
@@ -61,7 +60,7 @@ class Command(ProjectCommand):
         if not opts.http:
             build_server(service, name, rate_limit(settings, name)).run("stdio")
             return
-        keys = ApiKeys(settings.getlist("API_KEYS"))
+        keys = api_keys(settings)
         if not keys.hashes:
             raise UsageError("API_KEYS is empty: over HTTP every call needs a key (scrapy "
                              "api --new-key makes one)")  # fmt: skip
