@@ -34,9 +34,14 @@ def api_service(settings: Settings, spider: str | None = None) -> ApiService:
     from extensions.warc.storage import archive_for
 
     name = spider or settings.get("API_SPIDER")
-    if name not in get_spider_loader(settings).list():
-        raise UsageError(f"{name!r} is no spider of this project: name one whose nodes "
-                         "fetch what API calls ask (API_SPIDER)")  # fmt: skip
+    spiders = get_spider_loader(settings).list()
+    if name not in spiders:
+        raise UsageError(
+            f"{name!r} is no spider of this project: set API_SPIDER to the one whose nodes "
+            f"fetch what API calls ask (this project has: {', '.join(sorted(spiders)) or 'none'}"
+            "), or add the bundled broad-crawl spider to yours (from crawler.spiders.web "
+            "import WebSpider)"
+        )
     server = redis_for_command(settings)
     keys = spider_keys(settings, name)
     warc = archive_for(settings) if settings.getbool("WARC_ENABLED") else None
