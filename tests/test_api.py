@@ -87,6 +87,8 @@ def test_the_sdk_scrapes_and_crawls_through_the_cluster(
     assert all(p.startswith("/category/") for p in paths - {"/"}), paths
     assert not [p for p in paths if p.startswith("/category/garden")], paths
     assert all(doc.markdown for doc in job.data)
+    # its sitemaps were read (a way to pages, whatever the paths say), and are no documents
+    assert "/sitemap-categories.xml" in site_hits(small_shop)
 
     # a map: what the site's sitemaps list, no page of it fetched
     products_before = {p for p in site_hits(small_shop) if p.startswith("/product/")}

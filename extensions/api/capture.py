@@ -103,6 +103,8 @@ class ApiCaptureMiddleware:
             for url in listed_links(response):  # an llms.txt: the links it lists
                 self.pending.hold(response.request, crawl, json.dumps({"url": url}))
             return
+        if getattr(getattr(response.request, "callback", None), "__name__", "") == "_parse_sitemap":
+            return  # a robots.txt or sitemap read for its URLs: no page of the crawl
         try:
             options = job.get("options")
             document = firecrawl_document(response, options if isinstance(options, dict) else {})

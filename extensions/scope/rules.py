@@ -10,7 +10,7 @@ document, if it has one. A request without a trail is its own seed.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -103,15 +103,23 @@ def within(scope: Scope, place: Place, seed: Place) -> bool:
     )
 
 
-def judge(scopes: Iterable[Scope], url: str, trail: Trail) -> tuple[str | None, int]:
+def judge(
+    scopes: Iterable[Scope], url: str, trail: Trail, sitemap: bool = False
+) -> tuple[str | None, int]:
     """(why the URL is refused, or None; its hops outside the scope) for a URL
-    at ``trail`` (its own hops, and the hops outside that led to its parent)."""
+    at ``trail`` (its own hops, and the hops outside that led to its parent).
+    A ``sitemap`` (a robots.txt or sitemap read for the URLs it lists) is a way
+    to pages, not a page: the patterns and the depth are for what it lists, and
+    a ``prefix`` scope takes its host's."""
     place = Place.of(url)
     seed = _seed_place(trail.seed)
     if place is None or seed is None:
         return "outside", trail.out
     out = 0
     for scope in scopes:
+        if sitemap:
+            kind = "host" if scope.scope == "prefix" else scope.scope
+            scope = replace(scope, scope=kind, exclude=(), max_depth=None, _exclude=None)
         if scope.excluded(place.url):
             return "excluded", trail.out
         if scope.max_depth is not None and trail.hops > scope.max_depth:

@@ -106,7 +106,7 @@ class ScopeState:
         # a sitemap's entries are as far from the seed as the sitemap
         hops = parent_trail.hops + (0 if from_sitemap else 1)
         trail = Trail(parent_trail.seed, hops, parent_trail.out, parent_trail.doc)
-        reason, out = judge(scopes, child.url, trail)
+        reason, out = judge(scopes, child.url, trail, sitemap=_reads_sitemap(child))
         if reason is not None:
             return self._refused(crawl, reason)
         child.meta[SCOPE_TRAIL] = [trail.seed, trail.hops, out, trail.doc]
@@ -128,7 +128,7 @@ class ScopeState:
             return self._refused(crawl, "outside")
         # judged from its parent: the hops outside that led there
         parent = Trail(trail.seed, trail.hops, max(trail.out - 1, 0), trail.doc)
-        reason, _ = judge(scopes, request.url, parent)
+        reason, _ = judge(scopes, request.url, parent, sitemap=_reads_sitemap(request))
         return None if reason is None else self._refused(crawl, reason)
 
     def seed_problem(self, request: Request) -> str | None:

@@ -58,7 +58,7 @@ def queued_verdict(scopes: dict[str, Scope], crawl: str, raw: bytes) -> str | No
     if not found or not isinstance(url, str):
         return None
     parent = Trail(trail.seed, trail.hops, max(trail.out - 1, 0), trail.doc)
-    return judge(found, url, parent)[0]
+    return judge(found, url, parent, sitemap=data.get("callback") == "_parse_sitemap")[0]
 
 
 class OverflowGroups(Protocol):
