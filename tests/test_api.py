@@ -178,3 +178,33 @@ def test_a_keys_own_quota_bounds_its_crawls_and_its_calls(redis_url, redis_clien
     assert refused and all(body["retryAfter"] >= 0 for body in refused), answers
     assert {status for status, _ in answers} <= {404, 429}
     assert redis_client.llen("web:start_urls") == 0  # nothing queued
+
+
+def test_calls_that_ended_long_ago_are_forgotten_whole(redis_client):
+    from scrapy.utils.project import get_project_settings
+
+    from extensions.api.jobs import Jobs
+    from extensions.installed import install_defaults
+    from extensions.keys import SpiderKeys
+
+    settings = get_project_settings()
+    install_defaults(settings)  # as a command has them
+    jobs = Jobs(redis_client, SpiderKeys.for_spider("web"), settings)
+    scope = {"scope": "prefix", "sitemaps": "skip", "exclude": ["/private/"]}
+    ended = jobs.start("crawl", "http://a.test/", {}, limit=5, scope=scope)
+    running = jobs.start("crawl", "http://b.test/", {}, limit=5, scope=scope)
+    unanswered = jobs.start("scrape", "http://c.test/", {})
+    results = f"web:api:results:{ended.id}"
+    redis_client.rpush(results, json.dumps({"markdown": "x"}))
+    jobs.crawls.stop(ended.id)
+    later = ended.created + settings.getint("API_RESULTS_TTL") + 1
+    assert jobs.sweep(later) == 1  # the scrape its server never answered
+    assert redis_client.ttl(results) > 0  # the ended crawl's results expire from now
+    redis_client.delete(results)  # (as they will)
+    assert jobs.sweep(later) == 1
+    assert jobs.job(ended.id) is None and jobs.job(unanswered.id) is None
+    assert not redis_client.hexists("web:crawls", ended.id)
+    assert not redis_client.hexists("web:scope", ended.id)
+    assert not list(redis_client.scan_iter(f"web:crawl:{ended.id}*"))
+    # a crawl with work left stays, whatever its age
+    assert jobs.job(running.id) is not None and redis_client.hexists("web:scope", running.id)

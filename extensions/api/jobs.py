@@ -24,6 +24,7 @@ from extensions.frontier.seeding import push, validate, with_field
 from extensions.frontier.start_urls import EntryRules
 from extensions.scope.document import Scope, ScopeError, parse
 from extensions.scope.seeding import store_crawl_scope, with_sitemaps
+from extensions.scope.store import VERSION, ScopeStore, count_field, since_field
 
 if TYPE_CHECKING:
     import redis
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
 
 #: dead letters a failed scrape looks through for its reason (newest first)
 DLQ_LOOK = 500
+#: job records one sweep of ended calls reads at most
+SWEEP_READ = 10_000
+#: the counters a crawl's scope keeps (scope/state.py, sweep.py)
+SCOPE_COUNTS = ("pages", "bytes", "limit", "outside", "excluded", "depth")
 #: requests an API crawl may spend on robots.txt sitemaps and sitemap indexes,
 #: beyond its limit of pages
 SITEMAP_REQUESTS = 50
@@ -174,15 +179,53 @@ class Jobs:
                 return str(letter.get("error") or letter.get("kind") or "failed")
         return "the page could not be fetched"
 
-    def forget(self, crawl: str) -> None:
-        """A scrape read: nothing of its crawl stays in Redis."""
+    def forget(self, crawl: str, scoped: bool = True) -> None:
+        """A scrape or map read, or a crawl ended API_RESULTS_TTL ago: nothing of
+        it stays in Redis (its registry, counters, results, record and scope;
+        ``scoped``: the nodes are told the scopes changed)."""
+        store = ScopeStore(self.server, self.keys)
         pipe = self.server.pipeline(transaction=False)
         pipe.hdel(self.keys.crawls, crawl)
         results = self.keys.named("api_results", crawl=crawl)
         pipe.delete(self.keys.crawl(crawl), self.keys.crawl_groups(crawl),
                     self.keys.crawl_ready(crawl), results)  # fmt: skip
         pipe.hdel(self.jobs_key, crawl)
+        pipe.hdel(store.key, crawl, since_field(crawl))
+        pipe.hdel(store.counts_key, *(count_field(crawl, name) for name in SCOPE_COUNTS))
+        if scoped:
+            pipe.hincrby(store.key, VERSION, 1)
         pipe.execute()
+
+    def sweep(self, now: float) -> int:
+        """Forget the API's calls that ended API_RESULTS_TTL ago (a crawl whose
+        results expired; a scrape or map its server never answered), so that the
+        registry and the scopes hold the live ones only; how many. A crawl that
+        ended unread gets its results' expiry here."""
+        gone: list[str] = []
+        for n, (field, _) in enumerate(self.server.hscan_iter(self.jobs_key, count=500)):
+            if n >= SWEEP_READ:
+                break
+            job = self.job(field.decode() if isinstance(field, bytes) else str(field))
+            if job is None or job.created + self.ttl > now:
+                continue
+            if job.kind != "crawl":
+                gone.append(job.id)
+                continue
+            figures = self.crawls.figures(job.id)
+            if figures.state in ("running", "paused") and (
+                figures.pending or not (figures.done or figures.dlq)
+            ):
+                continue  # still crawling
+            left = self.server.ttl(self.keys.named("api_results", crawl=job.id))
+            if left == -1:
+                self.expire(job.id)  # ended, never read to its end
+            elif left == -2:
+                gone.append(job.id)
+        for crawl in gone:
+            self.forget(crawl, scoped=False)
+        if gone:
+            self.server.hincrby(ScopeStore(self.server, self.keys).key, VERSION, 1)
+        return len(gone)
 
     def expire(self, crawl: str) -> None:
         """A crawl ended: its results and its record go after API_RESULTS_TTL."""

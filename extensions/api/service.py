@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,8 @@ MAP_OPTIONS = {"url", "limit", "sitemap", "includeSubdomains", "search"}
 MAP_LIMIT = 5000
 #: results a map reads at most (its sitemaps may list the same URL many times)
 MAP_READ = 100_000
+#: seconds between sweeps of the calls that ended long ago
+SWEEP_EVERY = 60.0
 #: Firecrawl's default maxAge (ms): a capture two days old or younger answers a scrape
 MAX_AGE = 172_800_000
 
@@ -113,13 +116,36 @@ class ApiService:
     #: the URLs the frontier and the archive know, which a map adds
     known: KnownUrls | None = None
 
+    #: when (the loop's clock) ended calls are next swept; the task doing it
+    _next_sweep: float = 0.0
+    _sweeping: asyncio.Task | None = None
+
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)
+
+    def _sweep_now_and_then(self) -> None:
+        """At most once a SWEEP_EVERY, beside the call that comes: the calls that
+        ended API_RESULTS_TTL ago forgotten (``Jobs.sweep``)."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._next_sweep or (self._sweeping and not self._sweeping.done()):
+            return
+        self._next_sweep = loop.time() + SWEEP_EVERY
+
+        async def sweep() -> None:
+            try:
+                forgotten = await self._call(self.jobs.sweep, time.time())
+                if forgotten:
+                    logger.info("forgot %d API calls that ended long ago", forgotten)
+            except Exception as exc:  # Redis away: the next sweep tries again
+                logger.warning("the sweep of ended API calls failed: %s", exc)
+
+        self._sweeping = asyncio.create_task(sweep())
 
     def _ended(self, figures: Any) -> bool:
         return not figures.pending and bool(figures.done or figures.dlq)
 
     async def scrape(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._sweep_now_and_then()
         options, names = _scrape_options(body)
         timeout = self.scrape_timeout
         given = integer(body, "timeout", 1)
@@ -139,7 +165,7 @@ class ApiService:
         while loop.time() < deadline:
             found = await self._call(self.jobs.results, job.id, 0, 1)
             if found:
-                await self._call(self.jobs.forget, job.id)
+                await self._call(self.jobs.forget, job.id, False)  # (no scope)
                 if self.archive is not None:
                     found[0]["metadata"]["cacheState"] = "miss"
                 return {"success": True, "data": found[0], "warning": warning}
@@ -147,7 +173,7 @@ class ApiService:
                 await asyncio.sleep(POLL)  # (its page, if it made one, is in by now)
                 if not await self._call(self.jobs.results, job.id, 0, 1):
                     reason = await self._call(self.jobs.failure, job)
-                    await self._call(self.jobs.forget, job.id)
+                    await self._call(self.jobs.forget, job.id, False)  # (no scope)
                     raise ApiError(502, f"Failed to scrape {job.url}: {reason}")
             await asyncio.sleep(POLL)
         await self._call(self.jobs.crawls.stop, job.id)
@@ -159,6 +185,7 @@ class ApiService:
     ) -> dict[str, Any]:
         """A crawl's start; ``max_pages`` its caller's quota (API_MAX_PAGES unless
         its key has one of its own)."""
+        self._sweep_now_and_then()
         options = body.get("scrapeOptions") or {}
         if not isinstance(options, dict):
             raise BadCall("scrapeOptions: must be an object")
