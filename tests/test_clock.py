@@ -119,11 +119,16 @@ def test_nodes_whose_clocks_are_off_keep_the_crawl_delay_and_say_so(redis_url, r
     # after the first few (sent before robots.txt was read: one or two a node), one
     # request per Crawl-delay at the host: a node 3 s ahead would send into slots others use
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-    # (arrivals at the site jitter by a tenth of a second on a loaded machine: no two
-    # closer than 0.6 of the delay, and the delay kept on average)
+    # Arrivals at the site jitter on a loaded machine (a send a few tenths late, or
+    # the site's own process slow to take it, brings it closer to the next: 0.22 s
+    # once), so the delay is judged over every four gaps, where one late arrival moves
+    # little, and on average; and no two share a slot (what a node whose clock is off
+    # would do: gaps near 0, four gaps in about two delays)
     paced_from = next(i for i, gap in enumerate(gaps) if gap >= delay * 0.8)
     paced = gaps[paced_from:]
-    assert paced_from <= 6 and min(paced) >= delay * 0.6, gaps
+    assert paced_from <= 6 and min(paced) >= delay * 0.3, gaps
+    spans = [sum(paced[i : i + 4]) for i in range(len(paced) - 3)]
+    assert min(spans) >= 4 * delay * 0.8, gaps
     assert sum(paced) / len(paced) >= delay * 0.9, gaps
     for node, off in ((1, "+3.0"), (2, "-3.0")):
         said = nodes.log(node).count(f"this node's clock is {off} s off the frontier Redis's")
