@@ -4,10 +4,11 @@
 lets the scheduler release a request's lease when the engine is done with it:
 by then every item the request produced is in the store.
 
-Batches are written when they reach ``ITEM_STORE_BATCH_SIZE`` items or their
-oldest item is ``ITEM_STORE_FLUSH_INTERVAL`` seconds old, one batch at a time in
-a worker thread. While ``ITEM_STORE_MAX_PENDING`` items wait, new items wait
-for room, which slows the crawl down instead of growing memory.
+Batches are written when they reach ``ITEM_STORE_BATCH_SIZE`` items, when their
+oldest item is ``ITEM_STORE_FLUSH_INTERVAL`` seconds old, or when no download is
+in flight (no more items are coming), one batch at a time in a worker thread.
+While ``ITEM_STORE_MAX_PENDING`` items wait, new items wait for room, which
+slows the crawl down instead of growing memory.
 
 Items go to the stores ``choice.py`` builds: MongoDB when ``MONGO_URI`` is set
 (collection NAME, or the spider's or item class's ``mongo_collection``; unique
@@ -219,8 +220,18 @@ class ItemStorePipeline:
         return doc
 
     def _flush_if_old(self) -> None:
-        if self._batch and time.monotonic() - self._batch_started >= self.flush_interval:
+        if self._batch and (
+            time.monotonic() - self._batch_started >= self.flush_interval or self._nothing_coming()
+        ):
             self._flush()
+
+    def _nothing_coming(self) -> bool:
+        """No download in flight: no more items are on their way to join this
+        batch, and waiting out the interval would only hold its pages' leases
+        (a crawl at a slow host's pace, an API scrape)."""
+        engine = getattr(self.crawler, "engine", None)
+        downloader = getattr(engine, "downloader", None)
+        return downloader is not None and not downloader.active
 
     def _flush(self) -> None:
         # One write at a time keeps the stores' order and bounds the threads used.
