@@ -57,6 +57,7 @@ def build_server(service: ApiService, name: str, rate: RateLimit | None = None) 
             if rate is not None:
                 wait = await asyncio.to_thread(rate.take, STDIO_KEY)
                 if wait:
+                    call.close()  # never run
                     raise ToolError(f"rate limit: the calls a minute are spent ({wait:.0f} s)")
             return dict(await call)
         except BadCall as exc:
