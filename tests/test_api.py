@@ -161,6 +161,21 @@ def test_a_scrape_answers_from_the_archive_within_max_age(redis_url, small_shop,
         services.stop(proc)
 
 
+def test_a_private_address_is_refused_where_private_networks_are_denied(
+    redis_url, redis_client, tmp_path
+):
+    url, proc = start_api(redis_url, tmp_path, "DENY_PRIVATE_NETWORKS=True")
+    try:
+        private = ("http://127.0.0.1:6379/", "http://169.254.169.254/latest/")
+        answers = [call(url, "POST", path, {"url": target})
+                   for path in ("/v2/scrape", "/v2/crawl", "/v2/map") for target in private]  # fmt: skip
+    finally:
+        services.stop(proc)
+    for status, body in answers:
+        assert status == 400 and body["error"].startswith("Bad Request: url:"), body
+    assert redis_client.llen("web:start_urls") == 0 and not redis_client.hlen("web:api:jobs")
+
+
 def test_a_keys_own_quota_bounds_its_crawls_and_its_calls(redis_url, redis_client, tmp_path):
     quotas = json.dumps({KEY_HASH: {"max_pages": 5, "rate_limit": 3}})
     url, proc = start_api(redis_url, tmp_path, f"API_KEY_QUOTAS={quotas}")
