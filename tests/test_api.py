@@ -167,8 +167,9 @@ def test_a_private_address_is_refused_where_private_networks_are_denied(
     url, proc = start_api(redis_url, tmp_path, "DENY_PRIVATE_NETWORKS=True")
     try:
         private = ("http://127.0.0.1:6379/", "http://169.254.169.254/latest/")
+        paths = ("/v2/scrape", "/v2/crawl", "/v2/map")
         answers = [call(url, "POST", path, {"url": target})
-                   for path in ("/v2/scrape", "/v2/crawl", "/v2/map") for target in private]  # fmt: skip
+                   for path in paths for target in private]  # fmt: skip
     finally:
         services.stop(proc)
     for status, body in answers:
