@@ -1,5 +1,5 @@
 """What an API call does, whoever asks: the HTTP routes of ``scrapy api``
-(``app.py``) and the tools of ``scrapy mcp`` (``mcp.py``) both call these.
+(``app.py``) and the tools of ``scrapy mcp`` (``mcpserver.py``) both call these.
 
 Each takes a call's options in Firecrawl's v2 shapes and answers a dict of
 Firecrawl's answer, or raises ``BadCall`` (400) or ``ApiError`` with the status
