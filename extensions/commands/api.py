@@ -82,12 +82,13 @@ class Command(ProjectCommand):
         return "[--bind ADDRESS] [--port PORT] | --new-key"
 
     def short_desc(self) -> str:
-        return "Serve a Firecrawl-compatible API (v2 scrape and crawl) over the cluster"
+        return "Serve a Firecrawl-compatible API (v2 scrape, crawl and map) over the cluster"
 
     def long_desc(self) -> str:
         return (
             "Serves Firecrawl's v2 API under /v2/ for the tools that speak it: POST "
-            "/v2/scrape, POST /v2/crawl, GET and DELETE /v2/crawl/ID. Each call is a crawl "
+            "/v2/scrape (from the archive within maxAge, with WARC on), POST /v2/crawl, GET "
+            "and DELETE /v2/crawl/ID, POST /v2/map. Each call is a crawl "
             "of API_SPIDER's nodes (run them as for any crawl), under the cluster's "
             "robots.txt, host rates and budgets. Every call needs Authorization: Bearer KEY, "
             "a key API_KEYS takes; --new-key prints one and its hash (put the hash in "
