@@ -167,6 +167,16 @@ def test_a_change_reaches_every_queued_request_at_the_next_look(redis_client):
     assert stats.get_value("scope/excluded") == 1
 
 
+def test_a_crawl_met_first_is_judged_by_the_scope_stored_since_the_last_look(redis_client):
+    state, _ = node_state(redis_client)
+    look_now(state)  # (and not again for SCOPE_REFRESH)
+    store = ScopeStore(redis_client, SpiderKeys.for_spider("scoped"))
+    store.set_crawl_scope("new", parse({"scope": "host", "exclude": ["/private/"]}))
+    parent = Request(SEED, meta={CRAWL_ID: "new"})  # its seed, fetched at once
+    assert state.child(parent, Request("https://example.com/private/1")) == "excluded"
+    assert state.child(parent, Request("https://other.example/")) == "outside"
+
+
 def test_a_seed_of_its_own_scope_is_stored_once_and_a_bad_one_dead_lettered(redis_client):
     state, _ = node_state(redis_client)
     look_now(state)

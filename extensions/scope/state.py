@@ -23,7 +23,7 @@ from extensions.connection import text
 from extensions.meta import CRAWL_ID
 from extensions.scope.declared import SCOPE_TRAIL
 from extensions.scope.document import EMPTY, Scope, ScopeError, parse
-from extensions.scope.rules import Trail, judge
+from extensions.scope.rules import Trail, judge, reads_sitemap
 from extensions.scope.store import (
     SEED,
     VERSION,
@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: what a start entry's meta names to give its seed a scope of its own
 SEED_SCOPE = "scope"
+#: crawl ids a node remembers having met at most (then it meets them afresh)
+MET_KEPT = 10_000
 
 
 class ScopeState:
@@ -75,6 +77,8 @@ class ScopeState:
         self._seed_docs: set[str] = set()
         #: seeds' own scopes Redis did not take yet (it was away)
         self._unstored: dict[str, Scope] = {}
+        #: crawl ids met since (bounded): each looked up once when first met
+        self._met: set[str] = set()
 
     # --- the judgements -------------------------------------------------------------
 
@@ -94,19 +98,20 @@ class ScopeState:
         or None, its trail set."""
         self.look()
         crawl = child.meta.get(CRAWL_ID) or parent.meta.get(CRAWL_ID) or ""
+        self._meet(crawl)
         if crawl in self.reached or self._host_full(crawl, child.url):
             return self._refused(crawl, "limit")
         parent_trail = Trail.of(parent.url, parent.meta)
         scopes = self.scopes_of(crawl, parent_trail.doc)
         if not scopes:
             return None
-        from_sitemap = _reads_sitemap(parent)
+        from_sitemap = reads_sitemap(parent)
         if _sitemaps_refused(scopes, child, from_sitemap):
             return self._refused(crawl, "outside")
         # a sitemap's entries are as far from the seed as the sitemap
         hops = parent_trail.hops + (0 if from_sitemap else 1)
         trail = Trail(parent_trail.seed, hops, parent_trail.out, parent_trail.doc)
-        reason, out = judge(scopes, child.url, trail, sitemap=_reads_sitemap(child))
+        reason, out = judge(scopes, child.url, trail, sitemap=reads_sitemap(child))
         if reason is not None:
             return self._refused(crawl, reason)
         child.meta[SCOPE_TRAIL] = [trail.seed, trail.hops, out, trail.doc]
@@ -116,6 +121,7 @@ class ScopeState:
         """Why a leased request is out of its crawl's scope now (counted), or None."""
         self.look()
         crawl = request.meta.get(CRAWL_ID) or ""
+        self._meet(crawl)
         if crawl in self.reached or self._host_full(crawl, request.url):
             return self._refused(crawl, "limit")
         if not self.scopes:
@@ -128,7 +134,7 @@ class ScopeState:
             return self._refused(crawl, "outside")
         # judged from its parent: the hops outside that led there
         parent = Trail(trail.seed, trail.hops, max(trail.out - 1, 0), trail.doc)
-        reason, _ = judge(scopes, request.url, parent, sitemap=_reads_sitemap(request))
+        reason, _ = judge(scopes, request.url, parent, sitemap=reads_sitemap(request))
         return None if reason is None else self._refused(crawl, reason)
 
     def seed_problem(self, request: Request) -> str | None:
@@ -200,6 +206,19 @@ class ScopeState:
         return doc
 
     # --- the cluster's view -------------------------------------------------------------
+
+    def _meet(self, crawl: str) -> None:
+        """A crawl id this node meets for the first time is looked up now, not at
+        the next look: its scope may have been stored since the last one (a crawl
+        seeded just after its scope, as scrapy seed and the API do), and its first
+        pages' links would be judged without it."""
+        if not crawl or crawl in self.scopes or crawl in self._met:
+            return
+        if len(self._met) >= MET_KEPT:
+            self._met.clear()
+        self._met.add(crawl)
+        self.looked = float("-inf")
+        self.look()
 
     def look(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -294,17 +313,13 @@ def _host(url: str) -> str:
         return ""
 
 
-def _reads_sitemap(request: Request) -> bool:
-    return getattr(request.callback, "__name__", "") == "_parse_sitemap"
-
-
 def _sitemaps_refused(scopes: list[Scope], request: Request, from_sitemap: bool) -> bool:
     """``sitemaps``: "skip" refuses a sitemap; "only" refuses a page's links
     (``from_sitemap``: the request came from a sitemap, or its origin is not known)."""
     for scope in scopes:
-        if scope.sitemaps == "skip" and _reads_sitemap(request):
+        if scope.sitemaps == "skip" and reads_sitemap(request):
             return True
-        if scope.sitemaps == "only" and not from_sitemap and not _reads_sitemap(request):
+        if scope.sitemaps == "only" and not from_sitemap and not reads_sitemap(request):
             return True
     return False
 
