@@ -45,8 +45,7 @@ def _hashed(entry: str) -> str:
 
 
 class ApiKeys:
-    def __init__(self, entries: list[str], quotas: dict[str, dict[str, Any]] | None = None,
-                 default: Quota = Quota(120, 10_000)):  # fmt: skip
+    def __init__(self, entries: list[str], quotas: dict[str, dict[str, Any]], default: Quota):
         #: the hash of every key taken (a plain entry is hashed here)
         self.hashes = [_hashed(e) for e in entries]
         self.default = default
@@ -54,7 +53,7 @@ class ApiKeys:
         self.quotas = {
             _hashed(entry): Quota(int(given.get("rate_limit", default.rate_limit)),
                                   int(given.get("max_pages", default.max_pages)))
-            for entry, given in (quotas or {}).items()
+            for entry, given in quotas.items()
         }  # fmt: skip
 
     def quota(self, hashed: str) -> Quota:

@@ -22,6 +22,7 @@ from extensions.installed import require_addon
 from extensions.keys import SpiderKeys
 from extensions.meta import CRAWL_ID
 from extensions.runtime import state_of
+from extensions.scope.rules import reads_sitemap
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -32,6 +33,8 @@ logger = logging.getLogger(__name__)
 #: seconds a call's options are taken as read (they never change)
 OPTIONS_TTL = 300.0
 OPTIONS_KEPT = 1000
+#: URLs a map keeps on one node when its call names no limit
+MAP_KEPT = 5000
 
 
 class Captured:
@@ -66,6 +69,8 @@ class ApiCaptureMiddleware:
         self.stats = crawler.stats
         self.pending = captured(crawler)
         self._options: dict[str, tuple[dict[str, Any], float]] = {}
+        #: URLs each map kept on this node (forgotten with the options)
+        self._mapped: dict[str, int] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ApiCaptureMiddleware:
@@ -91,6 +96,7 @@ class ApiCaptureMiddleware:
             self.stats.inc_value("api/bad_job")
         if len(self._options) >= OPTIONS_KEPT:
             self._options.clear()
+            self._mapped.clear()
         self._options[crawl] = (found if isinstance(found, dict) else {}, now + OPTIONS_TTL)
         return self._options[crawl][0]
 
@@ -101,9 +107,9 @@ class ApiCaptureMiddleware:
         job = self.job(crawl)
         if job.get("kind") == "map":
             for url in listed_links(response):  # an llms.txt: the links it lists
-                self.pending.hold(response.request, crawl, json.dumps({"url": url}))
+                self._map_url(response, crawl, url)
             return
-        if getattr(getattr(response.request, "callback", None), "__name__", "") == "_parse_sitemap":
+        if reads_sitemap(response.request):
             return  # a robots.txt or sitemap read for its URLs: no page of the crawl
         try:
             options = job.get("options")
@@ -128,11 +134,20 @@ class ApiCaptureMiddleware:
         if not isinstance(output, Request) or kind not in ("scrape", "map"):
             return True
         if kind == "map":
-            if getattr(output.callback, "__name__", "") == "_parse_sitemap":
+            if reads_sitemap(output):
                 return True
-            crawl = response.meta[CRAWL_ID]
-            self.pending.hold(response.request, crawl, json.dumps({"url": output.url}))
+            self._map_url(response, response.meta[CRAWL_ID], output.url)
         return False
+
+    def _map_url(self, response: Response, crawl: str, url: str) -> None:
+        """A URL a map found, kept up to the map's limit on this node (its
+        sitemaps may list millions: the answer takes no more than the limit)."""
+        held = self._mapped.get(crawl, 0)
+        if held >= int(self.job(crawl).get("limit") or MAP_KEPT):
+            self.stats.inc_value("api/map_urls_over_limit")
+            return
+        self._mapped[crawl] = held + 1
+        self.pending.hold(response.request, crawl, json.dumps({"url": url}))
 
     def process_spider_output(self, response: Response, result: Iterable[Any],
                               spider: Any = None) -> Iterator[Any]:  # fmt: skip

@@ -76,24 +76,28 @@ class KnownUrls:
         except Exception as exc:  # S3 away: the map answers what it has
             logger.warning("the archive's index could not be listed: %s", exc)
             return
-        prefix = base.split(":", 1)[0].split(",", 1)[0]  # the top-level label: a cheap first cut
+        # an index line starts with its URL's SURT: the host's own, or a subdomain's
+        prefixes = (f"{base})".encode(), f"{base},".encode())
         for name in reversed(names):
             path = self.archive.fetch(name)
             if path is None:
                 continue
             try:
                 with path.open("rb") as stream:
-                    lines = stream.read(INDEX_READ).decode("utf-8", "replace").splitlines()
+                    read = 0
+                    for line in stream:
+                        read += len(line)
+                        if read > INDEX_READ:
+                            break
+                        if not line.startswith(prefixes):
+                            continue
+                        try:
+                            candidate = json.loads(line.split(b" ", 2)[2]).get("url")
+                        except (ValueError, IndexError, AttributeError):
+                            continue  # a line no writer of ours wrote
+                        if ours(candidate):
+                            found[candidate] = None
+                            if len(found) >= limit:
+                                return
             except OSError:
                 continue
-            for line in lines:
-                if not line.startswith(prefix):
-                    continue
-                try:
-                    candidate = json.loads(line.split(" ", 2)[2]).get("url")
-                except (ValueError, IndexError, AttributeError):
-                    continue
-                if ours(candidate):
-                    found[candidate] = None
-                    if len(found) >= limit:
-                        return

@@ -64,6 +64,21 @@ def api_keys(settings: Settings) -> ApiKeys:
     return ApiKeys(settings.getlist("API_KEYS"), settings.getdict("API_KEY_QUOTAS"), default)
 
 
+def check_served(settings: Settings, port: int | None = None) -> None:
+    """UsageError for what keeps an API server from starting: a malformed API_
+    setting; with ``port`` (a network server), no key, or a port out of range."""
+    problems = [p for p in config.problems(settings) if p.startswith("API_")]
+    if problems:
+        raise UsageError("; ".join(problems))
+    if port is None:
+        return
+    if not api_keys(settings).hashes:
+        raise UsageError("API_KEYS is empty: every call over the network needs a key "
+                         "(scrapy api --new-key makes one)")  # fmt: skip
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be from 0 to 65535, not {port}")
+
+
 def rate_limit(settings: Settings, spider: str | None = None) -> RateLimit:
     name = spider or settings.get("API_SPIDER")
     return RateLimit(redis_for_command(settings), spider_keys(settings, name),
@@ -113,13 +128,6 @@ class Command(ProjectCommand):
             return
         assert self.settings is not None
         settings = self.settings
-        problems = [p for p in config.problems(settings) if p.startswith("API_")]
-        if problems:
-            raise UsageError("; ".join(problems))
-        if not api_keys(settings).hashes:
-            raise UsageError("API_KEYS is empty: every call needs a key (scrapy api --new-key "
-                             "makes one)")  # fmt: skip
-        if not 0 <= opts.port <= 65535:
-            raise UsageError(f"--port must be from 0 to 65535, not {opts.port}")
+        check_served(settings, opts.port)
         said = f"API on http://{opts.bind}:{opts.port}/v2/"
         serve_web_app(settings, build_app, said, opts.bind, opts.port)

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import UsageError
 
-from extensions import config
 from extensions.cli import ProjectCommand
-from extensions.commands.api import api_keys, api_service, rate_limit
+from extensions.commands.api import api_keys, api_service, check_served, rate_limit
 
 if TYPE_CHECKING:
     import argparse
@@ -50,9 +49,7 @@ class Command(ProjectCommand):
             raise UsageError("scrapy mcp takes at most one spider name")
         assert self.settings is not None
         settings = self.settings
-        problems = [p for p in config.problems(settings) if p.startswith("API_")]
-        if problems:
-            raise UsageError("; ".join(problems))
+        check_served(settings, opts.port if opts.http else None)
         name = args[0] if args else settings.get("API_SPIDER")
         service = api_service(settings, name)
         from extensions.api.mcpserver import build_server, http_app
@@ -61,11 +58,6 @@ class Command(ProjectCommand):
             build_server(service, name, rate_limit(settings, name)).run("stdio")
             return
         keys = api_keys(settings)
-        if not keys.hashes:
-            raise UsageError("API_KEYS is empty: over HTTP every call needs a key (scrapy "
-                             "api --new-key makes one)")  # fmt: skip
-        if not 0 <= opts.port <= 65535:
-            raise UsageError(f"--port must be from 0 to 65535, not {opts.port}")
         import logging
 
         import uvicorn

@@ -103,6 +103,12 @@ def within(scope: Scope, place: Place, seed: Place) -> bool:
     )
 
 
+def reads_sitemap(request: Any) -> bool:
+    """Whether a request reads a sitemap (or the robots.txt that names them) for
+    the URLs it lists, as a spider's sitemap reading marks it."""
+    return getattr(getattr(request, "callback", None), "__name__", "") == "_parse_sitemap"
+
+
 def judge(
     scopes: Iterable[Scope], url: str, trail: Trail, sitemap: bool = False
 ) -> tuple[str | None, int]:
