@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -74,6 +74,18 @@ def test_a_payload_enters_the_index_once_on_disk_and_a_revisit_is_read_from_its_
         Originals(archive.names("site"), "site", archive.fetch).payload(*found[2].revisit_of)
         == body
     )
+
+    # the original was made in the second before its file was opened (a file's first
+    # record is made before the file is): still found
+    url, date, digest = found[2].revisit_of
+    later = datetime.fromisoformat(date.replace("Z", "+00:00")) + timedelta(seconds=1)
+    renamed = one.path.with_name(one.path.name.replace(one.path.name.split("-")[1],
+                                                       later.strftime("%Y%m%d%H%M%S")))  # fmt: skip
+    one.path.rename(renamed)
+    assert (
+        Originals(archive.names("site"), "site", archive.fetch).payload(url, date, digest) == body
+    )
+    renamed.rename(one.path)
 
     # a file cut mid-record is read up to its last whole record, and the rest reported
     data = one.path.read_bytes()

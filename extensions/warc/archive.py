@@ -17,7 +17,7 @@ import logging
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CACHED_INDEXES = 4
+#: how long after a record's WARC-Date its file may have been opened (the first
+#: record of a file is made before the file is)
+OPENED_AFTER = timedelta(seconds=5)
 PAYLOAD_RECORDS = ("response", "revisit", "resource")
 
 
@@ -201,11 +204,15 @@ class Originals:
 
     def payload(self, url: str, date: str, digest: str) -> bytes | None:
         stamp = "".join(ch for ch in date if ch.isdigit())[:14]
+        try:  # a record is made before the file it goes to may be opened: a little later
+            latest = (parse_date(date) + OPENED_AFTER).strftime("%Y%m%d%H%M%S")
+        except ValueError:
+            latest = stamp
         for chain in self.chains.values():
             # the writer's file open at that date: the last opened before it, or
-            # one opened in the same second (names have whole seconds)
+            # one opened in the same second (names have whole seconds) or just after
             for opened, _, name in reversed(chain):
-                if opened > stamp:
+                if opened > latest:
                     continue
                 body = self._find(name, digest)
                 if body is not None:
