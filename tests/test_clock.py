@@ -124,9 +124,10 @@ def test_nodes_whose_clocks_are_off_keep_the_crawl_delay_and_say_so(redis_url, r
     # once), so the delay is judged over every four gaps, where one late arrival moves
     # little, and on average; and no two share a slot (what a node whose clock is off
     # would do: gaps near 0, four gaps in about two delays)
-    paced_from = next(i for i, gap in enumerate(gaps) if gap >= delay * 0.8)
-    paced = gaps[paced_from:]
-    assert paced_from <= 6 and min(paced) >= delay * 0.3, gaps
+    # A node started late sends its first one or two before it has read robots.txt,
+    # between paced ones: the first six arrivals (two a node) are not judged
+    paced = gaps[6:]
+    assert min(paced) >= delay * 0.3, gaps
     spans = [sum(paced[i : i + 4]) for i in range(len(paced) - 3)]
     assert min(spans) >= 4 * delay * 0.8, gaps
     assert sum(paced) / len(paced) >= delay * 0.9, gaps
