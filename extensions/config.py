@@ -169,6 +169,7 @@ CHECKS: dict[str, Check] = {
     "CLUSTER_HOST_RATE": _number(float, 0),
     "CLUSTER_CRAWL_DELAY_MAX": _number(float, 0),
     "CLUSTER_SEND_TOLERANCE": _number(float, 0, 1),
+    "FRONTIER_HOST_AFFINITY": _number(float, 0, 60),
     "HOST_BACKOFF_STATUSES": _int_list(100, 599, "HTTP status codes"),
     "HOST_BACKOFF_BASE": _number(float, 0),
     "HOST_BACKOFF_MAX": _number(float, 0, above=True),

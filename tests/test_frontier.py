@@ -262,7 +262,8 @@ def test_a_paced_host_s_leases_carry_send_slots_one_spacing_apart(redis_client, 
     first slot is a lead ahead (its window is strict), a fast host's is now."""
     from extensions.frontier.frontier import LEASE_LEAD_MS
 
-    first, second = Frontier(redis_client, keys, "n1"), Frontier(redis_client, keys, "n2")
+    first = Frontier(redis_client, keys, "n1")
+    second = Frontier(redis_client, keys, "n2", host_affinity=0)  # any node's turn
     redis_client.hset(keys.rates, mapping={"*": 0, "slow": 2, "fast": 20})
     urls = [f"http://slow/{i}" for i in range(3)] + [f"http://fast/{i}" for i in range(3)]
     first.enqueue([entry(url) for url in urls] + [entry("http://free/0")])

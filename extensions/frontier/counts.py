@@ -29,6 +29,12 @@ class FlushCounts:
         if self.dequeued:
             self.stats.inc_value("frontier/dequeued", self.dequeued)
             self.dequeued = 0
+        if frontier.left_to_owners:
+            self.stats.inc_value("frontier/affinity/left_to_owner", frontier.left_to_owners)
+            frontier.left_to_owners = 0
+        if frontier.taken_over:
+            self.stats.inc_value("frontier/affinity/taken_over", frontier.taken_over)
+            frontier.taken_over = 0
         if frontier.bad_host_fields:
             self.stats.inc_value("hosts/bad_state", frontier.bad_host_fields)
             # said once at WARNING; later ones are counted

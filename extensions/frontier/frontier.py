@@ -80,13 +80,21 @@ class Frontier:
         budget: int | ScriptArgs = 0,
         crawl_delay_max: float = defaults.CLUSTER_CRAWL_DELAY_MAX,
         send_tolerance: float = defaults.CLUSTER_SEND_TOLERANCE,
+        host_affinity: float = defaults.FRONTIER_HOST_AFFINITY,
+        node_timeout: float = defaults.NODE_TIMEOUT,
     ):
         self.server = server
         self.budget = budget
         self.crawl_delay_max = crawl_delay_max
         self.send_tolerance = send_tolerance
+        self.host_affinity_ms = int(host_affinity * 1000)
+        self.node_timeout_ms = int(node_timeout * 1000)
         #: malformed host fields the leases ignored (another writer's), since the last look
         self.bad_host_fields = 0
+        #: ready hosts left to the node that holds them, and requests of such hosts
+        #: taken for want of other work (host affinity), since the last look
+        self.left_to_owners = 0
+        self.taken_over = 0
         self.host_notes = HostNotes()  # for the levels above hosts (hosts/levels.py)
         self.keys = keys
         self.node_id = node_id
@@ -231,6 +239,7 @@ class Frontier:
                  "tolerance": self.send_tolerance, "lead": LEASE_LEAD_MS,
                  "domain_prefix": keys.domain(""), "ip_prefix": keys.address(""),
                  "levels_apart": int(self.keys.shards > 1),
+                 "affinity": self.host_affinity_ms, "alive_after": now - self.node_timeout_ms,
                  **{name: n if wanted == count else math.ceil(n * wanted / max(count, 1))
                     for name, n in (shares or {}).items()}},
                 pipe,
@@ -276,6 +285,9 @@ class Frontier:
             named = fields(result)
             members, next_due = named["leases"], named["next_due"]
             self.bad_host_fields += int(named["bad"])
+            left, taken_over = named.get("affinity") or (0, 0)
+            self.left_to_owners += int(left)
+            self.taken_over += int(taken_over)
             leased.extend(leases_of(named, self.host_notes))
             outcome.append((shard, len(members), bool(next_due)))
             if next_due:

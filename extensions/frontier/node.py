@@ -117,7 +117,8 @@ class NodeFrontier:
         self.frontier = Frontier(
             self.server, self.keys, self.node_id, config.bloom,
             budget=config.host_page_budget, crawl_delay_max=config.crawl_delay_max,
-            send_tolerance=config.send_tolerance,
+            send_tolerance=config.send_tolerance, host_affinity=config.host_affinity,
+            node_timeout=config.node_timeout,
         )  # fmt: skip
         self.dead_letters = DeadLetters(self.server, self.keys.dlq, self.node_id)
         self.checkpoint = Checkpoint(

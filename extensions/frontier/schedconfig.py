@@ -39,6 +39,7 @@ class SchedulerConfig:
     host_page_budget: int | RankBudget  # HOST_PAGE_BUDGET, or HOST_BUDGET_BY_RANK when set
     crawl_delay_max: float
     send_tolerance: float
+    host_affinity: float
     series_hours: float
 
     @classmethod
@@ -68,5 +69,6 @@ class SchedulerConfig:
             host_page_budget=RankBudget.from_settings(s) or s.getint("HOST_PAGE_BUDGET"),
             crawl_delay_max=s.getfloat("CLUSTER_CRAWL_DELAY_MAX"),
             send_tolerance=s.getfloat("CLUSTER_SEND_TOLERANCE"),
+            host_affinity=s.getfloat("FRONTIER_HOST_AFFINITY"),
             series_hours=s.getfloat("SERIES_HOURS"),
         )

@@ -41,6 +41,11 @@
 --   levels_apart '1' for a sharded frontier: the levels are in another slot, so
 --                a host goes at its levels' pace, their slots claimed by the
 --                node (claim_levels.lua); no line here
+--   affinity     ms a host stays with the node that leased it last (its warm
+--                connection and TLS session are there), past the moment it is
+--                ready again: FRONTIER_HOST_AFFINITY; 0 = off
+--   alive_after  heartbeats older than this (ms) mean the node is dead: a dead
+--                node's hosts are nobody's
 -- Returns, by name: leases (GROUP\nID, rate-limited groups first), data (their
 -- JSON in the same order, '' for a missing one), next_due (the time, ms, the
 -- next waiting group or delayed retry is due, or false: an idle node sleeps
@@ -52,7 +57,9 @@
 -- the node writes into their host hash; they wait DESCRIBE_WAIT_MS meanwhile),
 -- unresolvable (group, why, ...: groups leased whose host has no address, for
 -- the node to dead-letter, not fetch), levels (with levels_apart: each lease's
--- 'DOMAIN ADDRESS HOST_INTERVAL_MS' for claim_levels.lua, '' for none)
+-- 'DOMAIN ADDRESS HOST_INTERVAL_MS' for claim_levels.lua, '' for none),
+-- affinity (ready groups passed over as other nodes', requests of their hosts
+-- taken over for want of other work)
 local K, A = named_input(true)
 local F = {queue_prefix = A.queue_prefix, data_prefix = A.data_prefix, ready = K.ready, waiting = K.waiting,
            frontier = K.frontier, added = {}}
@@ -112,6 +119,59 @@ for _, lane in ipairs({'', 'render'}) do
   end
 end
 
+-- Host affinity: each lease of a host records its node, and other nodes leave
+-- the host to it while it is ready less than A.affinity ms (paced: past its
+-- slot's wake, at most one spacing). A paced host waits for its node, which
+-- keeps its rate alone; an unpaced one is taken by a node with nothing else to
+-- do (one more handshake beats an idle node). A dead node's hosts are free.
+local AFFINITY_LOOK = 8  -- ready groups looked at per request wanted, past other nodes'
+local affinity = tonumber(A.affinity or '0') or 0
+local alive_after = tonumber(A.alive_after or '0') or 0
+local owners_alive = {}
+local left_to_owners, taken_over = 0, 0
+local claims_end = nil  -- the first paced claim left alone ends: an idle node looks then
+
+-- Another live node's claim on HOST: nil, 'paced' (left alone) or 'soft'.
+local function claimed_by_other(host)
+  local f = redis.call('HMGET', A.host_prefix .. host, 'aff', 'aff_until', 'aff_paced')
+  local owner = f[1]
+  if not owner or owner == A.node then return nil end
+  local claim_until = number_field(P, f[2])
+  if not claim_until or claim_until <= now then return nil end
+  local alive = owners_alive[owner]
+  if alive == nil then
+    local beat = tonumber(redis.call('ZSCORE', K.nodes, owner))
+    alive = beat ~= nil and beat >= alive_after
+    owners_alive[owner] = alive
+  end
+  if not alive then return nil end
+  if f[3] == '1' then
+    if not claims_end or claim_until < claims_end then claims_end = claim_until end
+    return 'paced'
+  end
+  return 'soft'
+end
+
+-- The ready groups a lease of want_total looks at: this node's and nobody's
+-- first (up to want_total), and apart, the unpaced hosts of other nodes.
+local function candidates_of(ready, want_total, lane)
+  if affinity <= 0 or lane ~= '' then
+    return redis.call('ZRANGE', ready, 0, want_total - 1), {}
+  end
+  local mine, soft = {}, {}
+  for _, group in ipairs(redis.call('ZRANGE', ready, 0, want_total * AFFINITY_LOOK - 1)) do
+    if #mine >= want_total then break end
+    local claim = claimed_by_other(host_part(group))
+    if not claim then
+      mine[#mine + 1] = group
+    else
+      left_to_owners = left_to_owners + 1
+      if claim == 'soft' then soft[#soft + 1] = group end
+    end
+  end
+  return mine, soft
+end
+
 local leased, leased_data = {}, {}
 local taken = 0
 -- rate-limited groups' requests: returned first, so they are sent first
@@ -120,10 +180,10 @@ local paced, paced_data, paced_at = {}, {}, {}
 local leased_claims, paced_claims = {}, {}
 local watched = {}
 
--- Lease up to want requests from the groups in ready (one crawl's); how many.
-local function lease_groups(ready, want_total)
+-- Lease up to want_total requests from candidates, groups in ready (one
+-- crawl's), a fair share each; how many.
+local function lease_from(ready, candidates, want_total, lane)
   local got = 0
-  local candidates = redis.call('ZRANGE', ready, 0, want_total - 1)
   local share = math.ceil(want_total / math.max(#candidates, 1))
   for pass = 1, 2 do
     for _, group in ipairs(candidates) do
@@ -233,7 +293,12 @@ local function lease_groups(ready, want_total)
         local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
         if interval > 0 then
           local next_time = math.ceil(slot)
-          redis.call('HSET', counters, 'next', next_time)
+          if affinity > 0 and lane == '' then
+            redis.call('HSET', counters, 'next', next_time, 'aff', A.node,
+                       'aff_until', next_time - lead + math.min(affinity, spacing), 'aff_paced', 1)
+          else
+            redis.call('HSET', counters, 'next', next_time)
+          end
           for _, L in ipairs(P.apart and {} or levels) do
             L.next = slot - spacing + L.spacing  -- the last slot given, then its own spacing
             save_level(L, now)
@@ -242,10 +307,15 @@ local function lease_groups(ready, want_total)
           redis.call('ZREM', ready, group)
           -- waits even when its queue is empty: a request found meanwhile waits too
           redis.call('ZADD', K.waiting, next_time - lead, group)
-        elseif head[2] then
-          redis.call('ZADD', ready, ready_score(F, group, head[2]), group)
         else
-          redis.call('ZREM', ready, group)
+          if affinity > 0 and lane == '' then
+            redis.call('HSET', counters, 'aff', A.node, 'aff_until', now + affinity, 'aff_paced', 0)
+          end
+          if head[2] then
+            redis.call('ZADD', ready, ready_score(F, group, head[2]), group)
+          else
+            redis.call('ZREM', ready, group)
+          end
         end
       elseif pass == 1 and #redis.call('ZRANGE', queue, 0, 0) == 0 then
         redis.call('ZREM', ready, group)  -- no work left (its queue emptied elsewhere)
@@ -253,6 +323,19 @@ local function lease_groups(ready, want_total)
     end
     if got >= want_total or share >= want_total then break end
     share = want_total - got
+  end
+  return got
+end
+
+-- Lease up to want_total requests from the groups in ready (one crawl's, in
+-- lane); how many. Other nodes' unpaced hosts only when this node's are short.
+local function lease_groups(ready, want_total, lane)
+  local candidates, soft = candidates_of(ready, want_total, lane)
+  local got = lease_from(ready, candidates, want_total, lane)
+  if got < want_total and #soft > 0 then
+    local more = lease_from(ready, soft, want_total - got, lane)
+    taken_over = taken_over + more
+    got = got + more
   end
   return got
 end
@@ -288,7 +371,7 @@ local function lease_lane(lane, lane_count)
         want = math.min(left, math.max(1, math.floor(lane_count * weights[crawl] / total_weight + 0.5)))
       end
       if pass == 1 or not short[crawl] then
-        local got = lease_groups(ready_of(F, crawl, lane), want)
+        local got = lease_groups(ready_of(F, crawl, lane), want, lane)
         given[crawl] = (given[crawl] or 0) + got
         lane_got = lane_got + got
         short[crawl] = got < want
@@ -346,17 +429,18 @@ if #leased == 0 then
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
   if line then next_times[#next_times + 1] = tonumber(line) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
+  if claims_end then next_times[#next_times + 1] = claims_end end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
             'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
-            'levels', paced_claims}
+            'levels', paced_claims, 'affinity', {left_to_owners, taken_over}}
   end
   local next_due = tostring(math.min(unpack(next_times)))
   return {'leases', leased, 'data', leased_data, 'next_due', next_due, 'slots', paced_at,
           'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
-            'levels', paced_claims}
+            'levels', paced_claims, 'affinity', {left_to_owners, taken_over}}
 end
 redis.call('ZADD', K.nodes, now, A.node)
 return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
         'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
-            'levels', paced_claims}
+            'levels', paced_claims, 'affinity', {left_to_owners, taken_over}}
