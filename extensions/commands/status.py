@@ -227,6 +227,8 @@ def _why_slow(row: dict[str, Any]) -> str:
     if tls.get("connections"):
         parts.append(f"TLS {tls['connections']} connections, {tls['handshakes']} handshakes, "
                      f"{tls['resumed']} resumed")  # fmt: skip
+    if row.get("node"):
+        parts.append(f"node {row['node']}")
     return ("  " + "; ".join(parts)) if parts else ""
 
 

@@ -336,6 +336,8 @@ def host_rows(
                     "address": fields.get("ip") or None,
                     "observed_rate": _number(fields.get("orate")),
                     "tls": {name: int(_number(fields.get(f))) for name, f in TLS_FIELDS.items()},
+                    # the node that leased it last: its connection is warm there
+                    "node": fields.get("aff") or None,
                     "dropped": {
                         k.removeprefix("dropped:"): int(_number(v))
                         for k, v in fields.items()

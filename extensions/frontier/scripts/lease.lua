@@ -1,4 +1,4 @@
---! include _named _hooks _entries _crawls _queues _fields _pacing _lines
+--! include _named _hooks _entries _crawls _queues _fields _pacing _lines _affinity
 -- Lease requests to a node: from the crawls that take part in the turns, a share
 -- each by weight (the one furthest behind first); within a crawl, from its groups
 -- (hosts) that are ready, the best first, a fair share each. Politeness is
@@ -119,58 +119,7 @@ for _, lane in ipairs({'', 'render'}) do
   end
 end
 
--- Host affinity: each lease of a host records its node, and other nodes leave
--- the host to it while it is ready less than A.affinity ms (paced: past its
--- slot's wake, at most one spacing). A paced host waits for its node, which
--- keeps its rate alone; an unpaced one is taken by a node with nothing else to
--- do (one more handshake beats an idle node). A dead node's hosts are free.
-local AFFINITY_LOOK = 8  -- ready groups looked at per request wanted, past other nodes'
-local affinity = tonumber(A.affinity or '0') or 0
-local alive_after = tonumber(A.alive_after or '0') or 0
-local owners_alive = {}
-local left_to_owners, taken_over = 0, 0
-local claims_end = nil  -- the first paced claim left alone ends: an idle node looks then
-
--- Another live node's claim on HOST: nil, 'paced' (left alone) or 'soft'.
-local function claimed_by_other(host)
-  local f = redis.call('HMGET', A.host_prefix .. host, 'aff', 'aff_until', 'aff_paced')
-  local owner = f[1]
-  if not owner or owner == A.node then return nil end
-  local claim_until = number_field(P, f[2])
-  if not claim_until or claim_until <= now then return nil end
-  local alive = owners_alive[owner]
-  if alive == nil then
-    local beat = tonumber(redis.call('ZSCORE', K.nodes, owner))
-    alive = beat ~= nil and beat >= alive_after
-    owners_alive[owner] = alive
-  end
-  if not alive then return nil end
-  if f[3] == '1' then
-    if not claims_end or claim_until < claims_end then claims_end = claim_until end
-    return 'paced'
-  end
-  return 'soft'
-end
-
--- The ready groups a lease of want_total looks at: this node's and nobody's
--- first (up to want_total), and apart, the unpaced hosts of other nodes.
-local function candidates_of(ready, want_total, lane)
-  if affinity <= 0 or lane ~= '' then
-    return redis.call('ZRANGE', ready, 0, want_total - 1), {}
-  end
-  local mine, soft = {}, {}
-  for _, group in ipairs(redis.call('ZRANGE', ready, 0, want_total * AFFINITY_LOOK - 1)) do
-    if #mine >= want_total then break end
-    local claim = claimed_by_other(host_part(group))
-    if not claim then
-      mine[#mine + 1] = group
-    else
-      left_to_owners = left_to_owners + 1
-      if claim == 'soft' then soft[#soft + 1] = group end
-    end
-  end
-  return mine, soft
-end
+local H = affinity_of(A, K, now)  -- host affinity (_affinity.lua)
 
 local leased, leased_data = {}, {}
 local taken = 0
@@ -293,12 +242,8 @@ local function lease_from(ready, candidates, want_total, lane)
         local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
         if interval > 0 then
           local next_time = math.ceil(slot)
-          if affinity > 0 and lane == '' then
-            redis.call('HSET', counters, 'next', next_time, 'aff', A.node,
-                       'aff_until', next_time - lead + math.min(affinity, spacing), 'aff_paced', 1)
-          else
-            redis.call('HSET', counters, 'next', next_time)
-          end
+          redis.call('HSET', counters, 'next', next_time)
+          claim_host(H, counters, lane, next_time - lead, spacing)
           for _, L in ipairs(P.apart and {} or levels) do
             L.next = slot - spacing + L.spacing  -- the last slot given, then its own spacing
             save_level(L, now)
@@ -308,9 +253,7 @@ local function lease_from(ready, candidates, want_total, lane)
           -- waits even when its queue is empty: a request found meanwhile waits too
           redis.call('ZADD', K.waiting, next_time - lead, group)
         else
-          if affinity > 0 and lane == '' then
-            redis.call('HSET', counters, 'aff', A.node, 'aff_until', now + affinity, 'aff_paced', 0)
-          end
+          claim_host(H, counters, lane)
           if head[2] then
             redis.call('ZADD', ready, ready_score(F, group, head[2]), group)
           else
@@ -330,11 +273,11 @@ end
 -- Lease up to want_total requests from the groups in ready (one crawl's, in
 -- lane); how many. Other nodes' unpaced hosts only when this node's are short.
 local function lease_groups(ready, want_total, lane)
-  local candidates, soft = candidates_of(ready, want_total, lane)
+  local candidates, soft = candidates_of(H, P, ready, want_total, lane)
   local got = lease_from(ready, candidates, want_total, lane)
   if got < want_total and #soft > 0 then
     local more = lease_from(ready, soft, want_total - got, lane)
-    taken_over = taken_over + more
+    H.taken_over = H.taken_over + more
     got = got + more
   end
   return got
@@ -429,18 +372,18 @@ if #leased == 0 then
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
   if line then next_times[#next_times + 1] = tonumber(line) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
-  if claims_end then next_times[#next_times + 1] = claims_end end
+  if H.claims_end then next_times[#next_times + 1] = H.claims_end end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
             'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
-            'levels', paced_claims, 'affinity', {left_to_owners, taken_over}}
+            'levels', paced_claims, 'affinity', {H.left, H.taken_over}}
   end
   local next_due = tostring(math.min(unpack(next_times)))
   return {'leases', leased, 'data', leased_data, 'next_due', next_due, 'slots', paced_at,
           'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
-            'levels', paced_claims, 'affinity', {left_to_owners, taken_over}}
+            'levels', paced_claims, 'affinity', {H.left, H.taken_over}}
 end
 redis.call('ZADD', K.nodes, now, A.node)
 return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
         'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
-            'levels', paced_claims, 'affinity', {left_to_owners, taken_over}}
+            'levels', paced_claims, 'affinity', {H.left, H.taken_over}}
