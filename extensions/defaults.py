@@ -173,10 +173,10 @@ CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay ho
 # interval, at most 100 ms), and a node later than that asks Redis for a new slot
 CLUSTER_SEND_TOLERANCE = 0.02
 # seconds a ready host waits for the node that leased it last (its warm connection
-# and TLS session are there) before other nodes take it; a paced host's wait is at
-# most one spacing, and an unpaced host goes to a node with no other work at once;
-# 0 = any node takes any host
-FRONTIER_HOST_AFFINITY = 0.5
+# and TLS session are there), from the moment another node first passes it over,
+# before that node takes it; an unpaced host also goes at once to a node with no
+# other work; 0 = any node takes any host
+FRONTIER_HOST_AFFINITY = 1.0
 # what a queue is kept per: "host", "domain" (registered domain) or "slot" (the
 # request's download_slot meta when set, else the host)
 FRONTIER_QUEUE_BY = "host"

@@ -114,7 +114,8 @@ def test_https_pages_are_verified_kept_alive_and_resumed_and_bad_certificates_de
                                     "handshakes": handshakes, "resumed": resumed}  # fmt: skip
     assert by_host["expired.test"] == {"connections": 2, "handshakes": 0, "resumed": 0}
     # and the node that leased the host last, where its connection is warm
-    [node] = [row["node"] for row in json.loads(shown.stdout)["hosts"] if row["host"] == "docs.test"]
+    rows = json.loads(shown.stdout)["hosts"]
+    [node] = [row["node"] for row in rows if row["host"] == "docs.test"]
     assert node in {"n0", "n1"}
     text = scrapy("status", "site", "--hosts", "-s", f"REDIS_URL={redis_url}").stdout
     assert f"TLS {len(connections)} connections, {handshakes} handshakes" in text, text

@@ -41,9 +41,9 @@
 --   levels_apart '1' for a sharded frontier: the levels are in another slot, so
 --                a host goes at its levels' pace, their slots claimed by the
 --                node (claim_levels.lua); no line here
---   affinity     ms a host stays with the node that leased it last (its warm
---                connection and TLS session are there), past the moment it is
---                ready again: FRONTIER_HOST_AFFINITY; 0 = off
+--   affinity     ms other nodes leave a ready host to the node that leased it
+--                last (its warm connection and TLS session are there):
+--                FRONTIER_HOST_AFFINITY; 0 = off (_affinity.lua)
 --   alive_after  heartbeats older than this (ms) mean the node is dead: a dead
 --                node's hosts are nobody's
 -- Returns, by name: leases (GROUP\nID, rate-limited groups first), data (their
@@ -243,7 +243,7 @@ local function lease_from(ready, candidates, want_total, lane)
         if interval > 0 then
           local next_time = math.ceil(slot)
           redis.call('HSET', counters, 'next', next_time)
-          claim_host(H, counters, lane, next_time - lead, spacing)
+          claim_host(H, counters, lane, true)
           for _, L in ipairs(P.apart and {} or levels) do
             L.next = slot - spacing + L.spacing  -- the last slot given, then its own spacing
             save_level(L, now)
@@ -271,16 +271,9 @@ local function lease_from(ready, candidates, want_total, lane)
 end
 
 -- Lease up to want_total requests from the groups in ready (one crawl's, in
--- lane); how many. Other nodes' unpaced hosts only when this node's are short.
+-- lane); how many.
 local function lease_groups(ready, want_total, lane)
-  local candidates, soft = candidates_of(H, P, ready, want_total, lane)
-  local got = lease_from(ready, candidates, want_total, lane)
-  if got < want_total and #soft > 0 then
-    local more = lease_from(ready, soft, want_total - got, lane)
-    H.taken_over = H.taken_over + more
-    got = got + more
-  end
-  return got
+  return lease_from(ready, candidates_of(H, P, ready, want_total, lane), want_total, lane)
 end
 
 -- the crawls' turns, in one lane: each running crawl with ready groups, the
@@ -340,7 +333,11 @@ end
 
 local render_taken = 0
 if render_count > 0 then render_taken = lease_lane('render', render_count) end
-lease_lane('', count)
+if lease_lane('', count) == 0 and H.left > 0 then
+  -- nothing but other nodes' hosts: their unpaced ones rather than an idle node
+  H.steal = true
+  H.taken_over = lease_lane('', count)
+end
 
 for i, member in ipairs(leased) do
   paced[#paced + 1] = member
@@ -372,7 +369,7 @@ if #leased == 0 then
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
   if line then next_times[#next_times + 1] = tonumber(line) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
-  if H.claims_end then next_times[#next_times + 1] = H.claims_end end
+  if H.waits_end then next_times[#next_times + 1] = H.waits_end end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
             'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
