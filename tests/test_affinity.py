@@ -126,3 +126,22 @@ def test_a_malformed_claim_another_writer_left_is_ignored_and_counted(redis_clie
     redis_client.zadd(KEYS.nodes, {"n1": now_ms()})
     assert lease_hosts(two, 2) == []  # held: a bad wait's start reads as none, and begins now
     assert two.bad_host_fields == 2 and two.left_to_owners == 1
+
+
+def test_hosts_paced_by_a_shared_address_have_no_affinity(redis_client):
+    """With CLUSTER_IP_RATE the address's slot is every host's on it: it must not
+    wait for one node."""
+    one, two = Frontier(redis_client, KEYS, "n1"), Frontier(redis_client, KEYS, "n2")
+    redis_client.hset(KEYS.rates, mapping={"*": 0, "*ip": 10})
+    redis_client.hset(KEYS.host("shared"), mapping={"dom": "shared", "ip": "10.0.0.1",
+                                                    "ipx": now_ms() + 3_600_000})  # fmt: skip
+    one.enqueue([entry(f"https://shared/{page}") for page in range(4)])
+    assert lease_hosts(one, 4) == ["shared"]
+    redis_client.zadd(KEYS.waiting, {"shared": now_ms() - 1})
+    deadline = time.monotonic() + 5
+    taken: list[str] = []
+    while not taken and time.monotonic() < deadline:  # the address's next slot
+        taken = lease_hosts(two, 4)
+        time.sleep(0.02)
+    assert taken == ["shared"] and two.left_to_owners == 0
+    assert redis_client.hget(KEYS.host("shared"), "aff") is None

@@ -120,6 +120,11 @@ for _, lane in ipairs({'', 'render'}) do
 end
 
 local H = affinity_of(A, K, now)  -- host affinity (_affinity.lua)
+if P.domain_rate > 0 or P.ip_rate > 0 then
+  -- a host's slot is its domain's or address's, which many hosts share: one
+  -- node's lateness would hold it from all of them
+  H.ms = 0
+end
 
 local leased, leased_data = {}, {}
 local taken = 0
