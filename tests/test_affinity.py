@@ -32,8 +32,8 @@ def test_each_host_stays_with_the_node_that_leased_it_while_both_have_work(redis
     assert sorted(nodes_of) == hosts
     assert all(len(nodes) == 1 for nodes in nodes_of.values()), dict(nodes_of)
     assert {next(iter(nodes)) for nodes in nodes_of.values()} == {"n1", "n2"}
-    assert two.left_to_owners > 0  # the first node's hosts, at the head of the ready list
-    assert one.taken_over == two.taken_over == 0
+    assert two.tally.left_to_owners > 0  # the first node's hosts, at the head of the ready list
+    assert one.tally.taken_over == two.tally.taken_over == 0
     assert one.sizes().queued == 0
 
 
@@ -57,7 +57,7 @@ def test_a_node_with_nothing_else_takes_another_node_s_unpaced_host(redis_client
     one.enqueue([entry(f"https://big/{page}") for page in range(10)])
     assert lease_hosts(one, 2) == ["big", "big"]
     assert lease_hosts(two, 3) == ["big"] * 3
-    assert two.taken_over == 3
+    assert two.tally.taken_over == 3
     # the host is the taker's now: the first node leaves it unless it is short
     assert redis_client.hget(KEYS.host("big"), "aff") == b"n2"
     one.enqueue([entry(f"https://own/{page}") for page in range(2)])
@@ -74,7 +74,7 @@ def test_a_paced_host_waits_for_its_node_at_most_the_affinity_then_anyone_takes_
     redis_client.zadd(KEYS.waiting, {"slow": now_ms() - 1})  # its wait is over
     before = now_ms()
     leased, next_due = two.lease(4, lease_timeout=60)
-    assert leased == [] and two.left_to_owners == 1
+    assert leased == [] and two.tally.left_to_owners == 1
     # it looks again when the host has waited FRONTIER_HOST_AFFINITY (1 s) for its node
     assert next_due is not None and before + 1000 <= next_due * 1000 <= now_ms() + 1000
     assert lease_hosts(one, 4) == ["slow"]  # its node comes, and takes it
@@ -87,7 +87,7 @@ def test_a_paced_host_waits_for_its_node_at_most_the_affinity_then_anyone_takes_
         time.sleep(0.05)
     assert lease_hosts(two, 4) == ["slow"]
     assert redis_client.hget(KEYS.host("slow"), "aff") == b"n2"
-    assert two.taken_over == 0  # waited out, not taken for want of work
+    assert two.tally.taken_over == 0  # waited out, not taken for want of work
 
 
 def test_a_host_stays_its_node_s_while_its_queue_is_empty(redis_client):
@@ -111,7 +111,7 @@ def test_a_dead_node_s_hosts_are_anyone_s_at_once(redis_client):
     # its last heartbeat is older than NODE_TIMEOUT
     redis_client.zadd(KEYS.nodes, {"n1": now_ms() - 60_000})
     assert lease_hosts(two, 4) == ["slow"]
-    assert two.left_to_owners == 0
+    assert two.tally.left_to_owners == 0
 
 
 def test_a_malformed_claim_another_writer_left_is_ignored_and_counted(redis_client):
@@ -125,7 +125,7 @@ def test_a_malformed_claim_another_writer_left_is_ignored_and_counted(redis_clie
                                                  "aff_wait": "-3"})  # fmt: skip
     redis_client.zadd(KEYS.nodes, {"n1": now_ms()})
     assert lease_hosts(two, 2) == []  # held: a bad wait's start reads as none, and begins now
-    assert two.bad_host_fields == 2 and two.left_to_owners == 1
+    assert two.tally.bad_host_fields == 2 and two.tally.left_to_owners == 1
 
 
 def test_hosts_paced_by_a_shared_address_have_no_affinity(redis_client):
@@ -143,5 +143,5 @@ def test_hosts_paced_by_a_shared_address_have_no_affinity(redis_client):
     while not taken and time.monotonic() < deadline:  # the address's next slot
         taken = lease_hosts(two, 4)
         time.sleep(0.02)
-    assert taken == ["shared"] and two.left_to_owners == 0
+    assert taken == ["shared"] and two.tally.left_to_owners == 0
     assert redis_client.hget(KEYS.host("shared"), "aff") is None

@@ -310,7 +310,7 @@ def test_malformed_host_state_is_ignored_and_counted_never_breaking_a_lease(redi
     )
     leases, _ = frontier.lease(5, lease_timeout=60)
     assert len(leases) == 2 and not any(lease.slot for lease in leases)
-    assert frontier.bad_host_fields >= 3
+    assert frontier.tally.bad_host_fields >= 3
     [held] = states.report([Event("odd", PUSH, retry_after=1.0)])
     assert held.until > time.time()
     assert states.bad_fields >= 2

@@ -153,7 +153,7 @@ def test_a_malformed_description_is_ignored_counted_and_asked_again(redis_client
     redis_client.hset(keys.host("odd.test"), mapping={"ip": "10.0.0.1", "ipx": "soon"})
     frontier.enqueue([entry("http://odd.test/1")])
     assert frontier.lease(10, lease_timeout=60)[0] == []
-    assert frontier.bad_host_fields == 1
+    assert frontier.tally.bad_host_fields == 1
     assert frontier.host_notes.undescribed == {"odd.test"}
     # a domain or an address no node writes names no level: described again
     redis_client.hset(keys.rates, "*domain", 5)
@@ -164,7 +164,7 @@ def test_a_malformed_description_is_ignored_counted_and_asked_again(redis_client
         frontier.host_notes.undescribed.clear()
         assert frontier.lease(10, lease_timeout=60)[0] == []
         assert frontier.host_notes.undescribed == {"odd.test"}
-    assert frontier.bad_host_fields == 4
+    assert frontier.tally.bad_host_fields == 4
     assert not list(redis_client.scan_iter(match="t:domain:*")) + list(
         redis_client.scan_iter(match="t:ip:*")
     )

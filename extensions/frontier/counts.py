@@ -29,22 +29,23 @@ class FlushCounts:
         if self.dequeued:
             self.stats.inc_value("frontier/dequeued", self.dequeued)
             self.dequeued = 0
-        if frontier.left_to_owners:
-            self.stats.inc_value("frontier/affinity/left_to_owner", frontier.left_to_owners)
-            frontier.left_to_owners = 0
-        if frontier.taken_over:
-            self.stats.inc_value("frontier/affinity/taken_over", frontier.taken_over)
-            frontier.taken_over = 0
-        if frontier.bad_host_fields:
-            self.stats.inc_value("hosts/bad_state", frontier.bad_host_fields)
+        tally = frontier.tally
+        if tally.left_to_owners:
+            self.stats.inc_value("frontier/affinity/left_to_owner", tally.left_to_owners)
+            tally.left_to_owners = 0
+        if tally.taken_over:
+            self.stats.inc_value("frontier/affinity/taken_over", tally.taken_over)
+            tally.taken_over = 0
+        if tally.bad_host_fields:
+            self.stats.inc_value("hosts/bad_state", tally.bad_host_fields)
             # said once at WARNING; later ones are counted
             logger.log(
                 logging.DEBUG if self._bad_state_said else logging.WARNING,
                 "ignored %d malformed host state fields in Redis (another writer's)",
-                frontier.bad_host_fields,
+                tally.bad_host_fields,
             )
             self._bad_state_said = True
-            frontier.bad_host_fields = 0
+            tally.bad_host_fields = 0
 
     def added(self, written: int, result: Added) -> int:
         """Count what an enqueue of ``written`` requests did; the requests added."""

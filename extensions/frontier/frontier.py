@@ -29,6 +29,7 @@ from extensions.frontier.results import (
     FrontierSizes,
     HostNotes,
     Lease,
+    LeaseTally,
     Reclaimed,
     counts_of,
     leases_of,
@@ -50,11 +51,9 @@ RATE_BURST_SECONDS = 0.05
 #: at the node when the slot comes (a lease's round trip and the engine's turn)
 LEASE_LEAD_MS = 100
 
-
 # Bytes of Scrapy's request fingerprint the exact dupefilter keeps: 2 name the
 # bucket, 12 are stored; 112 bits leave no collision to fear.
 FINGERPRINT_BYTES = 14
-
 
 RECLAIM_BATCH = 2000  # leases one reclaim call returns at most
 RECLAIM_CALLS = 1000  # calls one reclaim makes at most (2M leases); the next beat goes on
@@ -89,12 +88,7 @@ class Frontier:
         self.send_tolerance = send_tolerance
         self.host_affinity_ms = int(host_affinity * 1000)
         self.node_timeout_ms = int(node_timeout * 1000)
-        #: malformed host fields the leases ignored (another writer's), since the last look
-        self.bad_host_fields = 0
-        #: ready hosts left to the node that holds them, and requests of such hosts
-        #: taken for want of other work (host affinity), since the last look
-        self.left_to_owners = 0
-        self.taken_over = 0
+        self.tally = LeaseTally()  # what the leases met since the last look
         self.host_notes = HostNotes()  # for the levels above hosts (hosts/levels.py)
         self.keys = keys
         self.node_id = node_id
@@ -198,16 +192,14 @@ class Frontier:
     def lease(
         self, count: int, lease_timeout: float, shares: Mapping[str, int] | None = None
     ) -> tuple[list[Lease], float | None]:
-        """Lease up to ``count`` requests to this node, best priority first,
-        after moving retries that are due into the queue.
-
-        Returns (the leases, when the next waiting host or delayed request is
-        due in seconds since epoch, if nothing was leased). A sharded frontier
-        asks the shards that last had work for the bulk and a few others in turn
-        (``leaseplan``), in one round trip. ``shares``: the parts' counts the
-        script takes besides, split over the shards asked in proportion (a render
-        node's ``render_count``: render requests besides the others).
-        """
+        """Lease up to ``count`` requests to this node, best priority first
+        among its hosts and nobody's (host affinity), after moving retries that
+        are due into the queue. Returns (the leases, when the next waiting host
+        or delayed request is due in seconds since epoch, if nothing was leased).
+        A sharded frontier asks the shards that last had work for the bulk and a
+        few others in turn (``leaseplan``), in one round trip. ``shares``: the
+        parts' counts the script takes besides, split over the shards asked in
+        proportion (a render node's ``render_count``: render requests besides)."""
         pipe = self.server.pipeline(transaction=False)
         self.lease_on(pipe, count, lease_timeout, shares)
         return self.lease_result(execute(pipe))
@@ -284,10 +276,7 @@ class Frontier:
         for shard, result in zip(self._asked, results, strict=True):
             named = fields(result)
             members, next_due = named["leases"], named["next_due"]
-            self.bad_host_fields += int(named["bad"])
-            left, taken_over = named.get("affinity") or (0, 0)
-            self.left_to_owners += int(left)
-            self.taken_over += int(taken_over)
+            self.tally.add(named)
             leased.extend(leases_of(named, self.host_notes))
             outcome.append((shard, len(members), bool(next_due)))
             if next_due:

@@ -297,9 +297,7 @@ class NodeFrontier:
         # written again (writes not settled), what is in already counts as filtered
         added = result.added if result.writes_in and write.enqueue else None
         if added is not None and self.counts.added(len(write.enqueue), added):
-            # at once, not at the back-off's next look: the links are mostly of
-            # hosts this node fetches, which the others leave to it for a while
-            self._work_found()
+            self._work_found()  # now: mostly its own hosts' links, left to it (affinity)
         if result.unsure and result.error is not None:
             self.pending.set_apart(write)  # in or not: its mark says, at the next flush
             self.health.failed(result.error)

@@ -13,6 +13,24 @@ from extensions.frontier import redisops
 Entry = tuple[str | bytes, str, float, bytes]
 
 
+@dataclass
+class LeaseTally:
+    """What the leases met since the last look: malformed host fields ignored
+    (another writer's), ready hosts left to the node that holds them, and
+    requests of such hosts taken for want of other work (host affinity)."""
+
+    bad_host_fields: int = 0
+    left_to_owners: int = 0
+    taken_over: int = 0
+
+    def add(self, named: dict[str, Any]) -> None:
+        """Add one lease call's result (by name)."""
+        self.bad_host_fields += int(named["bad"])
+        left, taken_over = named.get("affinity") or (0, 0)
+        self.left_to_owners += int(left)
+        self.taken_over += int(taken_over)
+
+
 class Lease(NamedTuple):
     """One leased request: its lease member (GROUP newline ID), its JSON, the
     time (s since epoch) it may be sent (0: at once) and the seconds after it
