@@ -1,17 +1,16 @@
 --! include _fields _crawls
 -- Host affinity (FRONTIER_HOST_AFFINITY): a host is the node's that leased it
 -- last, for AFFINITY_TTL_MS (its connection is kept alive there, its TLS session
--- resumable). Other nodes pass over a host that is another live node's until
--- it has waited for that node A.affinity ms from the first time one of them
--- passed it over; then the next of them takes it, and it is that node's. A
--- node that is late so long is busy: its backlog is full, say. A paced host
--- waits so: its node keeps its rate alone. An unpaced host also goes to a node
--- that would otherwise get nothing (one more handshake beats an idle node). A
--- dead node's hosts are anyone's. The render lane has none: a browser keeps its
--- own connections.
+-- resumable). Other nodes pass over a host that is another live node's while
+-- they have work of their own, until it has waited for that node A.affinity ms
+-- from the first time one of them passed it over; then the next of them takes
+-- it, and it is that node's. A node that is late so long is busy (its backlog
+-- full, say). A node that would otherwise get nothing takes other nodes' hosts
+-- at once: one more handshake beats an idle node, and a crawl of one host runs
+-- on every node. A dead node's hosts are anyone's. The render lane has none: a
+-- browser keeps its own connections.
 -- Fields of the host's hash: aff (the node), aff_until (when it stops being the
--- node's), aff_paced ('1': never taken for want of work), aff_wait (when
--- another node first passed it over; 0: none since).
+-- node's), aff_wait (when another node first passed it over; 0: none since).
 local AFFINITY_LOOK = 8  -- ready groups looked at per request wanted, past other nodes'
 local AFFINITY_TTL_MS = 60000  -- within most servers' keep-alive and session lifetime
 
@@ -20,63 +19,52 @@ local AFFINITY_TTL_MS = 60000  -- within most servers' keep-alive and session li
 local function affinity_of(A, K, now)
   return {ms = tonumber(A.affinity or '0') or 0, alive_after = tonumber(A.alive_after or '0') or 0,
           node = A.node, host_prefix = A.host_prefix, nodes = K.nodes, now = now,
-          alive = {}, left = 0, taken_over = 0, waits_end = nil, steal = false}
+          alive = {}, left = 0, taken_over = 0, steal = false}
 end
 
--- Another live node's hold on host, now: nil, 'paced' or 'soft'. The first of
--- the waits this lease saw to end is H.waits_end: an idle node looks again then.
+-- Whether another live node holds host now, and its wait has not run out.
 local function held_by_other(H, P, host)
   local key = H.host_prefix .. host
-  local f = redis.call('HMGET', key, 'aff', 'aff_until', 'aff_paced', 'aff_wait')
+  local f = redis.call('HMGET', key, 'aff', 'aff_until', 'aff_wait')
   local owner = f[1]
-  if not owner or owner == H.node then return nil end
+  if not owner or owner == H.node then return false end
   local held_until = number_field(P, f[2])
-  if not held_until or held_until <= H.now then return nil end
+  if not held_until or held_until <= H.now then return false end
   local alive = H.alive[owner]
   if alive == nil then
     local beat = tonumber(redis.call('ZSCORE', H.nodes, owner))
     alive = beat ~= nil and beat >= H.alive_after
     H.alive[owner] = alive
   end
-  if not alive then return nil end
-  local waited_since = number_field(P, f[4]) or 0
+  if not alive then return false end
+  local waited_since = number_field(P, f[3]) or 0
   if waited_since <= 0 then
     waited_since = H.now
     redis.call('HSET', key, 'aff_wait', waited_since)
   end
-  local wait_end = waited_since + H.ms
-  if wait_end <= H.now then return nil end  -- its node let it wait: anyone's
-  if f[3] == '1' then
-    if not H.waits_end or wait_end < H.waits_end then H.waits_end = wait_end end
-    return 'paced'
-  end
-  return 'soft'
+  return waited_since + H.ms > H.now  -- past it, its node let it wait: anyone's
 end
 
 -- The ready groups a lease of want_total looks at: this node's and nobody's, up
--- to want_total (H.left counts those passed over); with H.steal, other nodes'
--- unpaced hosts too.
+-- to want_total (H.left counts those passed over); with H.steal, any.
 local function candidates_of(H, P, ready, want_total, lane)
-  if H.ms <= 0 or lane ~= '' then
+  if H.ms <= 0 or lane ~= '' or H.steal then
     return redis.call('ZRANGE', ready, 0, want_total - 1)
   end
   local mine = {}
   for _, group in ipairs(redis.call('ZRANGE', ready, 0, want_total * AFFINITY_LOOK - 1)) do
     if #mine >= want_total then break end
-    local held = held_by_other(H, P, host_part(group))
-    if not held or (H.steal and held == 'soft') then
-      mine[#mine + 1] = group
-    elseif not H.steal then
+    if held_by_other(H, P, host_part(group)) then
       H.left = H.left + 1
+    else
+      mine[#mine + 1] = group
     end
   end
   return mine
 end
 
--- The host (its hash: counters) is this node's now; paced: whether it is
--- never taken for want of work.
-local function claim_host(H, counters, lane, paced)
+-- The host (its hash: counters) is this node's now.
+local function claim_host(H, counters, lane)
   if H.ms <= 0 or lane ~= '' then return end
-  redis.call('HSET', counters, 'aff', H.node, 'aff_until', H.now + AFFINITY_TTL_MS,
-             'aff_paced', paced and 1 or 0, 'aff_wait', 0)
+  redis.call('HSET', counters, 'aff', H.node, 'aff_until', H.now + AFFINITY_TTL_MS, 'aff_wait', 0)
 end

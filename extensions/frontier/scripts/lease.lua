@@ -248,7 +248,7 @@ local function lease_from(ready, candidates, want_total, lane)
         if interval > 0 then
           local next_time = math.ceil(slot)
           redis.call('HSET', counters, 'next', next_time)
-          claim_host(H, counters, lane, true)
+          claim_host(H, counters, lane)
           for _, L in ipairs(P.apart and {} or levels) do
             L.next = slot - spacing + L.spacing  -- the last slot given, then its own spacing
             save_level(L, now)
@@ -339,7 +339,7 @@ end
 local render_taken = 0
 if render_count > 0 then render_taken = lease_lane('render', render_count) end
 if lease_lane('', count) == 0 and H.left > 0 then
-  -- nothing but other nodes' hosts: their unpaced ones rather than an idle node
+  -- nothing but other nodes' hosts: theirs rather than an idle node
   H.steal = true
   H.taken_over = lease_lane('', count)
 end
@@ -374,7 +374,6 @@ if #leased == 0 then
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
   if line then next_times[#next_times + 1] = tonumber(line) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
-  if H.waits_end then next_times[#next_times + 1] = H.waits_end end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
             'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
