@@ -20,35 +20,34 @@ def lease_hosts(frontier: Frontier, count: int) -> list[str]:
     return [host_of(url_of(lease)) for lease in leased]
 
 
-def test_each_host_stays_with_the_node_that_leased_it_while_both_have_work(redis_client):
-    one, two = Frontier(redis_client, KEYS, "n1"), Frontier(redis_client, KEYS, "n2")
-    hosts = [f"h{n}" for n in range(8)]
-    one.enqueue([entry(f"https://{host}/{page}") for host in hosts for page in range(5)])
+def nodes_by_host(one: Frontier, two: Frontier) -> dict[str, set[str]]:
+    """Eight hosts of five pages, leased four at a time by the two nodes in turn:
+    the nodes each host's requests went to."""
+    one.enqueue([entry(f"https://h{host}/{page}") for host in range(8) for page in range(5)])
     nodes_of = defaultdict(set)
     for _ in range(5):
         for node in (one, two):
             for host in lease_hosts(node, 4):
                 nodes_of[host].add(node.node_id)
-    assert sorted(nodes_of) == hosts
+    assert sorted(nodes_of) == [f"h{host}" for host in range(8)]
+    assert one.sizes().queued == 0
+    return nodes_of
+
+
+def test_each_host_stays_with_the_node_that_leased_it_while_both_have_work(redis_client):
+    one, two = Frontier(redis_client, KEYS, "n1"), Frontier(redis_client, KEYS, "n2")
+    nodes_of = nodes_by_host(one, two)
     assert all(len(nodes) == 1 for nodes in nodes_of.values()), dict(nodes_of)
     assert {next(iter(nodes)) for nodes in nodes_of.values()} == {"n1", "n2"}
     assert two.tally.left_to_owners > 0  # the first node's hosts, at the head of the ready list
     assert one.tally.taken_over == two.tally.taken_over == 0
-    assert one.sizes().queued == 0
 
 
 def test_without_affinity_the_same_leases_spread_hosts_over_both_nodes(redis_client):
     """What the test above would see with no affinity: the behaviour it guards."""
     one = Frontier(redis_client, KEYS, "n1", host_affinity=0)
     two = Frontier(redis_client, KEYS, "n2", host_affinity=0)
-    hosts = [f"h{n}" for n in range(8)]
-    one.enqueue([entry(f"https://{host}/{page}") for host in hosts for page in range(5)])
-    nodes_of = defaultdict(set)
-    for _ in range(5):
-        for node in (one, two):
-            for host in lease_hosts(node, 4):
-                nodes_of[host].add(node.node_id)
-    assert any(len(nodes) == 2 for nodes in nodes_of.values())
+    assert any(len(nodes) == 2 for nodes in nodes_by_host(one, two).values())
 
 
 def test_a_node_with_nothing_else_takes_the_work_a_host_s_node_left_at_once(redis_client):
