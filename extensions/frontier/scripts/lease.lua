@@ -45,7 +45,7 @@
 --                last (its warm connection and TLS session are there):
 --                FRONTIER_HOST_AFFINITY; 0 = off (_affinity.lua)
 --   alive_after  heartbeats older than this (ms) mean the node is dead: a dead
---                node's hosts are nobody's
+--                node's hosts are anyone's
 -- Returns, by name: leases (GROUP\nID, rate-limited groups first), data (their
 -- JSON in the same order, '' for a missing one), next_due (the time, ms, the
 -- next waiting group or delayed retry is due, or false: an idle node sleeps
