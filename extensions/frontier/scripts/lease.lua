@@ -258,7 +258,7 @@ local function lease_from(ready, candidates, want_total, lane)
           -- waits even when its queue is empty: a request found meanwhile waits too
           redis.call('ZADD', K.waiting, next_time - lead, group)
         else
-          claim_host(H, counters, lane, head[2] ~= nil)
+          claim_host(H, counters, lane)
           if head[2] then
             redis.call('ZADD', ready, ready_score(F, group, head[2]), group)
           else
@@ -374,7 +374,6 @@ if #leased == 0 then
   if waiting then next_times[#next_times + 1] = tonumber(waiting) end
   if line then next_times[#next_times + 1] = tonumber(line) end
   if delayed then next_times[#next_times + 1] = tonumber(delayed) end
-  if H.waits_end then next_times[#next_times + 1] = H.waits_end end
   if #next_times == 0 then
     return {'leases', leased, 'data', leased_data, 'next_due', false, 'slots', paced_at,
             'watched', watched, 'bad', P.bad, 'describe', describe, 'unresolvable', unresolvable,
