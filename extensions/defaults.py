@@ -172,10 +172,10 @@ CLUSTER_CRAWL_DELAY_MAX = 30.0  # seconds: the longest robots.txt Crawl-delay ho
 # the interval plus this (and, below about 5 requests a second, a fifth of the
 # interval, at most 100 ms), and a node later than that asks Redis for a new slot
 CLUSTER_SEND_TOLERANCE = 0.02
-# seconds a ready host waits for the node that leased it last (its warm connection
-# and TLS session are there), from the moment another node first passes it over,
-# before that node takes it; a node with no other work takes it at once; 0 = any
-# node takes any host
+# seconds a ready unpaced host waits for the node that leased it last (its warm
+# connection and TLS session are there), from the moment another node first passes
+# it over, before that node takes it; a node with no other work takes it at once;
+# 0 = any node takes any host
 FRONTIER_HOST_AFFINITY = 1.0
 # what a queue is kept per: "host", "domain" (registered domain) or "slot" (the
 # request's download_slot meta when set, else the host)

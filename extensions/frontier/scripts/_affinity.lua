@@ -1,14 +1,16 @@
 --! include _fields _crawls
--- Host affinity (FRONTIER_HOST_AFFINITY): a host is the node's that leased it
--- last, for AFFINITY_TTL_MS (its connection is kept alive there, its TLS session
--- resumable). Other nodes pass over a host that is another live node's while
+-- Host affinity (FRONTIER_HOST_AFFINITY): an unpaced host is the node's that
+-- leased it last, for AFFINITY_TTL_MS (its connection is kept alive there, its
+-- TLS session resumable). Other nodes pass over a host that is another live node's while
 -- they have work of their own, until it has waited for that node A.affinity ms
 -- from the first time one of them passed it over; then the next of them takes
 -- it, and it is that node's. A node that is late so long is busy (its backlog
 -- full, say). A node that would otherwise get nothing takes other nodes' hosts
 -- at once: one more handshake beats an idle node, and a crawl of one host runs
 -- on every node. A dead node's hosts are anyone's. The render lane has none: a
--- browser keeps its own connections.
+-- browser keeps its own connections. A paced host has none: between its slots
+-- its node is idle as often as any, and idle nodes take it (measured: make
+-- bench section 36, more handshakes with affinity than without).
 -- Fields of the host's hash: aff (the node), aff_until (when it stops being the
 -- node's), aff_wait (when another node first passed it over; 0: none since).
 local AFFINITY_LOOK = 8  -- ready groups looked at per request wanted, past other nodes'

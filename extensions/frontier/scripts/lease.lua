@@ -120,11 +120,6 @@ for _, lane in ipairs({'', 'render'}) do
 end
 
 local H = affinity_of(A, K, now)  -- host affinity (_affinity.lua)
-if P.domain_rate > 0 or P.ip_rate > 0 then
-  -- a host's slot is its domain's or address's, which many hosts share: one
-  -- node's lateness would hold it from all of them
-  H.ms = 0
-end
 
 local leased, leased_data = {}, {}
 local taken = 0
@@ -248,7 +243,6 @@ local function lease_from(ready, candidates, want_total, lane)
         if interval > 0 then
           local next_time = math.ceil(slot)
           redis.call('HSET', counters, 'next', next_time)
-          claim_host(H, counters, lane)
           for _, L in ipairs(P.apart and {} or levels) do
             L.next = slot - spacing + L.spacing  -- the last slot given, then its own spacing
             save_level(L, now)
@@ -258,7 +252,7 @@ local function lease_from(ready, candidates, want_total, lane)
           -- waits even when its queue is empty: a request found meanwhile waits too
           redis.call('ZADD', K.waiting, next_time - lead, group)
         else
-          claim_host(H, counters, lane)
+          claim_host(H, counters, lane)  -- unpaced only: a paced host is idle nodes' anyway
           if head[2] then
             redis.call('ZADD', ready, ready_score(F, group, head[2]), group)
           else
