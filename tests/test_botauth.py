@@ -118,6 +118,9 @@ def test_a_new_key_beside_the_old_signs_from_its_start_and_the_directory_lists_b
     settings.write_text(settings.read_text() + "\n" + readme_settings()
                         + f"\nBOT_AUTH_KEY = {str(old)!r}\n")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the stack, as the README installs it
+    # a test before this one in the worker may have called get_project_settings(),
+    # which names the bundled project's settings in os.environ: the project's own here
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
     later = scrapy("botauth", "keygen", str(tmp_path / "later.pem"), cwd=project, env=env)
     assert later.returncode == 0, later.stderr
     assert "(2 keys)" in later.stdout and "BOT_AUTH_KEYS = [" in later.stdout, later.stdout
