@@ -41,7 +41,7 @@
 --   levels_apart '1' for a sharded frontier: the levels are in another slot, so
 --                a host goes at its levels' pace, their slots claimed by the
 --                node (claim_levels.lua); no line here
---   affinity     ms other nodes leave a ready host to the node that leased it
+--   affinity     ms other nodes leave a ready unpaced host to the node that leased it
 --                last (its warm connection and TLS session are there):
 --                FRONTIER_HOST_AFFINITY; 0 = off (_affinity.lua)
 --   alive_after  heartbeats older than this (ms) mean the node is dead: a dead
